@@ -1,0 +1,182 @@
+"""The ``ctxmt`` command line. Each command parses its options, loads, and calls one function.
+
+torch and the heavy modules are imported inside the commands so ``--help`` is instant.
+Errors a user can cause (:class:`CtxmtError`) print one line and exit with code 2.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ctxmt_cli.errors import CtxmtError
+
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+    help="ctxmt: context-aware (document-level) neural machine translation.",
+)
+
+
+def user_errors(fn):
+    """Turn CtxmtError into one line on stderr and exit code 2 (no traceback)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except CtxmtError as err:
+            typer.echo(f"ctxmt: error: {err}", err=True)
+            raise typer.Exit(code=CtxmtError.exit_code) from None
+        except KeyboardInterrupt:
+            typer.echo("ctxmt: interrupted", err=True)
+            raise typer.Exit(code=130) from None
+
+    return wrapper
+
+
+@app.command()
+@user_errors
+def prepare(
+    fmt: str = typer.Argument(..., metavar="FORMAT", help="synthetic | text | jsonl | iwslt-tags | iwslt-xml | voita"),
+    out: Path = typer.Option(..., "--out", help="prepared dataset directory to write"),
+    train: Optional[Path] = typer.Option(None, help="train PATH (prefix: PATH.L1/PATH.L2; jsonl: the file)"),
+    valid: Optional[Path] = typer.Option(None, help="valid PATH"),
+    test: Optional[Path] = typer.Option(None, help="test PATH"),
+    src_lang: str = typer.Option("src", help="source language code / file suffix"),
+    tgt_lang: str = typer.Option("tgt", help="target language code / file suffix"),
+    vocab_size: int = typer.Option(8000, min=8, help="SentencePiece vocabulary size"),
+    joint: bool = typer.Option(True, "--joint/--separate", help="one SentencePiece model for both sides"),
+    moses: bool = typer.Option(False, help="Moses-tokenize (sacremoses) before SentencePiece"),
+    spm_type: str = typer.Option("unigram", help="SentencePiece model type: unigram | bpe"),
+    max_sentence_tokens: int = typer.Option(250, min=4, help="longer sentences are truncated with a warning"),
+    seed: int = typer.Option(1, help="random seed"),
+    docs: int = typer.Option(2000, min=41, help="synthetic: number of documents (>= 41)"),
+    force: bool = typer.Option(False, help="overwrite an existing output directory"),
+):
+    """Read a corpus (or generate the synthetic benchmark) into the prepared binary layout."""
+    from ctxmt_cli.data.pipeline import prepare_from_cli
+
+    meta = prepare_from_cli(
+        fmt, out, {"train": train, "valid": valid, "test": test}, src_lang=src_lang, tgt_lang=tgt_lang,
+        vocab_size=vocab_size, joint=joint, moses=moses, max_sentence_tokens=max_sentence_tokens,
+        seed=seed, docs=docs, force=force, spm_type=spm_type,
+    )
+    sizes = ", ".join(f"{name}: {info['sentences']} sentences / {info['documents']} docs" for name, info in meta["splits"].items())
+    typer.echo(f"prepared {out} ({sizes}; vocab {meta['vocab_size']['src']}/{meta['vocab_size']['tgt']})")
+
+
+@app.command(name="train")
+@user_errors
+def train_command(
+    recipe: Path = typer.Argument(..., help="recipe YAML"),
+    set_: List[str] = typer.Option([], "--set", help="override KEY.PATH=VALUE (repeatable)"),
+    resume: bool = typer.Option(False, help="continue from checkpoint_last.pt in train.save_dir"),
+    dry_run: bool = typer.Option(False, help="validate, print the resolved recipe and parameter count, exit"),
+):
+    """Train the system a recipe describes."""
+    from ctxmt_cli.config import load_recipe
+
+    loaded = load_recipe(recipe, set_)
+    if dry_run:
+        from ctxmt_cli.commands import dry_run_report
+
+        typer.echo(dry_run_report(loaded))
+        return
+    from ctxmt_cli.train.trainer import train
+
+    result = train(loaded, resume=resume)
+    if os.environ.get("RANK", "0") == "0":  # under torchrun only rank 0 reports
+        typer.echo(f"best checkpoint: {result.best}" + (f"\naveraged: {result.averaged}" if result.averaged else ""))
+
+
+@app.command()
+@user_errors
+def translate(
+    input: str = typer.Argument(..., metavar="DOC.txt", help="documents: one sentence per line, blank line between documents; - = stdin"),
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="model checkpoint"),
+    output: str = typer.Option("-", "--output", "-o", help="output file; - = stdout"),
+    beam: Optional[int] = typer.Option(None, min=1, help="beam size (default: recipe decode.beam)"),
+    lenpen: Optional[float] = typer.Option(None, min=0.0, help="length penalty (default: recipe)"),
+    target_context: Optional[str] = typer.Option(None, help="prefix (own outputs forced) | generate (regenerate the window)"),
+    batch_docs: Optional[int] = typer.Option(None, min=1, help="documents decoded in parallel"),
+    device: str = typer.Option("cpu", help="cpu | cuda | cuda:N"),
+):
+    """Translate whole documents sentence by sentence, with the model's own context."""
+    from ctxmt_cli.commands import translate_file
+
+    count = translate_file(input, output, checkpoint, beam=beam, lenpen=lenpen, target_context=target_context,
+                           batch_docs=batch_docs, device=device)
+    typer.echo(f"translated {count} sentences", err=True)
+
+
+@app.command()
+@user_errors
+def contrastive(
+    testset: str = typer.Argument(..., help="synthetic:PREPARED_DIR | jsonl:PATH"),
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c"),
+    context: Optional[int] = typer.Option(None, min=0, help="context sentences per side (default: the model's)"),
+    normalize: str = typer.Option("mean", help="mean (token-averaged log-prob) | none (sum)"),
+    out: Optional[Path] = typer.Option(None, help="directory for results.json"),
+    device: str = typer.Option("cpu"),
+):
+    """Score a contrastive test set by forced decoding; accuracy per phenomenon and distance."""
+    from ctxmt_cli.commands import run_contrastive
+
+    typer.echo(run_contrastive(testset, checkpoint, context=context, normalize=normalize, out=out, device=device))
+
+
+@app.command()
+@user_errors
+def evaluate(
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c"),
+    split: str = typer.Option("test", help="prepared split to translate and score"),
+    data: Optional[Path] = typer.Option(None, help="prepared dir (default: the checkpoint's recipe data.path)"),
+    hyp: Optional[Path] = typer.Option(None, help="score an existing hypothesis file instead"),
+    ref: Optional[Path] = typer.Option(None, help="reference file for --hyp"),
+    lowercase: bool = typer.Option(False, help="lowercased BLEU (as Voita et al. for Russian)"),
+    device: str = typer.Option("cpu"),
+):
+    """BLEU and chrF (sacrebleu) of a checkpoint on a prepared split, or of --hyp against --ref."""
+    from ctxmt_cli.commands import run_evaluate
+
+    typer.echo(run_evaluate(checkpoint, split, data, hyp, ref, lowercase=lowercase, device=device))
+
+
+@app.command()
+@user_errors
+def average(
+    checkpoints: List[Path] = typer.Argument(..., help="checkpoints to average"),
+    output: Path = typer.Option(..., "--output", "-o"),
+):
+    """Average the weights of several checkpoints of one model."""
+    from ctxmt_cli.train.checkpoint import average_checkpoints
+
+    typer.echo(f"wrote {average_checkpoints(list(checkpoints), output)}")
+
+
+@app.command()
+@user_errors
+def quickstart(
+    out: Path = typer.Option(Path("quickstart"), "--out", help="output directory"),
+    docs: int = typer.Option(2000, min=41, help="synthetic documents (>= 41)"),
+    minutes: Optional[float] = typer.Option(None, min=0.1, help="training minutes per model (default: the recipe's)"),
+    seed: int = typer.Option(1),
+    force: bool = typer.Option(False, help="reuse/overwrite an existing output directory"),
+):
+    """Synthetic benchmark end to end: prepare, train concat + sentence models, compare, translate a document."""
+    from ctxmt_cli.quickstart import run_quickstart
+
+    run_quickstart(out, docs=docs, minutes=minutes, seed=seed, force=force)
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,299 @@
+"""Typed recipe schema: one YAML file describes one system completely.
+
+A recipe has four sections — ``data``, ``model``, ``train``, ``decode`` — each a
+pydantic model with ``extra="forbid"``, so a misspelt key is an error that names
+the file and the key path. ``--set a.b=c`` overrides go through the same schema.
+The model section is a union discriminated by ``family``; adding a family means
+adding its config class here and to :data:`ModelConfig`.
+
+This module must not import torch: ``ctxmt --help`` and ``--dry-run`` stay fast.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional, Union, get_args
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ctxmt_cli.errors import CtxmtError
+
+#: Architecture presets: (d_model, ffn_dim, heads, encoder_layers, decoder_layers).
+PRESETS: dict[str, tuple[int, int, int, int, int]] = {
+    "tiny": (128, 512, 4, 2, 2),
+    "small": (256, 1024, 4, 3, 3),
+    "base": (512, 2048, 8, 6, 6),
+    "big": (1024, 4096, 16, 6, 6),
+}
+
+
+class Section(BaseModel):
+    """Base of every recipe section: unknown keys are errors, values are re-validated on assignment."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class DataConfig(Section):
+    """Where the prepared data lives and how batches are formed."""
+
+    path: str = Field("data/prepared", description="prepared dataset directory (ctxmt prepare)")
+    train_split: str = "train"
+    valid_split: str = "valid"
+    max_tokens: int = Field(4096, ge=16, description="token budget per batch (max of source/target side)")
+    max_window_tokens: int = Field(
+        1024, ge=8, description="windows longer than this lose their oldest context sentences"
+    )
+    bucket_width: int = Field(4, ge=1, description="length bucketing granularity in tokens")
+
+
+class ShiftPair(Section):
+    """A resolved segment shift per side (``shift: auto`` becomes one of these)."""
+
+    src: int = Field(ge=0)
+    tgt: int = Field(ge=0)
+
+
+class PSEConfig(Section):
+    """Position-segment embedding: concatenate a (d_model - d_se) position code with a d_se segment code."""
+
+    d_se: int = Field(ge=1)
+
+
+class ModelBase(Section):
+    """Transformer dimensions shared by every family; ``preset`` fills the ones left unset."""
+
+    preset: Optional[Literal["tiny", "small", "base", "big"]] = "small"
+    d_model: Optional[int] = Field(None, ge=8)
+    ffn_dim: Optional[int] = Field(None, ge=8)
+    heads: Optional[int] = Field(None, ge=1)
+    encoder_layers: Optional[int] = Field(None, ge=1)
+    decoder_layers: Optional[int] = Field(None, ge=1)
+    dropout: float = Field(0.1, ge=0.0, lt=1.0)
+    attention_dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    activation_dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    normalize_before: bool = Field(True, description="pre-norm (true) or post-norm as in Vaswani et al. (false)")
+    share_embeddings: Literal["auto", "all", "decoder", "none"] = Field(
+        "auto", description="auto: tie all three when the vocabulary is joint, else decoder in/out"
+    )
+    max_positions: int = Field(1024, ge=16)
+
+    @model_validator(mode="after")
+    def _fill_preset(self) -> "ModelBase":
+        if self.preset is not None:
+            d, f, h, e, dl = PRESETS[self.preset]
+            for key, value in (("d_model", d), ("ffn_dim", f), ("heads", h), ("encoder_layers", e), ("decoder_layers", dl)):
+                if getattr(self, key) is None:
+                    object.__setattr__(self, key, value)
+        missing = [k for k in ("d_model", "ffn_dim", "heads", "encoder_layers", "decoder_layers") if getattr(self, k) is None]
+        if missing:
+            raise ValueError(f"set a preset or give {', '.join(missing)}")
+        if self.d_model % self.heads:
+            raise ValueError(f"d_model ({self.d_model}) must be divisible by heads ({self.heads})")
+        return self
+
+    @property
+    def src_context(self) -> int:
+        return 0
+
+    @property
+    def tgt_context(self) -> int:
+        return 0
+
+
+class SentenceConfig(ModelBase):
+    """Sentence-level Transformer (Vaswani et al., 2017): no context."""
+
+    family: Literal["sentence"] = "sentence"
+
+
+class ConcatConfig(ModelBase):
+    """Sliding-window concatenation sKtoK / sKto1 (Lupo et al. 2022, 2023)."""
+
+    family: Literal["concat"] = "concat"
+    src_context_sentences: int = Field(3, ge=0, le=64, description="previous source sentences in the window (K-1)")
+    tgt_context_sentences: int = Field(3, ge=0, le=64, description="previous target sentences (0 = sKto1)")
+    cd: float = Field(1.0, ge=0.0, le=1.0, description="context discount: L = cd * L_context + L_current")
+    cd_normalize: Literal["window_tokens", "weight_sum"] = "window_tokens"
+    shift: Union[None, Literal["auto", "per-window"], int, ShiftPair] = Field(
+        None, description="segment-shifted positions: auto (mean sentence length), an int, per-window"
+    )
+    segment: Optional[Literal["onehot", "sinusoidal", "learned"]] = None
+    persistent: bool = Field(False, description="add the position/segment encodings to every layer's input")
+    pse: Optional[PSEConfig] = None
+
+    @property
+    def src_context(self) -> int:
+        return self.src_context_sentences
+
+    @property
+    def tgt_context(self) -> int:
+        return self.tgt_context_sentences
+
+    @model_validator(mode="after")
+    def _check_concat(self) -> "ConcatConfig":
+        if self.pse is not None:
+            if self.segment is None:
+                raise ValueError("pse needs a segment encoding: set segment to onehot, sinusoidal or learned")
+            if self.pse.d_se >= self.d_model:
+                raise ValueError(f"pse.d_se ({self.pse.d_se}) must be smaller than d_model ({self.d_model})")
+            if self.segment == "onehot" and self.pse.d_se < self.max_segments:
+                raise ValueError(f"onehot pse needs d_se >= {self.max_segments} (sentences per window)")
+        if self.cd < 1.0 and self.tgt_context_sentences == 0:
+            raise ValueError("cd < 1 discounts target context, but tgt_context_sentences is 0")
+        if self.shift is not None and isinstance(self.shift, int) and self.shift < 0:
+            raise ValueError("shift must be >= 0")
+        return self
+
+    @property
+    def max_segments(self) -> int:
+        """Number of sentences in the longest window (segment index range)."""
+        return max(self.src_context_sentences, self.tgt_context_sentences) + 1
+
+
+#: The model section: one config class per family, chosen by ``family``.
+ModelConfig = Annotated[Union[SentenceConfig, ConcatConfig], Field(discriminator="family")]
+#: family name -> its config class (derived from ModelConfig, so a family is listed once)
+FAMILY_CONFIGS: dict[str, type[ModelBase]] = {
+    cls.model_fields["family"].default: cls for cls in get_args(get_args(ModelConfig)[0])
+}
+
+
+class TrainConfig(Section):
+    """Optimisation, validation, checkpointing."""
+
+    save_dir: str = "runs/model"
+    seed: int = 1
+    lr: float = Field(7e-4, gt=0.0)
+    warmup_steps: int = Field(4000, ge=0)
+    betas: tuple[float, float] = (0.9, 0.98)
+    adam_eps: float = Field(1e-9, gt=0.0)
+    weight_decay: float = Field(0.0, ge=0.0)
+    label_smoothing: float = Field(0.1, ge=0.0, lt=1.0)
+    clip_norm: float = Field(0.0, ge=0.0, description="0 disables gradient clipping")
+    update_freq: int = Field(1, ge=1, description="gradient accumulation steps")
+    max_steps: int = Field(100_000, ge=1)
+    max_epochs: int = Field(1000, ge=1)
+    max_minutes: Optional[float] = Field(None, gt=0.0, description="stop (and validate) after this wall time")
+    valid_every: int = Field(1000, ge=1, description="validate and checkpoint every N updates")
+    patience: int = Field(12, ge=0, description="stop after N validations without improvement (0 = never)")
+    early_stop_on: Literal["window_loss", "discounted_loss", "current_loss"] = "window_loss"
+    keep_checkpoints: int = Field(10, ge=1, description="step checkpoints kept on disk")
+    average_checkpoints: int = Field(0, ge=0, description="average the best and the N following checkpoints")
+    amp: Literal["off", "bf16", "fp16"] = "off"
+    log_every: int = Field(50, ge=1)
+    threads: Optional[int] = Field(None, ge=1, description="torch CPU threads (default: torch's choice)")
+
+
+class DecodeConfig(Section):
+    """Defaults for translation; command-line flags override them."""
+
+    beam: int = Field(4, ge=1)
+    lenpen: float = Field(0.6, ge=0.0)
+    max_len_a: float = Field(1.5, ge=0.0)
+    max_len_b: int = Field(10, ge=1)
+    target_context: Literal["prefix", "generate"] = "prefix"
+    batch_sentences: int = Field(64, ge=1, description="documents decoded in parallel")
+
+
+class Recipe(Section):
+    """A complete, validated system description."""
+
+    name: str = "model"
+    description: str = ""
+    data: DataConfig = Field(default_factory=DataConfig)
+    model: ModelConfig = Field(default_factory=SentenceConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    decode: DecodeConfig = Field(default_factory=DecodeConfig)
+
+
+def _suggest(key: str, loc: tuple, raw: dict) -> str:
+    """'did you mean' hint for an unknown key, from the keys its section allows."""
+    node: Any = Recipe
+    for part in loc[:-1]:
+        field = node.model_fields.get(part) if isinstance(part, str) else None
+        if field is None:
+            return ""
+        node = field.annotation
+        if not (isinstance(node, type) and issubclass(node, BaseModel)):  # the family union
+            family = (raw.get("model") or {}).get("family") if isinstance(raw.get("model"), dict) else None
+            node = FAMILY_CONFIGS.get(family)
+            if node is None:
+                return ""
+    match = difflib.get_close_matches(key, list(node.model_fields), n=1)
+    return f" (did you mean '{match[0]}'?)" if match else ""
+
+
+def _format_error(err: ValidationError, source: str, raw: dict) -> str:
+    first = err.errors()[0]
+    # pydantic puts the union tag (family name) into the location; users never wrote it
+    loc = tuple(p for i, p in enumerate(first["loc"]) if not (i == 1 and first["loc"][0] == "model" and p in FAMILY_CONFIGS))
+    path = ".".join(str(p) for p in loc) or "(top level)"
+    if first["type"] == "extra_forbidden":
+        return f"{source}: unknown key '{path}'{_suggest(str(loc[-1]), loc, raw)}; remove or rename it"
+    msg = first["msg"].removeprefix("Value error, ")
+    given = first.get("input")
+    shown = "" if isinstance(given, (dict, list)) or given is None else f" (got {given!r})"
+    more = f" [+{len(err.errors()) - 1} more]" if len(err.errors()) > 1 else ""
+    return f"{source}: {path}: {msg}{shown}{more}"
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Split ``a.b.c=value`` into a key path and a YAML-parsed value."""
+    if "=" not in text:
+        raise CtxmtError(f"--set {text!r}: expected KEY.PATH=VALUE, e.g. --set train.lr=5e-4")
+    key, value = text.split("=", 1)
+    parts = [p for p in key.strip().split(".") if p]
+    if not parts:
+        raise CtxmtError(f"--set {text!r}: empty key; expected KEY.PATH=VALUE")
+    return parts, yaml.safe_load(value) if value.strip() else None
+
+
+def apply_overrides(raw: dict, overrides: list[str]) -> dict:
+    """Apply ``--set`` overrides to a raw recipe dict (validated later by the schema)."""
+    for text in overrides:
+        parts, value = parse_override(text)
+        node = raw
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise CtxmtError(f"--set {text!r}: '{part}' is a value, not a section")
+            node = child
+        node[parts[-1]] = value
+    return raw
+
+
+def validate_recipe(raw: dict, source: str = "recipe") -> Recipe:
+    """Validate a raw dict; any problem becomes one CtxmtError line naming ``source`` and the key path."""
+    if not isinstance(raw, dict):
+        raise CtxmtError(f"{source}: a recipe must be a YAML mapping with sections data/model/train/decode")
+    try:
+        return Recipe.model_validate(raw)
+    except ValidationError as err:
+        raise CtxmtError(_format_error(err, source, raw)) from None
+
+
+def load_recipe(path: str | Path, overrides: Optional[list[str]] = None) -> Recipe:
+    """Read, override and validate a recipe file."""
+    path = Path(path)
+    if not path.is_file():
+        raise CtxmtError(f"recipe not found: {path}; give the path to a YAML recipe (see recipes/)")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        where = getattr(err, "problem_mark", None)
+        line = f" line {where.line + 1}" if where is not None else ""
+        raise CtxmtError(f"{path}:{line} is not valid YAML ({type(err).__name__}); fix the syntax") from None
+    raw = apply_overrides(raw, list(overrides or []))
+    return validate_recipe(raw, str(path))
+
+
+def recipe_to_dict(recipe: Recipe) -> dict:
+    """Plain-python (JSON/YAML-safe) form of a recipe, as stored in checkpoints."""
+    return recipe.model_dump(mode="json")
+
+
+def dump_recipe(recipe: Recipe) -> str:
+    """YAML text of the resolved recipe."""
+    return yaml.safe_dump(recipe_to_dict(recipe), sort_keys=False)

@@ -1,0 +1,150 @@
+"""Transformer building blocks: multi-head attention (via SDPA), feed-forward, encoder/decoder layers."""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+class MultiheadAttention(nn.Module):
+    """Multi-head attention on ``F.scaled_dot_product_attention``.
+
+    Keys/values can be projected once (:meth:`project_kv`) and reused: the
+    decoder caches them for self-attention and computes cross-attention keys
+    once per sentence. ``mask`` is bool, broadcastable to (B, H, Tq, Tk),
+    True = may attend.
+    """
+
+    def __init__(self, d_model: int, heads: int, dropout: float = 0.0):
+        super().__init__()
+        self.heads, self.head_dim, self.dropout = heads, d_model // heads, dropout
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+
+    def _split(self, x: Tensor) -> Tensor:
+        b, t, _ = x.shape
+        return x.view(b, t, self.heads, self.head_dim).transpose(1, 2)  # (B, H, T, D)
+
+    def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """Keys and values of ``x`` (B, T, C) as (B, H, T, D) each."""
+        return self._split(self.k_proj(x)), self._split(self.v_proj(x))
+
+    def attend(
+        self, x: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = None,
+        causal: bool = False, need_weights: bool = False,
+    ) -> tuple[Tensor, Optional[Tensor]]:
+        """Queries from ``x`` (B, Tq, C) attend to ``k``/``v``; returns (B, Tq, C) and optional (B, H, Tq, Tk)."""
+        q = self._split(self.q_proj(x))                                     # (B, H, Tq, D)
+        p = self.dropout if self.training else 0.0
+        if need_weights:
+            out, weights = self._explicit(q, k, v, mask, causal, p)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal)
+            weights = None
+        b, h, t, d = out.shape
+        return self.out_proj(out.transpose(1, 2).reshape(b, t, h * d)), weights
+
+    def _explicit(self, q, k, v, mask, causal, p):
+        # The same computation as SDPA, keeping the weights for analysis.
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)        # (B, H, Tq, Tk)
+        if causal:
+            tq, tk = scores.shape[-2:]
+            mask = torch.ones(tq, tk, dtype=torch.bool, device=q.device).tril(tk - tq)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+        weights = scores.softmax(-1)
+        return F.dropout(weights, p) @ v, weights
+
+
+class FeedForward(nn.Module):
+    """Position-wise ReLU feed-forward block."""
+
+    def __init__(self, d_model: int, ffn_dim: int, activation_dropout: float):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(d_model, ffn_dim), nn.Linear(ffn_dim, d_model)
+        self.dropout = nn.Dropout(activation_dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc2(self.dropout(F.relu(self.fc1(x))))
+
+
+class Sublayer(nn.Module):
+    """Residual wrapper with pre- or post-LayerNorm and dropout."""
+
+    def __init__(self, d_model: int, dropout: float, normalize_before: bool):
+        super().__init__()
+        self.norm, self.dropout, self.pre = nn.LayerNorm(d_model), nn.Dropout(dropout), normalize_before
+
+    def forward(self, x: Tensor, fn) -> tuple[Tensor, Optional[Tensor]]:
+        out, extra = fn(self.norm(x) if self.pre else x)
+        x = x + self.dropout(out)
+        return (x if self.pre else self.norm(x)), extra
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention + feed-forward."""
+
+    def __init__(self, d_model, heads, ffn_dim, dropout, attention_dropout, activation_dropout, normalize_before):
+        super().__init__()
+        self.self_attn = MultiheadAttention(d_model, heads, attention_dropout)
+        self.ffn = FeedForward(d_model, ffn_dim, activation_dropout)
+        self.attn_block = Sublayer(d_model, dropout, normalize_before)
+        self.ffn_block = Sublayer(d_model, dropout, normalize_before)
+
+    def forward(self, x: Tensor, mask: Tensor, need_weights: bool = False) -> tuple[Tensor, Optional[Tensor]]:
+        """``x`` (B, S, C); ``mask`` (B, 1, 1, S) bool."""
+        def attn(h):
+            k, v = self.self_attn.project_kv(h)
+            return self.self_attn.attend(h, k, v, mask, need_weights=need_weights)
+
+        x, weights = self.attn_block(x, attn)
+        x, _ = self.ffn_block(x, lambda h: (self.ffn(h), None))
+        return x, weights
+
+
+class DecoderLayer(nn.Module):
+    """Causal self-attention (with an optional key/value cache) + cross-attention + feed-forward."""
+
+    def __init__(self, d_model, heads, ffn_dim, dropout, attention_dropout, activation_dropout, normalize_before):
+        super().__init__()
+        self.self_attn = MultiheadAttention(d_model, heads, attention_dropout)
+        self.cross_attn = MultiheadAttention(d_model, heads, attention_dropout)
+        self.ffn = FeedForward(d_model, ffn_dim, activation_dropout)
+        self.self_block = Sublayer(d_model, dropout, normalize_before)
+        self.cross_block = Sublayer(d_model, dropout, normalize_before)
+        self.ffn_block = Sublayer(d_model, dropout, normalize_before)
+
+    def forward(
+        self, x: Tensor, cross_kv: tuple[Tensor, Tensor], enc_mask: Tensor,
+        past: Optional[tuple[Tensor, Tensor]] = None, self_mask: Optional[Tensor] = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, tuple[Tensor, Tensor], dict]:
+        """One decoder layer.
+
+        Without ``past`` the self-attention is causal over ``x`` (B, T, C). With
+        ``past`` (cached keys/values) ``x`` holds new positions only and
+        ``self_mask`` (B, 1, Tq, Tpast+Tq) says which keys each query may see.
+        Returns the output, this layer's full keys/values, and attention weights.
+        """
+        kv: dict = {}
+
+        def self_attention(h):
+            k, v = self.self_attn.project_kv(h)                           # (B, H, Tq, D)
+            if past is not None:
+                k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
+            kv["self"] = (k, v)
+            causal = past is None
+            return self.self_attn.attend(h, k, v, None if causal else self_mask, causal, need_weights)
+
+        x, self_w = self.self_block(x, self_attention)
+        x, cross_w = self.cross_block(
+            x, lambda h: self.cross_attn.attend(h, *cross_kv, enc_mask, need_weights=need_weights)
+        )
+        x, _ = self.ffn_block(x, lambda h: (self.ffn(h), None))
+        return x, kv["self"], {"self": self_w, "cross": cross_w}

@@ -1,0 +1,208 @@
+"""The encoder-decoder every family builds on, and the core contract.
+
+Contract (training, beam search, scoring and analysis rely on nothing else):
+
+* ``forward(batch, need_attention=False) -> ModelOutput`` — teacher-forced logits;
+* ``encode(batch) -> EncoderOut``;
+* ``init_state(enc, batch) -> DecoderState`` — forces ``batch.tgt_prefix`` in one
+  parallel pass; its last token is left *pending* for the first step;
+* ``decode_step(tokens, state) -> (logits, state)`` — one token per row;
+* ``reorder_state(state, index) -> state`` — beam search.
+
+Families customise it by passing modules in (position encodings, shifts) and by
+overriding small hooks; they never copy these methods.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from ctxmt_cli.core.batch import Batch, DecoderState, EncoderOut
+from ctxmt_cli.core.layers import DecoderLayer, EncoderLayer
+from ctxmt_cli.core.positions import PositionEncoding, window_layout
+
+
+@dataclass(frozen=True)
+class VocabInfo:
+    """Vocabulary sizes and special ids the model needs (from the tokenizer)."""
+
+    src_size: int
+    tgt_size: int
+    pad: int = 0
+    unk: int = 1
+    bos: int = 2
+    eos: int = 3
+    brk: int = 4
+    joint: bool = True
+
+
+@dataclass
+class ModelOutput:
+    logits: Tensor                                   # (B, T, V)
+    attention: Optional[dict] = None                 # name -> list of (B, H, Tq, Tk) per layer
+
+
+class EncoderDecoder(nn.Module):
+    """Transformer encoder-decoder over (possibly concatenated) windows."""
+
+    def __init__(
+        self, cfg, vocab: VocabInfo, src_pos: Optional[PositionEncoding] = None,
+        tgt_pos: Optional[PositionEncoding] = None, shift: tuple[int, int] = (0, 0), per_window_shift: bool = False,
+    ):
+        super().__init__()
+        self.cfg, self.vocab = cfg, vocab
+        d = cfg.d_model
+        self.scale = d ** 0.5
+        self.shift, self.per_window_shift = shift, per_window_shift
+        self.src_embed = nn.Embedding(vocab.src_size, d, padding_idx=vocab.pad)
+        share = cfg.share_embeddings
+        share_all = (share == "all") or (share == "auto" and vocab.joint and vocab.src_size == vocab.tgt_size)
+        self.tgt_embed = self.src_embed if share_all else nn.Embedding(vocab.tgt_size, d, padding_idx=vocab.pad)
+        self.output = nn.Linear(d, vocab.tgt_size, bias=False)
+        self.src_pos = src_pos or PositionEncoding(d)
+        self.tgt_pos = tgt_pos or PositionEncoding(d)
+        self.dropout = nn.Dropout(cfg.dropout)
+        args = (d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout, cfg.activation_dropout, cfg.normalize_before)
+        self.encoder_layers = nn.ModuleList(EncoderLayer(*args) for _ in range(cfg.encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(*args) for _ in range(cfg.decoder_layers))
+        self.encoder_norm = nn.LayerNorm(d) if cfg.normalize_before else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(d) if cfg.normalize_before else nn.Identity()
+        self._init_weights()
+        if share != "none":
+            self.output.weight = self.tgt_embed.weight
+
+    def _init_weights(self) -> None:
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.xavier_uniform_(module.weight)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+        for emb in {self.src_embed, self.tgt_embed}:
+            nn.init.normal_(emb.weight, std=self.cfg.d_model ** -0.5)
+            nn.init.zeros_(emb.weight[self.vocab.pad])
+
+    # ---- hooks -------------------------------------------------------------------------------
+    def source_shift(self, src: Tensor) -> Tensor:
+        """Per-row segment shift (B,) of the source windows; ``per-window`` = mean sentence length."""
+        b = src.size(0)
+        if not self.per_window_shift:
+            return torch.full((b,), self.shift[0], dtype=torch.long, device=src.device)
+        real = ((src != self.vocab.pad) & (src != self.vocab.brk) & (src != self.vocab.eos)).sum(1)
+        n = (src == self.vocab.brk).sum(1) + 1
+        return torch.div(real + n // 2, n, rounding_mode="floor")          # rounded mean length
+
+    def target_shift(self, src_shift: Tensor) -> Tensor:
+        """Per-row shift of the target windows (per-window: the source window's)."""
+        if self.per_window_shift:
+            return src_shift
+        return torch.full_like(src_shift, self.shift[1])
+
+    # ---- contract ----------------------------------------------------------------------------
+    def encode(self, batch: Batch, need_attention: bool = False) -> EncoderOut:
+        """Encode the source windows: (B, S) → states (B, S, C)."""
+        src = batch.src
+        mask = src != self.vocab.pad                                       # (B, S)
+        shift = self.source_shift(src)
+        positions, seg, _ = window_layout(src, self.vocab.brk, shift)
+        pe = self.src_pos(positions, seg)                                  # (B, S, C)
+        x = self.dropout(self.src_embed(src) * self.scale + pe)
+        attn_mask, weights = mask[:, None, None, :], []
+        for i, layer in enumerate(self.encoder_layers):
+            if i > 0 and self.src_pos.persistent:
+                x = x + pe
+            x, w = layer(x, attn_mask, need_attention)
+            weights.append(w)
+        enc = EncoderOut(self.encoder_norm(x), mask, self.target_shift(shift))
+        if need_attention:
+            enc.extra["attention"] = weights
+        return enc
+
+    def _decode_full(self, tokens: Tensor, enc: EncoderOut, cross_kv, n_sent=None, need_attention=False):
+        """Decoder over whole sequences ``tokens`` (B, T) with causal self-attention."""
+        positions, seg, _ = window_layout(tokens, self.vocab.brk, enc.shift, n_sent)
+        pe = self.tgt_pos(positions, seg)                                  # (B, T, C)
+        x = self.dropout(self.tgt_embed(tokens) * self.scale + pe)
+        enc_mask, kvs, weights = enc.mask[:, None, None, :], [], {"self": [], "cross": []}
+        for i, layer in enumerate(self.decoder_layers):
+            if i > 0 and self.tgt_pos.persistent:
+                x = x + pe
+            x, kv, w = layer(x, cross_kv[i], enc_mask, need_weights=need_attention)
+            kvs.append(kv)
+            weights["self"].append(w["self"])
+            weights["cross"].append(w["cross"])
+        return self.decoder_norm(x), kvs, weights
+
+    def cross_kv(self, enc: EncoderOut) -> list[tuple[Tensor, Tensor]]:
+        """Cross-attention keys/values of every decoder layer, computed once per sentence."""
+        return [layer.cross_attn.project_kv(enc.states) for layer in self.decoder_layers]
+
+    def forward(self, batch: Batch, need_attention: bool = False) -> ModelOutput:
+        """Teacher-forced logits (B, T, V) for ``batch.tgt_in``."""
+        enc = self.encode(batch, need_attention)
+        hidden, _, weights = self._decode_full(batch.tgt_in, enc, self.cross_kv(enc), need_attention=need_attention)
+        attention = None
+        if need_attention:
+            attention = {"encoder_self": enc.extra["attention"], "decoder_self": weights["self"], "cross": weights["cross"]}
+        return ModelOutput(self.output(hidden), attention)
+
+    def init_state(self, enc: EncoderOut, batch: Batch) -> DecoderState:
+        """Decoder state after forcing ``batch.tgt_prefix`` (default ``<s>``), in one parallel pass."""
+        b, device = enc.states.size(0), enc.states.device
+        prefix = batch.tgt_prefix
+        if prefix is None:
+            prefix = torch.full((b, 1), self.vocab.bos, dtype=torch.long, device=device)
+        lengths = (prefix != self.vocab.pad).sum(1)                        # (B,) >= 1
+        n_sent = batch.tgt_sentences
+        if n_sent is None:
+            n_sent = (prefix == self.vocab.brk).sum(1) + 1
+        cached = prefix[:, :-1]                                            # (B, P-1): all but the last column
+        valid = torch.arange(cached.size(1), device=device).unsqueeze(0) < (lengths - 1).unsqueeze(1)
+        cross = self.cross_kv(enc)
+        if cached.size(1) > 0:
+            _, kvs, _ = self._decode_full(cached.masked_fill(~valid, self.vocab.pad), enc, cross, n_sent)
+        else:
+            h, dh = self.cfg.heads, self.cfg.d_model // self.cfg.heads
+            empty = enc.states.new_zeros(b, h, 0, dh)
+            kvs = [(empty, empty) for _ in self.decoder_layers]
+        return DecoderState(
+            self_k=[k for k, _ in kvs], self_v=[v for _, v in kvs],
+            cross_k=[k for k, _ in cross], cross_v=[v for _, v in cross],
+            self_mask=valid, enc_mask=enc.mask, pos=lengths - 1,
+            sent_idx=((cached == self.vocab.brk) & valid).sum(1), n_sent=n_sent, shift=enc.shift,
+            pending=prefix.gather(1, (lengths - 1).unsqueeze(1)).squeeze(1),
+        )
+
+    def decode_step(self, tokens: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
+        """Feed one token per row (B,); return next-token logits (B, V) and the new state."""
+        positions = (state.pos + state.sent_idx * state.shift).unsqueeze(1)  # (B, 1)
+        seg = (state.n_sent - state.sent_idx).clamp(min=1).unsqueeze(1)     # (B, 1)
+        pe = self.tgt_pos(positions, seg)                                   # (B, 1, C)
+        x = self.dropout(self.tgt_embed(tokens.unsqueeze(1)) * self.scale + pe)
+        self_mask = torch.cat([state.self_mask, state.self_mask.new_ones(tokens.size(0), 1)], dim=1)
+        mask4, enc_mask = self_mask[:, None, None, :], state.enc_mask[:, None, None, :]
+        new_k, new_v = [], []
+        for i, layer in enumerate(self.decoder_layers):
+            if i > 0 and self.tgt_pos.persistent:
+                x = x + pe
+            past = (state.self_k[i], state.self_v[i])
+            x, (k, v), _ = layer(x, (state.cross_k[i], state.cross_v[i]), enc_mask, past=past, self_mask=mask4)
+            new_k.append(k)
+            new_v.append(v)
+        logits = self.output(self.decoder_norm(x))[:, 0]                   # (B, V)
+        state = replace(
+            state, self_k=new_k, self_v=new_v, self_mask=self_mask, pos=state.pos + 1,
+            sent_idx=state.sent_idx + (tokens == self.vocab.brk).long(), pending=tokens,
+        )
+        return logits, state
+
+    def reorder_state(self, state: DecoderState, index: Tensor) -> DecoderState:
+        """Select (and duplicate) rows of the state for beam search."""
+        return state.index_select(index)
+
+    def num_parameters(self) -> int:
+        """Number of distinct trainable parameters (tied weights counted once)."""
+        return sum(p.numel() for p in self.parameters() if p.requires_grad)

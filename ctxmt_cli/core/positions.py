@@ -1,0 +1,101 @@
+"""Token and sentence position encodings (Vaswani et al. 2017; Lupo et al. 2022, 2023).
+
+A window holds n sentences separated by ``<brk>``. For every token we compute
+
+* its sentence index from the left, ``idx`` = number of ``<brk>`` strictly before
+  it (a ``<brk>`` belongs to the sentence it ends; the final ``</s>`` and the
+  decoder's start token belong to the last / first sentence respectively);
+* its segment ``k = n - idx`` counting right to left, ``k = 1`` for the current
+  sentence (seed 000, section 2.1);
+* its position ``t + idx * shift`` (segment-shifted positions, seed 001): the
+  oldest sentence is unshifted, the current one shifted most.
+
+:class:`PositionEncoding` turns (position, segment) into vectors: sinusoidal
+positions, plus an added segment embedding (``onehot | sinusoidal | learned``),
+or the two concatenated (PSE, seed 000 section 2.3). A plain sentence-level
+Transformer is the special case shift = 0, no segments.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def sinusoid(positions: Tensor, dim: int) -> Tensor:
+    """Sinusoidal codes of integer ``positions`` (...,) as (..., dim), sin and cos halves concatenated."""
+    half = dim // 2
+    scale = math.log(10000.0) / max(half - 1, 1)
+    inv_freq = torch.exp(torch.arange(half, device=positions.device, dtype=torch.float32) * -scale)
+    angles = positions.float().unsqueeze(-1) * inv_freq                     # (..., half)
+    out = torch.cat([angles.sin(), angles.cos()], dim=-1)
+    return F.pad(out, (0, dim - 2 * half))                                  # odd dims: one zero column
+
+
+def sentence_index(tokens: Tensor, brk_id: int) -> tuple[Tensor, Tensor]:
+    """Per-token sentence index from the left (B, T) and sentences per row (B,)."""
+    is_brk = (tokens == brk_id).long()
+    idx = is_brk.cumsum(dim=1) - is_brk                                     # (B, T) brk strictly before
+    return idx, is_brk.sum(dim=1) + 1
+
+
+def current_sentence_mask(tokens: Tensor, brk_id: int) -> Tensor:
+    """True for tokens of the last sentence of each row (the ``current`` sentence, final ``</s>`` included)."""
+    idx, n = sentence_index(tokens, brk_id)
+    return idx == (n - 1).unsqueeze(1)
+
+
+class PositionEncoding(nn.Module):
+    """(position, segment) → vector, added to token embeddings (and, if persistent, to every layer's input)."""
+
+    def __init__(
+        self, d_model: int, segment: Optional[str] = None, max_segments: int = 1,
+        d_se: Optional[int] = None, persistent: bool = False,
+    ):
+        super().__init__()
+        self.d_model, self.segment, self.max_segments = d_model, segment, max_segments
+        self.d_se, self.persistent = d_se, persistent
+        seg_dim = d_se if d_se is not None else d_model
+        self.seg_dim = seg_dim
+        # k runs 1..max_segments; longer windows at inference reuse the last code.
+        self.learned = nn.Embedding(max_segments + 1, seg_dim) if segment == "learned" else None
+        if self.learned is not None:
+            nn.init.normal_(self.learned.weight, std=seg_dim ** -0.5)
+
+    def segment_codes(self, seg: Tensor) -> Tensor:
+        """Segment embedding (B, T, seg_dim) of segment indices ``seg`` (B, T), k >= 1."""
+        k = seg.clamp(1, self.max_segments)
+        if self.segment == "learned":
+            return self.learned(k)
+        if self.segment == "onehot":
+            return F.one_hot((k - 1).clamp(max=self.seg_dim - 1), self.seg_dim).float()
+        return sinusoid(k, self.seg_dim)
+
+    def forward(self, positions: Tensor, seg: Optional[Tensor]) -> Tensor:
+        """Encoding (B, T, C) of ``positions`` (B, T) and segments ``seg`` (B, T) or None."""
+        if self.segment is None or seg is None:
+            return sinusoid(positions, self.d_model)
+        if self.d_se is not None:  # PSE: [PE_t (d_model - d_se), SE_k (d_se)]
+            return torch.cat([sinusoid(positions, self.d_model - self.d_se), self.segment_codes(seg)], dim=-1)
+        return sinusoid(positions, self.d_model) + self.segment_codes(seg)
+
+
+def window_layout(
+    tokens: Tensor, brk_id: int, shift: Tensor, n_sent: Optional[Tensor] = None, start: int = 0,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Positions (B, T), segments k (B, T) and sentence counts (B,) of windows ``tokens`` (B, T).
+
+    ``shift`` (B,) is the per-row segment shift; ``n_sent`` overrides the number
+    of sentences (decoding, where the window is not complete yet); ``start`` is
+    the position of column 0.
+    """
+    idx, n_found = sentence_index(tokens, brk_id)
+    n = n_found if n_sent is None else n_sent
+    t = torch.arange(start, start + tokens.size(1), device=tokens.device).unsqueeze(0)
+    positions = t + idx * shift.unsqueeze(1)                               # (B, T)
+    seg = (n.unsqueeze(1) - idx).clamp(min=1)                              # (B, T), 1 = current
+    return positions, seg, n

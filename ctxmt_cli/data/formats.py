@@ -1,0 +1,330 @@
+"""Streaming readers for the raw corpus formats that ``ctxmt prepare`` accepts.
+
+Formats (publishers' layouts, read exactly as distributed):
+
+- ``text``: one sentence per line, a blank line between documents; or, with a
+  ``.docids`` file (one id per line, aligned with the sentences), a new document
+  whenever the id changes between adjacent lines.
+- ``jsonl``: ``{"doc_id", "src", "tgt"}`` per line; a new document when doc_id changes.
+- ``iwslt-tags``: IWSLT ``train.tags.L1-L2.L``; tag lines (``<url>``, ``<talkid>`` ...)
+  are skipped and each tag block that follows segments starts a new talk.
+- ``iwslt-xml``: official ``<doc docid=...>`` / ``<seg id=N>`` XML (see :mod:`.formats_xml`).
+- ``voita``: Voita et al.'s OpenSubtitles groups, sentences joined by `` _eos ``, one
+  group (document) per line.
+
+Readers stream: memory is bounded by one document. Every user error is a
+:class:`~ctxmt_cli.errors.CtxmtError` naming the file and line and how to fix it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from ctxmt_cli.errors import CtxmtError
+
+Document = list[tuple[str, str]]
+FORMATS = ("text", "jsonl", "iwslt-tags", "iwslt-xml", "voita")
+
+# A located document: one tuple of strings per sentence (one string per side) and
+# the 1-based line number of each sentence in the first (source) file.
+LocatedDoc = tuple[list[tuple[str, ...]], list[int]]
+
+_TAG_LINE = re.compile(r"^<[A-Za-z/]")
+_EOS_SPLIT = re.compile(r"(?:^|\s)_eos(?=\s|$)")
+_ICONV_HINT = "convert it, e.g. `iconv -f LATIN1 -t UTF-8 {p} > {p}.utf8`"
+
+
+def fail(path: Path | str, lineno: int | None, what: str, fix: str) -> CtxmtError:
+    """Build the one-line error ``path:line: what; fix``."""
+    where = f"{path}:{lineno}" if lineno is not None else f"{path}"
+    return CtxmtError(f"{where}: {what}; {fix}")
+
+
+def check_file(path: Path | str, role: str) -> Path:
+    """Return ``path`` as a Path or raise a one-line error when it is not a readable file."""
+    p = Path(path)
+    if not p.is_file():
+        what = "is a directory, not a file" if p.is_dir() else "file not found"
+        raise CtxmtError(f"{role} {what}: {p}; check the path (and the language suffixes)")
+    return p
+
+
+def read_lines(path: Path, role: str = "input") -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, text)`` with line endings removed, checking UTF-8 per line."""
+    path = check_file(path, role)
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise fail(
+                    path, lineno,
+                    f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1})",
+                    _ICONV_HINT.format(p=path),
+                ) from None
+            if lineno == 1 and text.startswith("\ufeff"):
+                text = text[1:]
+            yield lineno, text.rstrip("\r\n")
+
+
+def count_lines(path: Path) -> int:
+    """Number of lines in ``path`` (a last line without newline counts), read in chunks."""
+    n, last = 0, b"\n"
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            n += chunk.count(b"\n")
+            last = chunk[-1:]
+    return n + (last != b"\n")
+
+
+def _zip_lines(paths: list[Path], roles: list[str]) -> Iterator[tuple[int, list[str]]]:
+    """Read several line-aligned files in lockstep; differing line counts are an error."""
+    streams = [read_lines(p, r) for p, r in zip(paths, roles)]
+    while True:
+        items = [next(s, None) for s in streams]
+        if all(it is None for it in items):
+            return
+        if any(it is None for it in items):
+            lineno = next(it[0] for it in items if it is not None)
+            counts = ", ".join(
+                f"{p} has {count_lines(p)} lines" for p in paths
+            )
+            raise CtxmtError(
+                f"line counts differ ({counts}); first unmatched line is {lineno}; "
+                "the files must be line-aligned (one sentence per line on every side)"
+            )
+        yield items[0][0], [it[1] for it in items]
+
+
+def _empty_sentence(path: Path, lineno: int) -> CtxmtError:
+    return fail(path, lineno, "empty sentence",
+                "fill it in or remove the line from every side")
+
+
+def _text_docs(paths: list[Path], docids: Path | None) -> Iterator[LocatedDoc]:
+    roles = ["source", "target"][: len(paths)]
+    files = list(paths) + ([docids] if docids is not None else [])
+    roles += ["docids"] if docids is not None else []
+    sents: list[tuple[str, ...]] = []
+    lines: list[int] = []
+    prev_id: str | None = None
+    for lineno, vals in _zip_lines(files, roles):
+        texts = [v.strip() for v in vals[: len(paths)]]
+        if docids is not None:
+            doc_id = vals[-1].strip()
+            if not doc_id:
+                raise fail(docids, lineno, "empty document id",
+                           "give every line a document id")
+            if sents and doc_id != prev_id:
+                yield sents, lines
+                sents, lines = [], []
+            prev_id = doc_id
+            for p, t in zip(paths, texts):
+                if not t:
+                    raise _empty_sentence(p, lineno)
+        else:
+            blank = [not t for t in texts]
+            if all(blank):
+                if sents:
+                    yield sents, lines
+                    sents, lines = [], []
+                continue
+            if any(blank):
+                b = paths[blank.index(True)]
+                nb = paths[blank.index(False)]
+                raise CtxmtError(
+                    f"document structure differs at line {lineno}: {b} has a blank line "
+                    f"(document break) but {nb} has a sentence; put the blank lines "
+                    "between documents at the same lines on both sides"
+                )
+        sents.append(tuple(texts))
+        lines.append(lineno)
+    if sents:
+        yield sents, lines
+
+
+def _split_group(path: Path, lineno: int, line: str) -> list[str]:
+    if not line.strip():
+        raise fail(path, lineno, "empty group (document)",
+                   "remove the line from both sides or fill it in")
+    parts = [s.strip() for s in _EOS_SPLIT.split(line)]
+    if not all(parts):
+        raise fail(path, lineno, "empty sentence in a ` _eos `-joined group",
+                   "remove the stray ` _eos ` separator")
+    return parts
+
+
+def _voita_docs(paths: list[Path]) -> Iterator[LocatedDoc]:
+    roles = ["source", "target"][: len(paths)]
+    for lineno, vals in _zip_lines(paths, roles):
+        groups = [_split_group(p, lineno, v) for p, v in zip(paths, vals)]
+        if len({len(g) for g in groups}) > 1:
+            detail = " but ".join(f"{p} has {len(g)}" for p, g in zip(paths, groups))
+            raise CtxmtError(
+                f"document structure differs at line {lineno}: {detail} sentences; "
+                "both sides of a group need the same number of ` _eos `-joined sentences"
+            )
+        yield list(zip(*groups)), [lineno] * len(groups[0])
+
+
+def _jsonl_docs(path: Path, fields: tuple[str, ...]) -> Iterator[LocatedDoc]:
+    sents: list[tuple[str, ...]] = []
+    lines: list[int] = []
+    prev_id: object = None
+    example = json.dumps({"doc_id": "d1", **{f: "..." for f in fields}})
+    for lineno, line in read_lines(path, "jsonl"):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise fail(path, lineno, f"invalid JSON ({e.msg} at column {e.colno})",
+                       f"each line must be one object like {example}") from None
+        missing = [k for k in ("doc_id", *fields) if not isinstance(obj, dict) or k not in obj]
+        if missing:
+            raise fail(path, lineno, f"missing key(s) {', '.join(missing)}",
+                       f"each line must be one object like {example}")
+        texts = []
+        for k in fields:
+            if not isinstance(obj[k], str):
+                raise fail(path, lineno, f'"{k}" is not a string', f"write it like {example}")
+            texts.append(obj[k].strip())
+            if not texts[-1]:
+                raise fail(path, lineno, f'empty "{k}" (an empty sentence)',
+                           "fill it in or remove the line")
+        doc_id = obj["doc_id"]
+        if sents and doc_id != prev_id:
+            yield sents, lines
+            sents, lines = [], []
+        prev_id = doc_id
+        sents.append(tuple(texts))
+        lines.append(lineno)
+    if sents:
+        yield sents, lines
+
+
+def _tags_side(path: Path, role: str) -> Iterator[tuple[list[str], list[int], int]]:
+    """One IWSLT train.tags side: ``(segments, their lines, first line of the talk)``."""
+    segs: list[str] = []
+    lines: list[int] = []
+    start: int | None = None  # line of the talk's first tag (its <url>) or first segment
+    for lineno, line in read_lines(path, role):
+        s = line.strip()
+        if _TAG_LINE.match(s):
+            if segs:
+                yield segs, lines, start
+                segs, lines, start = [], [], None
+            start = lineno if start is None else start
+            continue
+        if not s:
+            raise _empty_sentence(path, lineno)
+        start = lineno if start is None else start
+        segs.append(s)
+        lines.append(lineno)
+    if segs:
+        yield segs, lines, start
+
+
+def _tags_docs(paths: list[Path]) -> Iterator[LocatedDoc]:
+    if len(paths) == 1:
+        for segs, lines, _ in _tags_side(paths[0], "source"):
+            yield [(s,) for s in segs], lines
+        return
+    yield from pair_side_docs(
+        paths, _tags_side(paths[0], "source"), _tags_side(paths[1], "target"), "talk"
+    )
+
+
+def pair_side_docs(
+    paths: list[Path],
+    a: Iterable[tuple[list[str], list[int], int]],
+    b: Iterable[tuple[list[str], list[int], int]],
+    unit: str,
+) -> Iterator[LocatedDoc]:
+    """Zip two per-side document streams; their sentence counts must match."""
+    ia, ib = iter(a), iter(b)
+    while True:
+        da, db = next(ia, None), next(ib, None)
+        if da is None and db is None:
+            return
+        if da is None or db is None:
+            longer, d = (paths[0], da) if db is None else (paths[1], db)
+            shorter = paths[1] if db is None else paths[0]
+            raise CtxmtError(
+                f"document structure differs: {longer} has an extra {unit} starting at "
+                f"line {d[2]} that {shorter} lacks; both files must hold the same {unit}s"
+            )
+        if len(da[0]) != len(db[0]):
+            k = min(len(da[0]), len(db[0]))
+            where = [d[1][k] if k < len(d[1]) else d[1][-1] + 1 for d in (da, db)]
+            raise CtxmtError(
+                f"document structure differs: the {unit} at {paths[0]}:{da[2]} has "
+                f"{len(da[0])} segments but the one at {paths[1]}:{db[2]} has {len(db[0])} "
+                f"(first divergence at {paths[0]}:{where[0]} / {paths[1]}:{where[1]}); "
+                "the segment lines of the two sides must align"
+            )
+        yield list(zip(da[0], db[0])), da[1]
+
+
+def _located(fmt: str, paths: list[Path], docids: Path | None,
+             sides: int) -> Iterator[LocatedDoc]:
+    if fmt not in FORMATS:
+        raise CtxmtError(f"unknown corpus format {fmt!r}; use one of {', '.join(FORMATS)}")
+    if docids is not None and fmt != "text":
+        raise CtxmtError(f"a .docids file only applies to the text format, not {fmt!r}; "
+                         "remove it or use the text format")
+    for p, role in zip(paths, ["source", "target"]):
+        check_file(p, role)
+    if docids is not None:
+        check_file(docids, "docids")
+    if fmt == "text":
+        return _text_docs(paths, docids)
+    if fmt == "voita":
+        return _voita_docs(paths)
+    if fmt == "iwslt-tags":
+        return _tags_docs(paths)
+    if fmt == "iwslt-xml":
+        from ctxmt_cli.data.formats_xml import xml_docs
+
+        return xml_docs(paths)
+    return _jsonl_docs(paths[0], ("src", "tgt")[:sides])
+
+
+def _jsonl_single(fmt: str, src_path: Path, tgt_path: Path) -> None:
+    if fmt == "jsonl" and Path(src_path).resolve() != Path(tgt_path).resolve():
+        raise CtxmtError(f"jsonl holds both sides in one file, but got {src_path} and "
+                         f"{tgt_path}; pass the same file for both")
+
+
+def iter_parallel_located(
+    fmt: str, src_path: Path, tgt_path: Path, docids_path: Path | None = None
+) -> Iterator[tuple[Document, list[int]]]:
+    """Like :func:`iter_parallel_documents` plus the source line number of each sentence."""
+    _jsonl_single(fmt, src_path, tgt_path)
+    paths = [Path(src_path)] if fmt == "jsonl" else [Path(src_path), Path(tgt_path)]
+    docids = Path(docids_path) if docids_path is not None else None
+    for sents, lines in _located(fmt, paths, docids, 2):
+        yield [(s[0], s[1]) for s in sents], lines
+
+
+def iter_parallel_documents(
+    fmt: str, src_path: Path, tgt_path: Path, docids_path: Path | None = None
+) -> Iterator[Document]:
+    """Stream parallel documents (lists of ``(src, tgt)`` sentence pairs) from a corpus.
+
+    For ``jsonl`` both sides come from one file: pass it as ``src_path`` and ``tgt_path``.
+    """
+    for doc, _ in iter_parallel_located(fmt, src_path, tgt_path, docids_path):
+        yield doc
+
+
+def iter_source_documents(
+    fmt: str, path: Path, docids_path: Path | None = None
+) -> Iterator[list[str]]:
+    """Stream source-only documents (lists of sentences), e.g. for ``ctxmt translate``."""
+    docids = Path(docids_path) if docids_path is not None else None
+    for sents, _ in _located(fmt, [Path(path)], docids, 1):
+        yield [s[0] for s in sents]

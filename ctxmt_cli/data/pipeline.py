@@ -1,0 +1,66 @@
+"""``ctxmt prepare``: from the command line's options to a prepared dataset directory.
+
+Real corpora go through :func:`prepare_corpus`; ``synthetic`` first generates the
+discourse benchmark (raw text + contrastive sets, kept under ``OUT/raw``) and
+then prepares it the same way.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Callable, Optional
+
+from ctxmt_cli.data.prepare import PrepareSpec, SplitInput, prepare_corpus, resolve_split_input
+from ctxmt_cli.data.store import write_meta
+from ctxmt_cli.errors import CtxmtError
+
+FORMATS = ("synthetic", "text", "jsonl", "iwslt-tags", "iwslt-xml", "voita")
+
+
+def prepare_synthetic(out: Path, *, seed: int = 1, docs: int = 2000, force: bool = False, vocab_size: int = 400,
+                      progress: Optional[Callable[[str], None]] = None) -> dict:
+    """Generate the synthetic benchmark and prepare it into ``out`` (raw files and test sets in ``out/raw``).
+
+    BPE keeps the artificial words whole at a small vocabulary (unigram splits them), so windows stay short.
+    """
+    from ctxmt_cli.synthetic import generate_benchmark
+
+    out = Path(out)
+    if out.exists() and not force:
+        raise CtxmtError(f"{out} already exists; pass --force to overwrite")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    raw = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.raw-"))
+    try:
+        manifest = generate_benchmark(raw, seed=seed, docs=docs)
+        splits = {name: SplitInput(raw / f"{name}.src", raw / f"{name}.tgt") for name in ("train", "valid", "test")}
+        spec = PrepareSpec(fmt="text", splits=splits, src_lang="src", tgt_lang="tgt", out=out,
+                           vocab_size=vocab_size, spm_type="bpe", seed=seed, force=force)
+        meta = prepare_corpus(spec, progress)
+        shutil.move(str(raw), str(out / "raw"))
+    finally:
+        shutil.rmtree(raw, ignore_errors=True)
+    meta["source"] = {"format": "synthetic", "seed": seed, "docs": docs, "raw": "raw", "manifest": "raw/manifest.json"}
+    write_meta(out, meta)
+    return meta | {"manifest": manifest}
+
+
+def prepare_from_cli(fmt: str, out: Path, paths: dict[str, Optional[Path]], *, src_lang: str, tgt_lang: str,
+                     vocab_size: int, joint: bool, moses: bool, max_sentence_tokens: int, seed: int, docs: int,
+                     force: bool, spm_type: str = "unigram") -> dict:
+    """Dispatch ``ctxmt prepare FORMAT``; data warnings are printed as one line each."""
+    if fmt not in FORMATS:
+        raise CtxmtError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if fmt == "synthetic":
+        return prepare_synthetic(out, seed=seed, docs=docs, force=force, vocab_size=min(vocab_size, 400))
+    if paths.get("train") is None:
+        raise CtxmtError(f"ctxmt prepare {fmt} needs --train PATH (and optionally --valid/--test)")
+    splits = {name: resolve_split_input(fmt, path, src_lang, tgt_lang) for name, path in paths.items() if path is not None}
+    spec = PrepareSpec(fmt=fmt, splits=splits, src_lang=src_lang, tgt_lang=tgt_lang, out=out, vocab_size=vocab_size,
+                       joint=joint, moses=moses, max_sentence_tokens=max_sentence_tokens, spm_type=spm_type,
+                       seed=seed, force=force)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return prepare_corpus(spec, warn=lambda msg: print(f"ctxmt: warning: {msg}"))

@@ -1,0 +1,224 @@
+"""The prepared binary store: flat, memory-mapped token arrays with offsets.
+
+Layout of a prepared directory (``ctxmt prepare`` writes it, everything else reads it)::
+
+    meta.json                       languages, vocab sizes, dtype, split sizes, mean lengths
+    spm.model (+ spm.vocab)         joint model, or spm.src.model / spm.tgt.model
+    {split}.src.bin {split}.tgt.bin flat token ids (no BOS/EOS), dtype from meta
+    {split}.src.idx {split}.tgt.idx int64 offsets into the .bin files, n+1 entries
+    {split}.docs                    int64 sentence index of each document start, d+1 entries
+
+Opening costs a few small reads whatever the corpus size; arrays are views into
+``np.memmap`` objects and are only paged in when touched.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from array import array
+from collections.abc import Iterator, Sequence
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from ctxmt_cli.errors import CtxmtError
+
+FORMAT_VERSION = 1
+SPLIT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_TYPECODES = {"uint16": "H", "int32": "i"}
+
+
+def choose_dtype(vocab_size: int) -> str:
+    """``uint16`` when every id fits (vocab ≤ 65535), else ``int32``."""
+    return "uint16" if vocab_size <= 65535 else "int32"
+
+
+class SplitWriter:
+    """Append documents of sentence pairs to one split's arrays with buffered writes.
+
+    Memory is the int64 offsets (which end up on disk anyway) plus a bounded token
+    buffer; token ids go to disk every ``flush_tokens`` ids.
+    """
+
+    def __init__(self, directory: Path, split: str, dtype: str, flush_tokens: int = 1 << 20):
+        if dtype not in _TYPECODES:
+            raise ValueError(f"dtype must be one of {sorted(_TYPECODES)}, not {dtype!r}")
+        self.dir, self.split, self.dtype = Path(directory), split, dtype
+        self._tc = _TYPECODES[dtype]
+        self._flush = flush_tokens
+        self._files = {s: open(self.dir / f"{split}.{s}.bin", "wb") for s in ("src", "tgt")}
+        self._buf = {s: array(self._tc) for s in ("src", "tgt")}
+        self._off = {s: array("q", [0]) for s in ("src", "tgt")}
+        self._docs = array("q")
+        self._total = {"src": 0, "tgt": 0}
+        self._closed = False
+
+    @property
+    def n_sentences(self) -> int:
+        return len(self._off["src"]) - 1
+
+    def add_document(self, pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> None:
+        """Append one document given as ``[(src_ids, tgt_ids), ...]`` (at least one pair)."""
+        if not pairs:
+            raise ValueError("a document needs at least one sentence pair")
+        self._docs.append(self.n_sentences)
+        for src, tgt in pairs:
+            self._add("src", src)
+            self._add("tgt", tgt)
+
+    def _add(self, side: str, ids: Sequence[int]) -> None:
+        buf = self._buf[side]
+        buf.extend(ids)
+        self._total[side] += len(ids)
+        self._off[side].append(self._total[side])
+        if len(buf) >= self._flush:
+            buf.tofile(self._files[side])
+            self._buf[side] = array(self._tc)
+
+    def close(self) -> dict[str, int]:
+        """Flush and write offsets; returns sentences, documents, src_tokens, tgt_tokens."""
+        if not self._closed:
+            for side in ("src", "tgt"):
+                self._buf[side].tofile(self._files[side])
+                self._files[side].close()
+                with open(self.dir / f"{self.split}.{side}.idx", "wb") as f:
+                    self._off[side].tofile(f)
+            self._docs.append(self.n_sentences)
+            with open(self.dir / f"{self.split}.docs", "wb") as f:
+                self._docs.tofile(f)
+            self._closed = True
+        return {"sentences": self.n_sentences, "documents": len(self._docs) - 1,
+                "src_tokens": self._total["src"], "tgt_tokens": self._total["tgt"]}
+
+    def __enter__(self) -> SplitWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if exc[0] is None:
+            self.close()
+        else:
+            for f in self._files.values():
+                f.close()
+
+
+def _map(path: Path, dtype: str) -> np.ndarray:
+    if not path.is_file():
+        raise CtxmtError(f"prepared file missing: {path}; re-run `ctxmt prepare`")
+    if path.stat().st_size == 0:
+        return np.empty(0, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode="r")
+
+
+class SplitArrays:
+    """Read-only view of one split: per-sentence token arrays and document boundaries."""
+
+    def __init__(self, directory: Path, split: str, dtype: str):
+        d = Path(directory)
+        self.name = split
+        self.src_data = _map(d / f"{split}.src.bin", dtype)
+        self.tgt_data = _map(d / f"{split}.tgt.bin", dtype)
+        self.src_offsets = _map(d / f"{split}.src.idx", "int64")
+        self.tgt_offsets = _map(d / f"{split}.tgt.idx", "int64")
+        self.doc_offsets = _map(d / f"{split}.docs", "int64")
+        n = len(self.src_offsets) - 1
+        ok = (n >= 0 and len(self.tgt_offsets) == n + 1 and len(self.doc_offsets) >= 1
+              and int(self.src_offsets[-1]) == len(self.src_data)
+              and int(self.tgt_offsets[-1]) == len(self.tgt_data)
+              and int(self.doc_offsets[-1]) == n)
+        if not ok:
+            raise CtxmtError(f"prepared split {split!r} in {d} is inconsistent (sizes of its "
+                             ".bin/.idx/.docs files disagree); re-run `ctxmt prepare --force`")
+
+    @property
+    def n_sentences(self) -> int:
+        return len(self.src_offsets) - 1
+
+    @property
+    def n_documents(self) -> int:
+        return len(self.doc_offsets) - 1
+
+    def src(self, i: int) -> np.ndarray:
+        """Token ids of source sentence ``i`` (a view into the memmap, no BOS/EOS)."""
+        return self.src_data[self.src_offsets[i]:self.src_offsets[i + 1]]
+
+    def tgt(self, i: int) -> np.ndarray:
+        """Token ids of target sentence ``i`` (a view into the memmap, no BOS/EOS)."""
+        return self.tgt_data[self.tgt_offsets[i]:self.tgt_offsets[i + 1]]
+
+    @cached_property
+    def src_lengths(self) -> np.ndarray:
+        """Source sentence lengths in tokens, int64, shape (n,)."""
+        return np.asarray(np.diff(self.src_offsets))
+
+    @cached_property
+    def tgt_lengths(self) -> np.ndarray:
+        """Target sentence lengths in tokens, int64, shape (n,)."""
+        return np.asarray(np.diff(self.tgt_offsets))
+
+    @cached_property
+    def doc_index(self) -> np.ndarray:
+        """Document index of every sentence, int64, shape (n,)."""
+        counts = np.asarray(np.diff(self.doc_offsets))
+        return np.repeat(np.arange(self.n_documents, dtype=np.int64), counts)
+
+    def documents(self) -> Iterator[tuple[int, int]]:
+        """``(start, end)`` sentence ranges of the documents, in order (end exclusive)."""
+        offs = self.doc_offsets
+        for k in range(self.n_documents):
+            yield int(offs[k]), int(offs[k + 1])
+
+
+def write_meta(directory: Path, meta: dict) -> None:
+    """Write ``meta.json`` (pretty, UTF-8)."""
+    text = json.dumps(meta, indent=2, ensure_ascii=False, sort_keys=False)
+    (Path(directory) / "meta.json").write_text(text + "\n", encoding="utf-8")
+
+
+class PreparedData:
+    """A prepared dataset directory: ``meta``, lazily loaded ``tokenizer``, ``split(name)``."""
+
+    def __init__(self, directory: Path):
+        self.dir = Path(directory)
+        meta_path = self.dir / "meta.json"
+        if not meta_path.is_file():
+            raise CtxmtError(f"{self.dir} is not a prepared dataset (no meta.json); "
+                             "create it with `ctxmt prepare`")
+        try:
+            self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise CtxmtError(f"{meta_path} is not valid JSON ({e}); re-run `ctxmt prepare "
+                             "--force`") from None
+        version = self.meta.get("format_version")
+        if version != FORMAT_VERSION:
+            raise CtxmtError(f"{meta_path} has format_version {version!r}, this ctxmt reads "
+                             f"{FORMAT_VERSION}; re-run `ctxmt prepare --force`")
+        self._splits: dict[str, SplitArrays] = {}
+
+    @property
+    def splits(self) -> list[str]:
+        """Names of the prepared splits (``train`` first)."""
+        return list(self.meta["splits"])
+
+    def split(self, name: str) -> SplitArrays:
+        """Open split ``name``; an unknown name is a one-line error listing the splits."""
+        if name not in self.meta["splits"]:
+            raise CtxmtError(f"split {name!r} is not in {self.dir} (available: "
+                             f"{', '.join(self.splits)}); prepare it with --{name} or pick "
+                             "another split")
+        if name not in self._splits:
+            self._splits[name] = SplitArrays(self.dir, name, self.meta["dtype"])
+        return self._splits[name]
+
+    @cached_property
+    def tokenizer(self):
+        """The dataset's :class:`~ctxmt_cli.data.tokenize.Tokenizer` (checked against meta)."""
+        from ctxmt_cli.data.tokenize import Tokenizer
+
+        tok = Tokenizer.load(self.dir)
+        expected = self.meta.get("tokenizer_fingerprint")
+        if expected and tok.fingerprint() != expected:
+            raise CtxmtError(f"the SentencePiece model(s) in {self.dir} do not match its "
+                             "meta.json fingerprint; re-run `ctxmt prepare --force`")
+        return tok

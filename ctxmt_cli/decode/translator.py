@@ -1,0 +1,365 @@
+"""Document translation: sentence by sentence, with context windows, several documents in parallel.
+
+Documents are decoded in parallel *slots*: step j translates sentence j of
+every document that still has one, in one batched beam search. Documents are
+sorted by length first, so the active documents of a step are a prefix of the
+group and slots stay full until the short documents run out.
+
+The source window of sentence j is the previous ``src_context`` sentences of
+the same document (oldest first), each followed by ``<brk>``, then sentence j
+and ``</s>`` — the layout of ``ctxmt_cli.data.windows``; the oldest context
+sentences are dropped while the window exceeds ``max_window_tokens``.
+
+Target context (DESIGN 5.2, 10):
+
+* ``prefix`` (default): the model's own translations of the previous
+  ``tgt_context`` sentences, each followed by ``<brk>``, are forced as the
+  decoder prefix after ``<s>`` (one parallel pass in ``init_state``); ``<brk>``
+  is banned so only the current sentence is generated.
+* ``generate``: the whole target window is generated from ``<s>``, as Lupo et
+  al.'s fork does, and what follows the last ``<brk>`` is kept. Unlike the fork
+  we check the number of separators: when it is not the number of context
+  sentences, that sentence is decoded again in prefix mode and counted in
+  :attr:`TranslationStats.fallbacks`.
+
+An empty source line (or one that tokenizes to nothing) yields an empty output
+and does not enter later windows: the models never saw empty sentences.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Optional, Sequence
+
+import torch
+
+from ctxmt_cli.core.batch import Batch
+from ctxmt_cli.data.batching import pad_rows
+from ctxmt_cli.decode.search import beam_search
+from ctxmt_cli.errors import CtxmtError
+
+log = logging.getLogger(__name__)
+MODES = ("prefix", "generate")
+
+
+@dataclass
+class TranslationStats:
+    """Counters of one :func:`translate_documents` call (also handed to ``progress`` after every step)."""
+
+    documents: int = 0
+    sentences: int = 0            # sentences translated so far (empty lines excluded)
+    total: int = 0                # sentences to translate
+    empty: int = 0                # empty source lines (empty output)
+    steps: int = 0                # batched beam searches (fallback re-decodes excluded)
+    fallbacks: int = 0            # generate mode: wrong separator count, re-decoded in prefix mode
+    truncated: int = 0            # sentences longer than the window limit, cut to fit
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Special:
+    """The special ids the windows use (from the tokenizer)."""
+
+    pad: int
+    bos: int
+    eos: int
+    brk: int
+
+    @classmethod
+    def of(cls, tokenizer) -> "Special":
+        return cls(tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id, tokenizer.brk_id)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How windows and lengths are built for one call."""
+
+    src_context: int
+    tgt_context: int
+    max_window_tokens: int = 1024
+    max_len_a: float = 1.5
+    max_len_b: int = 10
+
+
+@dataclass
+class StepInput:
+    """One step's batched input: the batch, per-row ``max_len`` and the target context count per row."""
+
+    batch: Batch
+    max_len: torch.Tensor                        # (B,) long
+    expected: list[int] = field(default_factory=list)  # context sentences in each row's target window
+
+
+# ---- windows ----------------------------------------------------------------------------------
+def fit_context(previous: Sequence[Sequence[int]], wanted: int, budget: int) -> int:
+    """How many of the most recent ``previous`` sentences fit: at most ``wanted``, and their
+    lengths plus one separator each at most ``budget``."""
+    c = min(wanted, len(previous))
+    while c > 0 and sum(len(s) for s in previous[len(previous) - c:]) + c > budget:
+        c -= 1                                                             # drop the oldest first
+    return c
+
+
+def join_context(sentences: Sequence[Sequence[int]], brk: int) -> list[int]:
+    """Sentences oldest → newest, each followed by ``<brk>``."""
+    out: list[int] = []
+    for s in sentences:
+        out.extend(s)
+        out.append(brk)
+    return out
+
+
+def source_window(sentences: Sequence[Sequence[int]], j: int, context: int, limit: int, sp: Special) -> list[int]:
+    """Source window of sentence ``j``: up to ``context`` previous sentences + ``<brk>`` each, sentence j, ``</s>``."""
+    current = list(sentences[j])
+    c = fit_context(sentences[:j], context, limit - len(current) - 1)
+    return join_context(sentences[j - c:j], sp.brk) + current + [sp.eos]
+
+
+def target_context_ids(
+    outputs: Sequence[Sequence[int]], context: int, limit: int, current_len: int, sp: Special,
+) -> tuple[list[int], int]:
+    """Previous translations (+ ``<brk>`` each) for the target window, and how many there are.
+
+    The current translation's length is not known yet; the current source
+    length stands in for it so the target window stays near ``limit``.
+    """
+    c = fit_context(outputs, context, limit - current_len - 1)
+    return join_context(outputs[len(outputs) - c:], sp.brk), c
+
+
+def step_batch(
+    sources: Sequence[Sequence[Sequence[int]]], outputs: Sequence[Sequence[Sequence[int]]], j: int,
+    plan: Plan, sp: Special, mode: str = "prefix",
+) -> StepInput:
+    """The batch translating sentence ``j`` of each document (one row per document).
+
+    ``sources[d]`` holds document d's sentence ids, ``outputs[d]`` its
+    translations of sentences 0..j-1 (ids, no ``</s>``).
+    """
+    src_rows, prefixes, max_len, expected, n_sent = [], [], [], [], []
+    for sents, outs in zip(sources, outputs):
+        current = len(sents[j])
+        src_rows.append(source_window(sents, j, plan.src_context, plan.max_window_tokens, sp))
+        ctx, c = target_context_ids(outs[:j], plan.tgt_context, plan.max_window_tokens, current, sp)
+        length = int(plan.max_len_a * current + plan.max_len_b)
+        if mode == "generate":                                             # the model writes the context too
+            prefixes.append([sp.bos])
+            length += len(ctx)
+        else:
+            prefixes.append([sp.bos] + ctx)
+        max_len.append(length)
+        expected.append(c)
+        n_sent.append(c + 1)
+    batch = Batch(
+        src=pad_rows(src_rows, sp.pad), tgt_prefix=pad_rows(prefixes, sp.pad),       # (B, S), (B, P)
+        tgt_sentences=torch.tensor(n_sent, dtype=torch.long),
+    )
+    return StepInput(batch, torch.tensor(max_len, dtype=torch.long), expected)
+
+
+# ---- decoding ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Search:
+    """Beam search settings and where the model lives."""
+
+    beam: int
+    lenpen: float
+    device: torch.device
+
+
+def _decode(model, step: StepInput, search: _Search, banned: Sequence[int]) -> list[list[int]]:
+    """One batched beam search; the best tokens of every row."""
+    hyps = beam_search(model, step.batch.to(search.device), beam=search.beam, lenpen=search.lenpen,
+                       max_len=step.max_len.to(search.device), banned=banned)
+    return [h.tokens for h in hyps]
+
+
+def split_generated(tokens: Sequence[int], expected: int, brk: int) -> Optional[list[int]]:
+    """The current sentence of a generated target window (after the last ``<brk>``), or None when the
+    window does not hold exactly ``expected`` separators."""
+    marks = [i for i, t in enumerate(tokens) if t == brk]
+    if len(marks) != expected:
+        return None
+    return list(tokens[marks[-1] + 1:]) if marks else list(tokens)
+
+
+def translate_step(
+    model, sources, outputs, j: int, plan: Plan, sp: Special, search: _Search, mode: str,
+    stats: TranslationStats,
+) -> list[list[int]]:
+    """Translate sentence ``j`` of every document in ``sources`` at once; ids of each current sentence."""
+    if mode == "prefix":
+        return _decode(model, step_batch(sources, outputs, j, plan, sp, "prefix"), search, [sp.brk])
+    step = step_batch(sources, outputs, j, plan, sp, "generate")
+    generated = _decode(model, step, search, ())
+    results = [split_generated(t, c, sp.brk) for t, c in zip(generated, step.expected)]
+    failed = [r for r, res in enumerate(results) if res is None]
+    if failed:
+        stats.fallbacks += len(failed)
+        retry = step_batch([sources[r] for r in failed], [outputs[r] for r in failed], j, plan, sp, "prefix")
+        for r, tokens in zip(failed, _decode(model, retry, search, [sp.brk])):
+            results[r] = tokens
+    return results
+
+
+def _translate_group(model, docs: list[list[list[int]]], plan, sp, search, mode, stats, progress):
+    """Translate documents (sorted longest first) in parallel slots; their translations as ids
+    (``list[list[list[int]]]``: document, sentence, token)."""
+    outs: list[list[list[int]]] = [[] for _ in docs]
+    for j in range(max((len(d) for d in docs), default=0)):
+        active = [i for i, d in enumerate(docs) if len(d) > j]
+        new = translate_step(model, [docs[i] for i in active], [outs[i] for i in active], j,
+                             plan, sp, search, mode, stats)
+        for i, tokens in zip(active, new):
+            outs[i].append(tokens)
+        stats.steps += 1
+        stats.sentences += len(active)
+        if progress is not None:
+            progress(stats)
+    return outs
+
+
+def _encode_document(tokenizer, doc: Sequence[str], limit: int, stats: TranslationStats):
+    """Line indices and ids of the non-empty sentences of ``doc``; over-long ones are cut to fit."""
+    kept, ids = [], []
+    for i, text in enumerate(doc):
+        tokens = tokenizer.encode_src(text) if text.strip() else []
+        if not tokens:
+            stats.empty += 1
+            continue
+        if len(tokens) > limit - 1:                                        # room for </s>
+            stats.truncated += 1
+            log.warning("sentence %d of a document has %d tokens; truncated to the window limit %d",
+                        i + 1, len(tokens), limit - 1)
+            tokens = tokens[: limit - 1]
+        kept.append(i)
+        ids.append(list(tokens))
+    return kept, ids
+
+
+def _model_device(model) -> torch.device:
+    param = next(model.parameters(), None)
+    return param.device if param is not None else torch.device("cpu")
+
+
+def translate_documents(
+    model, tokenizer, documents: list[list[str]], *, src_context: int, tgt_context: int,
+    beam: int = 4, lenpen: float = 0.6, max_len_a: float = 1.5, max_len_b: int = 10,
+    target_context: str = "prefix", batch_docs: int = 64, max_window_tokens: int = 1024,
+    progress: Optional[Callable[[TranslationStats], None]] = None, stats: Optional[TranslationStats] = None,
+) -> list[list[str]]:
+    """Translate ``documents`` (lists of sentences); one output string per input sentence, same nesting.
+
+    ``batch_docs`` documents are decoded in parallel; ``progress(stats)`` is
+    called after every step; pass ``stats`` to read the counters (fallbacks…)
+    afterwards.
+    """
+    if target_context not in MODES:
+        raise CtxmtError(f"target_context {target_context!r}: choose prefix or generate")
+    if max_window_tokens < 2 or batch_docs < 1:
+        raise CtxmtError("max_window_tokens must be >= 2 and batch_docs >= 1")
+    stats = stats if stats is not None else TranslationStats()
+    started, sp = time.perf_counter(), Special.of(tokenizer)
+    plan = Plan(src_context, tgt_context, max_window_tokens, max_len_a, max_len_b)
+    search = _Search(beam, lenpen, _model_device(model))
+    encoded = [_encode_document(tokenizer, doc, max_window_tokens, stats) for doc in documents]
+    stats.documents += len(documents)
+    stats.total += sum(len(ids) for _, ids in encoded)
+    results = [[""] * len(doc) for doc in documents]
+    order = sorted(range(len(documents)), key=lambda d: -len(encoded[d][1]))  # stable: ties keep input order
+    was_training = model.training
+    model.eval()
+    try:
+        for start in range(0, len(order), batch_docs):
+            group = order[start:start + batch_docs]
+            docs = [encoded[d][1] for d in group]
+            outs = _translate_group(model, docs, plan, sp, search, target_context, stats, progress)
+            for d, doc_out in zip(group, outs):
+                for line, tokens in zip(encoded[d][0], doc_out):
+                    results[d][line] = tokenizer.decode_tgt(tokens)
+    finally:
+        model.train(was_training)
+        stats.seconds += time.perf_counter() - started
+    return results
+
+
+# ---- files ------------------------------------------------------------------------------------
+def _decode_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
+    """UTF-8 lines without line endings; a bad byte is a one-line error naming the file and line."""
+    for lineno, raw in enumerate(stream, start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise CtxmtError(
+                f"{name}:{lineno}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1}); "
+                f"convert it, e.g. iconv -f LATIN1 -t UTF-8"
+            ) from None
+        if lineno == 1 and text.startswith("\ufeff"):
+            text = text[1:]
+        yield text.rstrip("\r\n")
+
+
+def split_documents(lines: Iterable[str]) -> list[list[str]]:
+    """Group lines into documents at blank (or whitespace-only) lines, as ``ctxmt prepare`` does.
+
+    Every blank line is one boundary, so consecutive blank lines give empty
+    documents and writing the result back gives one line per input line.
+    """
+    docs: list[list[str]] = [[]]
+    seen = False
+    for line in lines:
+        seen = True
+        if line.strip():
+            docs[-1].append(line)
+        else:
+            docs.append([])
+    return docs if seen else []
+
+
+def read_documents(path_or_dash: str | Path) -> list[list[str]]:
+    """Documents of a text file (one sentence per line, a blank line between documents); ``-`` = stdin."""
+    if str(path_or_dash) == "-":
+        return split_documents(_decode_lines(sys.stdin.buffer, "<stdin>"))
+    path = Path(path_or_dash)
+    if not path.is_file():
+        what = "is a directory, not a file" if path.is_dir() else "not found"
+        raise CtxmtError(f"input file {what}: {path}; check the path (use - for stdin)")
+    with open(path, "rb") as f:
+        return split_documents(_decode_lines(f, str(path)))
+
+
+def format_documents(docs: Sequence[Sequence[str]]) -> str:
+    """Text of ``docs``: one line per sentence, one blank line between documents."""
+    parts: list[str] = []
+    for i, doc in enumerate(docs):
+        if i:
+            parts.append("\n")
+        # a stray newline inside a translation would shift every later line
+        parts.extend(" ".join(line.splitlines()) + "\n" for line in doc)
+    return "".join(parts)
+
+
+def write_documents(docs: Sequence[Sequence[str]], path_or_dash: str | Path) -> None:
+    """Write ``docs`` like :func:`read_documents` reads them; ``-`` = stdout. Files are replaced atomically."""
+    text = format_documents(docs)
+    if str(path_or_dash) == "-":
+        sys.stdout.flush()
+        buffer = getattr(sys.stdout, "buffer", None)
+        if buffer is not None:                                             # UTF-8 whatever the locale says
+            buffer.write(text.encode("utf-8"))
+            buffer.flush()
+        else:
+            sys.stdout.write(text)
+        return
+    path = Path(path_or_dash)
+    if not path.parent.is_dir():
+        raise CtxmtError(f"output directory not found: {path.parent}; create it first")
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

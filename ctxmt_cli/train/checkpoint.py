@@ -1,0 +1,256 @@
+"""Checkpoints: atomic writes, self-contained payloads, pruning, averaging, loading.
+
+A checkpoint carries everything needed to (a) resume training bit for bit —
+model, optimiser, grad scaler, step/epoch/position, best metric, patience
+counter, history, every rank's RNG states — and (b) rebuild the model with no
+prepared data at hand: the resolved recipe, the tokenizer's state (its
+SentencePiece models), the :class:`VocabInfo`, a subset of ``meta.json``, the
+family name and the ctxmt version. Files are written to a temporary file in the
+same directory and renamed over the target (``os.replace``), so a crash never
+leaves a half-written checkpoint behind a valid name.
+
+Payloads hold only tensors and plain Python values, so they load with
+``torch.load(weights_only=True)`` (no arbitrary unpickling).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import shutil
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import torch
+from torch import nn
+
+import ctxmt_cli
+from ctxmt_cli.config import Recipe, validate_recipe
+from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.errors import CtxmtError
+
+CHECKPOINT_FORMAT = 1
+STEP_FILE = re.compile(r"^checkpoint_(\d+)\.pt$")
+TMP_PREFIX = ".tmp-"
+#: meta.json keys a checkpoint keeps (no local paths, no file names of the prepared dir)
+META_KEYS = ("src_lang", "tgt_lang", "joint", "moses", "vocab_size", "specials", "max_sentence_tokens",
+             "mean_sentence_length", "tokenizer_fingerprint", "splits")
+
+
+# ---- atomic files ------------------------------------------------------------------------------
+def _fsync_dir(directory: Path) -> None:
+    """Persist a rename (best effort: not every platform can open a directory)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _atomic(path: Path, write) -> Path:
+    """Run ``write(tmp_path)`` then rename over ``path``; the temp file never survives an error."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # a unique name in the same directory (same file system, so the rename is atomic); plain open()
+    # semantics keep the umask's permissions, unlike mkstemp's 0600
+    tmp = path.parent / f"{TMP_PREFIX}{path.name}.{uuid.uuid4().hex}"
+    try:
+        write(tmp)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())         # data on disk before the rename makes it visible
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+    return path
+
+
+def atomic_save(obj: Any, path: Path) -> Path:
+    """``torch.save`` to ``path`` atomically."""
+    return _atomic(path, lambda tmp: torch.save(obj, tmp))
+
+
+def atomic_copy(src: Path, dst: Path) -> Path:
+    """Copy ``src`` to ``dst`` atomically (e.g. a step checkpoint to ``checkpoint_best.pt``)."""
+    return _atomic(dst, lambda tmp: shutil.copyfile(src, tmp))
+
+
+# ---- RNG state -----------------------------------------------------------------------------------
+def capture_rng() -> dict:
+    """This process's RNG states (torch CPU/CUDA, numpy, python) as weights_only-safe values."""
+    np_state = np.random.get_state()
+    state = {
+        "torch": torch.get_rng_state(),
+        "numpy": (np_state[0], torch.from_numpy(np.asarray(np_state[1], dtype=np.int64)), *np_state[2:]),
+        "python": random.getstate(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+    return state
+
+
+def restore_rng(state: dict) -> None:
+    """Inverse of :func:`capture_rng`."""
+    torch.set_rng_state(state["torch"])
+    name, keys, *rest = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), *rest))
+    py = state["python"]
+    random.setstate((py[0], tuple(py[1]), py[2]))
+    if state.get("cuda") and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+# ---- payloads ------------------------------------------------------------------------------------
+def model_payload(recipe_dict: dict, tokenizer, vocab: VocabInfo, meta: dict, model: nn.Module) -> dict:
+    """The part of a checkpoint that rebuilds the model (shared by training and averaged checkpoints)."""
+    return {
+        "format": CHECKPOINT_FORMAT,
+        "version": ctxmt_cli.__version__,
+        "family": recipe_dict["model"]["family"],
+        "recipe": recipe_dict,
+        "tokenizer": tokenizer.to_state(),
+        "vocab_fingerprint": tokenizer.fingerprint(),
+        "vocab": asdict(vocab),
+        "meta": {k: meta[k] for k in META_KEYS if k in meta},
+        "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+    }
+
+
+def read_checkpoint(path: Path, device: str | torch.device = "cpu") -> dict:
+    """Load a checkpoint file; a missing, truncated or foreign file is a one-line CtxmtError."""
+    path = Path(path)
+    if not path.is_file():
+        raise CtxmtError(f"checkpoint not found: {path}; give the path to a checkpoint_*.pt written by ctxmt train")
+    try:
+        ckpt = torch.load(path, map_location=device, weights_only=True)
+    except Exception as err:  # noqa: BLE001 - any unpickling failure means "not our file"
+        raise CtxmtError(f"{path} is not a readable ctxmt checkpoint ({type(err).__name__}); "
+                         "it may be truncated or from another tool") from None
+    if not isinstance(ckpt, dict) or "model" not in ckpt or "recipe" not in ckpt:
+        raise CtxmtError(f"{path} is not a ctxmt checkpoint (no model/recipe inside)")
+    return ckpt
+
+
+def check_compatible(ckpt: dict, path: Path, family: str, fingerprint: str, data_dir: str) -> None:
+    """Refuse to resume from a checkpoint of another family or vocabulary than the recipe's."""
+    if ckpt.get("family") != family or ckpt.get("vocab_fingerprint") != fingerprint:
+        raise CtxmtError(
+            f"{path} was trained with family {ckpt.get('family')} / vocabulary fingerprint "
+            f"{str(ckpt.get('vocab_fingerprint'))[:12]}; the recipe asks for family {family} / "
+            f"{data_dir} has fingerprint {fingerprint[:12]}; use the recipe and data it was trained with, "
+            "or another train.save_dir")
+
+
+def load_state_strict(model: nn.Module, state: dict, path: Path) -> None:
+    """``load_state_dict`` with a one-line error when the recipe's dimensions differ from the checkpoint's."""
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as err:
+        first = str(err).strip().splitlines()
+        detail = first[1].strip() if len(first) > 1 else first[0]
+        raise CtxmtError(f"{path} does not fit the recipe's model ({detail[:160]}); "
+                         "use the recipe it was trained with") from None
+
+
+# ---- step checkpoints on disk ---------------------------------------------------------------------
+def step_checkpoints(save_dir: Path) -> dict[int, Path]:
+    """``{step: path}`` of the ``checkpoint_{step}.pt`` files in ``save_dir``."""
+    found = {}
+    for p in Path(save_dir).glob("checkpoint_*.pt"):
+        m = STEP_FILE.match(p.name)
+        if m:
+            found[int(m.group(1))] = p
+    return dict(sorted(found.items()))
+
+
+def averaging_steps(steps: list[int], best_step: Optional[int], n: int) -> list[int]:
+    """The best step and the (up to) ``n`` step checkpoints that follow it, as the seeds average."""
+    if best_step is None:
+        return []
+    return [best_step] + [s for s in sorted(steps) if s > best_step][:n]
+
+
+def prune_checkpoints(save_dir: Path, keep: int, best_step: Optional[int], average_n: int) -> list[Path]:
+    """Delete old step checkpoints beyond the newest ``keep``, sparing the best and those averaging needs."""
+    found = step_checkpoints(save_dir)
+    steps = sorted(found)
+    protected = set(steps[-keep:]) | set(averaging_steps(steps, best_step, average_n))
+    removed = []
+    for step in steps:
+        if step not in protected:
+            found[step].unlink(missing_ok=True)
+            removed.append(found[step])
+    return removed
+
+
+# ---- averaging ------------------------------------------------------------------------------------
+def average_checkpoints(paths: list[Path], out: Path) -> Path:
+    """Average the model weights of ``paths`` (same family, vocabulary and shapes) into ``out``.
+
+    Floating-point tensors are averaged in float64 and cast back; other tensors
+    (integer buffers) and every non-model field come from the first checkpoint.
+    The result has no optimiser state: it is for inference, not for resuming.
+    """
+    paths = [Path(p) for p in paths]
+    if not paths:
+        raise CtxmtError("no checkpoints to average; give at least one checkpoint_*.pt")
+    first = read_checkpoint(paths[0])
+    sums = {k: v.double() if v.is_floating_point() else v for k, v in first["model"].items()}
+    for path in paths[1:]:
+        ckpt = read_checkpoint(path)
+        _check_same_model(first, ckpt, paths[0], path)
+        for key, value in ckpt["model"].items():
+            if value.is_floating_point():
+                sums[key] += value.double()
+    n = len(paths)
+    averaged = {k: (v / n).to(first["model"][k].dtype) if v.is_floating_point() else v for k, v in sums.items()}
+    keep = ("format", "version", "family", "recipe", "tokenizer", "vocab_fingerprint", "vocab", "meta")
+    payload = {k: first[k] for k in keep if k in first}
+    payload.update(model=averaged, averaged_from=[str(p) for p in paths], state=first.get("state"))
+    return atomic_save(payload, Path(out))
+
+
+def _check_same_model(a: dict, b: dict, path_a: Path, path_b: Path) -> None:
+    if a.get("family") != b.get("family") or a.get("vocab_fingerprint") != b.get("vocab_fingerprint"):
+        raise CtxmtError(f"cannot average {path_b} with {path_a}: different family or vocabulary")
+    shapes_a = {k: tuple(v.shape) for k, v in a["model"].items()}
+    shapes_b = {k: tuple(v.shape) for k, v in b["model"].items()}
+    if shapes_a != shapes_b:
+        raise CtxmtError(f"cannot average {path_b} with {path_a}: the models' parameters differ")
+
+
+# ---- loading for inference ------------------------------------------------------------------------
+@dataclass
+class LoadedModel:
+    """A model rebuilt from a checkpoint alone, with everything needed to use it."""
+
+    model: nn.Module
+    recipe: Recipe
+    tokenizer: Any
+    vocab: VocabInfo
+    meta: dict
+
+
+def load_model(path: Path, device: str | torch.device = "cpu") -> LoadedModel:
+    """Rebuild the model of a checkpoint (eval mode, on ``device``) without the prepared data."""
+    from ctxmt_cli.data.tokenize import Tokenizer
+    from ctxmt_cli.models import build_model
+
+    path = Path(path)
+    ckpt = read_checkpoint(path)
+    recipe = validate_recipe(ckpt["recipe"], f"{path} (stored recipe)")
+    vocab = VocabInfo(**ckpt["vocab"])
+    model = build_model(recipe.model, vocab)
+    load_state_strict(model, ckpt["model"], path)
+    model.to(device).eval()
+    tokenizer = Tokenizer.from_state(ckpt["tokenizer"])
+    return LoadedModel(model, recipe, tokenizer, vocab, dict(ckpt.get("meta") or {}))

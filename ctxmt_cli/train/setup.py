@@ -1,0 +1,135 @@
+"""Everything the trainer builds before its first update: data, vocabulary, model, optimiser.
+
+Also the pre-flight checks that must fail before anything is written: a missing
+prepared directory, a save directory that already holds checkpoints (without
+``--resume``), a checkpoint of another family or vocabulary (with it).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+from ctxmt_cli.config import Recipe
+from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.data.windows import WindowDataset, WindowSpec
+from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.train.checkpoint import check_compatible, read_checkpoint, step_checkpoints
+from ctxmt_cli.train.distributed import DistEnv, broadcast_object
+
+
+@dataclass
+class TrainState:
+    """Progress counters that a checkpoint saves and a resume restores."""
+
+    step: int = 0                  # updates done
+    epoch: int = 0                 # 0-based epoch of the next update
+    position: int = 0              # this rank's micro-batches of ``epoch`` already consumed
+    best: float = float("inf")     # best value of train.early_stop_on
+    best_step: Optional[int] = None
+    bad: int = 0                   # validations since the last improvement
+    last_valid_step: int = 0
+    elapsed: float = 0.0           # training seconds before this process started
+    history: list = field(default_factory=list)   # validation records
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TrainState":
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python, numpy and torch (CPU and every CUDA device)."""
+    random.seed(seed)
+    np.random.seed(seed % (2 ** 32))
+    torch.manual_seed(seed)
+
+
+def open_prepared(recipe: Recipe):
+    """The prepared dataset of ``data.path``; a missing directory is a one-line error."""
+    from ctxmt_cli.data.store import PreparedData
+
+    path = Path(recipe.data.path)
+    if not path.is_dir():
+        raise CtxmtError(f"prepared data not found: {path} (data.path); run ctxmt prepare to create it, "
+                         "or point data.path at a prepared directory")
+    return PreparedData(path)
+
+
+def vocab_info(tokenizer) -> VocabInfo:
+    """The model-facing vocabulary description of a tokenizer."""
+    return VocabInfo(
+        src_size=tokenizer.src_vocab_size, tgt_size=tokenizer.tgt_vocab_size, pad=tokenizer.pad_id,
+        unk=tokenizer.unk_id, bos=tokenizer.bos_id, eos=tokenizer.eos_id, brk=tokenizer.brk_id,
+        joint=tokenizer.joint,
+    )
+
+
+def resolve_recipe(recipe: Recipe, meta: dict) -> Recipe:
+    """The recipe with data-dependent model values filled in (e.g. ``shift: auto`` → a ShiftPair)."""
+    from ctxmt_cli.models import resolve_model_config
+
+    return recipe.model_copy(update={"model": resolve_model_config(recipe.model, meta)})
+
+
+def window_dataset(data, split: str, recipe: Recipe, vocab: VocabInfo, role: str) -> WindowDataset:
+    """Context windows of ``split`` as the model family asks for them; an empty split is an error."""
+    spec = WindowSpec(recipe.model.src_context, recipe.model.tgt_context, recipe.data.max_window_tokens)
+    ds = WindowDataset(data.split(split), spec, vocab.brk, vocab.eos)
+    if len(ds) == 0:
+        raise CtxmtError(f"the {role} split {split!r} of {recipe.data.path} has no usable sentence pairs "
+                         f"(all longer than data.max_window_tokens={recipe.data.max_window_tokens}?)")
+    return ds
+
+
+def _preflight(save_dir: Path, resume: bool) -> tuple[Optional[str], Optional[Path]]:
+    """(error message, checkpoint to resume from) — decided on rank 0 only."""
+    existing = step_checkpoints(save_dir) if save_dir.is_dir() else {}
+    last = save_dir / "checkpoint_last.pt"
+    has_any = bool(existing) or last.is_file() or (save_dir / "checkpoint_best.pt").is_file()
+    if not resume:
+        if has_any:
+            return (f"{save_dir} already holds checkpoints; pass --resume to continue that run, "
+                    "or set another train.save_dir (nothing was overwritten)"), None
+        return None, None
+    if last.is_file():
+        return None, last
+    if existing:                                   # killed between writing a step file and last
+        return None, existing[max(existing)]
+    return None, None
+
+
+def find_resume_checkpoint(save_dir: Path, resume: bool, env: DistEnv, tokenizer, recipe: Recipe) -> Optional[dict]:
+    """The checkpoint to resume from (read on rank 0, sent to every rank), or None for a fresh run."""
+    decision = _preflight(save_dir, resume) if env.is_main else None
+    error, path = broadcast_object(decision, env)
+    if error:
+        raise CtxmtError(error)
+    ckpt, problem = None, None
+    if env.is_main and path is not None:
+        try:
+            ckpt = read_checkpoint(path)
+            check_compatible(ckpt, path, recipe.model.family, tokenizer.fingerprint(), recipe.data.path)
+        except CtxmtError as err:
+            problem = str(err)
+    problem = broadcast_object(problem, env)
+    if problem:
+        raise CtxmtError(problem)
+    ckpt = broadcast_object(ckpt, env)
+    if ckpt is not None:
+        ckpt["_path"] = str(path)
+    return ckpt
+
+
+def rank_rng(ckpt: dict, env: DistEnv) -> Optional[Any]:
+    """This rank's saved RNG state when the checkpoint came from a job of the same size."""
+    states = ckpt.get("rng") or []
+    return states[env.rank] if len(states) == env.world else None

@@ -1,0 +1,122 @@
+"""One optimiser update: accumulation, mixed precision, DDP gradient normalisation, clipping.
+
+Gradients are taken of the loss *sum* (``LossSums.weighted``) of every
+micro-batch; after the ``update_freq`` micro-batches the per-rank normalisers
+(window tokens or Σw) are summed across ranks in the step's single all-reduce
+and the gradients are multiplied by ``world / normalizer``. DDP averages the
+gradients over ranks (÷ world), so the update is exactly that of one process
+on the global batch: Σ_ranks Σ_micro ∇(Σ w·ℓ) / Σ normalizer. The same
+reduction carries the other loss sums, so logging needs no extra collective.
+Nothing here reads a value back to the host (no ``.item()``): the update runs
+ahead asynchronously on a GPU; non-finite losses are checked when the trainer
+flushes its logs (with fp16 the grad scaler skips such updates itself).
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from dataclasses import dataclass, fields
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from ctxmt_cli.core.batch import Batch
+from ctxmt_cli.train.distributed import DistEnv, all_reduce_sum, maybe_no_sync
+from ctxmt_cli.train.losses import LossSums, window_loss
+
+#: positions of the sums inside ``LossSums.as_tensor()``
+STAT_NAMES = [f.name for f in fields(LossSums)]
+WEIGHTED, NORMALIZER = STAT_NAMES.index("weighted"), STAT_NAMES.index("normalizer")
+TOKENS = STAT_NAMES.index("tokens")
+
+
+@dataclass(frozen=True)
+class LossSettings:
+    """What ``window_loss`` needs besides logits and labels."""
+
+    pad: int
+    brk: int
+    label_smoothing: float = 0.0
+    cd: float = 1.0
+    cd_normalize: str = "window_tokens"
+
+    @classmethod
+    def from_recipe(cls, recipe, vocab) -> "LossSettings":
+        """Context discount from the model config when the family has one (CD = 1 otherwise)."""
+        cfg = recipe.model
+        return cls(vocab.pad, vocab.brk, recipe.train.label_smoothing, float(getattr(cfg, "cd", 1.0)),
+                   str(getattr(cfg, "cd_normalize", "window_tokens")))
+
+
+def autocast_for(amp: str, device: torch.device):
+    """Autocast context of ``amp`` (bf16 on CPU and CUDA; fp16 where the device supports it)."""
+    if amp == "off":
+        return nullcontext()
+    dtype = torch.bfloat16 if amp == "bf16" else torch.float16
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def make_scaler(amp: str, device: torch.device) -> Optional[torch.amp.GradScaler]:
+    """A grad scaler for fp16 (bf16 has float32's range and needs none)."""
+    return torch.amp.GradScaler(device.type) if amp == "fp16" else None
+
+
+def make_optimizer(model: nn.Module, train_cfg) -> torch.optim.Optimizer:
+    """Adam with the recipe's betas/eps; AdamW (decoupled decay) when weight_decay > 0."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    kwargs = dict(lr=train_cfg.lr, betas=tuple(train_cfg.betas), eps=train_cfg.adam_eps)
+    if train_cfg.weight_decay > 0:
+        return torch.optim.AdamW(params, weight_decay=train_cfg.weight_decay, **kwargs)
+    return torch.optim.Adam(params, **kwargs)
+
+
+def batch_loss(model: nn.Module, batch: Batch, loss: LossSettings, amp: str, device: torch.device) -> LossSums:
+    """Forward one batch under autocast and return its loss sums (computed in float32)."""
+    with autocast_for(amp, device):
+        logits = model(batch).logits                                        # (B, T, V)
+    return window_loss(logits, batch.tgt_out, loss.pad, loss.brk, loss.label_smoothing, loss.cd, loss.cd_normalize)
+
+
+class Updater:
+    """Runs one update over a group of micro-batches (already on the device)."""
+
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, scaler, env: DistEnv,
+                 loss: LossSettings, amp: str, clip_norm: float):
+        self.model, self.optimizer, self.scaler, self.env = model, optimizer, scaler, env
+        self.loss, self.amp, self.clip_norm = loss, amp, clip_norm
+        self.params = [p for g in optimizer.param_groups for p in g["params"]]
+
+    def update(self, batches: list[Batch]) -> tuple[Tensor, Optional[Tensor]]:
+        """Accumulate ``batches``, normalise, clip and step; returns (global loss sums (8,), grad norm)."""
+        self.model.train()
+        total = torch.zeros(len(STAT_NAMES), device=self.env.device)       # (8,) float32
+        for i, batch in enumerate(batches):
+            # gradients are all-reduced only with the last micro-batch's backward
+            with maybe_no_sync(self.model, skip_sync=i < len(batches) - 1):
+                sums = batch_loss(self.model, batch, self.loss, self.amp, self.env.device)
+                objective = sums.weighted if self.scaler is None else self.scaler.scale(sums.weighted)
+                objective.backward()
+            total += sums.as_tensor()
+        all_reduce_sum(total, self.env)                                     # the step's one collective
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)                            # records inf/nan for step()
+        self._normalise(total[NORMALIZER])
+        grad_norm = None
+        if self.clip_norm > 0:
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip_norm, foreach=True)
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)                                # skipped on inf/nan gradients
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return total, grad_norm
+
+    def _normalise(self, normalizer: Tensor) -> None:
+        """grad ← grad · world / Σ normalizer, as a device tensor (no host sync)."""
+        grads = [p.grad for p in self.params if p.grad is not None]
+        if not grads:
+            return
+        scale = (self.env.world / normalizer.clamp(min=1e-8)).to(grads[0].dtype)  # () tensor
+        torch._foreach_mul_(grads, scale)                                   # one fused kernel, not one per tensor

@@ -1,0 +1,276 @@
+"""The trainer: ``train(recipe, resume=False, show_progress=True) -> TrainResult``.
+
+One loop serves a CPU smoke test and a multi-node GPU job: token-budget batches
+reshuffled per epoch from ``(seed, epoch)`` alone and sharded by rank;
+``update_freq`` accumulation; AMP (bf16 / fp16 with a grad scaler); DDP under
+``torchrun``; validation every ``valid_every`` updates with early stopping;
+atomic checkpoints that make ``--resume`` after a kill -9 reach the weights of
+an uninterrupted run bit for bit on CPU (the checkpoint holds the epoch and the
+position inside it, the optimiser/scaler state and every rank's RNG state; the
+schedule is a function of the step). The update itself lives in
+:mod:`ctxmt_cli.train.step`, checkpoint files in :mod:`ctxmt_cli.train.checkpoint`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+from ctxmt_cli.config import Recipe, recipe_to_dict
+from ctxmt_cli.data.batching import shard_batches, token_batches, window_batch
+from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.models import build_model
+from ctxmt_cli.train import setup as S
+from ctxmt_cli.train.checkpoint import (
+    atomic_copy, atomic_save, average_checkpoints, averaging_steps, capture_rng, load_state_strict,
+    model_payload, prune_checkpoints, restore_rng, step_checkpoints,
+)
+from ctxmt_cli.train.distributed import (
+    DistEnv, any_rank, barrier, gather_objects, setup_distributed, teardown_distributed, unwrap, wrap_model,
+)
+from ctxmt_cli.train.progress import make_reporter
+from ctxmt_cli.train.schedule import InverseSqrtSchedule
+from ctxmt_cli.train.step import LossSettings, Updater, make_optimizer, make_scaler
+from ctxmt_cli.train.telemetry import TrainLog
+from ctxmt_cli.train.validate import Validator
+
+#: test hook: SIGKILL this process right after the checkpoint of this step is written
+KILL_ENV = "CTXMT_TEST_KILL_AFTER_STEP"
+
+
+@dataclass
+class TrainResult:
+    """Paths of the checkpoints a run produced, its validation history and its wall time."""
+
+    best: Path
+    last: Path
+    averaged: Optional[Path]
+    history: list[dict]
+    seconds: float
+
+
+def train(recipe: Recipe, resume: bool = False, show_progress: bool = True) -> TrainResult:
+    """Train the system ``recipe`` describes; see the module docstring."""
+    env = setup_distributed()
+    try:
+        trainer = Trainer(recipe, env, resume, show_progress)
+        try:
+            return trainer.run()
+        finally:
+            trainer.close()
+    finally:
+        teardown_distributed(env)
+
+
+class Trainer:
+    """State and steps of one training run (one instance per process)."""
+
+    def __init__(self, recipe: Recipe, env: DistEnv, resume: bool, show_progress: bool):
+        self.env, self.cfg = env, recipe.train
+        if self.cfg.threads:
+            torch.set_num_threads(self.cfg.threads)
+        data = S.open_prepared(recipe)
+        self.tokenizer, self.meta = data.tokenizer, data.meta
+        self.vocab = S.vocab_info(self.tokenizer)
+        self.recipe = S.resolve_recipe(recipe, self.meta)
+        self.save_dir = Path(self.cfg.save_dir)
+        ckpt = S.find_resume_checkpoint(self.save_dir, resume, env, self.tokenizer, self.recipe)
+        self.train_ds = S.window_dataset(data, recipe.data.train_split, self.recipe, self.vocab, "train")
+        valid_ds = S.window_dataset(data, recipe.data.valid_split, self.recipe, self.vocab, "valid")
+        self._build(ckpt)
+        self.loss = LossSettings.from_recipe(self.recipe, self.vocab)
+        self.validator = Validator(valid_ds, recipe.data.max_tokens, recipe.data.bucket_width, env, self.loss,
+                                   self.cfg.amp, self.vocab.pad, self.vocab.bos)
+        self.updater = Updater(self.model, self.optimizer, self.scaler, env, self.loss, self.cfg.amp, self.cfg.clip_norm)
+        if env.is_main:
+            self.save_dir.mkdir(parents=True, exist_ok=True)
+        barrier(env)
+        # metrics.jsonl keeps only lines up to the start step (0: a fresh run starts a fresh file)
+        self.reporter = make_reporter(env.is_main, self.save_dir, self.cfg.max_steps, show_progress, self.state.step)
+        self.log = TrainLog(self.cfg, env, self.scaler is not None)
+        if ckpt is not None:
+            self.reporter.message(f"resumed from {ckpt['_path']} at step {self.state.step}")
+        elif resume:
+            self.reporter.message(f"no checkpoint in {self.save_dir} to resume from; starting a fresh run")
+        self.t0 = time.monotonic() - self.state.elapsed
+        self.stop_reason: Optional[str] = None
+        self._epoch_cache: tuple[int, list] = (-1, [])
+
+    def _build(self, ckpt: Optional[dict]) -> None:
+        """Model, optimiser, scaler, schedule and state: fresh from the seed or restored from ``ckpt``."""
+        S.seed_everything(self.cfg.seed)           # the same initial weights on every rank
+        net = build_model(self.recipe.model, self.vocab).to(self.env.device)
+        self.optimizer = make_optimizer(net, self.cfg)
+        self.scaler = make_scaler(self.cfg.amp, self.env.device)
+        self.schedule = InverseSqrtSchedule(self.optimizer, self.cfg.lr, self.cfg.warmup_steps)
+        self.state = S.TrainState()
+        if ckpt is not None:
+            load_state_strict(net, ckpt["model"], Path(ckpt["_path"]))
+            self.optimizer.load_state_dict(ckpt["optimizer"])
+            if self.scaler is not None and ckpt.get("scaler"):
+                self.scaler.load_state_dict(ckpt["scaler"])
+            self.state = S.TrainState.from_dict(ckpt["state"])
+        rng = S.rank_rng(ckpt, self.env) if ckpt is not None else None
+        if rng is not None:
+            restore_rng(rng)
+        elif self.env.rank > 0 or ckpt is not None:
+            # dropout streams differ per rank (and per resume point when a job changed size)
+            torch.manual_seed(self.cfg.seed + 1000 * self.env.rank + self.state.step)
+        self.model = wrap_model(net, self.env)
+
+    # ---- batches --------------------------------------------------------------------------------
+    def _epoch_batches(self, epoch: int) -> list:
+        """This rank's micro-batches (index arrays) of ``epoch``; depends on (seed, epoch) only."""
+        if self._epoch_cache[0] != epoch:
+            ds, data = self.train_ds, self.recipe.data
+            every = token_batches(ds.src_len, ds.tgt_len, ds.indices, data.max_tokens, data.bucket_width,
+                                  self.cfg.seed, epoch)
+            mine = shard_batches(every, self.env.rank, self.env.world)
+            if not mine:
+                raise CtxmtError(f"the train split gives {len(every)} batches, fewer than the {self.env.world} "
+                                 "workers; lower data.max_tokens or use fewer processes")
+            self._epoch_cache = (epoch, mine)
+        return self._epoch_cache[1]
+
+    def _collate(self, group: list) -> list:
+        """Window batches of one update (runs in the prefetch thread, overlapping the previous update)."""
+        batches = [window_batch(self.train_ds, idx, self.vocab.pad, self.vocab.bos) for idx in group]
+        if self.env.device.type == "cuda":
+            batches = [type(b)(**{k: (v.pin_memory() if torch.is_tensor(v) else v) for k, v in vars(b).items()})
+                       for b in batches]
+        return batches
+
+    # ---- the loop -------------------------------------------------------------------------------
+    def run(self) -> TrainResult:
+        """Train until a stopping rule fires, validate at the end, average; returns the result."""
+        self.reporter.start(self.state.step)
+        if self.state.step >= self.cfg.max_steps or self.state.epoch >= self.cfg.max_epochs:
+            self.stop_reason = "done"
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxmt-collate") as pool:
+            while self.stop_reason is None:
+                self._run_epoch(pool)
+        self.log.flush(self.state.step, self.reporter, self.save_dir)
+        if self.state.last_valid_step != self.state.step or self.state.best_step is None:
+            self._validate_and_save()
+        averaged = self._average()
+        barrier(self.env)
+        self.reporter.message(f"stopped at step {self.state.step} ({self.stop_reason}); "
+                              f"best {self.cfg.early_stop_on} {self.state.best:.4f} at step {self.state.best_step}")
+        return TrainResult(self.save_dir / "checkpoint_best.pt", self.save_dir / "checkpoint_last.pt", averaged,
+                           list(self.state.history), time.monotonic() - self.t0)
+
+    def _run_epoch(self, pool: ThreadPoolExecutor) -> None:
+        """The remaining updates of the current epoch (from the saved position after a resume)."""
+        epoch, f = self.state.epoch, self.cfg.update_freq
+        batches = self._epoch_batches(epoch)
+        groups = [batches[i:i + f] for i in range(self.state.position, len(batches), f)]
+        pending = pool.submit(self._collate, groups[0]) if groups else None
+        for k, group in enumerate(groups):
+            micro = pending.result()
+            pending = pool.submit(self._collate, groups[k + 1]) if k + 1 < len(groups) else None
+            self._update([b.to(self.env.device) for b in micro], len(group), len(batches))
+            if self.stop_reason is not None:
+                break
+        if pending is not None:
+            pending.cancel()
+        if not groups:                              # a position at the end of an epoch: move on
+            self._next_epoch()
+
+    def _next_epoch(self) -> None:
+        self.state.epoch, self.state.position = self.state.epoch + 1, 0
+        if self.state.epoch >= self.cfg.max_epochs and self.stop_reason is None:
+            self.stop_reason = "max_epochs"
+
+    def _update(self, micro: list, n_micro: int, n_epoch: int) -> None:
+        """One optimiser update, then the bookkeeping that follows it."""
+        step = self.state.step + 1
+        lr = self.schedule.apply(step)
+        stats, grad_norm = self.updater.update(micro)
+        self.state.step, self.state.position = step, self.state.position + n_micro
+        if self.state.position >= n_epoch:
+            self._next_epoch()
+        self.log.add(step, stats, grad_norm, lr, self.state.epoch)
+        if step % self.cfg.log_every == 0:
+            self.log.flush(step, self.reporter, self.save_dir)
+            self._check_time(at_sync_point=True)
+        else:
+            self._check_time(at_sync_point=False)
+        if step % self.cfg.valid_every == 0:
+            self._validate_and_save()
+        if step >= self.cfg.max_steps and self.stop_reason is None:
+            self.stop_reason = "max_steps"
+
+    def _check_time(self, at_sync_point: bool) -> None:
+        """``max_minutes``: every update alone; at log points in a job, where ranks agree on it."""
+        if self.cfg.max_minutes is None or (self.env.distributed and not at_sync_point):
+            return
+        over = (time.monotonic() - self.t0) >= self.cfg.max_minutes * 60
+        if any_rank(over, self.env) and self.stop_reason is None:
+            self.stop_reason = "max_minutes"
+
+    # ---- validation and checkpoints -------------------------------------------------------------
+    def _validate_and_save(self) -> None:
+        """Validate, update best/patience, write the checkpoints (rank 0), maybe stop early."""
+        st = self.state
+        self.log.flush(st.step, self.reporter, self.save_dir)      # never checkpoint non-finite weights
+        metrics = self.validator.run(unwrap(self.model))
+        value = metrics[self.cfg.early_stop_on]
+        improved = math.isfinite(value) and value < st.best
+        if improved:
+            st.best, st.best_step, st.bad = value, st.step, 0
+        else:
+            st.bad += 1
+        st.last_valid_step = st.step
+        record = {"step": st.step, "kind": "valid", "epoch": st.epoch, **metrics,
+                  "best": st.best, "bad_validations": st.bad}
+        st.history.append(record)
+        self._save(improved)
+        self.reporter.valid(record)
+        if self.cfg.patience > 0 and st.bad >= self.cfg.patience and self.stop_reason is None:
+            self.stop_reason = f"early stop: no {self.cfg.early_stop_on} improvement in {st.bad} validations"
+        if os.environ.get(KILL_ENV) == str(st.step):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def _save(self, improved: bool) -> None:
+        """checkpoint_{step}.pt, then _best (if improved) and _last as atomic copies; prune old ones."""
+        self.state.elapsed = time.monotonic() - self.t0
+        rng = gather_objects(capture_rng(), self.env)              # collective: every rank takes part
+        if not self.env.is_main:
+            return
+        payload = model_payload(recipe_to_dict(self.recipe), self.tokenizer, self.vocab, self.meta, unwrap(self.model))
+        payload.update(
+            optimizer=self.optimizer.state_dict(), scaler=self.scaler.state_dict() if self.scaler else None,
+            state=self.state.to_dict(), rng=rng, world_size=self.env.world,
+        )
+        step_path = atomic_save(payload, self.save_dir / f"checkpoint_{self.state.step}.pt")
+        if improved:
+            atomic_copy(step_path, self.save_dir / "checkpoint_best.pt")
+        atomic_copy(step_path, self.save_dir / "checkpoint_last.pt")
+        prune_checkpoints(self.save_dir, self.cfg.keep_checkpoints, self.state.best_step, self.cfg.average_checkpoints)
+
+    def _average(self) -> Optional[Path]:
+        """checkpoint_avg.pt from the best and the ``average_checkpoints`` step checkpoints after it."""
+        n, out = self.cfg.average_checkpoints, self.save_dir / "checkpoint_avg.pt"
+        if n == 0 or self.state.best_step is None:
+            return None
+        if self.env.is_main:
+            found = step_checkpoints(self.save_dir)
+            steps = averaging_steps(list(found), self.state.best_step, n)
+            paths = [found.get(s, self.save_dir / "checkpoint_best.pt") for s in steps]
+            average_checkpoints(paths, out)
+            self.reporter.message(f"averaged {len(paths)} checkpoints (steps {steps}) into {out}")
+        return out
+
+    def close(self) -> None:
+        """Stop the progress bar and close log files (also after an error)."""
+        reporter = getattr(self, "reporter", None)
+        if reporter is not None:
+            reporter.close()

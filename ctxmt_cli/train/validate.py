@@ -1,0 +1,46 @@
+"""Validation: the loss metrics of ``LossSums`` over the whole valid split.
+
+Valid batches are formed once (no shuffling) and kept collated in memory — the
+valid split is small and re-collating every validation would cost more than
+the forward passes on a CPU. Each rank scores every ``world``-th batch (no tail
+dropped: validation has no per-batch collective) and the sums are all-reduced,
+so every rank sees the same metrics and takes the same early-stopping decision.
+The metrics use the training label smoothing, as fairseq reports ``loss``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ctxmt_cli.core.batch import Batch
+from ctxmt_cli.data.batching import token_batches, window_batch
+from ctxmt_cli.data.windows import WindowDataset
+from ctxmt_cli.train.distributed import DistEnv, all_reduce_sum
+from ctxmt_cli.train.losses import LossSums
+from ctxmt_cli.train.step import STAT_NAMES, LossSettings, batch_loss
+
+
+class Validator:
+    """Scores a fixed set of valid batches with a model."""
+
+    def __init__(self, dataset: WindowDataset, max_tokens: int, bucket_width: int, env: DistEnv,
+                 loss: LossSettings, amp: str, pad: int, bos: int):
+        self.env, self.loss, self.amp = env, loss, amp
+        groups = token_batches(dataset.src_len, dataset.tgt_len, dataset.indices, max_tokens,
+                               bucket_width, shuffle=False)
+        mine = groups[env.rank::env.world]
+        self.batches: list[Batch] = [window_batch(dataset, g, pad, bos) for g in mine]
+        self.size = int(len(dataset))
+
+    @torch.no_grad()
+    def run(self, model: nn.Module) -> dict[str, float]:
+        """Mean losses (discounted, window, current, context) and token counts over the split."""
+        was_training = model.training
+        model.eval()
+        total = torch.zeros(len(STAT_NAMES), device=self.env.device)       # (8,)
+        for batch in self.batches:
+            total += batch_loss(model, batch.to(self.env.device), self.loss, self.amp, self.env.device).as_tensor()
+        all_reduce_sum(total, self.env)
+        model.train(was_training)
+        return LossSums.metrics(total.cpu())

@@ -1,0 +1,54 @@
+"""Fixtures for CLI integration tests: a tiny synthetic dataset prepared through the CLI, and a trained model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ctxmt_cli.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICKSTART = ROOT / "recipes" / "quickstart.yaml"
+
+TINY_SETS = [
+    "model.preset=null", "model.d_model=32", "model.ffn_dim=64", "model.heads=4",
+    "model.encoder_layers=1", "model.decoder_layers=1", "train.max_steps=4", "train.valid_every=2",
+    "train.warmup_steps=2", "data.max_tokens=400", "train.average_checkpoints=0", "train.log_every=1",
+]
+
+
+def run_cli(*args: str, input: str | None = None):
+    """Invoke ``ctxmt ARGS`` in-process; returns click's Result."""
+    return CliRunner().invoke(app, [str(a) for a in args], input=input)
+
+
+def tiny_sets(data: Path, save_dir: Path) -> list[str]:
+    """``--set`` arguments that shrink any recipe to a few steps on tiny dims."""
+    sets = [f"data.path={data}", f"train.save_dir={save_dir}", *TINY_SETS]
+    return [arg for s in sets for arg in ("--set", s)]
+
+
+@pytest.fixture(scope="session")
+def synthetic_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("cli") / "data"
+    result = run_cli("prepare", "synthetic", "--out", out, "--docs", 60, "--seed", 1)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture(scope="session")
+def concat_checkpoint(synthetic_dir, tmp_path_factory) -> Path:
+    save = tmp_path_factory.mktemp("cli") / "concat"
+    result = run_cli("train", QUICKSTART, *tiny_sets(synthetic_dir, save))
+    assert result.exit_code == 0, result.output
+    return save / "checkpoint_best.pt"
+
+
+@pytest.fixture
+def two_documents(synthetic_dir, tmp_path) -> Path:
+    lines = (synthetic_dir / "raw" / "test.src").read_text().split("\n\n")
+    path = tmp_path / "docs.txt"
+    path.write_text("\n\n".join(doc.strip() for doc in lines[:2]) + "\n")
+    return path

@@ -1,0 +1,134 @@
+"""Checkpoints: atomic writes, pruning, averaging, RNG round trip, rebuilding a model from a file alone."""
+
+import random
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from ctxmt_cli.core.batch import Batch
+from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.train.checkpoint import (
+    TMP_PREFIX, atomic_copy, atomic_save, average_checkpoints, averaging_steps, capture_rng, load_model,
+    prune_checkpoints, read_checkpoint, restore_rng, step_checkpoints,
+)
+from ctxmt_cli.train.trainer import train
+from tests.unit.train_fixtures import _restore_threads, copy_prepared, prepared, recipe, weights  # noqa: F401
+
+
+def no_temp_files(directory):
+    return [p.name for p in directory.iterdir() if p.name.startswith(TMP_PREFIX)] == []
+
+
+def test_atomic_save_replaces_and_leaves_no_temp(tmp_path):
+    target = tmp_path / "ck.pt"
+    atomic_save({"x": torch.ones(2)}, target)
+    atomic_save({"x": torch.zeros(2)}, target)
+    assert torch.equal(torch.load(target, weights_only=True)["x"], torch.zeros(2))
+    atomic_copy(target, tmp_path / "copy.pt")
+    assert (tmp_path / "copy.pt").read_bytes() == target.read_bytes()
+    assert no_temp_files(tmp_path)
+
+
+def test_failed_write_keeps_the_old_file_and_no_temp(tmp_path):
+    target = tmp_path / "ck.pt"
+    atomic_save({"x": torch.ones(2)}, target)
+    before = target.read_bytes()
+    with pytest.raises(Exception):
+        atomic_save({"bad": lambda: None}, target)                         # unpicklable
+    assert target.read_bytes() == before
+    assert no_temp_files(tmp_path)
+
+
+def test_rng_round_trip():
+    state = capture_rng()
+    a = (torch.rand(3), np.random.rand(3), random.random())
+    restore_rng(state)
+    b = (torch.rand(3), np.random.rand(3), random.random())
+    assert torch.equal(a[0], b[0]) and np.array_equal(a[1], b[1]) and a[2] == b[2]
+
+
+def test_prune_keeps_newest_best_and_averaging_window(tmp_path):
+    for step in (10, 20, 30, 40, 50, 60, 70):
+        atomic_save({"step": step}, tmp_path / f"checkpoint_{step}.pt")
+    prune_checkpoints(tmp_path, keep=2, best_step=20, average_n=2)
+    assert sorted(step_checkpoints(tmp_path)) == [20, 30, 40, 60, 70]
+    assert averaging_steps([20, 30, 40, 60, 70], 20, 2) == [20, 30, 40]
+    assert averaging_steps([20, 30], 30, 5) == [30]                        # fewer when not there
+    assert averaging_steps([20, 30], None, 5) == []
+
+
+def test_read_checkpoint_errors(tmp_path):
+    with pytest.raises(CtxmtError, match="checkpoint not found"):
+        read_checkpoint(tmp_path / "missing.pt")
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(CtxmtError, match="not a readable ctxmt checkpoint"):
+        read_checkpoint(tmp_path / "junk.pt")
+
+
+@pytest.fixture(scope="module")
+def run(prepared, tmp_path_factory):
+    """A short run (6 updates, checkpoints at 3 and 6, averaging best + 1) on a private copy of the data."""
+    root = tmp_path_factory.mktemp("ckrun")
+    data = copy_prepared(prepared, root / "data")
+    result = train(recipe(data, root / "run", average_checkpoints=1, patience=0), show_progress=False)
+    return root, data, result
+
+
+def test_run_writes_self_contained_checkpoints(run):
+    root, _, result = run
+    ck = read_checkpoint(result.last)
+    for key in ("model", "optimizer", "state", "rng", "recipe", "tokenizer", "vocab", "vocab_fingerprint",
+                "meta", "version", "family"):
+        assert key in ck, key
+    assert ck["family"] == "concat" and ck["state"]["step"] == 6
+    assert ck["recipe"]["model"]["shift"] is None and "source" not in ck["meta"]
+    assert no_temp_files(root / "run")
+
+
+def test_average_equals_mean_of_weights(run, tmp_path):
+    root, _, result = run
+    paths = [root / "run" / "checkpoint_3.pt", root / "run" / "checkpoint_6.pt"]
+    out = average_checkpoints(paths, tmp_path / "avg.pt")
+    a, b, avg = weights(paths[0]), weights(paths[1]), weights(out)
+    for key in avg:
+        torch.testing.assert_close(avg[key], (a[key] + b[key]) / 2, rtol=0, atol=1e-7)
+    assert "optimizer" not in read_checkpoint(out)
+    # the run averaged the best and the step checkpoints that follow it
+    best_step = read_checkpoint(result.best)["state"]["best_step"]
+    expected = [best_step] + [s for s in (3, 6) if s > best_step][:1]
+    trained = weights(result.averaged)
+    mean = {k: sum(weights(root / "run" / f"checkpoint_{s}.pt")[k].double() for s in expected) / len(expected)
+            for k in trained}
+    for key in trained:
+        torch.testing.assert_close(trained[key], mean[key].float(), rtol=0, atol=1e-7)
+
+
+def test_load_model_from_the_checkpoint_alone(run):
+    root, data, result = run
+    from ctxmt_cli.data.store import PreparedData
+    from ctxmt_cli.data.windows import WindowDataset, WindowSpec
+    from ctxmt_cli.data.batching import window_batch
+
+    prep = PreparedData(data)
+    ds = WindowDataset(prep.split("valid"), WindowSpec(1, 1, 1024), prep.tokenizer.brk_id, prep.tokenizer.eos_id)
+    batch = window_batch(ds, ds.indices[:5], 0, 2)
+    first = load_model(result.best)
+    expected = first.model(batch).logits
+    shutil.rmtree(data)                                                    # nothing but the file remains
+    loaded = load_model(result.best)
+    assert not loaded.model.training
+    assert torch.equal(loaded.model(batch).logits, expected)
+    assert loaded.tokenizer.fingerprint() == read_checkpoint(result.best)["vocab_fingerprint"]
+    assert loaded.vocab.brk == 4 and loaded.recipe.model.family == "concat"
+    assert loaded.meta["src_lang"] == "src"
+    assert isinstance(batch, Batch)
+
+
+def test_average_refuses_different_models(run, tmp_path, prepared):
+    root, _, _ = run
+    other = train(recipe(prepared, tmp_path / "other", model={"family": "sentence"}, max_steps=1, valid_every=1),
+                  show_progress=False)
+    with pytest.raises(CtxmtError, match="cannot average"):
+        average_checkpoints([root / "run" / "checkpoint_3.pt", other.last], tmp_path / "x.pt")

@@ -1,0 +1,78 @@
+"""Recipe schema: typos, types, bounds and cross-field checks are one-line errors naming file and key."""
+
+import pytest
+
+from ctxmt_cli.config import ShiftPair, apply_overrides, dump_recipe, load_recipe, validate_recipe
+from ctxmt_cli.errors import CtxmtError
+
+
+def check_error(raw, *needles):
+    with pytest.raises(CtxmtError) as err:
+        validate_recipe(raw, "r.yaml")
+    text = str(err.value)
+    assert "\n" not in text and text.startswith("r.yaml")
+    for needle in needles:
+        assert needle in text, text
+    return text
+
+
+def test_defaults_and_presets():
+    recipe = validate_recipe({"model": {"family": "concat", "preset": "base"}})
+    assert (recipe.model.d_model, recipe.model.heads, recipe.model.encoder_layers) == (512, 8, 6)
+    explicit = validate_recipe({"model": {"family": "sentence", "preset": "tiny", "d_model": 64}})
+    assert explicit.model.d_model == 64 and explicit.model.ffn_dim == 512
+
+
+def test_unknown_keys_name_the_path_and_suggest():
+    check_error({"model": {"family": "concat", "sift": 3}}, "model.sift", "did you mean 'shift'")
+    check_error({"trainn": {}}, "trainn", "did you mean 'train'")
+    check_error({"train": {"warmup": 10}}, "train.warmup", "warmup_steps")
+
+
+def test_wrong_types_and_ranges():
+    check_error({"train": {"lr": "fast"}}, "train.lr")
+    check_error({"model": {"family": "concat", "cd": 1.5}}, "model.cd")
+    check_error({"model": {"family": "concat", "segment": "hot"}}, "model.segment")
+    check_error({"model": {"family": "transformer"}}, "model")
+
+
+def test_cross_field_checks():
+    check_error({"model": {"family": "concat", "pse": {"d_se": 4}}}, "pse needs a segment")
+    check_error({"model": {"family": "concat", "cd": 0.01, "tgt_context_sentences": 0}}, "tgt_context_sentences")
+    check_error({"model": {"family": "sentence", "preset": None, "d_model": 30, "ffn_dim": 8, "heads": 4,
+                           "encoder_layers": 1, "decoder_layers": 1}}, "divisible")
+    check_error({"model": {"family": "concat", "segment": "onehot", "pse": {"d_se": 2}}}, "d_se")
+
+
+def test_shift_forms():
+    assert validate_recipe({"model": {"family": "concat", "shift": "auto"}}).model.shift == "auto"
+    assert validate_recipe({"model": {"family": "concat", "shift": 8}}).model.shift == 8
+    pair = validate_recipe({"model": {"family": "concat", "shift": {"src": 8, "tgt": 9}}}).model.shift
+    assert pair == ShiftPair(src=8, tgt=9)
+
+
+def test_set_overrides_go_through_the_schema(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text("model:\n  family: concat\ntrain:\n  lr: 0.001\n")
+    recipe = load_recipe(path, ["train.lr=5e-4", "model.shift=auto", "model.pse={d_se: 4}", "model.segment=learned"])
+    assert recipe.train.lr == 5e-4 and recipe.model.pse.d_se == 4
+    with pytest.raises(CtxmtError, match="model.shfit"):
+        load_recipe(path, ["model.shfit=3"])
+    with pytest.raises(CtxmtError, match="KEY.PATH=VALUE"):
+        apply_overrides({}, ["train.lr"])
+
+
+def test_missing_and_invalid_files(tmp_path):
+    with pytest.raises(CtxmtError, match="not found"):
+        load_recipe(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: [unclosed\n")
+    with pytest.raises(CtxmtError, match="not valid YAML"):
+        load_recipe(bad)
+
+
+def test_resolved_recipe_round_trips():
+    recipe = validate_recipe({"model": {"family": "concat", "shift": {"src": 3, "tgt": 4}, "segment": "learned"}})
+    import yaml
+    again = validate_recipe(yaml.safe_load(dump_recipe(recipe)))
+    assert again == recipe

@@ -1,0 +1,123 @@
+"""DDP on CPU (gloo, 2 processes): one update equals a single process on the same global batch."""
+
+import json
+import os
+import socket
+
+import numpy as np
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from ctxmt_cli.config import validate_recipe
+from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.data.batching import collate
+from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.models import build_model
+from ctxmt_cli.train.distributed import (
+    DistEnv, all_reduce_sum, any_rank, gather_objects, setup_distributed, teardown_distributed, unwrap, wrap_model,
+)
+from ctxmt_cli.train.step import LossSettings, Updater
+from ctxmt_cli.train.trainer import train
+from tests.unit.train_fixtures import TINY, _restore_threads, assert_same_weights, prepared, recipe, weights  # noqa: F401
+
+VOCAB = VocabInfo(src_size=50, tgt_size=50)
+CFG = {"model": {"family": "concat", **TINY, "dropout": 0.0, "cd": 0.3, "src_context_sentences": 1,
+                 "tgt_context_sentences": 1}, "train": {"label_smoothing": 0.1}}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def dist_env(rank: int, world: int, port: int) -> None:
+    os.environ.update(WORLD_SIZE=str(world), RANK=str(rank), LOCAL_RANK=str(rank),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+
+
+def micro_batches():
+    """Four micro-batches of different sizes (so per-rank normalisers differ)."""
+    rng = np.random.default_rng(0)
+    out = []
+    for n in (2, 5, 3, 4):
+        make = lambda: [np.concatenate([rng.integers(5, 50, rng.integers(2, 7)), [4],  # noqa: E731
+                                        rng.integers(5, 50, rng.integers(2, 7)), [3]]) for _ in range(n)]
+        out.append(collate(make(), make(), 0, 2))
+    return out
+
+
+def one_update(env: DistEnv, batches) -> dict:
+    """One SGD(lr=1) update: the weight change is exactly the normalised, clipped gradient."""
+    cfg = validate_recipe(CFG)
+    torch.manual_seed(0)
+    net = build_model(cfg.model, VOCAB)
+    opt = torch.optim.SGD(net.parameters(), lr=1.0)
+    updater = Updater(wrap_model(net, env), opt, None, env, LossSettings.from_recipe(cfg, VOCAB), "off", 1.0)
+    stats, _ = updater.update(batches)
+    return {"stats": stats, **{k: v.detach().clone() for k, v in unwrap(updater.model).state_dict().items()}}
+
+
+def _grad_worker(rank: int, world: int, port: int, out: str) -> None:
+    dist_env(rank, world, port)
+    env = setup_distributed()
+    try:
+        mine = micro_batches()[2 * rank: 2 * rank + 2]                    # update_freq 2 on each rank
+        result = one_update(env, mine)
+        assert all_reduce_sum(torch.ones(1), env).item() == world
+        assert any_rank(rank == 1, env) is True
+        assert gather_objects(rank, env) == [0, 1]
+        if rank == 0:
+            torch.save(result, out)
+    finally:
+        teardown_distributed(env)
+
+
+def _train_worker(rank: int, world: int, port: int, data: str, save_dir: str) -> None:
+    dist_env(rank, world, port)
+    train(recipe(data, save_dir, **DDP_TRAIN), show_progress=False)
+
+
+# Adam's first step is lr·sign(g); a large eps keeps float noise on gradients that are zero in exact
+# arithmetic (attention key biases) from becoming ±lr steps, so weights compare at 1e-6.
+DDP_TRAIN = dict(max_steps=3, valid_every=3, log_every=1, adam_eps=1e-4, clip_norm=1.0, lr=1e-3, warmup_steps=2)
+
+
+def test_single_process_without_torchrun(monkeypatch):
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    env = setup_distributed()
+    assert (env.world, env.rank, env.is_main, env.distributed) == (1, 0, True, False)
+    t = torch.ones(2)
+    assert all_reduce_sum(t, env) is t and gather_objects("x", env) == ["x"] and any_rank(False, env) is False
+    model = torch.nn.Linear(2, 2)
+    assert wrap_model(model, env) is model and unwrap(model) is model
+
+
+def test_bad_environment_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "two")
+    with pytest.raises(CtxmtError, match="WORLD_SIZE='two' is not an integer"):
+        setup_distributed()
+
+
+def test_ddp_update_equals_single_process_global_batch(tmp_path):
+    out = tmp_path / "ddp.pt"
+    mp.spawn(_grad_worker, args=(2, free_port(), str(out)), nprocs=2, join=True)
+    ddp = torch.load(out, weights_only=True)
+    single = one_update(DistEnv(), micro_batches())                        # all four micro-batches at once
+    torch.testing.assert_close(ddp.pop("stats"), single.pop("stats"), rtol=1e-6, atol=1e-4)
+    assert_same_weights(ddp, single, atol=1e-6)
+
+
+def test_ddp_training_equals_single_process_accumulation(prepared, tmp_path):
+    """world 2 × update_freq 1 sees batches (0,1), (2,3), … exactly like 1 process × update_freq 2."""
+    mp.spawn(_train_worker, args=(2, free_port(), str(prepared), str(tmp_path / "ddp")), nprocs=2, join=True)
+    single = train(recipe(prepared, tmp_path / "single", update_freq=2, **DDP_TRAIN), show_progress=False)
+    assert_same_weights(weights(tmp_path / "ddp" / "checkpoint_last.pt"), weights(single.last), atol=1e-6)
+    ddp_ck = torch.load(tmp_path / "ddp" / "checkpoint_last.pt", weights_only=True)
+    assert ddp_ck["world_size"] == 2 and len(ddp_ck["rng"]) == 2
+    valid = ddp_ck["state"]["history"][-1]["window_loss"]
+    assert valid == pytest.approx(single.history[-1]["window_loss"], abs=1e-5)
+    lines = [json.loads(x) for x in (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in lines if r["kind"] == "train"] == [1, 2, 3]  # rank 0 alone writes logs

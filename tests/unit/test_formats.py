@@ -1,0 +1,211 @@
+"""Streaming corpus readers: every format on a faithful fixture, and every user error."""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from ctxmt_cli.data.formats import (
+    count_lines,
+    iter_parallel_documents,
+    iter_parallel_located,
+    iter_source_documents,
+)
+from ctxmt_cli.errors import CtxmtError
+
+FIX = Path(__file__).parents[1] / "fixtures" / "corpora"
+SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    if isinstance(text, str):
+        text = text.encode("utf-8")
+    path.write_bytes(text)
+    return path
+
+
+# -- readers ------------------------------------------------------------------------------
+
+
+def test_text_blank_lines_separate_documents():
+    docs = list(iter_parallel_documents("text", FIX / "text/news.en", FIX / "text/news.de"))
+    assert [len(d) for d in docs] == [3, 2, 1]
+    assert docs[1][0] == ("A storm hit the coast last night.",
+                          "Ein Sturm traf letzte Nacht die Küste.")
+    src_only = list(iter_source_documents("text", FIX / "text/news.en"))
+    assert src_only == [[s for s, _ in d] for d in docs]
+
+
+def test_text_docids_boundaries_on_id_change():
+    located = list(iter_parallel_located("text", FIX / "text/talks.en", FIX / "text/talks.de",
+                                         FIX / "text/talks.docids"))
+    # bees-001 x3, goats-002 x2, bees-001 again: a new document at every change
+    assert [lines for _, lines in located] == [[1, 2, 3], [4, 5], [6]]
+    assert located[2][0] == [("Thank you.", "Danke.")]
+
+
+def test_text_docids_blank_line_is_not_a_separator(tmp_path):
+    src = write(tmp_path / "a.en", "one\n\ntwo\n")
+    tgt = write(tmp_path / "a.de", "eins\nzwei\ndrei\n")
+    ids = write(tmp_path / "a.docids", "d\nd\nd\n")
+    with pytest.raises(CtxmtError, match=r"a\.en:2: empty sentence"):
+        list(iter_parallel_documents("text", src, tgt, ids))
+
+
+def test_jsonl_documents_by_doc_id():
+    path = FIX / "jsonl/corpus.jsonl"
+    docs = list(iter_parallel_documents("jsonl", path, path))
+    assert [len(d) for d in docs] == [2, 3, 1]
+    assert docs[1][2] == ('She lived in "Lyon" & Paris.', "Elle vivait à « Lyon » et à Paris.")
+    assert list(iter_source_documents("jsonl", path))[0] == ["I bought a new car.", "It is red."]
+
+
+def test_iwslt_tags_talks_and_tag_lines_skipped():
+    en, de = FIX / "iwslt/train.tags.en-de.en", FIX / "iwslt/train.tags.en-de.de"
+    located = list(iter_parallel_located("iwslt-tags", en, de))
+    assert [len(d) for d, _ in located] == [3, 2]
+    assert located[1][0][1] == ("What do you hear?", "Was hören Sie?")
+    assert located[0][1] == [7, 8, 9]  # source line numbers after the tag block
+    assert all("<" not in s for d, _ in located for pair in d for s in pair)
+    assert len(list(iter_source_documents("iwslt-tags", de))) == 2
+
+
+def test_iwslt_xml_matched_by_docid_and_seg_id(tmp_path):
+    en = FIX / "iwslt/IWSLT17.TED.dev2010.en-de.en.xml"
+    de = FIX / "iwslt/IWSLT17.TED.dev2010.en-de.de.xml"
+    docs = list(iter_parallel_documents("iwslt-xml", en, de))
+    assert [len(d) for d in docs] == [3, 2]
+    assert docs[0][0][0] == "Bees & flowers evolved together."
+    assert docs[0][1][0] == "They said: \"We can't live without them.\""
+    assert docs[0][2] == ("Is 3 < 5? Yes.", "Ist 3 < 5? Ja.")
+    assert docs[1][0][0] == "Close your eyes for a moment."
+    # seg order on the target side does not matter: segs are matched by id
+    lines = de.read_text(encoding="utf-8").splitlines()
+    i, j = (k for k, line in enumerate(lines) if line.startswith('<seg id="1"> Sch')
+            or line.startswith('<seg id="2"> Was'))
+    lines[i], lines[j] = lines[j], lines[i]
+    swapped = write(tmp_path / "de.xml", "\n".join(lines) + "\n")
+    assert list(iter_parallel_documents("iwslt-xml", en, swapped)) == docs
+
+
+def test_iwslt_xml_real_archive(tmp_path):
+    archive = SHARED / "iwslt17" / "IWSLT17.TED.test.en-de.tgz"
+    if not archive.is_file():
+        pytest.skip(f"real IWSLT17 archive not available at {archive}")
+    with tarfile.open(archive) as tar:
+        members = [m for m in tar.getmembers() if m.name.endswith(".en.xml")]
+        safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+        tar.extractall(tmp_path, members=members, **safe)
+    files = sorted(tmp_path.rglob("*.en.xml"))
+    assert {f.name for f in files} >= {"IWSLT17.TED.tst2016.en-de.en.xml",
+                                       "IWSLT17.TED.tst2017.en-de.en.xml"}
+    for f in files:
+        text = f.read_text(encoding="utf-8")
+        docs = list(iter_source_documents("iwslt-xml", f))
+        assert len(docs) == text.count("<doc ")
+        assert sum(len(d) for d in docs) == text.count("<seg ")
+        sents = [s for d in docs for s in d]
+        assert all(s and s == s.strip() and "  " not in s and "<" not in s for s in sents)
+        assert not any("&amp;" in s or "&quot;" in s for s in sents)
+
+
+def test_voita_groups():
+    docs = list(iter_parallel_documents("voita", FIX / "voita/train.en", FIX / "voita/train.ru"))
+    assert [len(d) for d in docs] == [4, 4]
+    assert docs[0][3] == ("no .", "нет .")
+    assert list(iter_source_documents("voita", FIX / "voita/train.en"))[1][0] == "i found the book ."
+
+
+def test_count_lines(tmp_path):
+    assert count_lines(write(tmp_path / "a", "x\ny\n")) == 2
+    assert count_lines(write(tmp_path / "b", "x\ny")) == 2
+    assert count_lines(write(tmp_path / "c", "")) == 0
+
+
+# -- errors -------------------------------------------------------------------------------
+
+
+def test_missing_file_names_path(tmp_path):
+    with pytest.raises(CtxmtError, match=r"target file not found: .*nope\.de"):
+        list(iter_parallel_documents("text", FIX / "text/news.en", tmp_path / "nope.de"))
+
+
+def test_unknown_format():
+    with pytest.raises(CtxmtError, match="unknown corpus format 'tsv'"):
+        list(iter_source_documents("tsv", FIX / "text/news.en"))
+
+
+def test_line_count_mismatch(tmp_path):
+    src = write(tmp_path / "a.en", "one\ntwo\nthree\n")
+    tgt = write(tmp_path / "a.de", "eins\nzwei\n")
+    with pytest.raises(CtxmtError) as e:
+        list(iter_parallel_documents("text", src, tgt))
+    msg = str(e.value)
+    assert "a.en has 3 lines" in msg and "a.de has 2 lines" in msg and "line is 3" in msg
+    assert "\n" not in msg
+
+
+def test_text_structure_mismatch(tmp_path):
+    src = write(tmp_path / "a.en", "one\n\ntwo\n")
+    tgt = write(tmp_path / "a.de", "eins\nzwei\ndrei\n")
+    with pytest.raises(CtxmtError, match=r"structure differs at line 2: .*a\.en has a blank"):
+        list(iter_parallel_documents("text", src, tgt))
+
+
+def test_non_utf8_gives_file_line_and_iconv_hint(tmp_path):
+    src = write(tmp_path / "a.en", b"fine\ncaf\xe9 au lait\n")
+    tgt = write(tmp_path / "a.de", "gut\nKaffee\n")
+    with pytest.raises(CtxmtError, match=r"a\.en:2: not valid UTF-8.*iconv -f LATIN1 -t UTF-8"):
+        list(iter_parallel_documents("text", src, tgt))
+
+
+def test_jsonl_empty_src_and_bad_json(tmp_path):
+    bad = write(tmp_path / "c.jsonl", '{"doc_id": 1, "src": "a", "tgt": "b"}\n'
+                                      '{"doc_id": 1, "src": "  ", "tgt": "b"}\n')
+    with pytest.raises(CtxmtError, match=r'c\.jsonl:2: empty "src"'):
+        list(iter_parallel_documents("jsonl", bad, bad))
+    broken = write(tmp_path / "d.jsonl", '{"doc_id": 1, "src": "a", "tgt": "b"\n')
+    with pytest.raises(CtxmtError, match=r"d\.jsonl:1: invalid JSON"):
+        list(iter_source_documents("jsonl", broken))
+    missing = write(tmp_path / "e.jsonl", '{"doc_id": 1, "src": "a"}\n')
+    with pytest.raises(CtxmtError, match=r'e\.jsonl:1: missing key\(s\) tgt'):
+        list(iter_parallel_documents("jsonl", missing, missing))
+
+
+def test_iwslt_tags_misaligned_talk(tmp_path):
+    en = FIX / "iwslt/train.tags.en-de.en"
+    lines = (FIX / "iwslt/train.tags.en-de.de").read_text(encoding="utf-8").splitlines()
+    del lines[lines.index("Was hören Sie?")]
+    de = write(tmp_path / "train.tags.en-de.de", "\n".join(lines) + "\n")
+    with pytest.raises(CtxmtError) as e:
+        list(iter_parallel_documents("iwslt-tags", en, de))
+    msg = str(e.value)
+    assert "has 2 segments" in msg and "has 1" in msg
+    assert f"{en}:10" in msg and f"{de}:12" in msg  # both talks' first lines
+
+
+def test_iwslt_xml_doc_without_segs_and_docid_mismatch(tmp_path):
+    en = write(tmp_path / "a.en.xml", '<doc docid="1">\n<seg id="1"> a </seg>\n</doc>\n'
+                                      '<doc docid="2">\n<talkid>2</talkid>\n</doc>\n')
+    with pytest.raises(CtxmtError, match=r"a\.en\.xml:4: empty document \(doc 2 has no <seg>\)"):
+        list(iter_source_documents("iwslt-xml", en))
+    en2 = write(tmp_path / "b.en.xml", '<doc docid="1">\n<seg id="1"> a </seg>\n</doc>\n')
+    de2 = write(tmp_path / "b.de.xml", '<doc docid="7">\n<seg id="1"> b </seg>\n</doc>\n')
+    with pytest.raises(CtxmtError, match=r"b\.en\.xml:1 is doc 1 but .*b\.de\.xml:1 is doc 7"):
+        list(iter_parallel_documents("iwslt-xml", en2, de2))
+    de3 = write(tmp_path / "c.de.xml", '<doc docid="1">\n<seg id="9"> b </seg>\n</doc>\n')
+    with pytest.raises(CtxmtError, match=r"b\.en\.xml:2 has seg id 1"):
+        list(iter_parallel_documents("iwslt-xml", en2, de3))
+
+
+def test_voita_empty_sentence_and_group_mismatch(tmp_path):
+    en = write(tmp_path / "t.en", "a . _eos b .\nc . _eos  _eos d .\n")
+    ru = write(tmp_path / "t.ru", "а . _eos б .\nв . _eos г . _eos д .\n")
+    with pytest.raises(CtxmtError, match=r"t\.en:2: empty sentence"):
+        list(iter_parallel_documents("voita", en, ru))
+    en2 = write(tmp_path / "u.en", "a . _eos b .\nc . _eos d .\n")
+    ru2 = write(tmp_path / "u.ru", "а . _eos б .\nв . _eos г . _eos д .\n")
+    with pytest.raises(CtxmtError, match=r"at line 2: .*u\.en has 2 but .*u\.ru has 3"):
+        list(iter_parallel_documents("voita", en2, ru2))

@@ -1,0 +1,130 @@
+"""Core contract properties: incremental = full forward, padding invariance, persistence, gradients."""
+
+import pytest
+import torch
+
+from ctxmt_cli.config import validate_recipe
+from ctxmt_cli.core.batch import Batch
+from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.positions import window_layout
+from ctxmt_cli.models import FAMILIES, build_model
+
+BRK, EOS, BOS, PAD = 4, 3, 2, 0
+VOCAB = VocabInfo(src_size=40, tgt_size=40)
+
+VARIANTS = {
+    "sentence": {"family": "sentence"},
+    "concat": {"family": "concat"},
+    "shift": {"family": "concat", "shift": 7},
+    "per-window": {"family": "concat", "shift": "per-window"},
+    "onehot-persistent": {"family": "concat", "shift": 3, "segment": "onehot", "persistent": True},
+    "sinusoidal": {"family": "concat", "segment": "sinusoidal"},
+    "learned-pse": {"family": "concat", "segment": "learned", "pse": {"d_se": 4}, "persistent": True},
+    "post-norm": {"family": "concat", "shift": 2, "normalize_before": False},
+}
+
+
+def make_model(spec: dict, seed: int = 0):
+    torch.manual_seed(seed)
+    tiny = {"preset": None, "d_model": 32, "ffn_dim": 64, "heads": 4, "encoder_layers": 2, "decoder_layers": 2}
+    cfg = validate_recipe({"model": {**tiny, **spec}}).model
+    return build_model(cfg, VOCAB).eval()
+
+
+def sample():
+    src = torch.tensor([[7, 8, BRK, 9, 10, BRK, 11, EOS], [7, 9, BRK, 12, EOS, PAD, PAD, PAD]])
+    tgt = torch.tensor([[BOS, 13, 14, BRK, 15, BRK, 16, 17, EOS], [BOS, 18, BRK, 19, 20, 21, EOS, PAD, PAD]])
+    return Batch(src=src, tgt_in=tgt[:, :-1], tgt_out=tgt[:, 1:])
+
+
+def test_families_dict_is_plain():
+    assert set(FAMILIES) >= {"sentence", "concat"}
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_incremental_decoding_equals_full_forward(name):
+    model, batch = make_model(VARIANTS[name]), sample()
+    full = model(batch).logits                                              # (B, T, V)
+    enc = model.encode(batch)
+    state = model.init_state(enc, Batch(src=batch.src, tgt_sentences=torch.tensor([3, 2])))
+    token = state.pending
+    for t in range(full.size(1)):
+        logits, state = model.decode_step(token, state)
+        for row in range(2):
+            if batch.tgt_out[row, t] != PAD:
+                torch.testing.assert_close(logits[row], full[row, t], atol=1e-5, rtol=1e-5)
+        token = batch.tgt_in[:, t + 1] if t + 1 < batch.tgt_in.size(1) else token
+
+
+@pytest.mark.parametrize("name", ["concat", "learned-pse", "per-window"])
+def test_forced_prefix_of_different_lengths_equals_full_forward(name):
+    model, batch = make_model(VARIANTS[name]), sample()
+    full = model(batch).logits
+    enc = model.encode(batch)
+    prefixes = [batch.tgt_in[0, :6], batch.tgt_in[1, :3]]  # each ends with a <brk>... or a token
+    prefix = torch.full((2, 6), PAD)
+    prefix[0, :6], prefix[1, :3] = prefixes
+    state = model.init_state(enc, Batch(src=batch.src, tgt_prefix=prefix, tgt_sentences=torch.tensor([3, 2])))
+    logits, _ = model.decode_step(state.pending, state)
+    torch.testing.assert_close(logits[0], full[0, 5], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(logits[1], full[1, 2], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_padding_does_not_change_outputs(name):
+    model, batch = make_model(VARIANTS[name]), sample()
+    both = model(batch).logits
+    alone = model(Batch(src=batch.src[1:, :5], tgt_in=batch.tgt_in[1:, :6], tgt_out=batch.tgt_out[1:, :6])).logits
+    torch.testing.assert_close(both[1, :6], alone[0], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["onehot-persistent", "learned-pse"])
+def test_persistent_encodings_reach_every_layer(name):
+    model, batch = make_model(VARIANTS[name]), sample()
+    seen = {}
+    for side, layers in (("enc", model.encoder_layers), ("dec", model.decoder_layers)):
+        for i, layer in enumerate(layers):
+            layer.register_forward_pre_hook(lambda m, args, key=(side, i): seen.__setitem__(key, args[0]))
+            layer.register_forward_hook(lambda m, args, out, key=(side, i): seen.__setitem__(key + ("out",), out[0]))
+    model(batch)
+    src_pos, src_seg, _ = window_layout(batch.src, BRK, model.source_shift(batch.src))
+    tgt_pos, tgt_seg, _ = window_layout(batch.tgt_in, BRK, model.target_shift(model.source_shift(batch.src)))
+    pe = {"enc": model.src_pos(src_pos, src_seg), "dec": model.tgt_pos(tgt_pos, tgt_seg)}
+    for side, layers in (("enc", model.encoder_layers), ("dec", model.decoder_layers)):
+        for i in range(1, len(layers)):
+            added = seen[(side, i)] - seen[(side, i - 1, "out")]
+            torch.testing.assert_close(added, pe[side], atol=1e-5, rtol=1e-5)
+
+
+def test_non_persistent_encodings_only_at_the_input():
+    model, batch = make_model(VARIANTS["sinusoidal"]), sample()
+    seen = {}
+    model.encoder_layers[1].register_forward_pre_hook(lambda m, a: seen.__setitem__("in", a[0]))
+    model.encoder_layers[0].register_forward_hook(lambda m, a, out: seen.__setitem__("out", out[0]))
+    model(batch)
+    assert torch.equal(seen["in"], seen["out"])
+
+
+@pytest.mark.parametrize("name", ["learned-pse", "learned"])
+def test_learned_sentence_encodings_receive_gradients(name):
+    spec = VARIANTS.get(name, {"family": "concat", "segment": "learned"})
+    model, batch = make_model(spec), sample()
+    model.train()
+    logits = model(batch).logits
+    torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD).backward()
+    for pos in (model.src_pos, model.tgt_pos):
+        grad = pos.learned.weight.grad
+        assert grad is not None and grad[1:4].abs().sum(-1).gt(0).all()  # segments 1..3 used, all trained
+
+
+def test_shift_changes_positions_but_not_a_sentence_level_window():
+    batch = Batch(src=torch.tensor([[7, 8, EOS]]), tgt_in=torch.tensor([[BOS, 9, 10]]), tgt_out=torch.tensor([[9, 10, EOS]]))
+    plain, shifted = make_model({"family": "concat"}), make_model({"family": "concat", "shift": 9})
+    torch.testing.assert_close(plain(batch).logits, shifted(batch).logits)  # one sentence: nothing to shift
+    windowed = sample()
+    assert not torch.allclose(plain(windowed).logits, shifted(windowed).logits)
+
+
+def test_tied_embeddings_with_joint_vocabulary():
+    model = make_model({"family": "sentence"})
+    assert model.output.weight is model.tgt_embed.weight is model.src_embed.weight

@@ -1,0 +1,213 @@
+"""Beam/greedy search properties on tiny random models of every family (sentence, concat)."""
+
+import pytest
+import torch
+from torch import nn
+
+from ctxmt_cli.config import validate_recipe
+from ctxmt_cli.core.batch import Batch
+from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.decode.search import beam_search, greedy_search
+from ctxmt_cli.models import build_model
+
+BRK, EOS, BOS, PAD = 4, 3, 2, 0
+VOCAB = VocabInfo(src_size=40, tgt_size=40)
+TINY = {"preset": None, "d_model": 32, "ffn_dim": 64, "heads": 4, "encoder_layers": 2, "decoder_layers": 2}
+FAMILIES = {
+    "sentence": {"family": "sentence"},
+    "concat": {"family": "concat", "shift": 3, "segment": "learned", "persistent": True},
+}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    # Tiny matmuls on a shared 2-core machine: intra-op threads only contend.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+class EosBias(nn.Module):
+    """Adds ``bias`` to the ``</s>`` logit everywhere, so random models end at varied lengths."""
+
+    def __init__(self, inner, bias: float):
+        super().__init__()
+        self.inner, self.bias, self.vocab = inner, bias, inner.vocab
+        self.calls: list[int] = []                                          # rows fed to each decode_step
+
+    def _shift(self, logits):
+        logits = logits.clone()
+        logits[..., EOS] += self.bias
+        return logits
+
+    def forward(self, batch):
+        out = self.inner(batch)
+        out.logits = self._shift(out.logits)
+        return out
+
+    def encode(self, batch):
+        return self.inner.encode(batch)
+
+    def init_state(self, enc, batch):
+        return self.inner.init_state(enc, batch)
+
+    def decode_step(self, tokens, state):
+        self.calls.append(tokens.size(0))
+        logits, state = self.inner.decode_step(tokens, state)
+        return self._shift(logits), state
+
+    def reorder_state(self, state, index):
+        return self.inner.reorder_state(state, index)
+
+
+def make_model(family: str, seed: int = 0, eos_bias: float = 2.0):
+    torch.manual_seed(seed)
+    cfg = validate_recipe({"model": {**TINY, **FAMILIES[family]}}).model
+    model = build_model(cfg, VOCAB).eval()
+    with torch.no_grad():  # larger weights than the init: peaked, varied outputs instead of one repeated token
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.normal_(0.0, 0.35)
+    return EosBias(model, eos_bias).eval()
+
+
+def row(*ids):
+    return torch.tensor(list(ids) + [EOS])
+
+
+def pad(rows, value=PAD):
+    out = torch.full((len(rows), max(len(r) for r in rows)), value, dtype=torch.long)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = r
+    return out
+
+
+SOURCES = [row(7, 8, BRK, 9, 10, 11, 12), row(13, 14), row(15, 16, 17, BRK, 18, BRK, 19, 20, 21, 22, 23)]
+PREFIXES = [torch.tensor([BOS, 30, 31, BRK, 32, BRK]), torch.tensor([BOS]), torch.tensor([BOS, 33, BRK])]
+
+
+def batch_of(indices, prefix=False):
+    src = pad([SOURCES[i] for i in indices])
+    tgt = pad([PREFIXES[i] for i in indices]) if prefix else None
+    return Batch(src=src, tgt_prefix=tgt)
+
+
+def forward_logprob(model, src, prefix, tokens, lenpen):
+    """Length-normalised log-prob of ``tokens`` + </s> after the forced ``prefix``, by a full forward pass."""
+    tgt_in = torch.cat([prefix, torch.tensor(tokens, dtype=torch.long)]).unsqueeze(0)
+    with torch.no_grad():
+        logits = model(Batch(src=src.unsqueeze(0), tgt_in=tgt_in)).logits[0].float()
+    lprobs = torch.log_softmax(logits, -1)[len(prefix) - 1:]                 # (L+1, V)
+    labels = torch.tensor(tokens + [EOS])
+    total = lprobs.gather(1, labels.unsqueeze(1)).sum().item()
+    return total / (len(tokens) + 1) ** lenpen
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("bias", [0.0, 2.5])
+def test_beam_one_equals_greedy(family, bias):
+    model, batch = make_model(family, eos_bias=bias), batch_of([0, 1, 2], prefix=True)
+    beam = beam_search(model, batch, beam=1, max_len=12, banned=[BRK])
+    greedy = greedy_search(model, batch, max_len=12, banned=[BRK])
+    assert [h.tokens for h in beam] == [h.tokens for h in greedy]
+    for b, g in zip(beam, greedy):
+        assert b.score == pytest.approx(g.score, abs=1e-5)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_greedy_with_cache_equals_full_forward_argmax_loop(family):
+    model = make_model(family, eos_bias=1.5)
+    batch = batch_of([0, 1, 2], prefix=True)
+    hyps = greedy_search(model, batch, max_len=10, banned=[BRK])
+    for i, hyp in enumerate(hyps):
+        src, prefix, tokens = SOURCES[i].unsqueeze(0), PREFIXES[i], []
+        for _ in range(11):
+            tgt_in = torch.cat([prefix, torch.tensor(tokens, dtype=torch.long)]).unsqueeze(0)
+            with torch.no_grad():
+                logits = model(Batch(src=src, tgt_in=tgt_in)).logits[0, -1].float()
+            logits[[PAD, BOS, BRK]] = float("-inf")
+            if not tokens:
+                logits[EOS] = float("-inf")                                  # min_len = 1
+            if len(tokens) == 10:
+                break
+            nxt = int(logits.argmax())
+            if nxt == EOS:
+                break
+            tokens.append(nxt)
+        assert hyp.tokens == tokens
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_row_alone_equals_row_in_padded_batch(family):
+    model = make_model(family)
+    together = beam_search(model, batch_of([1, 0, 2]), beam=4, max_len=15)
+    alone = beam_search(model, batch_of([1]), beam=4, max_len=15)
+    assert together[0].tokens == alone[0].tokens
+    assert together[0].score == pytest.approx(alone[0].score, abs=1e-4)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_forced_prefixes_of_different_lengths_equal_rows_alone(family):
+    model = make_model(family, eos_bias=1.0)
+    together = beam_search(model, batch_of([0, 1, 2], prefix=True), beam=3, max_len=12, banned=[BRK])
+    for i in range(3):
+        alone = beam_search(model, batch_of([i], prefix=True), beam=3, max_len=12, banned=[BRK])
+        assert together[i].tokens == alone[0].tokens
+        assert together[i].score == pytest.approx(alone[0].score, abs=1e-4)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("lenpen", [0.0, 0.6, 1.0])
+def test_best_score_equals_forward_log_prob(family, lenpen):
+    model = make_model(family, eos_bias=1.0)
+    hyps = beam_search(model, batch_of([0, 1, 2], prefix=True), beam=4, lenpen=lenpen, max_len=12, banned=[BRK])
+    for i, hyp in enumerate(hyps):
+        expected = forward_logprob(model, SOURCES[i], PREFIXES[i], hyp.tokens, lenpen)
+        assert hyp.score == pytest.approx(expected, abs=1e-4)
+        assert hyp.steps == len(hyp.tokens) + 1
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_banned_tokens_never_appear(family):
+    model = make_model(family, eos_bias=0.0)
+    plain = beam_search(model, batch_of([0, 1, 2]), beam=4, max_len=10)
+    used = sorted({t for h in plain for t in h.tokens})
+    banned = used[:4] + [BRK]
+    hyps = beam_search(model, batch_of([0, 1, 2]), beam=4, max_len=10, banned=banned)
+    for hyp in hyps:
+        assert not set(hyp.tokens) & set(banned + [PAD, BOS, EOS])
+        assert len(hyp.tokens) >= 1
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_max_len_per_row_and_min_len(family):
+    model = make_model(family, eos_bias=-20.0)                             # never wants to stop
+    limits = torch.tensor([2, 5, 0])
+    hyps = beam_search(model, batch_of([0, 1, 2]), beam=3, max_len=limits, min_len=1)
+    assert [len(h.tokens) for h in hyps] == [2, 5, 0]
+    greedy = greedy_search(model, batch_of([0, 1, 2]), max_len=limits)
+    assert [len(h.tokens) for h in greedy] == [2, 5, 0]
+    eager = make_model(family, eos_bias=8.0)                              # always wants to stop at once
+    hyps = beam_search(eager, batch_of([0, 1, 2]), beam=3, max_len=10, min_len=3)
+    assert all(len(h.tokens) == 3 for h in hyps)
+
+
+def test_finished_rows_leave_the_state():
+    model = make_model("sentence", eos_bias=-20.0)
+    limits = torch.tensor([1, 8, 3])
+    beam_search(model, batch_of([0, 1, 2]), beam=2, max_len=limits)
+    # beams × active rows per step: rows end at steps 1, 3 and 8 (forced), then leave the state
+    assert model.calls == [6, 6, 4, 4, 2, 2, 2, 2, 2]
+
+
+def test_first_step_extends_only_one_copy_of_the_prefix():
+    # Internal, on purpose: the best hypothesis alone cannot show duplicated beams.
+    from ctxmt_cli.decode.search import _select
+
+    lprobs = torch.log_softmax(torch.randn(3 * 4, 40), -1)                  # 3 rows x 4 identical beams
+    lprobs = lprobs.view(3, 4, 40)[:, :1].expand(3, 4, 40).reshape(12, 40)
+    top_s, src_beam, tok = _select(torch.zeros(3, 4), lprobs, 4, first=True)
+    assert (src_beam == 0).all()
+    for r in range(3):
+        assert len(set(tok[r].tolist())) == 8                              # 2k distinct candidates

@@ -1,0 +1,232 @@
+"""Document translator: windows, parallel slots, prefix/generate target context, file I/O."""
+
+import io
+import random
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+from ctxmt_cli.config import validate_recipe
+from ctxmt_cli.core.batch import Batch
+from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.data.tokenize import Tokenizer, train_sentencepiece
+from ctxmt_cli.decode.search import beam_search
+from ctxmt_cli.decode.translator import (
+    Plan, Special, TranslationStats, format_documents, read_documents, split_generated, step_batch,
+    translate_documents, write_documents,
+)
+from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.models import build_model
+
+TINY = {"preset": None, "d_model": 32, "ffn_dim": 64, "heads": 4, "encoder_layers": 2, "decoder_layers": 2}
+WORDS = "ka lu mi no re sa ti vo ze bra cle dri fu gol han jin kor lem mun pir".split()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    # Tiny matmuls on a shared 2-core machine: intra-op threads only contend.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def sentence(rng: random.Random) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 6)))
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("spm")
+    rng = random.Random(0)
+    corpus = tmp / "corpus.txt"
+    corpus.write_text("\n".join(sentence(rng) for _ in range(400)) + "\n", encoding="utf-8")
+    model = train_sentencepiece(corpus, tmp / "spm", vocab_size=60)
+    return Tokenizer(model.read_bytes())
+
+
+class Tweak(nn.Module):
+    """Wraps a model and edits its next-token logits: an ``</s>`` bias (short outputs) and a ``<brk>`` rule.
+
+    ``brk="ban"`` never emits ``<brk>``; ``brk="script"`` emits exactly the
+    context separators first (while fewer than n_sent - 1 were seen), then none.
+    """
+
+    def __init__(self, inner, eos_bias: float = 2.0, brk: str = "free"):
+        super().__init__()
+        self.inner, self.vocab, self.eos_bias, self.brk = inner, inner.vocab, eos_bias, brk
+
+    def forward(self, batch):
+        return self.inner(batch)
+
+    def encode(self, batch):
+        return self.inner.encode(batch)
+
+    def init_state(self, enc, batch):
+        return self.inner.init_state(enc, batch)
+
+    def reorder_state(self, state, index):
+        return self.inner.reorder_state(state, index)
+
+    def decode_step(self, tokens, state):
+        logits, state = self.inner.decode_step(tokens, state)
+        logits = logits.clone()
+        logits[:, self.vocab.eos] += self.eos_bias
+        brk = self.vocab.brk
+        if self.brk == "ban":
+            logits[:, brk] = float("-inf")
+        elif self.brk == "script":
+            want = state.sent_idx < state.n_sent - 1                           # (B,) separators still due
+            logits[:, brk] = float("-inf")
+            logits[want] = float("-inf")
+            logits[want, brk] = 0.0
+        return logits, state
+
+
+def make_model(tokenizer, family="concat", eos_bias=2.0, brk="free", seed=0):
+    torch.manual_seed(seed)
+    spec = {"family": family}
+    if family == "concat":
+        spec.update(shift=2, segment="learned", src_context_sentences=2, tgt_context_sentences=2)
+    cfg = validate_recipe({"model": {**TINY, **spec}}).model
+    vocab = VocabInfo(src_size=tokenizer.src_vocab_size, tgt_size=tokenizer.tgt_vocab_size, brk=tokenizer.brk_id)
+    model = build_model(cfg, vocab)
+    with torch.no_grad():  # larger than the init: varied outputs instead of one repeated token
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.normal_(0.0, 0.35)
+    return Tweak(model, eos_bias, brk).eval()
+
+
+def documents(seed=1, sizes=(4, 1, 3)):
+    rng = random.Random(seed)
+    return [[sentence(rng) for _ in range(n)] for n in sizes]
+
+
+def run(model, tok, docs, **kw):
+    args = {"src_context": 2, "tgt_context": 2, "beam": 3, "max_len_b": 6}
+    return translate_documents(model, tok, docs, **{**args, **kw})
+
+
+def test_one_output_per_input_line_and_blank_lines_kept(tokenizer, tmp_path):
+    docs = documents(sizes=(4, 1, 3))
+    docs[0][2] = "   "                                                       # an empty sentence inside a document
+    out = run(make_model(tokenizer), tokenizer, docs)
+    assert [len(d) for d in out] == [4, 1, 3]
+    assert out[0][2] == ""
+    assert all(line and "\n" not in line for d in out for line in d if line != out[0][2])
+    path = tmp_path / "out.txt"
+    write_documents(out, path)
+    lines = path.read_text(encoding="utf-8").split("\n")
+    assert len(lines) - 1 == 4 + 1 + 1 + 1 + 3                             # sentences + 2 separators
+    assert lines[:4] == out[0] and lines[4] == "" and lines[5] == out[1][0] and lines[6] == ""
+
+
+def test_parallel_documents_equal_each_document_alone(tokenizer):
+    model, docs = make_model(tokenizer), documents(sizes=(3, 5, 1, 4))
+    together = run(model, tokenizer, docs)
+    alone = [run(model, tokenizer, [d])[0] for d in docs]
+    assert together == alone
+    assert run(model, tokenizer, docs, batch_docs=2) == alone              # groups of documents
+
+
+def test_windows_never_cross_documents(tokenizer):
+    model, docs = make_model(tokenizer), documents(sizes=(4, 3))
+    together = run(model, tokenizer, docs)
+    second_alone = run(model, tokenizer, [docs[1]])[0]
+    assert together[1][0] == second_alone[0]
+    sp = Special.of(tokenizer)
+    step = step_batch([[[10, 11]], [[12]]], [[], []], 0, Plan(3, 3), sp)   # first sentences: no context at all
+    assert not (step.batch.src == sp.brk).any() and not (step.batch.tgt_prefix == sp.brk).any()
+
+
+def test_window_order_is_oldest_to_newest(tokenizer):
+    sp = Special.of(tokenizer)
+    src = [[10, 11], [12], [13, 14, 15], [16, 17]]                          # a 4-sentence document
+    out = [[20], [21, 22], [23]]                                            # its first three translations
+    step = step_batch([src], [out], 3, Plan(2, 2), sp)
+    assert step.batch.src[0].tolist() == [12, sp.brk, 13, 14, 15, sp.brk, 16, 17, sp.eos]
+    assert step.batch.tgt_prefix[0].tolist() == [sp.bos, 21, 22, sp.brk, 23, sp.brk]
+    assert step.batch.tgt_sentences.tolist() == [3]
+    assert step.max_len.tolist() == [int(1.5 * 2 + 10)]
+    gen = step_batch([src], [out], 3, Plan(2, 2), sp, mode="generate")
+    assert gen.batch.tgt_prefix[0].tolist() == [sp.bos] and gen.expected == [2]
+    assert gen.max_len.tolist() == [int(1.5 * 2 + 10) + 5]                 # + the target context's length
+    # a 7-token limit keeps only the newest context sentence on each side, never a part of one
+    small = step_batch([src], [out], 3, Plan(2, 2, max_window_tokens=7), sp)
+    assert small.batch.src[0].tolist() == [13, 14, 15, sp.brk, 16, 17, sp.eos]
+    assert small.batch.tgt_prefix[0].tolist() == [sp.bos, 23, sp.brk]
+
+
+def test_prefix_mode_without_context_equals_sentence_level_beam_search(tokenizer):
+    model, docs = make_model(tokenizer, family="sentence"), documents(sizes=(3, 2))
+    out = run(model, tokenizer, docs, src_context=0, tgt_context=0)
+    sp = Special.of(tokenizer)
+    for doc, doc_out in zip(docs, out):
+        for text, got in zip(doc, doc_out):
+            ids = tokenizer.encode_src(text)
+            batch = Batch(src=torch.tensor([ids + [sp.eos]]))
+            hyp = beam_search(model, batch, beam=3, lenpen=0.6, max_len=int(1.5 * len(ids) + 6), banned=[sp.brk])[0]
+            assert got == tokenizer.decode_tgt(hyp.tokens)
+
+
+def test_generate_mode_falls_back_when_separators_are_missing(tokenizer):
+    docs = documents(sizes=(4, 2))
+    model = make_model(tokenizer, brk="ban")                               # can never write the context
+    stats = TranslationStats()
+    generated = run(model, tokenizer, docs, target_context="generate", stats=stats)
+    assert stats.fallbacks == 3 + 1                                         # every sentence with context
+    assert generated == run(model, tokenizer, docs)                        # the fallback is prefix mode
+    stats = TranslationStats()
+    run(model, tokenizer, docs, target_context="generate", tgt_context=0, stats=stats)
+    assert stats.fallbacks == 0
+
+
+def test_generate_mode_keeps_the_text_after_the_last_separator(tokenizer):
+    docs = documents(sizes=(4, 2))
+    model = make_model(tokenizer, brk="script", eos_bias=-1.0)            # writes exactly the separators due
+    stats, seen = TranslationStats(), []
+    out = run(model, tokenizer, docs, target_context="generate", stats=stats,
+              progress=lambda s: seen.append(s.sentences))
+    assert stats.fallbacks == 0 and stats.sentences == stats.total == 6
+    assert seen == [2, 4, 5, 6]                                             # after every step
+    assert all(line and "<brk>" not in line for d in out for line in d)
+    prefix = run(model, tokenizer, docs)
+    assert [d[0] for d in out] == [d[0] for d in prefix]                    # no context: the same search
+    assert [d[1:] for d in out] != [d[1:] for d in prefix]                  # context written, not forced
+    assert split_generated([5, 4, 6, 4, 7, 8], 2, 4) == [7, 8]
+    assert split_generated([5, 4, 7, 8], 2, 4) is None
+    assert split_generated([7, 8], 0, 4) == [7, 8]
+    assert split_generated([7, 4], 0, 4) is None
+
+
+def test_read_write_round_trip_with_blank_lines_and_dash(tmp_path, monkeypatch, capsys):
+    text = "a b\nc\n\nd\n\n\ne f\n  \ng\n"
+    path = tmp_path / "in.txt"
+    path.write_bytes(text.encode("utf-8"))
+    docs = read_documents(path)
+    assert docs == [["a b", "c"], ["d"], [], ["e f"], ["g"]]
+    assert format_documents(docs).count("\n") == text.count("\n")
+    write_documents(docs, tmp_path / "out.txt")
+    assert (tmp_path / "out.txt").read_text(encoding="utf-8") == text.replace("  \n", "\n")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode("utf-8"))))
+    assert read_documents("-") == docs
+    write_documents([["x ü"], ["y"]], "-")
+    assert capsys.readouterr().out == "x ü\n\ny\n"
+    assert read_documents(tmp_path / "out.txt") == docs
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    assert read_documents(empty) == []
+
+
+def test_bad_input_files_are_one_line_errors(tmp_path):
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes("ok\nd\xe9j\xe0 vu\n".encode("latin-1"))
+    with pytest.raises(CtxmtError, match=r"latin1\.txt:2: not valid UTF-8"):
+        read_documents(bad)
+    with pytest.raises(CtxmtError, match="not found"):
+        read_documents(tmp_path / "missing.txt")
+    with pytest.raises(CtxmtError, match="target_context"):
+        translate_documents(None, None, [], src_context=0, tgt_context=0, target_context="reference")
