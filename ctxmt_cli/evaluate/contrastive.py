@@ -1,125 +1,155 @@
-"""Contrastive evaluation by forced decoding (the core contract's ``forward``).
+"""Contrastive scoring by forced decoding (the core contract's ``forward``), for every family.
 
-Each candidate is scored as the log-probability of its current sentence (``</s>``
-included) given the source context, the source sentence and the gold target
-context, through the model's own context mechanism: for a concatenation model
-one teacher-forced pass over the window. Pairs from all items are length-bucketed
-into token-budget batches (never one batch per item).
+A candidate's score is the log-probability of its target sentence(s) given the
+source context, the source sentence and the target context, through the model's
+own context mechanism (for a concatenation model: one teacher-forced pass over
+the window; for a sentence-level model: the sentence alone). Context is ordered
+oldest -> newest, exactly as in training.
 
-An item is correct when the true candidate's score is strictly better than every
-contrastive one (ties lose, as ContraPro's evaluation script does).
+``span="all"`` (default): where a set's candidates are whole sentence groups
+(Voita), the score covers every sentence of the group, each given its source
+context and the candidate's own earlier sentences as target context; when the
+model's window covers the whole group this is a single pass over the window.
+``span="current"`` scores the last sentence only. Scores are the mean token
+log-probability (``normalize="mean"``, what fairseq's scorer gave the seeds'
+reference implementations) or the sum (``"none"``).
+
+All candidates of all items are cut into rows, length-bucketed and batched by a
+token budget (never one batch per item).
 """
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
 
 import numpy as np
 import torch
 
+from ctxmt_cli.core.positions import sentence_index
 from ctxmt_cli.data.batching import collate, token_batches
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.core.positions import current_sentence_mask
+from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet
+
+SPANS = ("all", "current")
+NORMALIZE = ("mean", "none")
+
+# (source sentences, target sentences, how many trailing target sentences are scored)
+Row = tuple[list[str], list[str], int]
 
 
-@dataclass
-class ContrastiveItem:
-    """One test item in the generic layout (``jsonl:PATH``)."""
-
-    src_context: list[str]
-    src: str
-    tgt_context: list[str]
-    candidates: list[str]
-    correct: int = 0
-    tags: dict = field(default_factory=dict)
-
-
-def read_jsonl_items(path: str | Path) -> list[ContrastiveItem]:
-    """Read the generic JSONL layout: one ``{"src_context", "src", "tgt_context", "candidates", "correct", "tags"}`` per line."""
-    path = Path(path)
-    if not path.is_file():
-        raise CtxmtError(f"contrastive set not found: {path}")
-    items = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                raw = json.loads(line)
-                item = ContrastiveItem(**raw)
-            except (json.JSONDecodeError, TypeError) as err:
-                raise CtxmtError(f"{path}:{number}: not a contrastive item ({err}); see the jsonl layout in README") from None
-            if len(item.candidates) < 2 or not 0 <= item.correct < len(item.candidates):
-                raise CtxmtError(f"{path}:{number}: needs >= 2 candidates and 0 <= correct < len(candidates)")
-            items.append(item)
-    return items
+def candidate_rows(item: ContrastiveItem, k: int, src_keep: int, tgt_keep: int, span: str) -> list[Row]:
+    """The forced-decoding rows whose scored tokens make up candidate ``k``'s score."""
+    src = item.src_context + [item.src]
+    tgt = item.target_context(k) + [item.candidates[k]]
+    tail = lambda seq, keep, end: seq[max(0, end - keep): end + 1]  # noqa: E731 - window ending at ``end``
+    if span == "current" or item.candidate_contexts is None:
+        return [(tail(src, src_keep, len(src) - 1), tail(tgt, tgt_keep, len(tgt) - 1), 1)]
+    n = len(tgt)
+    if len(src) != n:
+        raise CtxmtError(f"item {item.tags}: {len(src)} source but {n} target sentences; a group needs both sides aligned")
+    if src_keep >= n - 1 and tgt_keep >= n - 1:  # one window holds the group: one pass scores every sentence
+        return [(src, tgt, n)]
+    return [(tail(src, src_keep, j), tail(tgt, tgt_keep, j), 1) for j in range(n)]
 
 
-def _window(encode, context: list[str], current: str, keep: int, brk: int, eos: int) -> np.ndarray:
-    """Ids of the window: the last ``keep`` context sentences (oldest first), ``<brk>`` separators, current, ``</s>``."""
-    parts: list[int] = []
-    for sentence in (context[-keep:] if keep > 0 else []):
-        parts += encode(sentence) + [brk]
-    return np.asarray(parts + encode(current) + [eos], dtype=np.int64)
+class _Encoder:
+    """Encodes each distinct sentence once per side (test sets repeat contexts and sources a lot)."""
+
+    def __init__(self, tokenizer, pretokenized: bool):
+        self.tokenizer, self.pretokenized = tokenizer, pretokenized
+        self.cache: dict[tuple[str, str], list[int]] = {}
+
+    def prime(self, side: str, sentences: Iterable[str]) -> None:
+        todo = sorted({s for s in sentences if (side, s) not in self.cache})
+        for sentence, ids in zip(todo, self.tokenizer.encode_batch(todo, side, pretokenized=self.pretokenized)):
+            self.cache[side, sentence] = ids
+
+    def window(self, side: str, sentences: list[str]) -> np.ndarray:
+        """Ids of ``s_1 <brk> s_2 ... s_n </s>``."""
+        tok = self.tokenizer
+        parts: list[int] = []
+        for sentence in sentences[:-1]:
+            parts += self.cache[side, sentence] + [tok.brk_id]
+        return np.asarray(parts + self.cache[side, sentences[-1]] + [tok.eos_id], dtype=np.int64)
+
+
+def _model_context(model, context: Optional[int]) -> tuple[int, int]:
+    """Context sentences per side: the model's own, or ``context`` on each side that has context."""
+    own = getattr(model.cfg, "src_context", 0), getattr(model.cfg, "tgt_context", 0)
+    return own if context is None else tuple(side if side == 0 else context for side in own)
 
 
 @torch.no_grad()
-def score_items(
-    model, tokenizer, items: list[ContrastiveItem], *, max_tokens: int = 4096, normalize: str = "mean",
+def score_testset(
+    model, tokenizer, testset: TestSet, *, max_tokens: int = 4096, normalize: str = "mean", span: str = "all",
     context: Optional[int] = None, progress: Optional[Callable[[int], None]] = None,
 ) -> list[list[float]]:
-    """Score every candidate of every item; returns per-item lists of scores (higher = better).
+    """Score every candidate of every item; per-item lists of scores (higher = better)."""
+    if normalize not in NORMALIZE or span not in SPANS:
+        raise CtxmtError(f"normalize={normalize!r} span={span!r}: choose normalize in {NORMALIZE} and span in {SPANS}")
+    src_keep, tgt_keep = _model_context(model, context)
+    rows, owners = [], []                                       # owners[r] = flat candidate index of row r
+    offsets = np.cumsum([0] + [len(item.candidates) for item in testset.items])
+    for i, item in enumerate(testset.items):
+        for k in range(len(item.candidates)):
+            for row in candidate_rows(item, k, src_keep, tgt_keep, span):
+                rows.append(row)
+                owners.append(offsets[i] + k)
+    enc = _Encoder(tokenizer, testset.pretokenized)
+    enc.prime("src", (s for r in rows for s in r[0]))
+    enc.prime("tgt", (s for r in rows for s in r[1]))
+    sources = [enc.window("src", r[0]) for r in rows]
+    targets = [enc.window("tgt", r[1]) for r in rows]
+    logprob, tokens = _score_rows(model, tokenizer, sources, targets, [r[2] for r in rows], max_tokens, progress)
+    total, count = np.zeros(offsets[-1]), np.zeros(offsets[-1])
+    np.add.at(total, owners, logprob)
+    np.add.at(count, owners, tokens)
+    flat = total / count if normalize == "mean" else total
+    return [flat[offsets[i]: offsets[i + 1]].tolist() for i in range(len(testset.items))]
 
-    ``context`` overrides the number of context sentences on each side
-    (default: the model's own window sizes).
-    """
-    # a side without context in the model stays without; otherwise ``context`` overrides the window
-    keep = lambda side: side if context is None or side == 0 else context  # noqa: E731
-    src_keep, tgt_keep = keep(model.cfg.src_context), keep(model.cfg.tgt_context)
-    pad, bos, eos, brk = tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id, tokenizer.brk_id
-    sources, targets, owners = [], [], []
-    for i, item in enumerate(items):
-        src = _window(tokenizer.encode_src, item.src_context, item.src, src_keep, brk, eos)
-        for cand in item.candidates:
-            sources.append(src)
-            targets.append(_window(tokenizer.encode_tgt, item.tgt_context, cand, tgt_keep, brk, eos))
-            owners.append(i)
+
+def _score_rows(model, tokenizer, sources, targets, scored, max_tokens, progress) -> tuple[np.ndarray, np.ndarray]:
+    """Summed log-probability and token count of the scored trailing sentences of every row."""
+    pad, bos, brk = tokenizer.pad_id, tokenizer.bos_id, tokenizer.brk_id
     src_len = np.array([len(s) for s in sources])
     tgt_len = np.array([len(t) + 1 for t in targets])
-    flat = np.zeros(len(sources))
+    logprob, tokens = np.zeros(len(sources)), np.zeros(len(sources))
     device = next(model.parameters()).device
-    for batch_ids in token_batches(src_len, tgt_len, np.arange(len(sources)), max_tokens, shuffle=False):
-        batch = collate([sources[j] for j in batch_ids], [targets[j] for j in batch_ids], pad, bos).to(device)
-        logprobs = model(batch).logits.float().log_softmax(-1)                       # (B, T, V)
-        token_lp = logprobs.gather(-1, batch.tgt_out.unsqueeze(-1)).squeeze(-1)       # (B, T)
-        current = current_sentence_mask(batch.tgt_out, brk) & (batch.tgt_out != pad)
-        total = (token_lp * current).sum(1)
-        if normalize == "mean":
-            total = total / current.sum(1)
-        flat[batch_ids] = total.cpu().numpy()
+    for ids in token_batches(src_len, tgt_len, np.arange(len(sources)), max_tokens, shuffle=False):
+        batch = collate([sources[j] for j in ids], [targets[j] for j in ids], pad, bos).to(device)
+        logits = model(batch).logits.float()                                          # (B, T, V)
+        token_lp = logits.log_softmax(-1).gather(-1, batch.tgt_out.unsqueeze(-1)).squeeze(-1)  # (B, T)
+        index, n_sent = sentence_index(batch.tgt_out, brk)                            # (B, T), (B,)
+        last = torch.as_tensor([scored[j] for j in ids], device=device)               # (B,)
+        mask = (index >= (n_sent - last).unsqueeze(1)) & (batch.tgt_out != pad)        # (B, T)
+        logprob[ids] = (token_lp * mask).sum(1).cpu().numpy()
+        tokens[ids] = mask.sum(1).cpu().numpy()
         if progress is not None:
-            progress(len(batch_ids))
-    per_item: list[list[float]] = [[] for _ in items]
-    for j, owner in enumerate(owners):
-        per_item[owner].append(float(flat[j]))
-    return per_item
+            progress(len(ids))
+    return logprob, tokens
 
 
-def decisions(items: list[ContrastiveItem], scores: list[list[float]]) -> list[bool]:
-    """True where the correct candidate beats every contrastive one strictly."""
+def decisions(testset: TestSet, scores: list[list[float]]) -> list[bool]:
+    """Per item: did the correct candidate win under the set's tie rule?
+
+    ``strict``: better than every contrastive candidate (ties lose, ContraPro).
+    ``first_index``: the first best candidate is the correct one (Voita's argmin of losses).
+    """
     out = []
-    for item, row in zip(items, scores):
-        best_other = max(s for k, s in enumerate(row) if k != item.correct)
-        out.append(row[item.correct] > best_other)
+    for item, row in zip(testset.items, scores):
+        c = item.correct
+        before, after = row[:c], row[c + 1:]
+        if testset.tie_rule == "first_index":
+            ok = all(row[c] > s for s in before) and all(row[c] >= s for s in after)
+        else:
+            ok = all(row[c] > s for s in before + after)
+        out.append(ok)
     return out
 
 
 def accuracy_by(items: list[ContrastiveItem], correct: list[bool], *keys: str) -> dict:
-    """Nested accuracy table, e.g. keys ("phenomenon", "distance") → {phen: {dist: acc}}."""
+    """Nested accuracy table, e.g. keys ("phenomenon", "distance") -> {phenomenon: {distance: accuracy}}."""
     groups: dict = defaultdict(list)
     for item, ok in zip(items, correct):
         groups[tuple(str(item.tags.get(k)) for k in keys)].append(ok)
@@ -130,3 +160,20 @@ def accuracy_by(items: list[ContrastiveItem], correct: list[bool], *keys: str) -
             node = node.setdefault(part, {})
         node[key[-1]] = sum(oks) / len(oks)
     return table
+
+
+def summarize(testset: TestSet, correct: list[bool]) -> dict:
+    """``{"accuracy": a, "n": count, "by": {GROUPING: {KEY: a}}}``; a compound grouping ``a/b`` keys by ``"x/y"``."""
+    by = {}
+    for grouping in testset.groupings:
+        keys = grouping.split("/")
+        flat: dict = defaultdict(list)
+        for item, ok in zip(testset.items, correct):
+            flat["/".join(str(item.tags.get(k)) for k in keys)].append(ok)
+        by[grouping] = {key: sum(oks) / len(oks) for key, oks in sorted(flat.items(), key=lambda kv: _natural(kv[0]))}
+    return {"accuracy": sum(correct) / max(len(correct), 1), "n": len(correct), "by": by}
+
+
+def _natural(key: str):
+    """Sort "2" before "10" and numbers before words (">3", "None")."""
+    return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in key.split("/")]

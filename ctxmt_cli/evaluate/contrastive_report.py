@@ -1,0 +1,152 @@
+"""``ctxmt contrastive``: load sets, score them with a checkpoint, write and show every figure.
+
+Output directory (``--out DIR``):
+
+* ``results.json`` -- ``{"sets": {SET: {"accuracy", "n", "by": {GROUPING: {KEY: acc}}, "tie_rule",
+  "checksums"}}, "aggregates": {...}, "checkpoint": {"path", "sha256"}, "options": {...}}``
+* ``SET.scores`` -- the publisher's layout: one ``-log p`` per line (lower = better), items in file
+  order, candidates in the publisher's order, so their own evaluation script gives ctxmt's accuracy
+* ``SET.decisions.jsonl`` -- one ``{"correct": bool, "tags": {...}}`` per item, for ``contrastive compare``
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Optional
+
+from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.evaluate.aggregates import aggregates
+from ctxmt_cli.evaluate.contrastive import decisions, score_testset, summarize
+from ctxmt_cli.evaluate.testsets import TestSet, load_testsets, scores_lines
+
+
+def check_language_pair(testset: TestSet, tokenizer, checkpoint: Path) -> None:
+    """Refuse a set of another language pair than the checkpoint's (where both are known)."""
+    for side, want in (("src", testset.src_lang), ("tgt", testset.tgt_lang)):
+        have = getattr(tokenizer, f"{side}_lang", None)
+        if want and have not in (None, "src", "tgt") and have != want:
+            raise CtxmtError(f"{testset.name} is {testset.src_lang}->{testset.tgt_lang} but {checkpoint} translates "
+                             f"{tokenizer.src_lang}->{tokenizer.tgt_lang}; score it with a model of that pair")
+
+
+def file_sha256(path: Path) -> str:
+    """Streaming sha256 of a file (checkpoints can be large)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def score_sets(loaded, testsets: list[TestSet], *, context=None, normalize="mean", span="all",
+               max_tokens=4096, progress=None) -> tuple[dict, dict, dict]:
+    """(scores, decisions, summaries) per set name."""
+    scores, decided, summaries = {}, {}, {}
+    for ts in testsets:
+        scores[ts.name] = score_testset(loaded.model, loaded.tokenizer, ts, context=context, normalize=normalize,
+                                        span=span, max_tokens=max_tokens, progress=progress)
+        decided[ts.name] = decisions(ts, scores[ts.name])
+        summaries[ts.name] = {**summarize(ts, decided[ts.name]), "tie_rule": ts.tie_rule, "checksums": ts.checksums()}
+    return scores, decided, summaries
+
+
+def run_contrastive(spec: str, checkpoint: Path, *, data: Optional[Path] = None, out: Optional[Path] = None,
+                    force: bool = False, device: str = "cpu", show: bool = True, **options) -> dict:
+    """Score the sets named by ``spec`` and return (and with ``out``, write) the results."""
+    import torch
+
+    from ctxmt_cli.train.checkpoint import load_model
+
+    score_options = {k: options.pop(k) for k in ("context", "normalize", "span", "max_tokens") if k in options}
+    if out is not None and (Path(out) / "results.json").exists() and not force:
+        raise CtxmtError(f"{out}/results.json exists; pass --force to overwrite it or choose another --out")
+    testsets = load_testsets(spec, data, **{k: v for k, v in options.items() if v is not None})
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise CtxmtError(f"--device {device}: CUDA is not available on this machine; use --device cpu")
+    loaded = load_model(checkpoint, device=torch.device(device))
+    for ts in testsets:
+        check_language_pair(ts, loaded.tokenizer, checkpoint)
+    with _progress(testsets, show) as progress:
+        scores, decided, summaries = score_sets(loaded, testsets, progress=progress, **score_options)
+    results = {
+        "sets": summaries, "aggregates": aggregates(testsets, decided),
+        "checkpoint": {"path": str(checkpoint), "sha256": file_sha256(checkpoint)},
+        "options": {"testset": spec, "data": None if data is None else str(data), **score_options},
+    }
+    if out is not None:
+        write_outputs(Path(out), results, testsets, scores, decided)
+    return results
+
+
+def write_outputs(out: Path, results: dict, testsets: list[TestSet], scores: dict, decided: dict) -> None:
+    """results.json, SET.scores and SET.decisions.jsonl (written only after everything was scored)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for ts in testsets:
+        (out / f"{ts.name}.scores").write_text("".join(line + "\n" for line in scores_lines(scores[ts.name])))
+        rows = (json.dumps({"correct": ok, "tags": item.tags}, ensure_ascii=False) for item, ok in zip(ts.items, decided[ts.name]))
+        (out / f"{ts.name}.decisions.jsonl").write_text("".join(r + "\n" for r in rows))
+    (out / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+
+
+class _progress:
+    """A rich progress bar over all candidate rows (silent when ``show`` is False)."""
+
+    def __init__(self, testsets: list[TestSet], show: bool):
+        self.total = sum(len(item.candidates) for ts in testsets for item in ts.items)
+        self.show, self.bar = show, None
+
+    def __enter__(self):
+        if not self.show:
+            return None
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.bar = Progress(TextColumn("scoring"), BarColumn(), TextColumn("{task.completed} rows"),
+                            TimeRemainingColumn(), transient=True)
+        self.bar.start()
+        task = self.bar.add_task("score", total=None)
+        return lambda n: self.bar.advance(task, n)
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def render(results: dict):
+    """A rich table: one row per set (accuracy, n, every grouping) and the aggregates."""
+    from rich.table import Table
+
+    table = Table(title="contrastive accuracy (%)")
+    for column in ("set", "n", "accuracy", "by"):
+        table.add_column(column, justify="left" if column in ("set", "by") else "right")
+    for name, res in results["sets"].items():
+        groups = []
+        for grouping, cells in res["by"].items():
+            if "/" not in grouping:  # compound groupings stay in results.json; the terminal gets the margins
+                groups.append(f"{grouping}: " + "  ".join(f"{k} {100 * a:.1f}" for k, a in cells.items()))
+        table.add_row(name, str(res["n"]), f"{100 * res['accuracy']:.2f}", "\n".join(groups))
+    for name, value in results["aggregates"].items():
+        table.add_row(f"[bold]{name}[/bold]", "", f"{100 * value:.2f}", "aggregate")
+    return table
+
+
+def render_compare(result: dict, run_a: Path, run_b: Path):
+    """A rich table of McNemar's test per set and phenomenon."""
+    from rich.table import Table
+
+    table = Table(title=f"McNemar: A = {run_a}  vs  B = {run_b}")
+    for column in ("set", "group", "n", "A only", "B only", "p (exact)", "chi²", "p (chi²)"):
+        table.add_column(column, justify="left" if column in ("set", "group") else "right")
+
+    def row(name: str, group: str, m: dict) -> None:
+        table.add_row(name, group, str(m["n"]), str(m["only_a"]), str(m["only_b"]), f"{m['p_exact']:.4g}",
+                      f"{m['chi2']:.3f}", f"{m['p_chi2']:.4g}")
+
+    for name, res in result["sets"].items():
+        row(name, "all", res["all"])
+        for group, m in res["by"].items():
+            if len(res["by"]) > 1:
+                row("", group, m)
+    row("[bold]overall[/bold]", "", result["overall"])
+    return table
