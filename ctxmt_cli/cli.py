@@ -114,37 +114,83 @@ def translate(
     typer.echo(f"translated {count} sentences", err=True)
 
 
-@app.command()
-@user_errors
 def contrastive(
-    testset: str = typer.Argument(..., help="synthetic:PREPARED_DIR | jsonl:PATH"),
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c"),
+    testset: str = typer.Argument(..., metavar="TESTSET", help="voita | contrapro | lopes | scat | synthetic | jsonl (KIND or KIND:PATH), or 'compare'"),
+    runs: Optional[List[Path]] = typer.Argument(None, metavar="[RUN_A RUN_B]", help="with 'compare': two --out directories"),
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="model checkpoint"),
+    data: Optional[Path] = typer.Option(None, help="the test set's files (folder or file) when not given as KIND:PATH"),
     context: Optional[int] = typer.Option(None, min=0, help="context sentences per side (default: the model's)"),
     normalize: str = typer.Option("mean", help="mean (token-averaged log-prob) | none (sum)"),
-    out: Optional[Path] = typer.Option(None, help="directory for results.json"),
-    device: str = typer.Option("cpu"),
+    score_span: str = typer.Option("all", help="all (every sentence of a candidate group) | current (last sentence)"),
+    out: Optional[Path] = typer.Option(None, help="directory for results.json, SET.scores, SET.decisions.jsonl"),
+    force: bool = typer.Option(False, help="overwrite an existing OUT/results.json"),
+    split: Optional[str] = typer.Option(None, help="scat: train | valid | test (default test)"),
+    dev: bool = typer.Option(False, help="voita: the dev sets instead of the test sets"),
+    documents: Optional[Path] = typer.Option(None, help="contrapro: OPUS OpenSubtitles documents/ folder to extract context from"),
+    max_tokens: int = typer.Option(4096, min=16, help="token budget per scoring batch"),
+    device: str = typer.Option("cpu", help="cpu | cuda | cuda:N"),
 ):
-    """Score a contrastive test set by forced decoding; accuracy per phenomenon and distance."""
-    from ctxmt_cli.commands import run_contrastive
+    """Score contrastive test sets by forced decoding; accuracy per phenomenon/distance and the papers' aggregates.
 
-    typer.echo(run_contrastive(testset, checkpoint, context=context, normalize=normalize, out=out, device=device))
+    `ctxmt contrastive compare RUN_A RUN_B` runs McNemar's test on two runs' per-item decisions.
+    """
+    from rich.console import Console
+
+    if testset == "compare":
+        from ctxmt_cli.evaluate.contrastive_report import render_compare
+        from ctxmt_cli.evaluate.mcnemar import compare_runs
+
+        if not runs or len(runs) != 2:
+            raise CtxmtError("usage: ctxmt contrastive compare RUN_A RUN_B (two directories written with --out)")
+        Console().print(render_compare(compare_runs(*runs), *runs))
+        return
+    if runs:
+        raise CtxmtError(f"unexpected arguments {[str(r) for r in runs]}; give one TESTSET (or 'compare RUN_A RUN_B')")
+    if checkpoint is None:
+        raise CtxmtError("contrastive scoring needs --checkpoint CKPT")
+    from ctxmt_cli.evaluate.contrastive_report import render, run_contrastive
+
+    results = run_contrastive(
+        testset, checkpoint, data=data, out=out, force=force, device=device, context=context, normalize=normalize,
+        span=score_span, max_tokens=max_tokens, split=split, dev=dev or None, documents=documents,
+    )
+    Console().print(render(results))
+
+
+app.command()(user_errors(contrastive))
+app.command(name="score-contrastive", help="Alias of `contrastive`.")(user_errors(contrastive))
 
 
 @app.command()
 @user_errors
 def evaluate(
-    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c"),
+    checkpoint: Optional[List[Path]] = typer.Option(None, "--checkpoint", "-c", help="translate the split with it; twice to compare two systems"),
     split: str = typer.Option("test", help="prepared split to translate and score"),
-    data: Optional[Path] = typer.Option(None, help="prepared dir (default: the checkpoint's recipe data.path)"),
-    hyp: Optional[Path] = typer.Option(None, help="score an existing hypothesis file instead"),
-    ref: Optional[Path] = typer.Option(None, help="reference file for --hyp"),
+    data: Optional[Path] = typer.Option(None, help="prepared dir (default: the first checkpoint's recipe data.path)"),
+    hyp: Optional[List[Path]] = typer.Option(None, help="score this hypothesis file instead (repeatable; the first is the baseline)"),
+    ref: Optional[Path] = typer.Option(None, help="reference file for --hyp (blank lines between documents)"),
+    src: Optional[Path] = typer.Option(None, help="source file for --hyp (needed by --comet)"),
+    docids: Optional[Path] = typer.Option(None, help="one document id per line of --hyp/--ref, instead of blank lines"),
     lowercase: bool = typer.Option(False, help="lowercased BLEU (as Voita et al. for Russian)"),
-    device: str = typer.Option("cpu"),
+    tokenize: str = typer.Option("13a", help="sacrebleu tokenizer: 13a (detokenized BLEU), intl, char, zh, none (tokenized BLEU), ..."),
+    document_level: bool = typer.Option(False, help="also BLEU/chrF with each document's sentences joined into one segment"),
+    significance: Optional[str] = typer.Option(None, help="bootstrap | ar | both: paired tests of each system against the first"),
+    samples: Optional[int] = typer.Option(None, help="bootstrap resamples / AR trials (default 1000 / 10000)"),
+    seed: int = typer.Option(12345, help="seed of the significance tests (sacrebleu's default)"),
+    comet: Optional[Path] = typer.Option(None, help="local COMET model folder or .ckpt; needs the optional unbabel-comet (extra: comet)"),
+    out: Optional[Path] = typer.Option(None, help="write every figure to this JSON file"),
+    beam: Optional[int] = typer.Option(None, help="beam size (default: the recipe's decode.beam)"),
+    device: str = typer.Option("cpu", help="cpu | cuda | cuda:N"),
 ):
-    """BLEU and chrF (sacrebleu) of a checkpoint on a prepared split, or of --hyp against --ref."""
-    from ctxmt_cli.commands import run_evaluate
+    """BLEU and chrF (sacrebleu, signatures printed) of checkpoints on a prepared split, or of --hyp files against --ref."""
+    from ctxmt_cli.evaluate.translation import EvalRequest, run_evaluate
 
-    typer.echo(run_evaluate(checkpoint, split, data, hyp, ref, lowercase=lowercase, device=device))
+    request = EvalRequest(
+        checkpoints=list(checkpoint or []), split=split, data=data, hyps=list(hyp or []), ref=ref, src=src,
+        docids=docids, lowercase=lowercase, tokenize=tokenize, document_level=document_level,
+        significance=significance, samples=samples, seed=seed, comet=comet, out=out, beam=beam, device=device,
+    )
+    typer.echo(run_evaluate(request))
 
 
 @app.command()

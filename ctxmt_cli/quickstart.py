@@ -91,9 +91,10 @@ def _prepare(out: Path, docs: int, seed: int, console) -> Path:
 
 
 def _evaluate(name: str, checkpoint: Path, data: Path, items, console) -> dict:
-    from ctxmt_cli.commands import contrastive_accuracy, translate_split
+    from ctxmt_cli.commands import contrastive_accuracy
     from ctxmt_cli.data.store import PreparedData
     from ctxmt_cli.evaluate.bleu import corpus_scores
+    from ctxmt_cli.evaluate.translation import translate_split
     from ctxmt_cli.train.checkpoint import load_model
 
     loaded = load_model(checkpoint)
@@ -122,9 +123,9 @@ def _show(results: dict, console) -> None:
 
 
 def _sample(results: dict, data: Path, console) -> dict:
-    from ctxmt_cli.commands import split_documents
     from ctxmt_cli.data.store import PreparedData
     from ctxmt_cli.decode.translator import translate_documents
+    from ctxmt_cli.evaluate.translation import split_documents
 
     sources, references = split_documents(PreparedData(data), "test")
     doc, ref = sources[0], references[0]

@@ -24,6 +24,9 @@ class Batch:
     ``tgt_prefix`` holds forced decoder inputs (``<s>`` + target context, each
     sentence followed by ``<brk>``) and ``tgt_sentences`` the number of target
     sentences the window will hold once the current one is generated.
+    ``src_index`` (scoring) lets several target rows share one source row:
+    target row ``r`` is conditioned on ``src[src_index[r]]``, so each distinct
+    source window is encoded once (contrastive candidates of one item).
     """
 
     src: Tensor                                  # (B, S) long
@@ -33,6 +36,7 @@ class Batch:
     tgt_sentences: Optional[Tensor] = None       # (B,) long, for decoding
     doc_ids: Optional[Tensor] = None             # (B,) long, document of each row
     ids: Optional[Tensor] = None                 # (B,) long, sentence/item index of each row
+    src_index: Optional[Tensor] = None           # (B_tgt,) long, source row of each target row
 
     def to(self, device: torch.device | str) -> "Batch":
         """Move every tensor field to ``device``."""
@@ -42,7 +46,7 @@ class Batch:
 
     @property
     def size(self) -> int:
-        return self.src.size(0)
+        return self.src.size(0) if self.src_index is None else self.src_index.size(0)
 
     def target_tokens(self, pad_id: int) -> int:
         """Number of real target tokens (labels)."""

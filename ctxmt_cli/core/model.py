@@ -143,7 +143,12 @@ class EncoderDecoder(nn.Module):
     def forward(self, batch: Batch, need_attention: bool = False) -> ModelOutput:
         """Teacher-forced logits (B, T, V) for ``batch.tgt_in``."""
         enc = self.encode(batch, need_attention)
-        hidden, _, weights = self._decode_full(batch.tgt_in, enc, self.cross_kv(enc), need_attention=need_attention)
+        cross = self.cross_kv(enc)
+        if batch.src_index is not None:  # target rows share source rows: expand after encoding each once
+            enc = replace(enc, states=enc.states.index_select(0, batch.src_index),
+                          mask=enc.mask.index_select(0, batch.src_index), shift=enc.shift.index_select(0, batch.src_index))
+            cross = [(k.index_select(0, batch.src_index), v.index_select(0, batch.src_index)) for k, v in cross]
+        hidden, _, weights = self._decode_full(batch.tgt_in, enc, cross, need_attention=need_attention)
         attention = None
         if need_attention:
             attention = {"encoder_self": enc.extra["attention"], "decoder_self": weights["self"], "cross": weights["cross"]}

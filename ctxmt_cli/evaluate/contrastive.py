@@ -25,13 +25,15 @@ from typing import Callable, Iterable, Optional
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from ctxmt_cli.core.positions import sentence_index
-from ctxmt_cli.data.batching import collate, token_batches
+from ctxmt_cli.data.batching import collate
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet
 
 SPANS = ("all", "current")
+SCORE_DECIMALS = 6  # the scores file's precision (testsets.base.scores_lines)
 NORMALIZE = ("mean", "none")
 
 # (source sentences, target sentences, how many trailing target sentences are scored)
@@ -99,29 +101,59 @@ def score_testset(
     enc = _Encoder(tokenizer, testset.pretokenized)
     enc.prime("src", (s for r in rows for s in r[0]))
     enc.prime("tgt", (s for r in rows for s in r[1]))
-    sources = [enc.window("src", r[0]) for r in rows]
-    targets = [enc.window("tgt", r[1]) for r in rows]
-    logprob, tokens = _score_rows(model, tokenizer, sources, targets, [r[2] for r in rows], max_tokens, progress)
+    # identical rows (publishers' duplicate candidates, shared contexts) are scored once, so they tie exactly
+    distinct: dict[tuple, int] = {}
+    row_of = np.array([distinct.setdefault((tuple(r[0]), tuple(r[1]), r[2]), len(distinct)) for r in rows], dtype=np.int64)
+    unique_rows = list(distinct)
+    sources = [enc.window("src", list(r[0])) for r in unique_rows]
+    targets = [enc.window("tgt", list(r[1])) for r in unique_rows]
+    logprob, tokens = _score_rows(model, tokenizer, sources, targets, [r[2] for r in unique_rows], max_tokens, progress)
     total, count = np.zeros(offsets[-1]), np.zeros(offsets[-1])
-    np.add.at(total, owners, logprob)
-    np.add.at(count, owners, tokens)
+    np.add.at(total, owners, logprob[row_of])
+    np.add.at(count, owners, tokens[row_of])
     flat = total / count if normalize == "mean" else total
+    # rounded to what the scores file holds, so the publishers' scripts and ctxmt decide on the same numbers
+    flat = np.round(flat, SCORE_DECIMALS)
     return [flat[offsets[i]: offsets[i + 1]].tolist() for i in range(len(testset.items))]
+
+
+def shared_source_batches(src_key: np.ndarray, src_len: np.ndarray, tgt_len: np.ndarray, max_tokens: int) -> list[np.ndarray]:
+    """Length-bucketed row batches within a token budget, rows with the same source window adjacent.
+
+    Sorting by (source length, source window, target length) keeps padding low
+    and lets a batch encode each distinct source window once.
+    """
+    order = np.lexsort((tgt_len, src_key, src_len))
+    batches, start, width = [], 0, 0
+    for pos, row in enumerate(order):
+        size = int(max(src_len[row], tgt_len[row]))
+        if pos > start and max(width, size) * (pos - start + 1) > max_tokens:
+            batches.append(order[start:pos])
+            start, width = pos, 0
+        width = max(width, size)
+    if start < len(order):
+        batches.append(order[start:])
+    return batches
 
 
 def _score_rows(model, tokenizer, sources, targets, scored, max_tokens, progress) -> tuple[np.ndarray, np.ndarray]:
     """Summed log-probability and token count of the scored trailing sentences of every row."""
     pad, bos, brk = tokenizer.pad_id, tokenizer.bos_id, tokenizer.brk_id
-    src_len = np.array([len(s) for s in sources])
-    tgt_len = np.array([len(t) + 1 for t in targets])
+    keys: dict[bytes, int] = {}
+    src_key = np.array([keys.setdefault(s.tobytes(), len(keys)) for s in sources])
+    src_len, tgt_len = np.array([len(s) for s in sources]), np.array([len(t) + 1 for t in targets])
     logprob, tokens = np.zeros(len(sources)), np.zeros(len(sources))
     device = next(model.parameters()).device
-    for ids in token_batches(src_len, tgt_len, np.arange(len(sources)), max_tokens, shuffle=False):
-        batch = collate([sources[j] for j in ids], [targets[j] for j in ids], pad, bos).to(device)
+    for ids in shared_source_batches(src_key, src_len, tgt_len, max_tokens):
+        unique, src_index = np.unique(src_key[ids], return_inverse=True)
+        first = {k: j for j, k in zip(ids[::-1], src_key[ids][::-1])}  # a row holding each distinct source
+        batch = collate([sources[first[k]] for k in unique], [targets[j] for j in ids], pad, bos)
+        batch.src_index = torch.from_numpy(src_index.reshape(-1))
+        batch = batch.to(device)
         logits = model(batch).logits.float()                                          # (B, T, V)
-        token_lp = logits.log_softmax(-1).gather(-1, batch.tgt_out.unsqueeze(-1)).squeeze(-1)  # (B, T)
+        token_lp = -F.cross_entropy(logits.transpose(1, 2), batch.tgt_out, reduction="none")  # (B, T)
         index, n_sent = sentence_index(batch.tgt_out, brk)                            # (B, T), (B,)
-        last = torch.as_tensor([scored[j] for j in ids], device=device)               # (B,)
+        last = torch.as_tensor(np.asarray(scored)[ids], device=device)                # (B,)
         mask = (index >= (n_sent - last).unsqueeze(1)) & (batch.tgt_out != pad)        # (B, T)
         logprob[ids] = (token_lp * mask).sum(1).cpu().numpy()
         tokens[ids] = mask.sum(1).cpu().numpy()

@@ -62,7 +62,10 @@ def run_contrastive(spec: str, checkpoint: Path, *, data: Optional[Path] = None,
     score_options = {k: options.pop(k) for k in ("context", "normalize", "span", "max_tokens") if k in options}
     if out is not None and (Path(out) / "results.json").exists() and not force:
         raise CtxmtError(f"{out}/results.json exists; pass --force to overwrite it or choose another --out")
-    testsets = load_testsets(spec, data, **{k: v for k, v in options.items() if v is not None})
+    reader_options = {k: v for k, v in options.items() if v is not None}
+    if score_options.get("context") is not None:  # readers that extract context (ContraPro documents) use K too
+        reader_options["context"] = score_options["context"]
+    testsets = load_testsets(spec, data, **reader_options)
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise CtxmtError(f"--device {device}: CUDA is not available on this machine; use --device cpu")
     loaded = load_model(checkpoint, device=torch.device(device))

@@ -48,9 +48,12 @@ def test_translate_stdin_to_stdout_and_generate_mode(concat_checkpoint, two_docu
 def test_contrastive_and_evaluate(concat_checkpoint, synthetic_dir, tmp_path):
     result = run_cli("contrastive", f"synthetic:{synthetic_dir}", "--checkpoint", concat_checkpoint, "--out", tmp_path)
     assert result.exit_code == 0, result.output
-    table = json.loads((tmp_path / "results.json").read_text())["accuracy"]
-    assert set(table) == {"pronoun", "deixis", "lex_cohesion", "ellipsis_vp", "all"}
-    assert all(0.0 <= acc <= 1.0 for row in table.values() for acc in row.values())
+    results = json.loads((tmp_path / "results.json").read_text())
+    synthetic = results["sets"]["synthetic"]
+    assert set(synthetic["by"]["phenomenon"]) == {"pronoun", "deixis", "lex_cohesion", "ellipsis_vp"}
+    assert all(0.0 <= acc <= 1.0 for cells in synthetic["by"].values() for acc in cells.values())
+    assert 0.0 <= results["aggregates"]["synthetic_d>=1"] <= 1.0
+    assert len((tmp_path / "synthetic.scores").read_text().splitlines()) == 2 * synthetic["n"]
     result = run_cli("evaluate", "--checkpoint", concat_checkpoint, "--split", "test")
     assert result.exit_code == 0, result.output
     assert "BLEU = " in result.output and "chrF = " in result.output and "nrefs:1" in result.output

@@ -35,7 +35,7 @@ def load_testsets(spec: str, data: Optional[Path] = None, **options) -> list[Tes
     path = Path(where) if where else data
     if path is None:
         raise CtxmtError(f"test set {kind!r} needs its files: give {kind}:PATH or --data PATH")
-    if not path.exists():
+    if not path.exists() and not any(path.parent.glob(path.name + ".*")):  # a file prefix (scat:DIR/highlighted.test) is fine
         raise CtxmtError(f"{kind} test set not found: {path}")
     module, _, function = READERS[kind].partition(":")
     return getattr(import_module(module), function)(path, **options)

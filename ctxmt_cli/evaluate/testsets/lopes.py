@@ -1,0 +1,239 @@
+"""The En->Fr contrastive pronoun set of Lopes, Farajian, Bawden, Martins (2020, EAMT).
+
+"Document-level Neural MT: A Systematic Comparison". Publisher:
+rbawden/Large-contrastive-pronoun-testset-EN-FR on GitHub (README, folders
+``OpenSubs/`` and ``UN-corpus/``, ``scripts/extract_current_and_context.py``,
+``scripts/filter_examples.py``, ``scripts/construct_jsonl_by_year.py``,
+``UN-corpus/UN-testset-enfr.json``; pull request #4 names the OpenSubs json
+``testset-en-fr.json``). What those files establish, and this reader follows:
+
+* Extracted files (``extract_current_and_context.py JSON documents/ PREFIX -c N``):
+  ``PREFIX.current.{src,trg}`` with, per example, the correct line (document
+  source, document target) then the contrastive line (same source, the json's
+  first ``errors`` ``contrastive``): correct and contrastive lines alternate;
+  ``PREFIX.context.{src,trg}`` with N lines per current line, oldest first (all N
+  empty when the example is fewer than N lines into its document). The
+  repository ships them as ``extracted/{OpenSubs,UN-corpus}.current.*`` and
+  ``extracted/*.c{N}.context.*`` (N = 1-3 OpenSubs, 1-5 UN); ``process.sh`` names
+  them ``testset.N.{current,context}.*``.
+* Order: the script groups the json's examples by ``"document id"`` (documents
+  in order of first appearance, examples in json order inside each), which
+  differs from json order when the json is not sorted by document
+  (``filter_examples.py`` writes OpenSubs pronoun by pronoun).
+* JSON records (ContraPro's layout): ``"document id"`` (no language suffix),
+  ``"segment id"`` (0-based line), ``"src segment"``, ``"ref segment"``
+  (tokenized for OpenSubs, so the extracted lines are what gets scored),
+  ``"src pronoun"`` (it/they), ``"ref pronoun"`` (il/elle/ils/elles, any case),
+  ``"pronoun gender"``, ``"ante distance"`` (0-5; -1 = unknown in UN),
+  ``"intrasegmental"``, ``"corpus"``, ``"errors"`` (a list of one
+  ``{"contrastive", "replacement", "replacement gender", "type"}``, a bare object
+  in the construction scripts).
+* Evaluation (README): "using the ContraPro evaluation script",
+  ``evaluate.py --reference JSON --scores FILE [--maximize]`` -- per json record
+  one score then one per error, lower is better, correct only when strictly
+  better than every contrastive one (ties lose: tie rule ``strict``), reported by
+  ``src:ref`` pronoun, by intrasegmental and by ante distance (0-3, ">3").
+
+Here: one :class:`TestSet` per extracted prefix, named by it (``OpenSubs``); with
+the json (option ``json``, else a single ``*testset*.json`` in the folder or its
+parent) items follow json order -- so the scores file is what ``evaluate.py``
+reads -- with ContraPro's tags; without it, file order, and ``pronoun`` is the
+French pronoun that the contrastive line changes.
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+from pathlib import Path
+from typing import Optional
+
+from ctxmt_cli.data.formats import fail
+from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet
+from ctxmt_cli.evaluate.testsets.contrapro import (
+    Row, check_count, context_option, errors_of, file_lines, load_records, record_tags, same_text, trim_context)
+
+PRONOUNS = {"il": "it", "elle": "it", "ils": "they", "elles": "they"}
+_WORD = re.compile(r"\w+")
+_CHECK_HINT = "give the json these files were extracted from (json=PATH), or pass check_source=False"
+
+
+def read_lopes(path: Path, **options) -> list[TestSet]:
+    """Every extracted set at ``path`` (a folder of ``*.current.{src,trg}``, a prefix, or one of the files).
+
+    Options: ``context`` (sentences to keep; default the largest ``cN`` file or
+    what ``PREFIX.context.*`` holds), ``json`` (the publisher's test-set json;
+    False ignores any), ``check_source`` (default True), ``src_lang``/``tgt_lang`` (en/fr).
+    """
+    context = context_option(options.get("context"))
+    langs = (options.get("src_lang") or "en", options.get("tgt_lang") or "fr")
+    json_option = options.get("json")
+    sets = []
+    for prefix in _prefixes(Path(path)):
+        json_path = None if json_option is False else Path(json_option) if json_option else _find_json(prefix.parent)
+        sets.append(_read_set(prefix, context, json_path, options.get("check_source", True), langs))
+    return sets
+
+
+def _prefixes(path: Path) -> list[Path]:
+    """The extraction prefixes at ``path``."""
+    if path.is_dir():
+        stems = sorted(p.name[: -len(".current.src")] for p in path.glob("*.current.src")
+                       if (path / p.name.replace(".current.src", ".current.trg")).is_file())
+        if not stems:
+            raise CtxmtError(f"no *.current.src with *.current.trg in {path}; give the publisher's extracted folder "
+                             "(e.g. Large-contrastive-pronoun-testset-EN-FR/OpenSubs/extracted) or a file prefix")
+        return [path / stem for stem in stems]
+    for suffix in (".current.src", ".current.trg"):
+        if path.name.endswith(suffix):
+            return [path.with_name(path.name[: -len(suffix)])]
+    if not Path(f"{path}.current.src").is_file():
+        raise CtxmtError(f"lopes test set not found: no {path}.current.src; give the extracted folder or prefix")
+    return [path]
+
+
+def _find_json(folder: Path) -> Optional[Path]:
+    """The publisher's json next to the extracted files or one folder up (``OpenSubs/testset-en-fr.json``)."""
+    for where in (folder, folder.parent):
+        found = sorted(p for p in where.glob("*.json") if "testset" in p.name.lower())
+        preferred = [p for p in found if p.name == "testset-en-fr.json"]
+        if len(found) == 1 or preferred:
+            return (preferred or found)[0]
+        if found:
+            raise CtxmtError(f"several test-set json files in {where}: {', '.join(p.name for p in found)}; "
+                             "pass json=PATH")
+    return None
+
+
+def _context_files(prefix: Path, context: Optional[int]) -> tuple[Path, Path]:
+    """``PREFIX.cN.context.*`` (N = context, else the smallest above it; no context: the largest), else
+    ``PREFIX.context.*`` (the script's own name)."""
+    numbered = {}
+    pattern = re.compile(re.escape(prefix.name) + r"\.c(\d+)\.context\.src")
+    for path in prefix.parent.glob(f"{glob.escape(prefix.name)}.c*.context.src"):
+        match = pattern.fullmatch(path.name)
+        if match and path.with_name(path.name[:-4] + ".trg").is_file():
+            numbered[int(match.group(1))] = (path, path.with_name(path.name[:-4] + ".trg"))
+    plain = (Path(f"{prefix}.context.src"), Path(f"{prefix}.context.trg"))
+    if context in numbered:
+        return numbered[context]
+    bigger = sorted(n for n in numbered if context is None or n > context)
+    if bigger:
+        return numbered[bigger[-1] if context is None else bigger[0]]
+    if all(p.is_file() for p in plain):
+        return plain
+    have = f" (only c{', c'.join(map(str, sorted(numbered)))})" if numbered else ""
+    raise CtxmtError(f"missing context files for {prefix}: no {prefix.name}.c{context or 'N'}.context.src/.trg{have} "
+                     f"nor {prefix.name}.context.src/.trg; run the publisher's extract_current_and_context.py "
+                     f"-c {context or 'N'}, or pass context=0")
+
+
+def _read_set(prefix: Path, context: Optional[int], json_path: Optional[Path], check: bool,
+              langs: tuple[str, str]) -> TestSet:
+    """One extracted set, with its json when there is one."""
+    cur_src, cur_trg = Path(f"{prefix}.current.src"), Path(f"{prefix}.current.trg")
+    src, trg = file_lines(cur_src, "Lopes current"), file_lines(cur_trg, "Lopes current")
+    fix = "re-run the publisher's extract_current_and_context.py"
+    check_count(cur_trg, len(trg), len(src), cur_src.name, fix)
+    if not src:
+        raise fail(cur_src, None, "no examples", fix)
+    if len(src) % 2:
+        raise fail(cur_src, len(src), "odd number of lines", f"correct and contrastive lines alternate; {fix}")
+    for line in range(0, len(src), 2):
+        if src[line] != src[line + 1]:
+            raise fail(cur_src, line + 2, "source differs from the line before",
+                       f"each example is a correct then a contrastive line with the same source; {fix}")
+    files = [cur_src, cur_trg]
+    rows = _rows(src, trg, prefix, context, files)
+    if json_path is None:
+        items = [ContrastiveItem(src_context=sc, src=s, tgt_context=tc, candidates=c, tags=_derived_tags(c))
+                 for sc, s, tc, c in rows]
+        groupings: tuple[str, ...] = ("pronoun",)
+    else:
+        records = load_records(json_path, ("src segment", "errors", "document id"))
+        position = _match_records(records, src, trg, cur_src, cur_trg, json_path, check)
+        # json order; a record's further errors (none in the published sets) join as evaluate.py reads them
+        items = [ContrastiveItem(src_context=rows[p][0], src=rows[p][1], tgt_context=rows[p][2],
+                                 candidates=rows[p][3] + [e["contrastive"] for e in errors_of(r)[1:]],
+                                 tags=record_tags(r)) for p, r in zip(position, records)]
+        groupings, files = ("distance", "pronoun"), [json_path, *files]
+    return TestSet(name=prefix.name, kind="lopes", items=items, tie_rule="strict", groupings=groupings,
+                   files=files, src_lang=langs[0], tgt_lang=langs[1])
+
+
+def _rows(src: list[str], trg: list[str], prefix: Path, context: Optional[int], files: list[Path]) -> list[Row]:
+    """(src_context, src, tgt_context, [correct, contrastive]) per example, in file order."""
+    if context == 0:
+        return [([], src[i], [], trg[i: i + 2]) for i in range(0, len(src), 2)]
+    ctx_src_path, ctx_trg_path = _context_files(prefix, context)
+    ctx_src, ctx_trg = file_lines(ctx_src_path, "Lopes context"), file_lines(ctx_trg_path, "Lopes context")
+    per = len(ctx_src) // max(len(src), 1)
+    if per == 0 or per * len(src) != len(ctx_src):
+        raise fail(ctx_src_path, None, f"{len(ctx_src)} lines is not a multiple of the {len(src)} current lines",
+                   "the extraction writes N context lines per current line; re-run it")
+    check_count(ctx_trg_path, len(ctx_trg), len(ctx_src), ctx_src_path.name, "re-run the extraction")
+    k = per if context is None else context
+    if k > per:
+        raise CtxmtError(f"{ctx_src_path}: holds {per} context line(s) per example, {k} asked for; "
+                         f"use the c{k} files or re-extract with -c {k}")
+    files += [ctx_src_path, ctx_trg_path]
+    rows = []
+    for line in range(0, len(src), 2):
+        window = slice(line * per + per - k, (line + 1) * per)
+        sc, tc = trim_context(ctx_src[window], ctx_trg[window])
+        rows.append((sc, src[line], tc, trg[line: line + 2]))
+    return rows
+
+
+def extraction_order(records: list[dict]) -> list[int]:
+    """Record indices in the extraction script's order: grouped by document, first appearance first."""
+    groups: dict[str, list[int]] = {}
+    for index, record in enumerate(records):
+        groups.setdefault(str(record["document id"]), []).append(index)
+    return [index for group in groups.values() for index in group]
+
+
+def _match_records(records, src, trg, cur_src: Path, cur_trg: Path, json_path: Path, check: bool) -> list[int]:
+    """For each record (json order), the position of its example in the files."""
+    if len(records) * 2 != len(src):
+        raise fail(cur_src, None, f"{len(src) // 2} examples but {json_path.name} has {len(records)} records",
+                   "give the json these files were extracted from (json=PATH)")
+    first_error = None
+    for order in (extraction_order(records), list(range(len(records)))):
+        error = _mismatch(order, records, src, trg, cur_src, cur_trg, json_path) if check else None
+        if error is None:
+            position = [0] * len(records)
+            for pair, index in enumerate(order):
+                position[index] = pair
+            return position
+        first_error = first_error or error
+    raise first_error
+
+
+def _mismatch(order, records, src, trg, cur_src, cur_trg, json_path) -> Optional[CtxmtError]:
+    """The first example that does not match its record under ``order``, as an error."""
+    for pair, index in enumerate(order):
+        record = records[index]
+        if not same_text(src[2 * pair], record["src segment"]):
+            return fail(cur_src, 2 * pair + 1, f"source differs from 'src segment' of {json_path.name} "
+                        f"record {index + 1}", _CHECK_HINT)
+        if not same_text(trg[2 * pair + 1], errors_of(record)[0]["contrastive"]):
+            return fail(cur_trg, 2 * pair + 2, f"contrastive differs from {json_path.name} record {index + 1}",
+                        _CHECK_HINT)
+    return None
+
+
+def changed_pronoun(correct: str, contrastive: str) -> Optional[str]:
+    """The French subject pronoun (il/elle/ils/elles) that the contrastive line replaces."""
+    a, b = _WORD.findall(correct.lower()), _WORD.findall(contrastive.lower())
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return next((w for w in a[i: i + 3] if w in PRONOUNS), None)
+    return None
+
+
+def _derived_tags(candidates: list[str]) -> dict:
+    """Tags without the json: the changed pronoun and the English pronoun it translates."""
+    pronoun = changed_pronoun(candidates[0], candidates[1])
+    return {"pronoun": pronoun, "src_pronoun": PRONOUNS.get(pronoun or "")}

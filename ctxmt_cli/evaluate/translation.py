@@ -1,0 +1,335 @@
+"""``ctxmt evaluate``: translate a prepared split (or read hypothesis files) and score it with sacrebleu.
+
+Two ways in: ``--checkpoint CKPT [--checkpoint CKPT2]`` translates a prepared split as
+documents through each family's document translator (sources, references and document
+boundaries come from the split); ``--hyp H [--hyp H2] --ref R`` scores existing files
+whose documents are separated by blank lines (or given by ``--docids FILE``). The first
+system is the baseline of the significance tests. Every check on the command line and
+the inputs runs before any decoding, and ``--out`` is written last, atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from ctxmt_cli.errors import CtxmtError
+
+
+@dataclass
+class EvalRequest:
+    """What ``ctxmt evaluate`` was asked to do (the CLI's options, one field each)."""
+
+    checkpoints: list[Path] = field(default_factory=list)
+    split: str = "test"
+    data: Optional[Path] = None
+    hyps: list[Path] = field(default_factory=list)
+    ref: Optional[Path] = None
+    src: Optional[Path] = None
+    docids: Optional[Path] = None
+    lowercase: bool = False
+    tokenize: str = "13a"
+    document_level: bool = False
+    significance: Optional[str] = None
+    samples: Optional[int] = None
+    seed: int = 12345
+    comet: Optional[Path] = None
+    out: Optional[Path] = None
+    beam: Optional[int] = None
+    device: str = "cpu"
+
+
+@dataclass
+class Corpus:
+    """Aligned documents: each system's hypotheses, the references, the sources when known."""
+
+    systems: dict[str, list[list[str]]]
+    references: list[list[str]]
+    sources: Optional[list[list[str]]]
+    has_documents: bool
+
+
+def _flat(documents) -> list[str]:
+    return [sentence for doc in documents for sentence in doc]
+
+
+# ---- translating a prepared split ---------------------------------------------------------------
+
+def check_vocabulary(loaded, prepared, checkpoint) -> None:
+    """Refuse a prepared directory whose vocabulary is not the checkpoint's."""
+    if loaded.tokenizer.fingerprint() != prepared.tokenizer.fingerprint():
+        raise CtxmtError(f"{checkpoint} was trained with another vocabulary than {prepared.dir}; "
+                         "use the prepared data the model was trained on (or retrain)")
+
+
+def split_documents(prepared, split: str):
+    """Source documents and reference documents (detokenised text) of a prepared split."""
+    store = prepared.split(split)
+    tok = prepared.tokenizer
+    sources, references = [], []
+    for start, end in store.documents():
+        sources.append([tok.decode_src(store.src(i).tolist()) for i in range(start, end)])
+        references.append([tok.decode_tgt(store.tgt(i).tolist()) for i in range(start, end)])
+    return sources, references
+
+
+def translate_sources(loaded, sources: list[list[str]], beam: Optional[int] = None) -> list[list[str]]:
+    """Translate source documents with a loaded checkpoint and its recipe's decoding settings."""
+    from ctxmt_cli.decode.translator import translate_documents
+
+    dec, cfg = loaded.recipe.decode, loaded.recipe.model
+    return translate_documents(
+        loaded.model, loaded.tokenizer, sources, src_context=cfg.src_context, tgt_context=cfg.tgt_context,
+        beam=beam or dec.beam, lenpen=dec.lenpen, max_len_a=dec.max_len_a, max_len_b=dec.max_len_b,
+        target_context=dec.target_context, batch_docs=dec.batch_sentences,
+        max_window_tokens=loaded.recipe.data.max_window_tokens,
+    )
+
+
+def translate_split(loaded, prepared, split: str, beam: Optional[int] = None):
+    """Translate a prepared split as documents; returns (hypothesis lines, reference lines)."""
+    sources, references = split_documents(prepared, split)
+    return _flat(translate_sources(loaded, sources, beam)), _flat(references)
+
+
+def _device(name: str):
+    import torch
+
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise CtxmtError(f"--device {name}: CUDA is not available on this machine; use --device cpu")
+    return torch.device(name)
+
+
+def _unique_names(paths) -> list[str]:
+    # the same file given twice must still be two systems in the tables and the JSON
+    names: list[str] = []
+    for path in paths:
+        name, k = str(path), 2
+        while name in names:
+            name, k = f"{path}#{k}", k + 1
+        names.append(name)
+    return names
+
+
+def _translate_corpus(req: EvalRequest) -> Corpus:
+    from ctxmt_cli.data.store import PreparedData
+    from ctxmt_cli.train.checkpoint import load_model
+
+    device = _device(req.device)
+    models = [load_model(ckpt, device=device) for ckpt in req.checkpoints]
+    prepared = PreparedData(Path(req.data or models[0].recipe.data.path))
+    prepared.split(req.split)  # an unknown split fails here, listing the available ones, before decoding
+    for ckpt, loaded in zip(req.checkpoints, models):
+        check_vocabulary(loaded, prepared, ckpt)
+    sources, references = split_documents(prepared, req.split)
+    systems = {name: translate_sources(loaded, sources, req.beam)
+               for name, loaded in zip(_unique_names(req.checkpoints), models)}
+    return Corpus(systems, references, sources, has_documents=True)
+
+
+# ---- reading hypothesis / reference / source files ----------------------------------------------
+
+def read_lines(path: Path, role: str) -> list[str]:
+    """Lines of a UTF-8 text file (no line ends, BOM dropped); one-line errors for missing/non-UTF-8 files."""
+    path = Path(path)
+    if not path.is_file():
+        what = "is a directory, not a file" if path.is_dir() else "not found"
+        raise CtxmtError(f"{role} file {what}: {path}")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise CtxmtError(f"{role} {path}: not UTF-8 at byte offset {err.start} (line {line}); "
+                         "convert it, e.g. iconv -f LATIN1 -t UTF-8") from None
+    # split on \n only: str.splitlines() also breaks at \x0c, \u2028 ... and would misalign the files
+    lines = [line.rstrip("\r") for line in text.removeprefix("\ufeff").split("\n")]
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _blank(lines: list[str]) -> list[int]:
+    return [i for i, line in enumerate(lines) if not line.strip()]
+
+
+def _by_blank_lines(lines: list[str]) -> list[list[str]]:
+    from ctxmt_cli.decode.translator import split_documents as split_at_blank_lines
+
+    return split_at_blank_lines(lines)
+
+
+def _align(path: Path, lines: list[str], ref: Path, ref_lines: list[str], counts: tuple[int, int]) -> None:
+    """Same line count and blank lines (document boundaries) at the same lines as the reference.
+
+    ``lines`` have trailing blank lines stripped; ``counts`` are the files' real line counts, for messages.
+    """
+    if len(lines) != len(ref_lines) or _blank(lines) != _blank(ref_lines):
+        n_docs, n_ref_docs = len(_by_blank_lines(lines)), len(_by_blank_lines(ref_lines))
+        same_sentences = len(lines) - len(_blank(lines)) == len(ref_lines) - len(_blank(ref_lines))
+        if n_docs != n_ref_docs and same_sentences:
+            raise CtxmtError(f"different document counts: {path} has {_docs(n_docs)} but {ref} has "
+                             f"{_docs(n_ref_docs)} (blank lines separate documents); put the blank lines at the "
+                             "same places in both files, or give --docids FILE")
+        if len(lines) != len(ref_lines):
+            raise CtxmtError(f"{path} has {counts[0]} lines but {ref} has {counts[1]}; the files "
+                             "must be aligned line by line")
+        first = min(set(_blank(lines)) ^ set(_blank(ref_lines))) + 1
+        raise CtxmtError(f"line {first} is blank in only one of {path} and {ref}; blank lines separate "
+                         "documents and must be at the same lines (give --docids FILE if they are empty outputs)")
+
+
+def _docs(n: int) -> str:
+    return f"{n} document" + ("" if n == 1 else "s")
+
+
+def _by_ids(lines: list[str], ids: list[str]) -> list[list[str]]:
+    # a new document whenever the id changes between adjacent lines, as `ctxmt prepare` reads .docids
+    docs: list[list[str]] = []
+    for i, (line, doc_id) in enumerate(zip(lines, ids)):
+        if i == 0 or doc_id != ids[i - 1]:
+            docs.append([])
+        docs[-1].append(line)
+    return docs
+
+
+def _strip_trailing_blanks(lines: list[str]) -> list[str]:
+    # a trailing blank line separates no documents; dropping it spares a false "different counts" error
+    end = len(lines)
+    while end and not lines[end - 1].strip():
+        end -= 1
+    return lines[:end]
+
+
+def _read_corpus(req: EvalRequest) -> Corpus:
+    files = [(path, "--hyp") for path in req.hyps] + ([(req.src, "--src")] if req.src else [])
+    ref_lines = read_lines(req.ref, "--ref")
+    texts = [(path, read_lines(path, role)) for path, role in files]
+    if req.docids is not None:
+        ids = [line.strip() for line in read_lines(req.docids, "--docids")]
+        for path, lines in [(req.ref, ref_lines), *texts]:
+            if len(lines) != len(ids):
+                raise CtxmtError(f"{path} has {len(lines)} lines but --docids {req.docids} has {len(ids)}; "
+                                 "give one document id per line")
+        group, has_docs = (lambda lines: _by_ids(lines, ids)), True
+    else:
+        raw = [len(lines) for _, lines in texts]
+        ref_count, ref_lines = len(ref_lines), _strip_trailing_blanks(ref_lines)
+        texts = [(path, _strip_trailing_blanks(lines)) for path, lines in texts]
+        for (path, lines), count in zip(texts, raw):
+            _align(path, lines, req.ref, ref_lines, (count, ref_count))
+        group, has_docs = _by_blank_lines, bool(_blank(ref_lines))
+    docs = [group(lines) for _, lines in texts]
+    hyp_docs = docs[: len(req.hyps)]
+    sources = docs[len(req.hyps)] if req.src else None
+    return Corpus(dict(zip(_unique_names(req.hyps), hyp_docs)), group(ref_lines), sources, has_docs)
+
+
+# ---- scoring and reporting ----------------------------------------------------------------------
+
+def _validate(req: EvalRequest) -> list[str]:
+    """Every check that needs no model or file contents; returns the significance tests to run."""
+    from ctxmt_cli.evaluate.bleu import check_tokenize
+    from ctxmt_cli.evaluate.significance import check_seed, parse_tests
+
+    if req.hyps and req.checkpoints:
+        raise CtxmtError("give either --checkpoint (translate a split) or --hyp/--ref (score files), not both")
+    if req.hyps and req.ref is None:
+        raise CtxmtError("--hyp needs --ref REFERENCE_FILE")
+    if not req.hyps:
+        if req.ref is not None:
+            raise CtxmtError("--ref needs at least one --hyp HYPOTHESIS_FILE")
+        if not req.checkpoints:
+            raise CtxmtError("give --checkpoint CKPT (to translate a prepared split) or --hyp H --ref R")
+        if req.src is not None or req.docids is not None:
+            raise CtxmtError("--src and --docids go with --hyp/--ref; a prepared split has its own sources "
+                             "and documents")
+    check_tokenize(req.tokenize)
+    tests = parse_tests(req.significance, len(req.hyps) + len(req.checkpoints))
+    if tests:
+        check_seed(req.seed)
+    if req.samples is not None and req.samples < 1:
+        raise CtxmtError(f"--samples {req.samples}: give a positive number of resamples / trials")
+    if req.out is not None and Path(req.out).is_dir():
+        raise CtxmtError(f"--out {req.out} is a directory; give a file name such as {Path(req.out) / 'bleu.json'}")
+    if req.comet is not None:
+        if req.hyps and req.src is None:
+            raise CtxmtError("--comet needs the source sentences: give --src SOURCE_FILE (aligned with --ref)")
+        from ctxmt_cli.evaluate.comet import require_comet, resolve_checkpoint
+
+        require_comet()
+        resolve_checkpoint(req.comet)
+    return tests
+
+
+def _system_scores(corpus: Corpus, req: EvalRequest, comet: dict) -> tuple[dict, dict, list[str]]:
+    from ctxmt_cli.evaluate.bleu import corpus_scores, document_scores, format_score
+
+    refs = _flat(corpus.references)
+    metrics, signatures, lines = {}, {}, []
+    for i, (name, docs) in enumerate(corpus.systems.items()):
+        scores = corpus_scores(_flat(docs), refs, lowercase=req.lowercase, tokenize=req.tokenize)
+        if req.document_level:
+            scores += document_scores(docs, corpus.references, lowercase=req.lowercase, tokenize=req.tokenize)
+        metrics[name] = {s.name: s.score for s in scores}
+        signatures.update({s.name: s.signature for s in scores})
+        if len(corpus.systems) > 1:
+            lines.append(f"== {name}" + (" (baseline)" if i == 0 else ""))
+        lines += [format_score(s) for s in scores]
+        if name in comet:
+            metrics[name]["COMET"] = comet[name]
+            signatures["COMET"] = f"model:{req.comet}"
+            lines.append(f"COMET = {comet[name]:.4f}  (model:{req.comet})")
+    return metrics, signatures, lines
+
+
+def _comet_scores(corpus: Corpus, req: EvalRequest) -> dict:
+    if req.comet is None:
+        return {}
+    from ctxmt_cli.evaluate.comet import comet_system_scores
+
+    systems = {name: _flat(docs) for name, docs in corpus.systems.items()}
+    gpus = 1 if str(req.device).startswith("cuda") else 0
+    return comet_system_scores(req.comet, _flat(corpus.sources), systems, _flat(corpus.references), gpus=gpus)
+
+
+def _significance(corpus: Corpus, req: EvalRequest, tests: list[str]) -> tuple[dict, list[str]]:
+    from ctxmt_cli.evaluate.bleu import make_metrics
+    from ctxmt_cli.evaluate.significance import format_paired, paired_test
+
+    systems = [(name, _flat(docs)) for name, docs in corpus.systems.items()]
+    results, lines = {}, []
+    for test in tests:
+        res = paired_test(systems, _flat(corpus.references), lambda: make_metrics(req.lowercase, req.tokenize),
+                          test=test, samples=req.samples, seed=req.seed)
+        results[test] = res.to_json()
+        lines += format_paired(res)
+    return results, lines
+
+
+def _write_json(path: Path, payload: dict) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")  # temp file + rename: a crash never leaves half a file
+    tmp.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def run_evaluate(req: EvalRequest) -> str:
+    """Score the request's systems; returns the printed report and writes ``req.out`` (JSON) when set."""
+    tests = _validate(req)
+    corpus = _read_corpus(req) if req.hyps else _translate_corpus(req)
+    if req.document_level and not corpus.has_documents:
+        raise CtxmtError(f"--document-level needs document boundaries: blank lines between documents in "
+                         f"--ref {req.ref} and every --hyp, or --docids FILE")
+    metrics, signatures, lines = _system_scores(corpus, req, _comet_scores(corpus, req))
+    significance, sig_lines = _significance(corpus, req, tests)
+    payload = {"systems": list(corpus.systems), "metrics": metrics, "signatures": signatures,
+               "significance": significance, "segments": len(_flat(corpus.references)),
+               "documents": len(corpus.references) if corpus.has_documents else None}
+    if req.out is not None:
+        _write_json(req.out, payload)
+    return "\n".join(lines + sig_lines)
