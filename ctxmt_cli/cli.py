@@ -210,7 +210,7 @@ def average(
 def quickstart(
     out: Path = typer.Option(Path("quickstart"), "--out", help="output directory"),
     docs: int = typer.Option(2000, min=41, help="synthetic documents (>= 41)"),
-    minutes: Optional[float] = typer.Option(None, min=0.1, help="training minutes per model (default: the recipe's)"),
+    minutes: Optional[float] = typer.Option(None, min=0.01, help="training minutes per model (default: the recipe's)"),
     seed: int = typer.Option(1),
     force: bool = typer.Option(False, help="reuse/overwrite an existing output directory"),
 ):
