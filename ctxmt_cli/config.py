@@ -152,8 +152,60 @@ class ConcatConfig(ModelBase):
         return max(self.src_context_sentences, self.tgt_context_sentences) + 1
 
 
+AGGREGATING = ("sentence", "pooling", "grouping", "selecting")
+
+
+class CachingConfig(ModelBase):
+    """Caching multi-encoder with sequence shortening (Sequence Shortening for Context-Aware MT, seed 002).
+
+    ``encoder: separate`` with ``repr: tokens`` and ``integration: concat`` is the paper's multi-encoder baseline.
+    """
+
+    family: Literal["caching"] = "caching"
+    context_sentences: int = Field(1, ge=0, le=64, description="previous source sentences used as context")
+    repr: Literal["tokens", "sentence", "pooling", "grouping", "selecting"] = Field(
+        "tokens", description="what is cached per sentence: every token, the mean, or a shortened sequence")
+    pooling: Optional[Literal["max", "avg", "linear"]] = Field(None, description="repr: pooling only")
+    pool_size: int = Field(2, ge=1, description="pooling: tokens per pooled group (k)")
+    groups: Optional[int] = Field(None, ge=1, description="grouping/selecting: number of groups (K)")
+    normalizer: Literal["softmax", "sparsemax"] = "sparsemax"
+    categorizer_hidden: int = Field(512, ge=1, description="grouping/selecting: hidden units of the categorising FFN")
+    include_current: Optional[bool] = Field(
+        None, description="add the current sentence's own representation to the context (default: aggregating reprs)")
+    integration: Literal["sequential", "parallel", "concat"] = Field(
+        "sequential", description="context attention after cross-attention, beside it, or context joined to the encoder output")
+    gate: bool = Field(False, description="sigmoid gate on the context-attention branch (eq. 5)")
+    encoder: Literal["shared", "separate"] = Field("shared", description="separate = unshared context encoder (multi-encoder)")
+    grad_context_sentences: int = Field(0, ge=0, description="nearest context sentences whose encoder pass gets gradient")
+    segment_embeddings: bool = Field(True, description="learned embedding of each context sentence's slot")
+    context_positions: bool = Field(True, description="learned positions of the tokens inside each context sentence")
+
+    @property
+    def src_context(self) -> int:
+        return self.context_sentences
+
+    @property
+    def current_in_context(self) -> bool:
+        """Whether the current sentence's own representation joins the context."""
+        return self.repr in AGGREGATING if self.include_current is None else self.include_current
+
+    @model_validator(mode="after")
+    def _check_caching(self) -> "CachingConfig":
+        if (self.repr == "pooling") != (self.pooling is not None):
+            raise ValueError("repr: pooling needs pooling: max | avg | linear (and pooling is only for repr: pooling)")
+        if (self.repr in ("grouping", "selecting")) != (self.groups is not None):
+            raise ValueError(f"repr: {self.repr} {'needs' if self.groups is None else 'does not use'} groups "
+                             "(the number of groups K, only for grouping/selecting)")
+        if self.integration == "concat" and self.gate:
+            raise ValueError("gate applies to a context-attention branch; integration: concat has none")
+        if self.grad_context_sentences > self.context_sentences:
+            raise ValueError(f"grad_context_sentences ({self.grad_context_sentences}) exceeds context_sentences "
+                             f"({self.context_sentences})")
+        return self
+
+
 #: The model section: one config class per family, chosen by ``family``.
-ModelConfig = Annotated[Union[SentenceConfig, ConcatConfig], Field(discriminator="family")]
+ModelConfig = Annotated[Union[SentenceConfig, ConcatConfig, CachingConfig], Field(discriminator="family")]
 #: family name -> its config class (derived from ModelConfig, so a family is listed once)
 FAMILY_CONFIGS: dict[str, type[ModelBase]] = {
     cls.model_fields["family"].default: cls for cls in get_args(get_args(ModelConfig)[0])

@@ -37,6 +37,7 @@ class Batch:
     doc_ids: Optional[Tensor] = None             # (B,) long, document of each row
     ids: Optional[Tensor] = None                 # (B,) long, sentence/item index of each row
     src_index: Optional[Tensor] = None           # (B_tgt,) long, source row of each target row
+    memory: Optional[list] = None                # caching: per row, cached context entries (M_i, C), oldest first
 
     def to(self, device: torch.device | str) -> "Batch":
         """Move every tensor field to ``device``."""
@@ -83,6 +84,9 @@ class DecoderState:
     shift: Tensor                                # (B,) long
     pending: Tensor                              # (B,) long
     extra: dict = field(default_factory=dict)
+    context_k: Optional[list[Tensor]] = None     # per layer (B, H, Mc, D): context attention (caching family)
+    context_v: Optional[list[Tensor]] = None
+    context_mask: Optional[Tensor] = None        # (B, Mc) bool
 
     def index_select(self, index: Tensor) -> "DecoderState":
         """Rows ``index`` of every tensor (beam search reordering / expansion)."""
@@ -95,4 +99,7 @@ class DecoderState:
             sent_idx=pick(self.sent_idx), n_sent=pick(self.n_sent), shift=pick(self.shift),
             pending=pick(self.pending),
             extra={k: (pick(v) if isinstance(v, Tensor) else v) for k, v in self.extra.items()},
+            context_k=None if self.context_k is None else [pick(t) for t in self.context_k],
+            context_v=None if self.context_v is None else [pick(t) for t in self.context_v],
+            context_mask=None if self.context_mask is None else pick(self.context_mask),
         )

@@ -108,10 +108,32 @@ class EncoderLayer(nn.Module):
         return x, weights
 
 
-class DecoderLayer(nn.Module):
-    """Causal self-attention (with an optional key/value cache) + cross-attention + feed-forward."""
+class ContextAttention(nn.Module):
+    """Attention from decoder states to a context memory, with the optional sigmoid gate of seed 002 eq. 5.
 
-    def __init__(self, d_model, heads, ffn_dim, dropout, attention_dropout, activation_dropout, normalize_before):
+    ``parallel`` places it beside cross-attention (one residual branch each,
+    same input); otherwise it is its own sub-layer after cross-attention.
+    """
+
+    def __init__(self, d_model: int, heads: int, attention_dropout: float, gate: bool, parallel: bool):
+        super().__init__()
+        self.attn = MultiheadAttention(d_model, heads, attention_dropout)
+        self.gate = nn.Linear(d_model, 1) if gate else None
+        self.parallel = parallel
+
+    def forward(self, h: Tensor, kv: tuple[Tensor, Tensor], mask: Tensor, need_weights: bool = False):
+        """``h`` (B, T, C) attends to context keys/values (B, H, Mc, D) under ``mask`` (B, 1, 1, Mc)."""
+        out, weights = self.attn.attend(h, *kv, mask, need_weights=need_weights)   # (B, T, C)
+        if self.gate is not None:
+            out = torch.sigmoid(self.gate(out)) * out                              # eq. 5: lambda_i * h_i
+        return out, weights
+
+
+class DecoderLayer(nn.Module):
+    """Causal self-attention (with an optional key/value cache) + cross-attention [+ context attention] + feed-forward."""
+
+    def __init__(self, d_model, heads, ffn_dim, dropout, attention_dropout, activation_dropout, normalize_before,
+                 context: Optional[ContextAttention] = None):
         super().__init__()
         self.self_attn = MultiheadAttention(d_model, heads, attention_dropout)
         self.cross_attn = MultiheadAttention(d_model, heads, attention_dropout)
@@ -119,18 +141,21 @@ class DecoderLayer(nn.Module):
         self.self_block = Sublayer(d_model, dropout, normalize_before)
         self.cross_block = Sublayer(d_model, dropout, normalize_before)
         self.ffn_block = Sublayer(d_model, dropout, normalize_before)
+        self.context = context
+        self.context_block = Sublayer(d_model, dropout, normalize_before) if context is not None and not context.parallel else None
 
     def forward(
         self, x: Tensor, cross_kv: tuple[Tensor, Tensor], enc_mask: Tensor,
         past: Optional[tuple[Tensor, Tensor]] = None, self_mask: Optional[Tensor] = None,
-        need_weights: bool = False,
+        need_weights: bool = False, context: Optional[tuple[tuple[Tensor, Tensor], Tensor]] = None,
     ) -> tuple[Tensor, tuple[Tensor, Tensor], dict]:
         """One decoder layer.
 
         Without ``past`` the self-attention is causal over ``x`` (B, T, C). With
         ``past`` (cached keys/values) ``x`` holds new positions only and
         ``self_mask`` (B, 1, Tq, Tpast+Tq) says which keys each query may see.
-        Returns the output, this layer's full keys/values, and attention weights.
+        ``context`` = (context keys/values, mask (B, 1, 1, Mc)) when the layer has
+        context attention. Returns the output, this layer's full keys/values, and attention weights.
         """
         kv: dict = {}
 
@@ -142,9 +167,18 @@ class DecoderLayer(nn.Module):
             causal = past is None
             return self.self_attn.attend(h, k, v, None if causal else self_mask, causal, need_weights)
 
+        weights = {"context": None}
+
+        def cross_attention(h):
+            out, w = self.cross_attn.attend(h, *cross_kv, enc_mask, need_weights=need_weights)
+            if self.context is not None and self.context.parallel:          # both branches read the same input
+                ctx, weights["context"] = self.context(h, *context, need_weights=need_weights)
+                out = out + ctx
+            return out, w
+
         x, self_w = self.self_block(x, self_attention)
-        x, cross_w = self.cross_block(
-            x, lambda h: self.cross_attn.attend(h, *cross_kv, enc_mask, need_weights=need_weights)
-        )
+        x, cross_w = self.cross_block(x, cross_attention)
+        if self.context_block is not None:
+            x, weights["context"] = self.context_block(x, lambda h: self.context(h, *context, need_weights=need_weights))
         x, _ = self.ffn_block(x, lambda h: (self.ffn(h), None))
-        return x, kv["self"], {"self": self_w, "cross": cross_w}
+        return x, kv["self"], {"self": self_w, "cross": cross_w, **weights}

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from ctxmt_cli.core.batch import Batch, DecoderState, EncoderOut
-from ctxmt_cli.core.layers import DecoderLayer, EncoderLayer
+from ctxmt_cli.core.layers import ContextAttention, DecoderLayer, EncoderLayer
 from ctxmt_cli.core.positions import PositionEncoding, window_layout
 
 
@@ -52,6 +52,7 @@ class EncoderDecoder(nn.Module):
     def __init__(
         self, cfg, vocab: VocabInfo, src_pos: Optional[PositionEncoding] = None,
         tgt_pos: Optional[PositionEncoding] = None, shift: tuple[int, int] = (0, 0), per_window_shift: bool = False,
+        context_attention: Optional[tuple[bool, bool]] = None,
     ):
         super().__init__()
         self.cfg, self.vocab = cfg, vocab
@@ -68,7 +69,10 @@ class EncoderDecoder(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout)
         args = (d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout, cfg.activation_dropout, cfg.normalize_before)
         self.encoder_layers = nn.ModuleList(EncoderLayer(*args) for _ in range(cfg.encoder_layers))
-        self.decoder_layers = nn.ModuleList(DecoderLayer(*args) for _ in range(cfg.decoder_layers))
+        # context_attention = (parallel, gate): each decoder layer gets a context-attention block (caching family)
+        context = (lambda: ContextAttention(d, cfg.heads, cfg.attention_dropout, context_attention[1], context_attention[0])
+                   ) if context_attention is not None else (lambda: None)
+        self.decoder_layers = nn.ModuleList(DecoderLayer(*args, context=context()) for _ in range(cfg.decoder_layers))
         self.encoder_norm = nn.LayerNorm(d) if cfg.normalize_before else nn.Identity()
         self.decoder_norm = nn.LayerNorm(d) if cfg.normalize_before else nn.Identity()
         self._init_weights()
@@ -104,54 +108,74 @@ class EncoderDecoder(nn.Module):
     # ---- contract ----------------------------------------------------------------------------
     def encode(self, batch: Batch, need_attention: bool = False) -> EncoderOut:
         """Encode the source windows: (B, S) → states (B, S, C)."""
-        src = batch.src
+        return self.encode_source(batch.src, need_attention)
+
+    def encode_source(self, src: Tensor, need_attention: bool = False, layers=None, norm=None) -> EncoderOut:
+        """Run an encoder stack over token rows ``src`` (B, S); the model's own stack unless ``layers``/``norm`` are given."""
+        layers = self.encoder_layers if layers is None else layers
         mask = src != self.vocab.pad                                       # (B, S)
         shift = self.source_shift(src)
         positions, seg, _ = window_layout(src, self.vocab.brk, shift)
         pe = self.src_pos(positions, seg)                                  # (B, S, C)
         x = self.dropout(self.src_embed(src) * self.scale + pe)
         attn_mask, weights = mask[:, None, None, :], []
-        for i, layer in enumerate(self.encoder_layers):
+        for i, layer in enumerate(layers):
             if i > 0 and self.src_pos.persistent:
                 x = x + pe
             x, w = layer(x, attn_mask, need_attention)
             weights.append(w)
-        enc = EncoderOut(self.encoder_norm(x), mask, self.target_shift(shift))
+        enc = EncoderOut((self.encoder_norm if norm is None else norm)(x), mask, self.target_shift(shift))
         if need_attention:
             enc.extra["attention"] = weights
         return enc
 
-    def _decode_full(self, tokens: Tensor, enc: EncoderOut, cross_kv, n_sent=None, need_attention=False):
-        """Decoder over whole sequences ``tokens`` (B, T) with causal self-attention."""
+    def _decode_full(self, tokens: Tensor, enc: EncoderOut, cross_kv, n_sent=None, need_attention=False, context=None):
+        """Decoder over whole sequences ``tokens`` (B, T) with causal self-attention (``context``: see context_kv)."""
         positions, seg, _ = window_layout(tokens, self.vocab.brk, enc.shift, n_sent)
         pe = self.tgt_pos(positions, seg)                                  # (B, T, C)
         x = self.dropout(self.tgt_embed(tokens) * self.scale + pe)
-        enc_mask, kvs, weights = enc.mask[:, None, None, :], [], {"self": [], "cross": []}
+        enc_mask, kvs, weights = enc.mask[:, None, None, :], [], {"self": [], "cross": [], "context": []}
         for i, layer in enumerate(self.decoder_layers):
             if i > 0 and self.tgt_pos.persistent:
                 x = x + pe
-            x, kv, w = layer(x, cross_kv[i], enc_mask, need_weights=need_attention)
+            layer_context = None if context is None else (context[0][i], context[1][:, None, None, :])
+            x, kv, w = layer(x, cross_kv[i], enc_mask, need_weights=need_attention, context=layer_context)
             kvs.append(kv)
-            weights["self"].append(w["self"])
-            weights["cross"].append(w["cross"])
+            for name in weights:
+                weights[name].append(w.get(name))
         return self.decoder_norm(x), kvs, weights
 
     def cross_kv(self, enc: EncoderOut) -> list[tuple[Tensor, Tensor]]:
         """Cross-attention keys/values of every decoder layer, computed once per sentence."""
         return [layer.cross_attn.project_kv(enc.states) for layer in self.decoder_layers]
 
+    def context_kv(self, enc: EncoderOut):
+        """Context-attention keys/values per layer and the context mask (B, Mc), or None without context attention.
+
+        The context memory is ``enc.extra["context"]`` (B, Mc, C) with ``enc.extra["context_mask"]``.
+        """
+        if self.decoder_layers[0].context is None:
+            return None
+        memory = enc.extra["context"]
+        return [layer.context.attn.project_kv(memory) for layer in self.decoder_layers], enc.extra["context_mask"]
+
     def forward(self, batch: Batch, need_attention: bool = False) -> ModelOutput:
         """Teacher-forced logits (B, T, V) for ``batch.tgt_in``."""
         enc = self.encode(batch, need_attention)
-        cross = self.cross_kv(enc)
+        cross, context = self.cross_kv(enc), self.context_kv(enc)
         if batch.src_index is not None:  # target rows share source rows: expand after encoding each once
-            enc = replace(enc, states=enc.states.index_select(0, batch.src_index),
-                          mask=enc.mask.index_select(0, batch.src_index), shift=enc.shift.index_select(0, batch.src_index))
-            cross = [(k.index_select(0, batch.src_index), v.index_select(0, batch.src_index)) for k, v in cross]
-        hidden, _, weights = self._decode_full(batch.tgt_in, enc, cross, need_attention=need_attention)
+            idx = batch.src_index
+            pick = lambda t: t.index_select(0, idx)  # noqa: E731
+            enc = replace(enc, states=pick(enc.states), mask=pick(enc.mask), shift=pick(enc.shift))
+            cross = [(pick(k), pick(v)) for k, v in cross]
+            if context is not None:
+                context = ([(pick(k), pick(v)) for k, v in context[0]], pick(context[1]))
+        hidden, _, weights = self._decode_full(batch.tgt_in, enc, cross, need_attention=need_attention, context=context)
         attention = None
         if need_attention:
             attention = {"encoder_self": enc.extra["attention"], "decoder_self": weights["self"], "cross": weights["cross"]}
+            if context is not None:
+                attention["context"] = weights["context"]
         return ModelOutput(self.output(hidden), attention)
 
     def init_state(self, enc: EncoderOut, batch: Batch) -> DecoderState:
@@ -166,9 +190,9 @@ class EncoderDecoder(nn.Module):
             n_sent = (prefix == self.vocab.brk).sum(1) + 1
         cached = prefix[:, :-1]                                            # (B, P-1): all but the last column
         valid = torch.arange(cached.size(1), device=device).unsqueeze(0) < (lengths - 1).unsqueeze(1)
-        cross = self.cross_kv(enc)
+        cross, context = self.cross_kv(enc), self.context_kv(enc)
         if cached.size(1) > 0:
-            _, kvs, _ = self._decode_full(cached.masked_fill(~valid, self.vocab.pad), enc, cross, n_sent)
+            _, kvs, _ = self._decode_full(cached.masked_fill(~valid, self.vocab.pad), enc, cross, n_sent, context=context)
         else:
             h, dh = self.cfg.heads, self.cfg.d_model // self.cfg.heads
             empty = enc.states.new_zeros(b, h, 0, dh)
@@ -179,6 +203,9 @@ class EncoderDecoder(nn.Module):
             self_mask=valid, enc_mask=enc.mask, pos=lengths - 1,
             sent_idx=((cached == self.vocab.brk) & valid).sum(1), n_sent=n_sent, shift=enc.shift,
             pending=prefix.gather(1, (lengths - 1).unsqueeze(1)).squeeze(1),
+            context_k=None if context is None else [k for k, _ in context[0]],
+            context_v=None if context is None else [v for _, v in context[0]],
+            context_mask=None if context is None else context[1],
         )
 
     def decode_step(self, tokens: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
@@ -194,7 +221,10 @@ class EncoderDecoder(nn.Module):
             if i > 0 and self.tgt_pos.persistent:
                 x = x + pe
             past = (state.self_k[i], state.self_v[i])
-            x, (k, v), _ = layer(x, (state.cross_k[i], state.cross_v[i]), enc_mask, past=past, self_mask=mask4)
+            context = None if state.context_k is None else (
+                (state.context_k[i], state.context_v[i]), state.context_mask[:, None, None, :])
+            x, (k, v), _ = layer(x, (state.cross_k[i], state.cross_v[i]), enc_mask, past=past, self_mask=mask4,
+                                 context=context)
             new_k.append(k)
             new_v.append(v)
         logits = self.output(self.decoder_norm(x))[:, 0]                   # (B, V)

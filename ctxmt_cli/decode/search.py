@@ -54,9 +54,9 @@ def _width(limit: Tensor) -> int:
     return (int(limit.max()) if limit.numel() else 0) + 1
 
 
-def _start(model, batch: Batch, repeat: int):
-    """Encode, force the prefix, and repeat every row ``repeat`` times (beams are adjacent rows)."""
-    enc = model.encode(batch)
+def _start(model, batch: Batch, repeat: int, enc=None):
+    """Encode (unless ``enc`` is given), force the prefix, and repeat every row ``repeat`` times (beams are adjacent rows)."""
+    enc = model.encode(batch) if enc is None else enc
     state = model.init_state(enc, batch)
     if repeat > 1:
         rows = torch.arange(batch.size, device=batch.src.device)
@@ -178,7 +178,7 @@ def _select(scores: Tensor, lprobs: Tensor, k: int, first: bool) -> tuple[Tensor
 @torch.inference_mode()
 def beam_search(
     model, batch: Batch, beam: int = 4, lenpen: float = 0.6, max_len: Union[int, Tensor] = 200,
-    min_len: int = 1, banned: Sequence[int] = (),
+    min_len: int = 1, banned: Sequence[int] = (), enc=None,
 ) -> list[Hypothesis]:
     """Beam search over every row of ``batch``; the best :class:`Hypothesis` of each row, in row order.
 
@@ -186,11 +186,12 @@ def beam_search(
     live hypotheses are forced to end. A row is done when it holds ``beam``
     finished hypotheses and no live one, scored at its current length, beats
     the best of them (the usual heuristic; it makes ``beam=1`` exactly greedy).
+    ``enc``: the batch's encoder output when the caller already computed it (document caches).
     """
     k, b, device, eos = beam, batch.size, batch.src.device, model.vocab.eos
     limit = _max_len_tensor(max_len, b, device)
     ban = _ban_list(model, banned)
-    state = _start(model, batch, k)
+    state = _start(model, batch, k, enc)
     finished = _Finished(b, _width(limit), model.vocab.pad, device)
     rows = torch.arange(b, device=device)                                  # (R,) original row of each active row
     scores = torch.zeros(b, k, device=device)                              # (R, k) live cumulative log-probs

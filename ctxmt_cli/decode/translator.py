@@ -173,10 +173,27 @@ class _Search:
     device: torch.device
 
 
-def _decode(model, step: StepInput, search: _Search, banned: Sequence[int]) -> list[list[int]]:
+def with_memory(step: StepInput, sources, memories, j: int, plan: Plan, sp: Special) -> StepInput:
+    """Swap the source windows of ``step`` for the current sentences plus each document's cached entries.
+
+    The number of cached sentences is the one the window would hold (``fit_context``
+    over the same lengths and budget), so the two paths see the same context.
+    """
+    rows, memory = [], []
+    for sents, mem in zip(sources, memories):
+        current = list(sents[j])
+        c = fit_context(sents[:j], plan.src_context, plan.max_window_tokens - len(current) - 1)
+        rows.append(current + [sp.eos])
+        memory.append(mem[len(mem) - c:] if c else [])
+    batch = Batch(src=pad_rows(rows, sp.pad), tgt_prefix=step.batch.tgt_prefix, tgt_sentences=step.batch.tgt_sentences,
+                  memory=memory)
+    return StepInput(batch, step.max_len, step.expected)
+
+
+def _decode(model, step: StepInput, search: _Search, banned: Sequence[int], enc=None) -> list[list[int]]:
     """One batched beam search; the best tokens of every row."""
     hyps = beam_search(model, step.batch.to(search.device), beam=search.beam, lenpen=search.lenpen,
-                       max_len=step.max_len.to(search.device), banned=banned)
+                       max_len=step.max_len.to(search.device), banned=banned, enc=enc)
     return [h.tokens for h in hyps]
 
 
@@ -189,33 +206,60 @@ def split_generated(tokens: Sequence[int], expected: int, brk: int) -> Optional[
     return list(tokens[marks[-1] + 1:]) if marks else list(tokens)
 
 
+def _step_input(model, sources, outputs, memories, j, plan, sp, search, mode):
+    """The step's batch (with the document caches when ``memories`` is given) and its encoder output (cached path only)."""
+    step = step_batch(sources, outputs, j, plan, sp, mode)
+    if memories is None:
+        return step, None
+    step = with_memory(step, sources, memories, j, plan, sp)
+    step.batch = step.batch.to(search.device)
+    return step, model.encode(step.batch)
+
+
+def remember(memories, enc, keep: int) -> None:
+    """Append each row's new cache entry (padding dropped) and keep the last ``keep`` entries per document."""
+    entry, mask = enc.extra["entry"].detach(), enc.extra["entry_mask"]
+    for r, mem in enumerate(memories):
+        mem.append(entry[r][mask[r]])
+        del mem[: max(0, len(mem) - keep)]
+
+
 def translate_step(
     model, sources, outputs, j: int, plan: Plan, sp: Special, search: _Search, mode: str,
-    stats: TranslationStats,
+    stats: TranslationStats, memories: Optional[list[list]] = None,
 ) -> list[list[int]]:
-    """Translate sentence ``j`` of every document in ``sources`` at once; ids of each current sentence."""
+    """Translate sentence ``j`` of every document in ``sources`` at once; ids of each current sentence.
+
+    ``memories`` (one list per document) are the cached entries of document-memory
+    models: each sentence is encoded once, here, and its entry appended.
+    """
+    snapshot = None if memories is None else [list(m) for m in memories]
+    step, enc = _step_input(model, sources, outputs, memories, j, plan, sp, search, mode)
+    if memories is not None:
+        remember(memories, enc, plan.src_context)
     if mode == "prefix":
-        return _decode(model, step_batch(sources, outputs, j, plan, sp, "prefix"), search, [sp.brk])
-    step = step_batch(sources, outputs, j, plan, sp, "generate")
-    generated = _decode(model, step, search, ())
+        return _decode(model, step, search, [sp.brk], enc)
+    generated = _decode(model, step, search, (), enc)
     results = [split_generated(t, c, sp.brk) for t, c in zip(generated, step.expected)]
     failed = [r for r, res in enumerate(results) if res is None]
     if failed:
         stats.fallbacks += len(failed)
-        retry = step_batch([sources[r] for r in failed], [outputs[r] for r in failed], j, plan, sp, "prefix")
-        for r, tokens in zip(failed, _decode(model, retry, search, [sp.brk])):
+        pick = lambda xs: None if xs is None else [xs[r] for r in failed]  # noqa: E731
+        retry, retry_enc = _step_input(model, pick(sources), pick(outputs), pick(snapshot), j, plan, sp, search, "prefix")
+        for r, tokens in zip(failed, _decode(model, retry, search, [sp.brk], retry_enc)):
             results[r] = tokens
     return results
 
 
-def _translate_group(model, docs: list[list[list[int]]], plan, sp, search, mode, stats, progress):
+def _translate_group(model, docs: list[list[list[int]]], plan, sp, search, mode, stats, progress, cache: bool):
     """Translate documents (sorted longest first) in parallel slots; their translations as ids
     (``list[list[list[int]]]``: document, sentence, token)."""
     outs: list[list[list[int]]] = [[] for _ in docs]
+    memories = [[] for _ in docs] if cache else None
     for j in range(max((len(d) for d in docs), default=0)):
         active = [i for i, d in enumerate(docs) if len(d) > j]
-        new = translate_step(model, [docs[i] for i in active], [outs[i] for i in active], j,
-                             plan, sp, search, mode, stats)
+        new = translate_step(model, [docs[i] for i in active], [outs[i] for i in active], j, plan, sp, search, mode,
+                             stats, None if memories is None else [memories[i] for i in active])
         for i, tokens in zip(active, new):
             outs[i].append(tokens)
         stats.steps += 1
@@ -253,12 +297,14 @@ def translate_documents(
     beam: int = 4, lenpen: float = 0.6, max_len_a: float = 1.5, max_len_b: int = 10,
     target_context: str = "prefix", batch_docs: int = 64, max_window_tokens: int = 1024,
     progress: Optional[Callable[[TranslationStats], None]] = None, stats: Optional[TranslationStats] = None,
+    cache: bool = True,
 ) -> list[list[str]]:
     """Translate ``documents`` (lists of sentences); one output string per input sentence, same nesting.
 
     ``batch_docs`` documents are decoded in parallel; ``progress(stats)`` is
     called after every step; pass ``stats`` to read the counters (fallbacks…)
-    afterwards.
+    afterwards. ``cache``: models with a document memory (``model.document_memory``) encode each
+    sentence once and reuse its cached entry as context; ``False`` re-encodes the windows (for checks).
     """
     if target_context not in MODES:
         raise CtxmtError(f"target_context {target_context!r}: choose prefix or generate")
@@ -279,7 +325,8 @@ def translate_documents(
         for start in range(0, len(order), batch_docs):
             group = order[start:start + batch_docs]
             docs = [encoded[d][1] for d in group]
-            outs = _translate_group(model, docs, plan, sp, search, target_context, stats, progress)
+            outs = _translate_group(model, docs, plan, sp, search, target_context, stats, progress,
+                                    cache and getattr(model, "document_memory", False))
             for d, doc_out in zip(group, outs):
                 for line, tokens in zip(encoded[d][0], doc_out):
                     results[d][line] = tokenizer.decode_tgt(tokens)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from ctxmt_cli.core.model import EncoderDecoder, VocabInfo
+from ctxmt_cli.models.caching import Caching
 from ctxmt_cli.models.concat import Concat
 from ctxmt_cli.models.sentence import Sentence
 
 FAMILIES: dict[str, type[EncoderDecoder]] = {
     "sentence": Sentence,
     "concat": Concat,
+    "caching": Caching,
 }
 
 
