@@ -198,6 +198,9 @@ class CachingConfig(ModelBase):
                              "(the number of groups K, only for grouping/selecting)")
         if self.integration == "concat" and self.gate:
             raise ValueError("gate applies to a context-attention branch; integration: concat has none")
+        if self.encoder == "separate" and self.grad_context_sentences == 0 and not self.current_in_context:
+            raise ValueError("the separate context encoder would never get a gradient: set grad_context_sentences >= 1 "
+                             "(or include_current: true)")
         if self.grad_context_sentences > self.context_sentences:
             raise ValueError(f"grad_context_sentences ({self.grad_context_sentences}) exceeds context_sentences "
                              f"({self.context_sentences})")

@@ -213,7 +213,8 @@ def _step_input(model, sources, outputs, memories, j, plan, sp, search, mode):
         return step, None
     step = with_memory(step, sources, memories, j, plan, sp)
     step.batch = step.batch.to(search.device)
-    return step, model.encode(step.batch)
+    with torch.no_grad():  # the entries outlive this step: no autograd graph may keep activations alive
+        return step, model.encode(step.batch)
 
 
 def remember(memories, enc, keep: int) -> None:

@@ -101,45 +101,64 @@ class Caching(EncoderDecoder):
         short, mask, _ = self.shortener(enc.states, enc.mask)
         return short, mask
 
-    def _sentence_entries(self, sentences: list[list[int]], dist: list[int], device) -> list[Tensor]:
-        """Entries of context sentences; only the nearest ``grad_context_sentences`` pass gradient into the encoder."""
-        out: list = [None] * len(sentences)
-        near = [i for i, d in enumerate(dist) if d <= self.cfg.grad_context_sentences]
-        far = [i for i, d in enumerate(dist) if d > self.cfg.grad_context_sentences]
-        for group, grad in ((near, True), (far, False)):
-            if not group:
-                continue
-            src = pad_rows([sentences[i] for i in group], self.vocab.pad).to(device)
-            # blocked sentences run the encoder without autograd: no activations kept, no gradient
-            with nullcontext() if grad or not torch.is_grad_enabled() else torch.no_grad():
-                enc = (self.encode_source(src, layers=self.context_layers, norm=self.context_norm)
-                       if self.context_layers is not None else self.encode_source(src))
-            short, mask, _ = self.shortener(enc.states, enc.mask)           # (n, M, C): the shortener still learns
-            for j, i in enumerate(group):
-                out[i] = short[j][mask[j]]
-        return out
+    def _context_tokens(self, sent: Tensor, ids: Tensor, encoder_grad: bool) -> tuple[Tensor, Tensor, Tensor]:
+        """Valid entry tokens of sentences ``sent[ids]``: values (T, C), sentence id (T,), position in entry (T,).
+
+        Without ``encoder_grad`` the encoder runs under ``no_grad`` (no activations kept, no gradient into it);
+        the shortener always learns.
+        """
+        src = sent[ids]
+        src = src[:, : int((src != self.vocab.pad).sum(1).max())]                # (n, L) trimmed
+        with nullcontext() if encoder_grad else torch.no_grad():
+            enc = self.encode_source(src, layers=self.context_layers, norm=self.context_norm)
+        short, mask, _ = self.shortener(enc.states, enc.mask)              # (n, M, C)
+        pos = torch.arange(mask.size(1), device=mask.device).expand_as(mask)
+        return short[mask], ids.repeat_interleave(mask.sum(1)), pos[mask]
+
+    def _window_memory(self, cur_src: Tensor, entry, entry_mask, sent, row, dist) -> tuple[Tensor, Tensor]:
+        """Context memory of source windows: context sentences encoded (near ones with gradient), entries packed."""
+        values, ids, pos = [], [], []
+        n_grad = self.cfg.grad_context_sentences
+        for group, grad in ((dist > 0) & (dist <= n_grad), True), (dist > n_grad, False):
+            group = group.nonzero().squeeze(1)
+            if group.numel():
+                for bucket, item in zip((values, ids, pos), self._context_tokens(sent, group, grad)):
+                    bucket.append(item)
+        if self.cfg.current_in_context:
+            current = (dist == 0).nonzero().squeeze(1)                     # (B,) one current sentence per row
+            p = torch.arange(entry_mask.size(1), device=entry.device).expand_as(entry_mask)
+            values.append(entry[entry_mask])
+            ids.append(current.repeat_interleave(entry_mask.sum(1)))
+            pos.append(p[entry_mask])
+        if not values:
+            ref = self.src_embed.weight
+            return self.pack(ref.new_zeros(0, ref.size(1)), *(row.new_zeros(0),) * 3, cur_src.size(0))
+        values, ids, pos = torch.cat(values), torch.cat(ids), torch.cat(pos)
+        order = torch.argsort(ids * (int(pos.max()) + 1) + pos)            # rows, oldest -> newest, in-entry order
+        ids = ids[order]
+        return self.pack(values[order], row[ids], dist[ids], pos[order], cur_src.size(0))
 
     # ---- contract -----------------------------------------------------------------------------
     def encode(self, batch: Batch, need_attention: bool = False) -> EncoderOut:
         """Current sentence states + the context memory in ``extra`` (and this sentence's entry for the cache)."""
-        if batch.memory is not None:                                        # translation: windows of one sentence
+        if batch.memory is not None:                                        # translation: one sentence per row + cache
             cur_src = batch.src
-            memory = [list(m) for m in batch.memory]
         else:                                                               # training / scoring: split the windows
-            sentences, rows, dist = split_windows(batch.src, self.vocab)
-            current = [i for i, d in enumerate(dist) if d == 0]
-            cur_src = pad_rows([sentences[i] for i in current], self.vocab.pad).to(batch.src.device)  # (B, L)
-            context = [i for i, d in enumerate(dist) if d > 0]
-            entries = self._sentence_entries([sentences[i] for i in context], [dist[i] for i in context], batch.src.device)
-            memory = [[] for _ in current]
-            for i, entry in zip(context, entries):                          # windows list context oldest first
-                memory[rows[i]].append(entry)
+            sent, row, dist = split_sentences(batch.src, self.vocab)
+            cur_src = sent[dist == 0]
+            cur_src = cur_src[:, : int((cur_src != self.vocab.pad).sum(1).max())]   # (B, L)
         cur = self.encode_source(cur_src, need_attention)
-        entry, entry_mask = self.entries_of(cur_src, cur)
-        own = [entry[r][entry_mask[r]] for r in range(entry.size(0))]
-        # the window (or the translator) decides how many context sentences: any K works at inference
-        context, context_mask = self.assemble(memory, own if self.cfg.current_in_context else None)
-        extra = {**cur.extra, "context": context, "context_mask": context_mask, "entry": entry, "entry_mask": entry_mask}
+        entry = entry_mask = None
+        if batch.memory is not None or self.cfg.current_in_context:     # the cache (or the context) needs this entry
+            entry, entry_mask = self.entries_of(cur_src, cur)
+        if batch.memory is not None:
+            own = [entry[r][entry_mask[r]] for r in range(entry.size(0))]
+            context, context_mask = self.assemble(batch.memory, own if self.cfg.current_in_context else None)
+        else:
+            context, context_mask = self._window_memory(cur_src, entry, entry_mask, sent, row, dist)
+        extra = {**cur.extra, "context": context, "context_mask": context_mask}
+        if entry is not None:
+            extra.update(entry=entry, entry_mask=entry_mask)
         if self.cfg.integration == "concat":                                # multi-encoder: one memory for cross-attention
             states = torch.cat([context, cur.states], dim=1)               # (B, Mc + S, C)
             mask = torch.cat([context_mask, cur.mask], dim=1)
@@ -147,32 +166,59 @@ class Caching(EncoderDecoder):
         return replace(cur, extra=extra)
 
     def assemble(self, memory: list[list[Tensor]], own: list[Tensor] | None) -> tuple[Tensor, Tensor]:
-        """Context memory (B, Mc, C) and mask: each row's entries oldest -> newest [+ own], with slot and position embeddings.
-
-        A row without any entry gets one zero entry (masked for ``concat``), so attention never sees an empty memory.
-        """
-        rows = []
+        """Context memory (B, Mc, C) and mask from cached entries (per row, oldest -> newest) [+ each row's own entry]."""
+        parts, rows, slots = [], [], []
         for r, entries in enumerate(memory):
-            parts = [(e, len(entries) - i) for i, e in enumerate(entries)] + ([(own[r], 0)] if own is not None else [])
-            rows.append([self._embed_entry(e, slot) for e, slot in parts])
-        width = max(1, max(sum(e.size(0) for e in parts) for parts in rows))
+            for i, e in enumerate(entries):
+                parts.append(e)
+                rows.append(r)
+                slots.append(len(entries) - i)
+            if own is not None:
+                parts.append(own[r])
+                rows.append(r)
+                slots.append(0)
         ref = self.src_embed.weight
-        out = ref.new_zeros(len(rows), width, ref.size(1))                 # (B, Mc, C)
-        mask = torch.zeros(len(rows), width, dtype=torch.bool, device=ref.device)
-        for r, parts in enumerate(rows):
-            if parts:
-                row = torch.cat(parts, dim=0)                               # (M_r, C)
-                out[r, : row.size(0)] = row
-                mask[r, : row.size(0)] = True
-            elif self.cfg.integration != "concat":
-                mask[r, 0] = True                                           # the zero "no context" entry
+        lengths = torch.tensor([p.size(0) for p in parts], dtype=torch.long, device=ref.device)
+        values = torch.cat(parts) if parts else ref.new_zeros(0, ref.size(1))
+        starts = torch.cumsum(lengths, 0) - lengths
+        pos = torch.arange(values.size(0), device=ref.device) - starts.repeat_interleave(lengths)
+        as_tensor = lambda xs: torch.tensor(xs, dtype=torch.long, device=ref.device).repeat_interleave(lengths)  # noqa: E731
+        return self.pack(values, as_tensor(rows), as_tensor(slots), pos, len(memory))
+
+    def pack(self, values: Tensor, row: Tensor, slot: Tensor, pos: Tensor, batch_size: int) -> tuple[Tensor, Tensor]:
+        """Scatter context tokens (T, C), sorted by row, into (B, Mc, C) with slot and position embeddings added.
+
+        A row without any token gets one zero entry (masked for ``concat``), so attention never sees an empty memory.
+        """
+        counts = torch.bincount(row, minlength=batch_size)                 # (B,)
+        width = max(1, int(counts.max()) if counts.numel() else 1)
+        rank = torch.arange(row.numel(), device=row.device) - (torch.cumsum(counts, 0) - counts)[row]
+        if self.segment is not None:
+            values = values + self.segment(slot.clamp(max=self.segment.num_embeddings - 1))  # distance, clamped
+        if self.context_pos is not None:
+            values = values + self.context_pos(pos.clamp(max=self.context_pos.num_embeddings - 1))
+        ref = self.src_embed.weight
+        out = ref.new_zeros(batch_size, width, ref.size(1)).index_put((row, rank), values.to(ref.dtype))  # (B, Mc, C)
+        mask = torch.zeros(batch_size, width, dtype=torch.bool, device=ref.device)
+        mask[row, rank] = True
+        if self.cfg.integration != "concat":
+            mask[:, 0] |= counts == 0                                       # the zero "no context" entry
         return out, mask
 
-    def _embed_entry(self, entry: Tensor, slot: int) -> Tensor:
-        """Add the slot embedding (distance, clamped to the trained range) and learned in-sentence positions."""
-        if self.segment is not None:
-            entry = entry + self.segment.weight[min(slot, self.segment.num_embeddings - 1)]
-        if self.context_pos is not None:
-            idx = torch.arange(entry.size(0), device=entry.device).clamp(max=self.context_pos.num_embeddings - 1)
-            entry = entry + self.context_pos(idx)
-        return entry
+
+def split_sentences(src: Tensor, vocab: VocabInfo) -> tuple[Tensor, Tensor, Tensor]:
+    """Vectorised :func:`split_windows`: sentences (N, L) closed by ``</s>``, their row (N,) and distance (N,)."""
+    real = src != vocab.pad                                                 # (B, S)
+    sep = ((src == vocab.brk) | (src == vocab.eos)) & real
+    idx = sep.long().cumsum(1) - sep.long()                                 # sentence of each token (B, S)
+    n = sep.sum(1)                                                          # sentences per row (B,)
+    t = torch.arange(src.size(1), device=src.device).expand_as(src)
+    first = real & torch.cat([torch.ones_like(sep[:, :1]), sep[:, :-1]], dim=1)
+    offset = t - torch.cummax(torch.where(first, t, torch.zeros_like(t)), dim=1).values  # position in sentence
+    start = torch.cumsum(n, 0) - n                                          # first sentence id of each row
+    gid = start.unsqueeze(1) + idx                                          # (B, S)
+    sent = torch.full((int(n.sum()), int(offset[real].max()) + 1), vocab.pad, dtype=src.dtype, device=src.device)
+    sent[gid[real], offset[real]] = torch.where(sep, torch.full_like(src, vocab.eos), src)[real]
+    row = torch.repeat_interleave(torch.arange(src.size(0), device=src.device), n)
+    dist = n[row] - 1 - (torch.arange(row.numel(), device=src.device) - start[row])
+    return sent, row, dist
