@@ -220,6 +220,48 @@ def quickstart(
     run_quickstart(out, docs=docs, minutes=minutes, seed=seed, force=force)
 
 
+BENCHMARKS = {"context-scaling": "context_scaling.py"}
+
+
+def _load_benchmark(name: str):
+    """Import ``benchmarks/<file>`` of the source checkout as a module (the scripts are not in the package)."""
+    import importlib.util
+
+    import ctxmt_cli
+
+    if name not in BENCHMARKS:
+        raise CtxmtError(f"unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)}")
+    path = Path(ctxmt_cli.__file__).resolve().parents[1] / "benchmarks" / BENCHMARKS[name]
+    if not path.is_file():
+        raise CtxmtError(f"benchmark script not found at {path}: benchmarks ship with the source; "
+                         "run from a source checkout (pip install -e .)")
+    spec = importlib.util.spec_from_file_location(f"ctxmt_benchmark_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module                                        # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@app.command()
+@user_errors
+def benchmark(
+    name: str = typer.Argument(..., metavar="NAME", help=f"benchmark to run: {' | '.join(BENCHMARKS)}"),
+    contexts: str = typer.Option("1,2,4,8,16", help="context sizes K in sentences, comma-separated"),
+    out: Path = typer.Option(Path("out/context_scaling"), "--out", help="directory for the JSON results and the PNG plot"),
+    docs: int = typer.Option(4, min=1, help="documents timed (decoded in parallel)"),
+    sentences: int = typer.Option(32, min=1, help="first N sentences of each timed document"),
+    device: str = typer.Option("cpu", help="cpu | cuda | cuda:N"),
+    preset: str = typer.Option("small", help="model dims: tiny | small | base | big"),
+    beam: int = typer.Option(1, min=1, help="beam size (1 = greedy)"),
+    repeats: int = typer.Option(2, min=1, help="timed runs per model and K, round-robin; the fastest is kept"),
+    threads: int = typer.Option(1, min=1, help="torch CPU threads (1 keeps times steady on a shared CPU)"),
+):
+    """Run a benchmark from benchmarks/ (a source checkout): context-scaling = time and memory vs context size."""
+    module = _load_benchmark(name)
+    module.run(module.Settings(module.parse_contexts(contexts), out, docs, sentences, device, preset, beam, repeats,
+                               threads))
+
+
 def main() -> None:  # pragma: no cover - console entry point
     app()
 

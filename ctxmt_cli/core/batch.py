@@ -84,9 +84,10 @@ class DecoderState:
     shift: Tensor                                # (B,) long
     pending: Tensor                              # (B,) long
     extra: dict = field(default_factory=dict)
-    context_k: Optional[list[Tensor]] = None     # per layer (B, H, Mc, D): context attention (caching family)
+    context_k: Optional[list[Tensor]] = None     # per layer (G, H, Mc, D): context attention (caching family)
     context_v: Optional[list[Tensor]] = None
-    context_mask: Optional[Tensor] = None        # (B, Mc) bool
+    context_mask: Optional[Tensor] = None        # (G, Mc) bool
+    context_group: Optional[Tensor] = None       # (B,) long: row -> context row (beams of a document share one)
 
     def index_select(self, index: Tensor) -> "DecoderState":
         """Rows ``index`` of every tensor (beam search reordering / expansion)."""
@@ -99,7 +100,32 @@ class DecoderState:
             sent_idx=pick(self.sent_idx), n_sent=pick(self.n_sent), shift=pick(self.shift),
             pending=pick(self.pending),
             extra={k: (pick(v) if isinstance(v, Tensor) else v) for k, v in self.extra.items()},
-            context_k=None if self.context_k is None else [pick(t) for t in self.context_k],
-            context_v=None if self.context_v is None else [pick(t) for t in self.context_v],
-            context_mask=None if self.context_mask is None else pick(self.context_mask),
+            **self._select_context(index),
         )
+
+    def _select_context(self, index: Tensor) -> dict:
+        """Context rows are shared, not copied: rows map to context rows, which are compacted only when a
+        document leaves the search (beam reordering inside a document copies nothing)."""
+        if self.context_k is None:
+            return {}
+        group = self.context_group.index_select(0, index)                    # (B',)
+        used, remapped = torch.unique(group, return_inverse=True)           # sorted context rows still in use
+        if used.numel() == self.context_mask.size(0):
+            return {"context_group": group}
+        pick = lambda t: t.index_select(0, used)  # noqa: E731
+        return {"context_k": [pick(t) for t in self.context_k], "context_v": [pick(t) for t in self.context_v],
+                "context_mask": pick(self.context_mask), "context_group": remapped.reshape(-1)}
+
+    def context_for_rows(self) -> tuple[Optional[list[Tensor]], Optional[list[Tensor]], Optional[Tensor], int]:
+        """Context keys/values/mask laid out for the rows, and the fold factor f.
+
+        f > 0: row r uses context row r // f (rows of a document adjacent, as beam search keeps them), so
+        attention can fold the f rows into one query block; f = 0: rows were permuted, gather per row.
+        """
+        if self.context_k is None:
+            return None, None, None, 1
+        g, b = self.context_mask.size(0), self.context_group.numel()
+        if b % g == 0 and torch.equal(self.context_group, torch.arange(g, device=self.context_group.device).repeat_interleave(b // g)):
+            return self.context_k, self.context_v, self.context_mask, b // g
+        pick = lambda t: t.index_select(0, self.context_group)  # noqa: E731
+        return [pick(t) for t in self.context_k], [pick(t) for t in self.context_v], pick(self.context_mask), 1

@@ -121,9 +121,15 @@ class ContextAttention(nn.Module):
         self.gate = nn.Linear(d_model, 1) if gate else None
         self.parallel = parallel
 
-    def forward(self, h: Tensor, kv: tuple[Tensor, Tensor], mask: Tensor, need_weights: bool = False):
-        """``h`` (B, T, C) attends to context keys/values (B, H, Mc, D) under ``mask`` (B, 1, 1, Mc)."""
-        out, weights = self.attn.attend(h, *kv, mask, need_weights=need_weights)   # (B, T, C)
+    def forward(self, h: Tensor, kv: tuple[Tensor, Tensor], mask: Tensor, fold: int = 1, need_weights: bool = False):
+        """``h`` (B, T, C) attends to context keys/values (B/fold, H, Mc, D) under ``mask`` (B/fold, 1, 1, Mc).
+
+        ``fold`` > 1: each group of ``fold`` adjacent rows (the beams of one document) shares one context row;
+        their queries are attended as one block instead of copying the context per beam.
+        """
+        b, t, c = h.shape
+        out, weights = self.attn.attend(h.reshape(b // fold, fold * t, c), *kv, mask, need_weights=need_weights)
+        out = out.reshape(b, t, c)                                                  # (B, T, C)
         if self.gate is not None:
             out = torch.sigmoid(self.gate(out)) * out                              # eq. 5: lambda_i * h_i
         return out, weights
@@ -147,15 +153,15 @@ class DecoderLayer(nn.Module):
     def forward(
         self, x: Tensor, cross_kv: tuple[Tensor, Tensor], enc_mask: Tensor,
         past: Optional[tuple[Tensor, Tensor]] = None, self_mask: Optional[Tensor] = None,
-        need_weights: bool = False, context: Optional[tuple[tuple[Tensor, Tensor], Tensor]] = None,
+        need_weights: bool = False, context: Optional[tuple] = None,
     ) -> tuple[Tensor, tuple[Tensor, Tensor], dict]:
         """One decoder layer.
 
         Without ``past`` the self-attention is causal over ``x`` (B, T, C). With
         ``past`` (cached keys/values) ``x`` holds new positions only and
         ``self_mask`` (B, 1, Tq, Tpast+Tq) says which keys each query may see.
-        ``context`` = (context keys/values, mask (B, 1, 1, Mc)) when the layer has
-        context attention. Returns the output, this layer's full keys/values, and attention weights.
+        ``context`` = (context keys/values, mask (G, 1, 1, Mc), fold) when the layer has
+        context attention (``fold`` rows share a context row, see :class:`ContextAttention`). Returns the output, this layer's full keys/values, and attention weights.
         """
         kv: dict = {}
 

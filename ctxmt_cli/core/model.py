@@ -138,7 +138,7 @@ class EncoderDecoder(nn.Module):
         for i, layer in enumerate(self.decoder_layers):
             if i > 0 and self.tgt_pos.persistent:
                 x = x + pe
-            layer_context = None if context is None else (context[0][i], context[1][:, None, None, :])
+            layer_context = None if context is None else (context[0][i], context[1][:, None, None, :], 1)
             x, kv, w = layer(x, cross_kv[i], enc_mask, need_weights=need_attention, context=layer_context)
             kvs.append(kv)
             for name in weights:
@@ -206,6 +206,7 @@ class EncoderDecoder(nn.Module):
             context_k=None if context is None else [k for k, _ in context[0]],
             context_v=None if context is None else [v for _, v in context[0]],
             context_mask=None if context is None else context[1],
+            context_group=None if context is None else torch.arange(b, device=device),
         )
 
     def decode_step(self, tokens: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
@@ -217,12 +218,12 @@ class EncoderDecoder(nn.Module):
         self_mask = torch.cat([state.self_mask, state.self_mask.new_ones(tokens.size(0), 1)], dim=1)
         mask4, enc_mask = self_mask[:, None, None, :], state.enc_mask[:, None, None, :]
         new_k, new_v = [], []
+        ctx_k, ctx_v, ctx_mask, fold = state.context_for_rows()
         for i, layer in enumerate(self.decoder_layers):
             if i > 0 and self.tgt_pos.persistent:
                 x = x + pe
             past = (state.self_k[i], state.self_v[i])
-            context = None if state.context_k is None else (
-                (state.context_k[i], state.context_v[i]), state.context_mask[:, None, None, :])
+            context = None if ctx_k is None else ((ctx_k[i], ctx_v[i]), ctx_mask[:, None, None, :], fold)
             x, (k, v), _ = layer(x, (state.cross_k[i], state.cross_v[i]), enc_mask, past=past, self_mask=mask4,
                                  context=context)
             new_k.append(k)
