@@ -1,0 +1,47 @@
+"""`ctxmt benchmark`: the context-scaling benchmark runs end to end on tiny dims.
+
+A smoke test of the output's shape only: benchmarks are not tests, so no timing or memory value is asserted.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+
+from tests.integration.conftest import run_cli
+from tests.integration.test_cli import assert_user_error
+
+MODELS = ("concat", "caching-tokens", "grouping", "sentence")
+RATIO = re.compile(r"^ratio: (time-per-sentence|memory) K2/K1 (concat|caching-tokens|grouping|sentence) = \d+\.\d\d$")
+
+
+def test_context_scaling_smoke(tmp_path):
+    out = tmp_path / "cs"
+    result = run_cli("benchmark", "context-scaling", "--contexts", "1,2", "--docs", 1, "--sentences", 3,
+                     "--preset", "tiny", "--repeats", 1, "--out", out)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    ratios = [line for line in lines if line.startswith("ratio:")]
+    assert len(ratios) == 8 and all(RATIO.match(line) for line in ratios), ratios
+    assert lines[-8:] == ratios                                            # the ratio lines close the output
+    assert {(m.group(1), m.group(2)) for m in map(RATIO.match, ratios)} == {
+        (kind, name) for kind in ("time-per-sentence", "memory") for name in MODELS}
+    assert sum("caching-tokens / sentence time per sentence at K=" in line for line in lines) == 2
+    payload = json.loads((out / "context_scaling.json").read_text())
+    cells = {(r["model"], r["k"]) for r in payload["results"]}
+    assert cells == {(name, k) for name in MODELS for k in (1, 2)}
+    for r in payload["results"]:
+        assert r["sentences"] == 3 and r["ms_per_sentence"] > 0 and r["op_memory_mb"] >= 0 and r["weights_mb"] > 0
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert (out / "context_scaling.png").stat().st_size > 0
+    else:
+        assert "matplotlib is not installed" in result.stdout
+
+
+def test_unknown_benchmark_is_one_line(tmp_path):
+    assert_user_error(run_cli("benchmark", "nope", "--out", tmp_path), "unknown benchmark 'nope'", "context-scaling")
+
+
+def test_bad_contexts_is_one_line(tmp_path):
+    assert_user_error(run_cli("benchmark", "context-scaling", "--contexts", "0,x", "--out", tmp_path), "--contexts")
