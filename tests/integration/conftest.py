@@ -24,6 +24,16 @@ def run_cli(*args: str, input: str | None = None):
     return CliRunner().invoke(app, [str(a) for a in args], input=input)
 
 
+def assert_user_error(result, *needles: str) -> str:
+    """Exit 2, one line on stderr, no traceback, mentions every needle."""
+    assert result.exit_code == 2, result.output
+    text = result.stderr.strip()
+    assert len(text.splitlines()) == 1 and "Traceback" not in result.output, result.output
+    for needle in needles:
+        assert needle in text, text
+    return text
+
+
 def tiny_sets(data: Path, save_dir: Path) -> list[str]:
     """``--set`` arguments that shrink any recipe to a few steps on tiny dims."""
     sets = [f"data.path={data}", f"train.save_dir={save_dir}", *TINY_SETS]

@@ -9,8 +9,7 @@ import importlib.util
 import json
 import re
 
-from tests.integration.conftest import run_cli
-from tests.integration.test_cli import assert_user_error
+from tests.integration.conftest import assert_user_error, run_cli
 
 MODELS = ("concat", "caching-tokens", "grouping", "sentence")
 RATIO = re.compile(r"^ratio: (time-per-sentence|memory) K2/K1 (concat|caching-tokens|grouping|sentence) = \d+\.\d\d$")

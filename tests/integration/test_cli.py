@@ -7,17 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import QUICKSTART, run_cli, tiny_sets
-
-
-def assert_user_error(result, *needles: str) -> str:
-    """Exit 2, one line on stderr, no traceback, mentions every needle."""
-    assert result.exit_code == 2, result.output
-    text = result.stderr.strip()
-    assert len(text.splitlines()) == 1 and "Traceback" not in result.output, result.output
-    for needle in needles:
-        assert needle in text, text
-    return text
+from tests.integration.conftest import QUICKSTART, assert_user_error, run_cli, tiny_sets
 
 
 def test_help_is_instant_and_lists_commands():

@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from tests.integration.conftest import ROOT, run_cli, tiny_sets
-from tests.integration.test_cli import assert_user_error
+from tests.integration.conftest import ROOT, assert_user_error, run_cli, tiny_sets
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import sys
 import pytest
 import sacrebleu
 
-from tests.integration.conftest import run_cli
+from tests.integration.conftest import assert_user_error, run_cli
 
 REF_DOCS = [["The cat sat on the mat.", "It was happy."], ["We went to the market today.", "She reads a book."]]
 H1_DOCS = [["the cat sat on a mat.", "It was happy."], ["We go to the market today.", "She read a book."]]
@@ -33,16 +33,6 @@ def flat(docs):
 
 def printed(output: str, name: str) -> float:
     return float(re.search(rf"^{re.escape(name)} = ([0-9.]+)  \(", output, re.M).group(1))
-
-
-def assert_user_error(result, *needles: str) -> str:
-    """Exit 2, one line on stderr, no traceback, mentions every needle."""
-    assert result.exit_code == 2, result.output
-    text = result.stderr.strip()
-    assert len(text.splitlines()) == 1 and "Traceback" not in result.output, result.output
-    for needle in needles:
-        assert needle in text, text
-    return text
 
 
 def test_hyp_ref_scores_equal_sacrebleu_with_signatures(files):

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.integration.conftest import run_cli
-from tests.integration.test_cli import assert_user_error
+from tests.integration.conftest import assert_user_error, run_cli
 
 
 def test_quickstart_tiny_budget(tmp_path):

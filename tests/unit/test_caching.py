@@ -19,7 +19,6 @@ from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.data.batching import collate, pad_rows
-from ctxmt_cli.data.tokenize import Tokenizer, train_sentencepiece
 from ctxmt_cli.decode.search import beam_search, greedy_search
 from ctxmt_cli.decode.translator import TranslationStats, translate_documents
 from ctxmt_cli.errors import CtxmtError
@@ -27,6 +26,7 @@ from ctxmt_cli.evaluate.contrastive import score_testset
 from ctxmt_cli.evaluate.testsets import ContrastiveItem, TestSet
 from ctxmt_cli.models import build_model
 from ctxmt_cli.models.caching import Caching, split_windows
+from tests.unit.tiny_text import sentence, tokenizer  # noqa: F401 (tokenizer is a fixture)
 
 BRK, EOS, BOS, PAD = 4, 3, 2, 0
 VOCAB = VocabInfo(src_size=40, tgt_size=40)
@@ -234,6 +234,8 @@ def test_padding_invariance(name):
 # ---- 4. context order ------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["tokens", "tokens-current", "grouping-softmax", "grouping-sparsemax",
                                   "multi-encoder", "sentence", "max"])
+
+
 def test_context_memory_is_oldest_first(name):
     model = make_model(name)
     row = ROWS[0]
@@ -297,6 +299,8 @@ def test_incremental_decoding_equals_full_forward(name, prefix):
 
 @pytest.mark.parametrize("name", ["tokens", "tokens-parallel-gate", "tokens-concat", "multi-encoder",
                                   "grouping-sparsemax", "linear-gate"])
+
+
 def test_beam_one_equals_greedy_and_memory_path_beam_equals_window_path(name):
     model = make_model(name)
     win = Batch(src=make_batch(ROWS).src)
@@ -312,22 +316,6 @@ def test_beam_one_equals_greedy_and_memory_path_beam_equals_window_path(name):
 
 
 # ---- 7. cached translation == recomputed translation ------------------------------------------
-WORDS = "ka lu mi no re sa ti vo ze bra cle dri fu gol han jin kor lem mun pir".split()
-
-
-def sentence(rng: random.Random) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 6)))
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("spm")
-    rng = random.Random(0)
-    corpus = tmp / "corpus.txt"
-    corpus.write_text("\n".join(sentence(rng) for _ in range(400)) + "\n", encoding="utf-8")
-    return Tokenizer(train_sentencepiece(corpus, tmp / "spm", vocab_size=60).read_bytes())
-
-
 class EosBias(nn.Module):
     """Wraps a model and adds a bias to ``</s>`` in decode_step (varied output lengths); keeps document_memory."""
 
@@ -382,6 +370,8 @@ def translate(model, tok, docs, cache, **kw):
 
 @pytest.mark.parametrize("name", ["tokens", "tokens-concat", "multi-encoder", "grouping-sparsemax", "linear-gate",
                                   "selecting-concat", "sentence"])
+
+
 def test_cached_translation_equals_recomputed_context(tokenizer, name):
     model, docs = tok_model(tokenizer, name), documents()
     cached = translate(model, tokenizer, docs, cache=True)
@@ -397,6 +387,8 @@ def test_cached_translation_equals_recomputed_context(tokenizer, name):
 
 @pytest.mark.parametrize("name, encoders", [("tokens", ("main",)), ("grouping-softmax", ("main",)),
                                             ("multi-encoder", ("main", "context"))])
+
+
 def test_no_sentence_is_encoded_twice_with_the_cache(tokenizer, monkeypatch, name, encoders):
     model, docs = tok_model(tokenizer, name), documents()
     inner, seen = model.inner, []
@@ -642,6 +634,8 @@ def test_context_attention_weights_skip_padding(name):
     ({"repr": "grouping", "groups": 3, "normalizer": "entmax"}, "normalizer"),
     ({"grup": 3}, "groups"),                                                # misspelt: did you mean
 ])
+
+
 def test_bad_recipe_combinations_are_rejected(spec, key):
     with pytest.raises(CtxmtError) as err:
         validate_recipe({"model": {"family": "caching", **spec}}, "r.yaml")

@@ -9,28 +9,14 @@ import torch
 from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.data.batching import collate
-from ctxmt_cli.data.tokenize import Tokenizer, train_sentencepiece
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.contrastive import candidate_rows, decisions, score_testset, summarize
 from ctxmt_cli.evaluate.contrastive_report import check_language_pair
 from ctxmt_cli.evaluate.testsets import ContrastiveItem, TestSet, scores_lines
 from ctxmt_cli.models import build_model
+from tests.unit.tiny_text import sentence, tokenizer  # noqa: F401 (tokenizer is a fixture)
 
 TINY = {"preset": None, "d_model": 32, "ffn_dim": 64, "heads": 4, "encoder_layers": 1, "decoder_layers": 1}
-WORDS = "ka lu mi no re sa ti vo ze bra cle dri fu gol han jin kor lem mun pir".split()
-
-
-def sentence(rng: random.Random) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 6)))
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("spm")
-    rng = random.Random(0)
-    corpus = tmp / "corpus.txt"
-    corpus.write_text("\n".join(sentence(rng) for _ in range(400)) + "\n", encoding="utf-8")
-    return Tokenizer(train_sentencepiece(corpus, tmp / "spm", vocab_size=60).read_bytes())
 
 
 def make_model(tokenizer, context: int):

@@ -10,7 +10,6 @@ publisher's repository: ``testset-en-fr.json`` (records pronoun by pronoun, as
 from __future__ import annotations
 
 import json
-import operator
 import shutil
 from pathlib import Path
 
@@ -20,6 +19,8 @@ from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.contrastive import decisions, summarize
 from ctxmt_cli.evaluate.testsets import load_testsets, scores_lines
 from ctxmt_cli.evaluate.testsets.lopes import changed_pronoun, extraction_order, read_lopes
+# the publisher's README scores with ContraPro's evaluate.py: one reimplementation serves both
+from tests.unit.test_testsets_contrapro import evaluate_py
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lopes"
 EXTRACTED = FIXTURES / "extracted"
@@ -27,22 +28,6 @@ RECORDS = json.loads((FIXTURES / "testset-en-fr.json").read_text(encoding="utf-8
 
 
 # --- the publisher's rules, reimplemented -------------------------------------------------------
-
-def evaluate_py(records: list[dict], score_lines: list[str], maximize: bool = False) -> list[bool]:
-    """The README's evaluation: ContraPro's evaluate.py on the json (one score, then one per error)."""
-    better = operator.gt if maximize else operator.lt
-    lines = iter(score_lines)
-    out = []
-    for record in records:
-        score = float(next(lines))
-        ok = True
-        for _ in record["errors"]:
-            if not better(score, float(next(lines))):
-                ok = False
-        out.append(ok)
-    assert next(lines, None) is None
-    return out
-
 
 def extract_order(records: list[dict]) -> list[int]:
     """extract_current_and_context.py's order: examples grouped by document id, first appearance first."""

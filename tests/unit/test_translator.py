@@ -11,7 +11,6 @@ from torch import nn
 from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.core.model import VocabInfo
-from ctxmt_cli.data.tokenize import Tokenizer, train_sentencepiece
 from ctxmt_cli.decode.search import beam_search
 from ctxmt_cli.decode.translator import (
     Plan, Special, TranslationStats, format_documents, read_documents, split_generated, step_batch,
@@ -19,9 +18,9 @@ from ctxmt_cli.decode.translator import (
 )
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models import build_model
+from tests.unit.tiny_text import sentence, tokenizer  # noqa: F401 (tokenizer is a fixture)
 
 TINY = {"preset": None, "d_model": 32, "ffn_dim": 64, "heads": 4, "encoder_layers": 2, "decoder_layers": 2}
-WORDS = "ka lu mi no re sa ti vo ze bra cle dri fu gol han jin kor lem mun pir".split()
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -31,20 +30,6 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
-
-
-def sentence(rng: random.Random) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 6)))
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("spm")
-    rng = random.Random(0)
-    corpus = tmp / "corpus.txt"
-    corpus.write_text("\n".join(sentence(rng) for _ in range(400)) + "\n", encoding="utf-8")
-    model = train_sentencepiece(corpus, tmp / "spm", vocab_size=60)
-    return Tokenizer(model.read_bytes())
 
 
 class Tweak(nn.Module):
