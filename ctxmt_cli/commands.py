@@ -44,7 +44,8 @@ def _device(name: str):
 def translate_file(input: str, output: str, checkpoint: Path, *, beam=None, lenpen=None, target_context=None,
                    batch_docs=None, device: str = "cpu") -> int:
     """Translate a document file with a checkpoint; returns the number of sentences."""
-    from ctxmt_cli.decode.translator import read_documents, translate_documents, write_documents
+    from ctxmt_cli.decode.documents import read_documents, write_documents
+    from ctxmt_cli.decode.translator import translate_documents
     from ctxmt_cli.train.checkpoint import load_model
 
     if target_context not in (None, "prefix", "generate"):

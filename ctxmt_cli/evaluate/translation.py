@@ -157,7 +157,7 @@ def _blank(lines: list[str]) -> list[int]:
 
 
 def _by_blank_lines(lines: list[str]) -> list[list[str]]:
-    from ctxmt_cli.decode.translator import split_documents as split_at_blank_lines
+    from ctxmt_cli.decode.documents import split_documents as split_at_blank_lines
 
     return split_at_blank_lines(lines)
 
