@@ -40,6 +40,32 @@ def tiny_sets(data: Path, save_dir: Path) -> list[str]:
     return [arg for s in sets for arg in ("--set", s)]
 
 
+def prepare_recipe_corpus(root: Path, lines_per_document: int) -> tuple[Path, Path]:
+    """A tiny synthetic corpus prepared through the CLI, and a 2-document input file from its test split."""
+    data = root / "data"
+    # --docs 41 is the generator's minimum (it keeps 20 documents each for valid and test)
+    result = run_cli("prepare", "synthetic", "--out", data, "--docs", 41, "--seed", 1)
+    assert result.exit_code == 0, result.output
+    docs = (data / "raw" / "test.src").read_text(encoding="utf-8").split("\n\n")
+    first_lines = ["\n".join(doc.strip().splitlines()[:lines_per_document]) for doc in docs[:2]]
+    text = root / "docs.txt"
+    text.write_text("\n\n".join(first_lines) + "\n", encoding="utf-8")
+    return data, text
+
+
+def assert_trains_and_translates(recipe: Path, overrides: list[str], docs: Path, tmp_path: Path) -> None:
+    """``ctxmt train RECIPE --set ...`` then ``ctxmt translate``: one output line per input line, blank lines kept."""
+    save = tmp_path / "model"
+    result = run_cli("train", recipe, *overrides, "--set", f"train.save_dir={save}")
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "out.txt"
+    result = run_cli("translate", docs, "--checkpoint", save / "checkpoint_best.pt", "-o", out, "--beam", 2)
+    assert result.exit_code == 0, result.output
+    src, hyp = docs.read_text().splitlines(), out.read_text().splitlines()
+    assert len(hyp) == len(src)
+    assert [i for i, s in enumerate(src) if not s.strip()] == [i for i, h in enumerate(hyp) if not h.strip()]
+
+
 @pytest.fixture(scope="session")
 def synthetic_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("cli") / "data"

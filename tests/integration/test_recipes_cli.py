@@ -11,10 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from ctxmt_cli.cli import app
 from ctxmt_cli.config import load_recipe
+from tests.integration.conftest import assert_trains_and_translates, prepare_recipe_corpus, run_cli
 
 pytest.importorskip("ctxmt_cli.train.trainer")
 pytest.importorskip("ctxmt_cli.decode.translator")
@@ -34,12 +33,8 @@ def rel(path: Path) -> str:
     return f"{path.parent.name}/{path.stem}"
 
 
-def run_cli(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
-
-
-def tiny_overrides(recipe: Path, data: Path, save_dir: Path) -> list[str]:
-    sets = [f"data.path={data}", f"train.save_dir={save_dir}", *TINY]
+def tiny_overrides(recipe: Path, data: Path) -> list[str]:
+    sets = [f"data.path={data}", *TINY]
     pse = load_recipe(recipe).model.__dict__.get("pse")
     if pse is not None and pse.d_se >= TINY_D_MODEL:
         sets.append("model.pse.d_se=16")
@@ -48,31 +43,14 @@ def tiny_overrides(recipe: Path, data: Path, save_dir: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory) -> tuple[Path, Path]:
-    """A tiny synthetic corpus prepared through the CLI, and a 2-document input file from its test split."""
-    root = tmp_path_factory.mktemp("recipes")
-    data = root / "data"
-    # --docs 41 is the generator's minimum (it keeps 20 documents each for valid and test)
-    result = run_cli("prepare", "synthetic", "--out", data, "--docs", 41, "--seed", 1)
-    assert result.exit_code == 0, result.output
-    docs = (data / "raw" / "test.src").read_text(encoding="utf-8").split("\n\n")
-    first_lines = ["\n".join(doc.strip().splitlines()[:3]) for doc in docs[:2]]
-    text = root / "docs.txt"
-    text.write_text("\n\n".join(first_lines) + "\n", encoding="utf-8")
-    return data, text
+    """A tiny synthetic corpus prepared through the CLI, and a 2-document input file (3 lines each)."""
+    return prepare_recipe_corpus(tmp_path_factory.mktemp("recipes"), 3)
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=rel)
 def test_recipe_trains_and_translates(recipe, synthetic, tmp_path):
     data, docs = synthetic
-    save = tmp_path / "model"
-    result = run_cli("train", recipe, *tiny_overrides(recipe, data, save))
-    assert result.exit_code == 0, result.output
-    out = tmp_path / "out.txt"
-    result = run_cli("translate", docs, "--checkpoint", save / "checkpoint_best.pt", "-o", out, "--beam", 2)
-    assert result.exit_code == 0, result.output
-    src, hyp = docs.read_text().splitlines(), out.read_text().splitlines()
-    assert len(hyp) == len(src)
-    assert [i for i, s in enumerate(src) if not s.strip()] == [i for i, h in enumerate(hyp) if not h.strip()]
+    assert_trains_and_translates(recipe, tiny_overrides(recipe, data), docs, tmp_path)
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=rel)
