@@ -220,7 +220,8 @@ def quickstart(
     run_quickstart(out, docs=docs, minutes=minutes, seed=seed, force=force)
 
 
-BENCHMARKS = {"context-scaling": "context_scaling.py"}
+BENCHMARKS = {"context-scaling": "context_scaling.py", "train": "train.py", "score": "score.py", "decode": "decode.py"}
+PEER_BENCHMARKS = ("train", "score", "decode")                           # ctxmt vs peers: one shared Settings
 
 
 def _load_benchmark(name: str):
@@ -253,13 +254,21 @@ def benchmark(
     device: str = typer.Option("cpu", help="cpu | cuda | cuda:N"),
     preset: str = typer.Option("small", help="model dims: tiny | small | base | big"),
     beam: int = typer.Option(1, min=1, help="beam size (1 = greedy)"),
-    repeats: int = typer.Option(2, min=1, help="timed runs per model and K, round-robin; the fastest is kept"),
-    threads: int = typer.Option(1, min=1, help="torch CPU threads (1 keeps times steady on a shared CPU)"),
+    repeats: Optional[int] = typer.Option(None, min=1, help="timed runs per implementation, round-robin "
+                                           "(default: context-scaling 2, the fastest kept; train/score/decode 5, median)"),
+    threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads, same for ctxmt and peers "
+                                          "(default: context-scaling 1, train/score/decode 2)"),
+    quick: bool = typer.Option(False, "--quick", help="train/score/decode: fewer repeats and presets (under 3 minutes)"),
 ):
-    """Run a benchmark from benchmarks/ (a source checkout): context-scaling = time and memory vs context size."""
+    """Run a benchmark from benchmarks/ (a source checkout): context-scaling = time and memory vs context size;
+    train / score / decode = tokens/s or pairs/s of ctxmt vs torch.nn.Transformer and HF Marian, with ratio lines."""
     module = _load_benchmark(name)
-    module.run(module.Settings(module.parse_contexts(contexts), out, docs, sentences, device, preset, beam, repeats,
-                               threads))
+    if name in PEER_BENCHMARKS:
+        defaults = module.Settings()
+        module.run(module.Settings(preset, quick, threads or defaults.threads, repeats or defaults.repeats))
+        return
+    module.run(module.Settings(module.parse_contexts(contexts), out, docs, sentences, device, preset, beam, repeats or 2,
+                               threads or 1))
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -82,7 +82,7 @@ def _model_context(model, context: Optional[int]) -> tuple[int, int]:
     return own if context is None else tuple(side if side == 0 else context for side in own)
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def score_testset(
     model, tokenizer, testset: TestSet, *, max_tokens: int = 4096, normalize: str = "mean", span: str = "all",
     context: Optional[int] = None, progress: Optional[Callable[[int], None]] = None,
@@ -151,7 +151,8 @@ def _score_rows(model, tokenizer, sources, targets, scored, max_tokens, progress
         batch.src_index = torch.from_numpy(src_index.reshape(-1))
         batch = batch.to(device)
         logits = model(batch).logits.float()                                          # (B, T, V)
-        token_lp = -F.cross_entropy(logits.transpose(1, 2), batch.tgt_out, reduction="none")  # (B, T)
+        # over the contiguous last axis: a transposed class axis would copy the logits
+        token_lp = -F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), reduction="none").view_as(batch.tgt_out)
         index, n_sent = sentence_index(batch.tgt_out, brk)                            # (B, T), (B,)
         last = torch.as_tensor(np.asarray(scored)[ids], device=device)                # (B,)
         mask = (index >= (n_sent - last).unsqueeze(1)) & (batch.tgt_out != pad)        # (B, T)

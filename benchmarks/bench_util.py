@@ -1,0 +1,157 @@
+"""Shared pieces of the peer benchmarks (train, score, decode): settings, data, timing, report.
+
+Every figure is timed round-robin (one run of each implementation per repeat, after a warm-up run
+of each) so a slow spell of a shared CPU hits every implementation alike; the report gives the
+median rate and its spread (min-max) and closes with ``ratio: FIGURE ctxmt/PEER = X.XX`` lines,
+each the ratio of the medians (above 1 = ctxmt faster).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import torch
+
+from ctxmt_cli.config import PRESETS, validate_recipe
+from ctxmt_cli.core.batch import Batch
+from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.models import build_model
+
+PAD, UNK, BOS, EOS, BRK = 0, 1, 2, 3, 4          # ctxmt's special ids (VocabInfo defaults), used by every peer
+FIRST_WORD = 5                                   # random tokens never hit a special id
+#: the issue's vocabulary; ``tiny`` is the smoke-test path, so it also gets a small vocabulary
+VOCAB = {"tiny": 1000}
+DEFAULT_VOCAB = 16000
+
+
+@dataclass
+class Settings:
+    """One peer-benchmark run's options (the CLI fills it; ``quick`` trims repeats and presets)."""
+
+    preset: str = "small"
+    quick: bool = False
+    threads: int = 2
+    repeats: int = 5                  # timed runs per implementation, round-robin (quick: 3)
+    seed: int = 0
+
+    def timed_repeats(self) -> int:
+        return min(self.repeats, 3) if self.quick else self.repeats
+
+
+@dataclass(frozen=True)
+class Dims:
+    """Model dimensions shared by ctxmt and every peer (identical by construction)."""
+
+    d_model: int
+    ffn: int
+    heads: int
+    enc_layers: int
+    dec_layers: int
+    vocab: int
+    max_positions: int = 1024
+
+    @classmethod
+    def of(cls, preset: str) -> "Dims":
+        d, f, h, e, dl = PRESETS[preset]
+        return cls(d, f, h, e, dl, VOCAB.get(preset, DEFAULT_VOCAB))
+
+    def describe(self) -> str:
+        return (f"d={self.d_model} ffn={self.ffn} heads={self.heads} layers={self.enc_layers}+{self.dec_layers} "
+                f"vocab={self.vocab}")
+
+
+def check(settings: Settings) -> None:
+    """One-line errors for options the run cannot use."""
+    if settings.preset not in PRESETS:
+        raise CtxmtError(f"--preset {settings.preset!r}: choose one of {', '.join(PRESETS)}")
+    if min(settings.repeats, settings.threads) < 1:
+        raise CtxmtError("--repeats and --threads must be >= 1")
+
+
+@contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """``torch.set_num_threads(n)`` for ctxmt and the peers alike, restored afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def ctxmt_recipe(dims: Dims):
+    """A sentence-level recipe with ``dims``; dropout off as in every peer (the figure is the matrix work)."""
+    return validate_recipe({"model": {
+        "family": "sentence", "preset": None, "d_model": dims.d_model, "ffn_dim": dims.ffn, "heads": dims.heads,
+        "encoder_layers": dims.enc_layers, "decoder_layers": dims.dec_layers, "dropout": 0.0,
+        "max_positions": dims.max_positions}}, "peer benchmark")
+
+
+def ctxmt_model(dims: Dims, seed: int):
+    """ctxmt's sentence Transformer with a joint vocabulary (embeddings and output tied, as in the peers)."""
+    torch.manual_seed(seed)
+    return build_model(ctxmt_recipe(dims).model, VocabInfo(dims.vocab, dims.vocab))
+
+
+def random_pairs(rows: int, length: int, vocab: int, seed: int) -> Batch:
+    """``rows`` source/target pairs of exactly ``length`` tokens each (the last one ``</s>``), no padding."""
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.randint(FIRST_WORD, vocab, (rows, length), generator=gen)
+    tgt = torch.randint(FIRST_WORD, vocab, (rows, length), generator=gen)
+    src[:, -1] = EOS
+    tgt[:, -1] = EOS
+    tgt_in = torch.cat([torch.full((rows, 1), BOS), tgt[:, :-1]], dim=1)  # teacher forcing: <s> + labels[:-1]
+    return Batch(src=src, tgt_in=tgt_in, tgt_out=tgt)
+
+
+def time_round_robin(runs: dict[str, Callable[[], object]], repeats: int) -> dict[str, list[float]]:
+    """Seconds of each run per repeat: one warm-up call each, then ``repeats`` rounds over all runs."""
+    for fn in runs.values():
+        fn()                                          # warm-up: allocator, oneDNN kernels, lazy init
+    seconds: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, fn in runs.items():
+            start = time.perf_counter()
+            fn()
+            seconds[name].append(time.perf_counter() - start)
+    return seconds
+
+
+def rates(seconds: dict[str, list[float]], work: float) -> dict[str, list[float]]:
+    """Work units per second of every timed run."""
+    return {name: [work / s for s in values] for name, values in seconds.items()}
+
+
+def add_rows(table, figure: str, per_impl: dict[str, list[float]]) -> None:
+    """One table row per implementation: figure, median, min-max, runs."""
+    for name, values in per_impl.items():
+        table.add_row(figure, name, f"{statistics.median(values):.1f}", f"{min(values):.1f}-{max(values):.1f}",
+                      str(len(values)))
+
+
+def new_table(title: str, unit: str):
+    from rich.table import Column, Table
+
+    return Table("figure", "implementation", Column(f"median {unit}", justify="right"),
+                 Column("min-max", justify="right"), Column("runs", justify="right"), title=title)
+
+
+def ratio_lines(figure: str, per_impl: dict[str, list[float]]) -> list[str]:
+    """``ratio: FIGURE ctxmt/PEER = X.XX`` for every peer that was timed, ratio of medians."""
+    ours = statistics.median(per_impl["ctxmt"])
+    return [f"ratio: {figure} ctxmt/{name} = {ours / statistics.median(values):.2f}"
+            for name, values in per_impl.items() if name != "ctxmt"]
+
+
+def print_report(table, lines: list[str]) -> None:
+    """The table, then the ratio lines last (scripts and tests read them from the end)."""
+    from rich.console import Console
+
+    Console(width=120).print(table)
+    for line in lines:
+        print(line)

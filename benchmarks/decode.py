@@ -1,0 +1,87 @@
+"""Decoding speed: generated tokens/s for greedy and beam-4 search, ctxmt vs its peers in the same run (issue 5).
+
+32 source sentences of 25 tokens (random, 16k joint vocabulary), decoded in one batch; every
+implementation generates exactly 25 tokens per sentence, i.e. 25 decoder steps: ctxmt's search with
+``max_len = min_len = 24`` (24 tokens with ``</s>`` banned, then ``</s>`` forced: 25 steps), HF
+``generate(min_new_tokens=25, max_new_tokens=25)``, the torch reference 25 steps with ``</s>`` banned.
+Random models would otherwise stop at arbitrary lengths and the figures would not compare.
+ctxmt runs :func:`greedy_search` / :func:`beam_search` (key/value caches); the torch peer reruns its
+decoder over the prefix at every step (``nn.Transformer`` has no cache: its real cost).
+One timed run = the whole batch. ``--preset tiny`` is the smoke-test path.
+
+    ctxmt benchmark decode [--quick] [--preset small] [--threads 2] [--repeats 5]
+
+Prints ``ratio: greedy-PRESET ctxmt/PEER`` and ``ratio: beam4-PRESET ctxmt/PEER`` (ratio of medians).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# the sibling helpers, importable only while this directory is on the path: left there, its train.py /
+# score.py / decode.py would shadow any other module of those names in the same process
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+try:
+    import bench_util as bu
+    from peers import make_peers
+finally:
+    sys.path.pop(0)
+
+from ctxmt_cli.core.batch import Batch  # noqa: E402
+from ctxmt_cli.decode.search import beam_search, greedy_search  # noqa: E402
+
+Settings = bu.Settings
+SENTENCES, LENGTH, NEW = 32, 25, 25
+BEAM = 4
+
+
+def ctxmt_runs(model, batch: Batch) -> dict:
+    """ctxmt's greedy and beam-4 calls, forced to NEW decoder steps (NEW - 1 tokens, then ``</s>``)."""
+    model.eval()
+    n = NEW - 1
+    return {"greedy": lambda: greedy_search(model, batch, max_len=n, min_len=n),
+            f"beam{BEAM}": lambda: beam_search(model, batch, beam=BEAM, max_len=n, min_len=n)}
+
+
+def measure(settings: Settings, dims: bu.Dims, batch: Batch) -> dict[str, dict[str, list[float]]]:
+    """tokens/s per search mode and implementation."""
+    ours = ctxmt_runs(bu.ctxmt_model(dims, settings.seed), batch)
+    peers = make_peers(dims, settings.seed)
+    results = {}
+    for mode, k in (("greedy", 1), (f"beam{BEAM}", BEAM)):
+        runs = {"ctxmt": ours[mode]}
+        for peer in peers:
+            runs[peer.name] = (lambda peer=peer, k=k: peer.beam(batch, k, NEW))
+        results[mode] = bu.rates(bu.time_round_robin(runs, settings.timed_repeats()), SENTENCES * NEW)
+    return results
+
+
+def run(settings: Settings) -> dict[str, dict[str, list[float]]]:
+    """Time greedy and beam search, print the table and the ratio lines; tokens/s per mode and implementation."""
+    bu.check(settings)
+    dims = bu.Dims.of(settings.preset)
+    batch = Batch(src=bu.random_pairs(SENTENCES, LENGTH, dims.vocab, settings.seed).src)
+    with bu.torch_threads(settings.threads):
+        print(f"decode {settings.preset}: {dims.describe()}; {SENTENCES} sentences x {LENGTH} source tokens, "
+              f"{NEW} new tokens each; {settings.threads} torch threads; "
+              f"{settings.timed_repeats()} timed runs each after one warm-up")
+        results = measure(settings, dims, batch)
+    table, lines = bu.new_table("decoding: generated tokens/s", "tok/s"), []
+    for mode, per_impl in results.items():
+        figure = f"{mode}-{settings.preset}"
+        bu.add_rows(table, figure, per_impl)
+        lines += bu.ratio_lines(figure, per_impl)
+    bu.print_report(table, lines)
+    return results
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    for flag, kind in (("preset", str), ("threads", int), ("repeats", int)):
+        parser.add_argument(f"--{flag}", type=kind, default=getattr(Settings, flag))
+    args = parser.parse_args()
+    run(Settings(args.preset, args.quick, args.threads, args.repeats))

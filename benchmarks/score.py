@@ -1,0 +1,80 @@
+"""Scoring speed: sentence pairs scored per second, ctxmt vs its peers in the same run (issue 5).
+
+64 source/target pairs of 25 tokens each (random tokens, 16k joint vocabulary, one batch). ctxmt runs
+the contrastive scorer's real path (``ctxmt_cli.evaluate.contrastive._score_rows``: length-bucketed
+batches, source windows encoded once, forward, per-token log-probabilities, summed over the scored
+sentence); the peers run a forward pass, log-softmax and a gather of the target tokens. Every pair has
+its own source, so ctxmt's source sharing saves nothing here: the figure is the raw scoring cost.
+One timed run = all 64 pairs. ``--preset tiny`` is the smoke-test path.
+
+    ctxmt benchmark score [--quick] [--preset small] [--threads 2] [--repeats 5]
+
+Prints ``ratio: score-PRESET ctxmt/PEER = X.XX`` (ratio of the median pairs/s).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+# the sibling helpers, importable only while this directory is on the path: left there, its train.py /
+# score.py / decode.py would shadow any other module of those names in the same process
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+try:
+    import bench_util as bu
+    from peers import make_peers
+finally:
+    sys.path.pop(0)
+
+from ctxmt_cli.evaluate.contrastive import _score_rows  # noqa: E402
+
+Settings = bu.Settings
+PAIRS, LENGTH = 64, 25
+MAX_TOKENS = 4096              # the scorer's default token budget: all 64 pairs fit one batch
+
+
+def ctxmt_scorer(model, batch):
+    """A callable scoring ``batch``'s pairs through ctxmt's contrastive scoring path (no tokenisation)."""
+    ids = SimpleNamespace(pad_id=bu.PAD, bos_id=bu.BOS, brk_id=bu.BRK)   # the scorer only reads these ids
+    sources = [row.numpy() for row in batch.src]
+    targets = [row.numpy() for row in batch.tgt_out]
+    scored = [1] * len(sources)                                          # one sentence per row: score all of it
+    model.eval()
+    return lambda: _score_rows(model, ids, sources, targets, scored, MAX_TOKENS, None)
+
+
+def run(settings: Settings) -> dict[str, list[float]]:
+    """Time every implementation on the 64 pairs, print the table and ratio lines; pairs/s per implementation."""
+    import torch
+
+    bu.check(settings)
+    dims = bu.Dims.of(settings.preset)
+    batch = bu.random_pairs(PAIRS, LENGTH, dims.vocab, settings.seed)
+    with bu.torch_threads(settings.threads):
+        model = bu.ctxmt_model(dims, settings.seed)
+        score = ctxmt_scorer(model, batch)
+        # no_grad: what score_testset wraps around _score_rows
+        runs = {"ctxmt": lambda: torch.no_grad()(score)()}
+        for peer in make_peers(dims, settings.seed):
+            runs[peer.name] = lambda peer=peer: peer.score(batch)
+        repeats = settings.timed_repeats() * 3         # one run is a fraction of a second: more runs, steadier median
+        print(f"score {settings.preset}: {dims.describe()}; {PAIRS} pairs x {LENGTH} tokens; "
+              f"{settings.threads} torch threads; {repeats} timed runs each after one warm-up")
+        result = bu.rates(bu.time_round_robin(runs, repeats), PAIRS)
+    figure = f"score-{settings.preset}"
+    table = bu.new_table("scoring: sentence pairs/s", "pairs/s")
+    bu.add_rows(table, figure, result)
+    bu.print_report(table, bu.ratio_lines(figure, result))
+    return result
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    for flag, kind in (("preset", str), ("threads", int), ("repeats", int)):
+        parser.add_argument(f"--{flag}", type=kind, default=getattr(Settings, flag))
+    args = parser.parse_args()
+    run(Settings(args.preset, args.quick, args.threads, args.repeats))

@@ -1,0 +1,93 @@
+"""Training speed: target tokens/s of one optimiser update, ctxmt vs its peers in the same run (issue 5).
+
+Batches of about 4096 target tokens of 25-token sentences (equal lengths: no padding, so the step is
+pure matrix work), fp32, random tokens over a 16k joint vocabulary. ctxmt runs its trainer's real
+update (:class:`ctxmt_cli.train.step.Updater`: forward, label-smoothed window loss, backward,
+gradient normalisation, Adam); the peers (``benchmarks/peers.py``) run forward, the same label-smoothed
+cross-entropy, backward and Adam. One timed run = one update on one batch. Presets: small, and base
+unless ``--quick``; ``--preset tiny`` is the seconds-long smoke-test path (small vocab and batch).
+
+    ctxmt benchmark train [--quick] [--preset small] [--threads 2] [--repeats 5]
+
+Prints ``ratio: train-PRESET-equal ctxmt/PEER = X.XX`` (ratio of the median tokens/s).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# the sibling helpers, importable only while this directory is on the path: left there, its train.py /
+# score.py / decode.py would shadow any other module of those names in the same process
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+try:
+    import bench_util as bu
+    from peers import make_peers
+finally:
+    sys.path.pop(0)
+
+from ctxmt_cli.core.model import VocabInfo  # noqa: E402
+from ctxmt_cli.train.distributed import DistEnv  # noqa: E402
+from ctxmt_cli.train.step import LossSettings, Updater, make_optimizer  # noqa: E402
+
+Settings = bu.Settings
+LENGTH = 25                    # tokens per sentence, </s> included, on both sides
+BATCH_TOKENS = {"tiny": 256}   # target tokens per batch; 4096 unless listed (tiny: smoke test)
+
+
+def presets(settings: Settings) -> list[str]:
+    """small (+ base unless quick) by default; an explicit other preset runs alone."""
+    if settings.preset == "small" and not settings.quick:
+        return ["small", "base"]
+    return [settings.preset]
+
+
+def ctxmt_updater(dims: bu.Dims, seed: int) -> Updater:
+    """The trainer's update path with the recipe defaults (Adam, label smoothing 0.1, fp32, no clipping)."""
+    recipe = bu.ctxmt_recipe(dims)
+    model = bu.ctxmt_model(dims, seed)
+    vocab = VocabInfo(dims.vocab, dims.vocab)
+    return Updater(model, make_optimizer(model, recipe.train), None, DistEnv(),
+                   LossSettings.from_recipe(recipe, vocab), "off", recipe.train.clip_norm)
+
+
+def measure(preset: str, settings: Settings) -> dict[str, list[float]]:
+    """Target tokens/s of every implementation on one preset."""
+    dims = bu.Dims.of(preset)
+    rows = max(1, BATCH_TOKENS.get(preset, 4096) // LENGTH)
+    batch = bu.random_pairs(rows, LENGTH, dims.vocab, settings.seed)
+    tokens = rows * LENGTH
+    updater = ctxmt_updater(dims, settings.seed)
+    runs = {"ctxmt": lambda: updater.update([batch])}
+    for peer in make_peers(dims, settings.seed):
+        runs[peer.name] = lambda peer=peer: peer.train_step(batch)
+    print(f"train {preset}: {dims.describe()}; {rows} sentences x {LENGTH} = {tokens} target tokens per batch; "
+          f"fp32; {settings.timed_repeats()} timed updates each after one warm-up")
+    return bu.rates(bu.time_round_robin(runs, settings.timed_repeats()), tokens)
+
+
+def run(settings: Settings) -> dict[str, dict[str, list[float]]]:
+    """Measure every preset, print the table and the ratio lines; the tokens/s per preset and implementation."""
+    bu.check(settings)
+    results, lines = {}, []
+    table = bu.new_table("training: target tokens/s (fp32, equal lengths)", "tok/s")
+    with bu.torch_threads(settings.threads):
+        print(f"{settings.threads} torch threads")
+        for preset in presets(settings):
+            results[preset] = measure(preset, settings)
+            figure = f"train-{preset}-equal"
+            bu.add_rows(table, figure, results[preset])
+            lines += bu.ratio_lines(figure, results[preset])
+    bu.print_report(table, lines)
+    return results
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    for flag, kind in (("preset", str), ("threads", int), ("repeats", int)):
+        parser.add_argument(f"--{flag}", type=kind, default=getattr(Settings, flag))
+    args = parser.parse_args()
+    run(Settings(args.preset, args.quick, args.threads, args.repeats))

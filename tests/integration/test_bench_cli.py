@@ -1,0 +1,41 @@
+"""`ctxmt benchmark train|score|decode`: the peer benchmarks run end to end on tiny dims.
+
+A smoke test of the output's shape only: benchmarks are not tests, so no timing value is asserted.
+The torch peer always runs; the HF peer only where ``transformers`` is installed (else one note line).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+
+import pytest
+
+from tests.integration.conftest import run_cli
+
+HAS_HF = importlib.util.find_spec("transformers") is not None
+RATIO = re.compile(r"^ratio: ([a-z0-9-]+) ctxmt/(torch|hf) = \d+\.\d\d$")
+FIGURES = {"train": ["train-tiny-equal"], "score": ["score-tiny"], "decode": ["greedy-tiny", "beam4-tiny"]}
+
+
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_peer_benchmark_prints_ratio_lines(name, capsys):
+    result = run_cli("benchmark", name, "--preset", "tiny", "--quick", "--repeats", 1, "--threads", 1)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    ratios = [line for line in lines if line.startswith("ratio:")]
+    peers = ["torch", "hf"] if HAS_HF else ["torch"]
+    assert all(RATIO.match(line) for line in ratios), ratios
+    assert {(m.group(1), m.group(2)) for m in map(RATIO.match, ratios)} == {
+        (figure, peer) for figure in FIGURES[name] for peer in peers}
+    assert lines[-len(ratios):] == ratios                                  # the ratio lines close the output
+    if not HAS_HF:
+        with capsys.disabled():
+            print(f"\n{name}: HF peer not timed: transformers is not installed")
+        assert "peer hf skipped: transformers is not installed" in result.stdout
+
+
+def test_bad_preset_is_one_line():
+    """A preset the benchmark cannot use fails with one line, before any model is built."""
+    result = run_cli("benchmark", "train", "--preset", "nope")
+    assert result.exit_code == 2 and "--preset 'nope'" in result.stderr
