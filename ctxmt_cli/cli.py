@@ -220,8 +220,9 @@ def quickstart(
     run_quickstart(out, docs=docs, minutes=minutes, seed=seed, force=force)
 
 
-BENCHMARKS = {"context-scaling": "context_scaling.py", "train": "train.py", "score": "score.py", "decode": "decode.py"}
-PEER_BENCHMARKS = ("train", "score", "decode")                           # ctxmt vs peers: one shared Settings
+BENCHMARKS = {"context-scaling": "context_scaling.py", "train": "train.py", "score": "score.py", "decode": "decode.py",
+              "document": "document.py"}
+PEER_BENCHMARKS = ("train", "score", "decode", "document")                         # ctxmt vs peers: one shared Settings
 
 
 def _load_benchmark(name: str):

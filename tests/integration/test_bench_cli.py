@@ -1,4 +1,4 @@
-"""`ctxmt benchmark train|score|decode`: the peer benchmarks run end to end on tiny dims.
+"""`ctxmt benchmark train|score|decode|document`: the peer benchmarks run end to end on tiny dims.
 
 A smoke test of the output's shape only: benchmarks are not tests, so no timing value is asserted.
 The torch peer always runs; the HF peer only where ``transformers`` is installed (else one note line).
@@ -39,3 +39,11 @@ def test_bad_preset_is_one_line():
     """A preset the benchmark cannot use fails with one line, before any model is built."""
     result = run_cli("benchmark", "train", "--preset", "nope")
     assert result.exit_code == 2 and "--preset 'nope'" in result.stderr
+
+
+def test_document_benchmark_prints_its_ratio_lines():
+    result = run_cli("benchmark", "document", "--preset", "tiny", "--quick", "--repeats", 1, "--threads", 1)
+    assert result.exit_code == 0, result.output
+    ratios = result.stdout.splitlines()[-2:]
+    assert re.match(r"^ratio: document-tiny s4to4-prefix/sentence = \d+\.\d\d \(target <= 1\.6\)$", ratios[0]), ratios
+    assert re.match(r"^ratio: document-tiny s4to4-generate/s4to4-prefix = \d+\.\d\d \(target >= 2\)$", ratios[1]), ratios

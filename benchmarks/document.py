@@ -1,0 +1,136 @@
+"""Document translation: seconds per sentence, sentence-level vs s4to4 (forced target prefix) vs s4to4 regenerating
+the window (issue 5; DESIGN 9: "concatenation re-encodes the window").
+
+Random models would emit arbitrary lengths and, in ``generate`` mode, the wrong number of ``<brk>``
+separators (each one a fallback re-decode), so the figures would measure randomness. Every model here is
+wrapped in :class:`Copy`, which adds a large logit to the token of the *source window* at the decoder's
+position: the model translates by copying (joint vocabulary), so each decoder step does exactly the work of
+a real one, the generated window has the real length and separator count, and both target-context modes
+produce the same text. The work compared is therefore what the modes really cost:
+
+* ``sentence``: one sentence per step, no context;
+* ``s4to4-prefix``: 3 source context sentences re-encoded with the current one, the 3 previous outputs
+  forced as the decoder prefix in one parallel pass, only the current sentence generated;
+* ``s4to4-generate``: the same window, the whole target window generated token by token.
+
+Targets (issue 5): prefix <= 1.6x the sentence-level seconds per sentence, and >= 2x faster than generate.
+
+    ctxmt benchmark document [--quick] [--preset small] [--threads 2] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+try:
+    import bench_util as bu
+    from context_scaling import load_text
+finally:
+    sys.path.pop(0)
+
+from ctxmt_cli.config import PRESETS, validate_recipe  # noqa: E402
+from ctxmt_cli.core.model import VocabInfo  # noqa: E402
+from ctxmt_cli.decode.translator import TranslationStats, translate_documents  # noqa: E402
+from ctxmt_cli.models import build_model  # noqa: E402
+
+Settings = bu.Settings
+FORCE = 1e4                      # far above any logit of a random model: the copied token always wins
+CONTEXT = 3                      # s4to4
+
+
+class Copy(nn.Module):
+    """Forces each decoder step to emit the source window's token at that position (see the module docstring)."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner, self.vocab, self.cfg = inner, inner.vocab, inner.cfg
+
+    def encode(self, batch):
+        enc = self.inner.encode(batch)
+        enc.extra["copy"] = batch.src                                      # (B, S): the window to copy
+        return enc
+
+    def init_state(self, enc, batch):
+        state = self.inner.init_state(enc, batch)
+        state.extra["copy"] = enc.extra["copy"]                           # reordered with the beams
+        return state
+
+    def reorder_state(self, state, index):
+        return self.inner.reorder_state(state, index)
+
+    def decode_step(self, tokens, state):
+        logits, new = self.inner.decode_step(tokens, state)               # (B, V)
+        src = state.extra["copy"]
+        pos = state.pos.clamp(max=src.size(1) - 1)                         # (B,) position being predicted
+        target = src.gather(1, pos.unsqueeze(1)).squeeze(1)                # (B,)
+        target = torch.where(target == self.vocab.pad, torch.full_like(target, self.vocab.eos), target)
+        new.extra["copy"] = src
+        return logits.scatter_add(1, target.unsqueeze(1), torch.full_like(logits[:, :1], FORCE)), new
+
+
+def build(family: str, dims: tuple, vocab: int, seed: int):
+    """A random model of ``family`` ("sentence" or "concat" s4to4) with the preset's dims, wrapped in :class:`Copy`."""
+    d, f, h, e, dl = dims
+    spec = {"family": family, "preset": None, "d_model": d, "ffn_dim": f, "heads": h, "encoder_layers": e,
+            "decoder_layers": dl, "dropout": 0.0}
+    if family == "concat":
+        spec.update(src_context_sentences=CONTEXT, tgt_context_sentences=CONTEXT, shift=20)
+    torch.manual_seed(seed)
+    return Copy(build_model(validate_recipe({"model": spec}, "document benchmark").model, VocabInfo(vocab, vocab))).eval()
+
+
+def runs(docs, tok, settings: Settings) -> dict:
+    """The three timed document translations (same documents, beam 4)."""
+    dims = PRESETS[settings.preset]
+    sentence, concat = build("sentence", dims, tok.src_vocab_size, settings.seed), build("concat", dims, tok.src_vocab_size, settings.seed)
+
+    def translate(model, context: int, mode: str):
+        stats = TranslationStats()
+        translate_documents(model, tok, docs, src_context=context, tgt_context=context, beam=4,
+                            target_context=mode, max_len_a=1.0, max_len_b=2, stats=stats)
+        assert stats.fallbacks == 0, "the copying model must write every separator"
+        return stats
+
+    return {"sentence": lambda: translate(sentence, 0, "prefix"),
+            "s4to4-prefix": lambda: translate(concat, CONTEXT, "prefix"),
+            "s4to4-generate": lambda: translate(concat, CONTEXT, "generate")}
+
+
+def run(settings: Settings) -> dict:
+    """Time the three modes, print the table and the ratio lines; seconds per sentence per mode."""
+    bu.check(settings)
+    tiny = settings.preset == "tiny"                                      # the smoke-test path
+    docs, tok, name = load_text(1000 if tiny else 8000)
+    n_docs, n_sents = (2, 4) if tiny else (2, 12) if settings.quick else (4, 24)
+    docs = [d[:n_sents] for d in docs[:n_docs]]
+    sentences = sum(len(d) for d in docs)
+    with bu.torch_threads(settings.threads):
+        print(f"document {settings.preset}: {name}; {n_docs} documents x {n_sents} sentences, beam 4, "
+              f"{settings.threads} torch threads; {settings.timed_repeats()} timed runs each after one warm-up")
+        seconds = bu.time_round_robin(runs(docs, tok, settings), settings.timed_repeats())
+    per_sentence = {mode: [1000.0 * s / sentences for s in values] for mode, values in seconds.items()}
+    table = bu.new_table("document translation: ms per sentence (lower is better)", "ms")
+    bu.add_rows(table, f"document-{settings.preset}", per_sentence)
+    median = {mode: sorted(v)[len(v) // 2] for mode, v in per_sentence.items()}
+    lines = [f"ratio: document-{settings.preset} s4to4-prefix/sentence = {median['s4to4-prefix'] / median['sentence']:.2f}"
+             " (target <= 1.6)",
+             f"ratio: document-{settings.preset} s4to4-generate/s4to4-prefix = "
+             f"{median['s4to4-generate'] / median['s4to4-prefix']:.2f} (target >= 2)"]
+    bu.print_report(table, lines)
+    return per_sentence
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    for flag, kind in (("preset", str), ("threads", int), ("repeats", int)):
+        parser.add_argument(f"--{flag}", type=kind, default=getattr(Settings, flag))
+    args = parser.parse_args()
+    run(Settings(args.preset, args.quick, args.threads, args.repeats))
