@@ -9,7 +9,8 @@ unless ``--quick``; ``--preset tiny`` is the seconds-long smoke-test path (small
 
     ctxmt benchmark train [--quick] [--preset small] [--threads 2] [--repeats 5]
 
-Prints ``ratio: train-PRESET-equal ctxmt/PEER = X.XX`` (ratio of the median tokens/s).
+Prints ``ratio: train-PRESET-equal ctxmt/PEER = X.XX`` (ratio of the median tokens/s) and, on a CPU with
+bf16 instructions, ``ratio: train-PRESET-equal-bf16 ctxmt/PEER`` (ctxmt with bf16 autocast vs the fp32 peers).
 """
 
 from __future__ import annotations
@@ -42,13 +43,23 @@ def presets(settings: Settings) -> list[str]:
     return [settings.preset]
 
 
-def ctxmt_updater(dims: bu.Dims, seed: int) -> Updater:
-    """The trainer's update path with the recipe defaults (Adam, label smoothing 0.1, fp32, no clipping)."""
+def ctxmt_updater(dims: bu.Dims, seed: int, amp: str = "off") -> Updater:
+    """The trainer's update path with the recipe defaults (Adam, label smoothing 0.1, no clipping); ``amp``
+    ``bf16`` = the trainer's bf16 autocast (on CPU too)."""
     recipe = bu.ctxmt_recipe(dims)
     model = bu.ctxmt_model(dims, seed)
     vocab = VocabInfo(dims.vocab, dims.vocab)
     return Updater(model, make_optimizer(model, recipe.train), None, DistEnv(),
-                   LossSettings.from_recipe(recipe, vocab), "off", recipe.train.clip_norm)
+                   LossSettings.from_recipe(recipe, vocab), amp, recipe.train.clip_norm)
+
+
+def cpu_has_bf16() -> bool:
+    """bf16 autocast only pays where the CPU has bf16 instructions (avx512_bf16 / amx_bf16)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 def measure(preset: str, settings: Settings) -> dict[str, list[float]]:
@@ -59,6 +70,9 @@ def measure(preset: str, settings: Settings) -> dict[str, list[float]]:
     tokens = rows * LENGTH
     updater = ctxmt_updater(dims, settings.seed)
     runs = {"ctxmt": lambda: updater.update([batch])}
+    if cpu_has_bf16():
+        bf16 = ctxmt_updater(dims, settings.seed, "bf16")
+        runs["ctxmt-bf16"] = lambda: bf16.update([batch])
     for peer in make_peers(dims, settings.seed):
         runs[peer.name] = lambda peer=peer: peer.train_step(batch)
     print(f"train {preset}: {dims.describe()}; {rows} sentences x {LENGTH} = {tokens} target tokens per batch; "
@@ -70,14 +84,21 @@ def run(settings: Settings) -> dict[str, dict[str, list[float]]]:
     """Measure every preset, print the table and the ratio lines; the tokens/s per preset and implementation."""
     bu.check(settings)
     results, lines = {}, []
-    table = bu.new_table("training: target tokens/s (fp32, equal lengths)", "tok/s")
+    table = bu.new_table("training: target tokens/s (equal lengths; fp32, and ctxmt with bf16 autocast)", "tok/s")
     with bu.torch_threads(settings.threads):
         print(f"{settings.threads} torch threads")
         for preset in presets(settings):
             results[preset] = measure(preset, settings)
             figure = f"train-{preset}-equal"
-            bu.add_rows(table, figure, results[preset])
-            lines += bu.ratio_lines(figure, results[preset])
+            fp32 = {k: v for k, v in results[preset].items() if k != "ctxmt-bf16"}
+            bu.add_rows(table, figure, fp32)
+            lines += bu.ratio_lines(figure, fp32)
+            if "ctxmt-bf16" in results[preset]:   # its own figure: ctxmt in bf16 against the fp32 peers, never mixed
+                bf16 = {"ctxmt": results[preset]["ctxmt-bf16"], **{k: v for k, v in fp32.items() if k != "ctxmt"}}
+                bu.add_rows(table, figure + "-bf16", {"ctxmt (bf16)": bf16["ctxmt"]})
+                lines += bu.ratio_lines(figure + "-bf16", bf16)
+            else:
+                print(f"{figure}-bf16 not timed: this CPU has no bf16 instructions")
     bu.print_report(table, lines)
     return results
 
