@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 try:
     import bench_util as bu
+    import train_real
     from peers import make_peers
 finally:
     sys.path.pop(0)
@@ -80,6 +81,25 @@ def measure(preset: str, settings: Settings) -> dict[str, list[float]]:
     return bu.rates(bu.time_round_robin(runs, settings.timed_repeats()), tokens)
 
 
+def measure_real(preset: str, settings: Settings, corpus: str, pairs) -> dict[str, list[float]]:
+    """Real target tokens/s of one pass over real sentence lengths, each implementation in its own batching."""
+    dims = bu.Dims.of(preset)
+    src_len, tgt_len = train_real.lengths(pairs, dims.max_positions)
+    src = train_real.random_rows(src_len, dims.vocab, settings.seed)
+    tgt = train_real.random_rows(tgt_len, dims.vocab, settings.seed + 1)
+    ours = train_real.ctxmt_batches(src, tgt, src_len, tgt_len, settings.seed)
+    theirs = train_real.shuffled_batches(src, tgt, tgt_len, settings.seed)
+    print(f"train {preset} {corpus}: {len(src)} sentences, mean target length {tgt_len.mean():.1f}; padding "
+          f"{100 * train_real.padding_share(ours):.1f}% in ctxmt's {len(ours)} bucketed batches, "
+          f"{100 * train_real.padding_share(theirs):.1f}% in the peers' {len(theirs)} shuffled batches")
+    updater = ctxmt_updater(dims, settings.seed)
+    runs = {"ctxmt": lambda: train_real.pass_over(lambda b: updater.update([b]), ours)}
+    for peer in make_peers(dims, settings.seed):
+        runs[peer.name] = lambda peer=peer: train_real.pass_over(peer.train_step, theirs)
+    repeats = max(1, settings.timed_repeats() // 2)                      # a pass is long: fewer repeats
+    return bu.rates(bu.time_round_robin(runs, repeats), train_real.real_tokens(ours))
+
+
 def run(settings: Settings) -> dict[str, dict[str, list[float]]]:
     """Measure every preset, print the table and the ratio lines; the tokens/s per preset and implementation."""
     bu.check(settings)
@@ -99,6 +119,10 @@ def run(settings: Settings) -> dict[str, dict[str, list[float]]]:
                 lines += bu.ratio_lines(figure + "-bf16", bf16)
             else:
                 print(f"{figure}-bf16 not timed: this CPU has no bf16 instructions")
+            for corpus, pairs in train_real.corpora(settings.quick or preset == "tiny").items():
+                real = measure_real(preset, settings, corpus, pairs)
+                bu.add_rows(table, f"train-{preset}-{corpus}", real)
+                lines += bu.ratio_lines(f"train-{preset}-{corpus}", real)
     bu.print_report(table, lines)
     return results
 
