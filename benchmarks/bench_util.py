@@ -155,3 +155,15 @@ def print_report(table, lines: list[str]) -> None:
     Console(width=120).print(table)
     for line in lines:
         print(line)
+
+
+def main(run: Callable[[Settings], object], doc: str) -> None:
+    """``python benchmarks/NAME.py [--quick] [--preset P] [--threads N] [--repeats N]``: the scripts' own entry point."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    for flag, kind in (("preset", str), ("threads", int), ("repeats", int)):
+        parser.add_argument(f"--{flag}", type=kind, default=getattr(Settings, flag))
+    args = parser.parse_args()
+    run(Settings(args.preset, args.quick, args.threads, args.repeats))

@@ -126,11 +126,4 @@ def run(settings: Settings) -> dict:
 
 
 if __name__ == "__main__":
-    import argparse
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    for flag, kind in (("preset", str), ("threads", int), ("repeats", int)):
-        parser.add_argument(f"--{flag}", type=kind, default=getattr(Settings, flag))
-    args = parser.parse_args()
-    run(Settings(args.preset, args.quick, args.threads, args.repeats))
+    bu.main(run, __doc__)
