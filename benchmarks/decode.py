@@ -46,8 +46,9 @@ def ctxmt_runs(model, batch: Batch) -> dict:
 
 def measure(settings: Settings, dims: bu.Dims, batch: Batch) -> dict[str, dict[str, list[float]]]:
     """tokens/s per search mode and implementation."""
-    ours = ctxmt_runs(bu.ctxmt_model(dims, settings.seed), batch)
-    peers = make_peers(dims, settings.seed)
+    model = bu.ctxmt_model(dims, settings.seed)
+    ours = ctxmt_runs(model, batch)
+    peers = make_peers(dims, settings.seed, inference_of=model, threads=settings.threads)
     results = {}
     for mode, k in (("greedy", 1), (f"beam{BEAM}", BEAM)):
         runs = {"ctxmt": ours[mode]}

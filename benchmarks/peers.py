@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bench_util import BOS, EOS, PAD, Dims
+from peer_ct2 import ct2_peer
 from ctxmt_cli.core.batch import Batch
 
 LABEL_SMOOTHING = 0.1                 # ctxmt's recipe default, used by every implementation
@@ -193,13 +194,16 @@ class HFPeer:
                                    do_sample=False, max_new_tokens=new, min_new_tokens=new)
 
 
-def make_peers(dims: Dims, seed: int, say=print) -> list:
-    """The peers this environment can run: the torch reference always, HF when ``transformers`` imports."""
-    peers: list = [TorchPeer(dims, seed)]
-    hf = hf_peer(dims, seed, say)
-    if hf is not None:
-        peers.append(hf)
-    return peers
+def make_peers(dims: Dims, seed: int, say=print, inference_of=None, threads: int = 2) -> list:
+    """The peers this environment can run: the torch reference always, HF when ``transformers`` imports.
+
+    ``inference_of``: the ctxmt model of an inference benchmark; CTranslate2 then joins with its weights
+    (when ``ctranslate2`` imports), running ``threads`` threads.
+    """
+    peers: list = [TorchPeer(dims, seed), hf_peer(dims, seed, say)]
+    if inference_of is not None:
+        peers.append(ct2_peer(inference_of, dims.vocab, dims.max_positions, threads, say))
+    return [peer for peer in peers if peer is not None]
 
 
 def hf_peer(dims: Dims, seed: int, say=print) -> Optional[HFPeer]:

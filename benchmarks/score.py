@@ -56,7 +56,7 @@ def run(settings: Settings) -> dict[str, list[float]]:
         score = ctxmt_scorer(model, batch)
         # no_grad: what score_testset wraps around _score_rows
         runs = {"ctxmt": lambda: torch.no_grad()(score)()}
-        for peer in make_peers(dims, settings.seed):
+        for peer in make_peers(dims, settings.seed, inference_of=model, threads=settings.threads):
             runs[peer.name] = lambda peer=peer: peer.score(batch)
         repeats = settings.timed_repeats() * 3         # one run is a fraction of a second: more runs, steadier median
         print(f"score {settings.preset}: {dims.describe()}; {PAIRS} pairs x {LENGTH} tokens; "

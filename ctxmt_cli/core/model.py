@@ -161,6 +161,28 @@ class EncoderDecoder(nn.Module):
 
     def forward(self, batch: Batch, need_attention: bool = False) -> ModelOutput:
         """Teacher-forced logits (B, T, V) for ``batch.tgt_in``."""
+        hidden, attention = self.decoder_hidden(batch, need_attention)
+        return ModelOutput(self.output(hidden), attention)
+
+    def target_logprobs(self, batch: Batch, where: Optional[Tensor] = None) -> Tensor:
+        """log p(``batch.tgt_out``) at the target positions ``where`` (B, T) bool (default all), 0 elsewhere: (B, T).
+
+        For scoring without gradients. The numbers of ``log_softmax(forward(batch).logits)``
+        gathered at the targets, but the output projection runs only where asked (a contrastive
+        set scores the current sentence, not its target context) and the logits become their
+        exp-sums in place: no second (N, V) tensor is written.
+        """
+        hidden, _ = self.decoder_hidden(batch)                              # (B, T, C)
+        if where is None:
+            where = torch.ones_like(batch.tgt_out, dtype=torch.bool)
+        logits = self.output(hidden[where]).float()                         # (N, V)
+        picked = logits.gather(1, batch.tgt_out[where].unsqueeze(1)).squeeze(1)  # (N,)
+        top = logits.amax(1, keepdim=True)                                  # (N, 1): exp cannot overflow
+        lse = logits.sub_(top).exp_().sum(1).log_() + top.squeeze(1)
+        return picked.new_zeros(batch.tgt_out.shape).masked_scatter_(where, picked - lse)
+
+    def decoder_hidden(self, batch: Batch, need_attention: bool = False) -> tuple[Tensor, Optional[dict]]:
+        """Final decoder states (B, T, C) for ``batch.tgt_in`` (teacher forcing) and the attention maps if asked."""
         enc = self.encode(batch, need_attention)
         cross, context = self.cross_kv(enc), self.context_kv(enc)
         if batch.src_index is not None:  # target rows share source rows: expand after encoding each once
@@ -176,7 +198,7 @@ class EncoderDecoder(nn.Module):
             attention = {"encoder_self": enc.extra["attention"], "decoder_self": weights["self"], "cross": weights["cross"]}
             if context is not None:
                 attention["context"] = weights["context"]
-        return ModelOutput(self.output(hidden), attention)
+        return hidden, attention
 
     def init_state(self, enc: EncoderOut, batch: Batch) -> DecoderState:
         """Decoder state after forcing ``batch.tgt_prefix`` (default ``<s>``), in one parallel pass."""

@@ -25,7 +25,6 @@ from typing import Callable, Iterable, Optional
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from ctxmt_cli.core.positions import sentence_index
 from ctxmt_cli.data.batching import collate
@@ -150,13 +149,11 @@ def _score_rows(model, tokenizer, sources, targets, scored, max_tokens, progress
         batch = collate([sources[first[k]] for k in unique], [targets[j] for j in ids], pad, bos)
         batch.src_index = torch.from_numpy(src_index.reshape(-1))
         batch = batch.to(device)
-        logits = model(batch).logits.float()                                          # (B, T, V)
-        # over the contiguous last axis: a transposed class axis would copy the logits
-        token_lp = -F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), reduction="none").view_as(batch.tgt_out)
         index, n_sent = sentence_index(batch.tgt_out, brk)                            # (B, T), (B,)
         last = torch.as_tensor(np.asarray(scored)[ids], device=device)                # (B,)
         mask = (index >= (n_sent - last).unsqueeze(1)) & (batch.tgt_out != pad)        # (B, T)
-        logprob[ids] = (token_lp * mask).sum(1).cpu().numpy()
+        token_lp = model.target_logprobs(batch, mask)                                 # (B, T), 0 off the mask
+        logprob[ids] = token_lp.sum(1).cpu().numpy()
         tokens[ids] = mask.sum(1).cpu().numpy()
         if progress is not None:
             progress(len(ids))

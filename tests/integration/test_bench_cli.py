@@ -15,7 +15,9 @@ import pytest
 from tests.integration.conftest import run_cli
 
 HAS_HF = importlib.util.find_spec("transformers") is not None
-RATIO = re.compile(r"^ratio: ([a-z0-9-]+) ctxmt/(torch|hf) = \d+\.\d\d$")
+HAS_CT2 = importlib.util.find_spec("ctranslate2") is not None
+RATIO = re.compile(r"^ratio: ([a-z0-9-]+) ctxmt/(torch|hf|ct2) = \d+\.\d\d$")
+INFERENCE = {"score", "decode"}                      # CTranslate2 is an inference engine: no training figure
 def _cpu_has_bf16() -> bool:
     try:
         flags = open("/proc/cpuinfo").read()
@@ -37,7 +39,7 @@ def test_peer_benchmark_prints_ratio_lines(name, capsys):
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     ratios = [line for line in lines if line.startswith("ratio:")]
-    peers = ["torch", "hf"] if HAS_HF else ["torch"]
+    peers = ["torch"] + (["hf"] if HAS_HF else []) + (["ct2"] if HAS_CT2 and name in INFERENCE else [])
     assert all(RATIO.match(line) for line in ratios), ratios
     assert {(m.group(1), m.group(2)) for m in map(RATIO.match, ratios)} == {
         (figure, peer) for figure in FIGURES[name] for peer in peers}
@@ -46,6 +48,10 @@ def test_peer_benchmark_prints_ratio_lines(name, capsys):
         with capsys.disabled():
             print(f"\n{name}: HF peer not timed: transformers is not installed")
         assert "peer hf skipped: transformers is not installed" in result.stdout
+    if name in INFERENCE and not HAS_CT2:
+        with capsys.disabled():
+            print(f"\n{name}: CTranslate2 peer not timed: ctranslate2 is not installed")
+        assert "peer ct2 skipped: ctranslate2 is not installed" in result.stdout
 
 
 def test_bad_preset_is_one_line():

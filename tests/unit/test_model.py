@@ -128,3 +128,16 @@ def test_shift_changes_positions_but_not_a_sentence_level_window():
 def test_tied_embeddings_with_joint_vocabulary():
     model = make_model({"family": "sentence"})
     assert model.output.weight is model.tgt_embed.weight is model.src_embed.weight
+
+
+@pytest.mark.parametrize("name", ["sentence", "concat", "learned-pse"])
+def test_target_logprobs_equal_log_softmax_of_forward_and_zero_off_the_mask(name):
+    model, batch = make_model(VARIANTS[name]), sample()
+    with torch.no_grad():
+        full = model(batch).logits.log_softmax(-1).gather(2, batch.tgt_out.unsqueeze(2)).squeeze(2)  # (B, T)
+        where = batch.tgt_out != PAD
+        where[0, :3] = False                                                # e.g. target context left out
+        got = model.target_logprobs(batch, where)
+    torch.testing.assert_close(got[where], full[where], atol=1e-5, rtol=1e-5)
+    assert bool((got[~where] == 0).all())
+    torch.testing.assert_close(model.target_logprobs(batch), full, atol=1e-5, rtol=1e-5)
