@@ -89,15 +89,21 @@ def measure_real(preset: str, settings: Settings, corpus: str, pairs) -> dict[st
     tgt = train_real.random_rows(tgt_len, dims.vocab, settings.seed + 1)
     ours = train_real.ctxmt_batches(src, tgt, src_len, tgt_len, settings.seed)
     theirs = train_real.shuffled_batches(src, tgt, tgt_len, settings.seed)
-    print(f"train {preset} {corpus}: {len(src)} sentences, mean target length {tgt_len.mean():.1f}; padding "
-          f"{100 * train_real.padding_share(ours):.1f}% in ctxmt's {len(ours)} bucketed batches, "
-          f"{100 * train_real.padding_share(theirs):.1f}% in the peers' {len(theirs)} shuffled batches")
+    print(f"train {preset} {corpus}: {len(src)} sentences, mean target length {tgt_len.mean():.1f}; target "
+          f"(source) padding {train_real.padding_share(ours):.1%} ({train_real.padding_share(ours, 'src'):.1%}) "
+          f"in ctxmt's {len(ours)} bucketed batches, {train_real.padding_share(theirs):.1%} "
+          f"({train_real.padding_share(theirs, 'src'):.1%}) in the peers' {len(theirs)} shuffled batches")
+    tokens = train_real.timed_tokens(preset, settings.quick)
+    ours, theirs = train_real.leading(ours, tokens), train_real.leading(theirs, tokens)
     updater = ctxmt_updater(dims, settings.seed)
     runs = {"ctxmt": lambda: train_real.pass_over(lambda b: updater.update([b]), ours)}
     for peer in make_peers(dims, settings.seed):
         runs[peer.name] = lambda peer=peer: train_real.pass_over(peer.train_step, theirs)
-    repeats = max(1, settings.timed_repeats() // 2)                      # a pass is long: fewer repeats
-    return bu.rates(bu.time_round_robin(runs, repeats), train_real.real_tokens(ours))
+    repeats = max(1, settings.timed_repeats() // 2)                      # a run is long: fewer repeats
+    seconds = bu.time_round_robin(runs, repeats)
+    real = {"ctxmt": train_real.real_tokens(ours)}
+    return {name: [real.get(name, train_real.real_tokens(theirs)) / t for t in values]
+            for name, values in seconds.items()}
 
 
 def run(settings: Settings) -> dict[str, dict[str, list[float]]]:
@@ -119,7 +125,7 @@ def run(settings: Settings) -> dict[str, dict[str, list[float]]]:
                 lines += bu.ratio_lines(figure + "-bf16", bf16)
             else:
                 print(f"{figure}-bf16 not timed: this CPU has no bf16 instructions")
-            for corpus, pairs in train_real.corpora(settings.quick or preset == "tiny").items():
+            for corpus, pairs in train_real.corpora().items():
                 real = measure_real(preset, settings, corpus, pairs)
                 bu.add_rows(table, f"train-{preset}-{corpus}", real)
                 lines += bu.ratio_lines(f"train-{preset}-{corpus}", real)

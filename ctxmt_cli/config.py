@@ -45,7 +45,7 @@ class DataConfig(Section):
     max_window_tokens: int = Field(
         1024, ge=8, description="windows longer than this lose their oldest context sentences"
     )
-    bucket_width: int = Field(4, ge=1, description="length bucketing granularity in tokens")
+    bucket_width: int = Field(1, ge=1, description="length bucketing granularity in tokens (1: exact lengths, random order among equals)")
 
 
 class ShiftPair(Section):

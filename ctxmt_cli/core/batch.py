@@ -65,6 +65,47 @@ class EncoderOut:
 
 
 @dataclass
+class SharedRows:
+    """Per-layer attention keys/values that groups of decoder rows share (the beams of one sentence).
+
+    Beam search keeps the beams of a sentence in adjacent rows; their cross-attention (and context)
+    keys/values are identical, so they are stored once per group and ``group`` maps every row to its
+    stored row. Reordering beams inside a group copies nothing; stored rows are compacted only when a
+    whole group leaves the search.
+    """
+
+    k: list[Tensor]                              # per layer (G, H, M, D)
+    v: list[Tensor]
+    mask: Tensor                                 # (G, M) bool
+    group: Tensor                                # (B,) long: row -> stored row
+
+    @classmethod
+    def one_per_row(cls, kv: list[tuple[Tensor, Tensor]], mask: Tensor) -> "SharedRows":
+        return cls([k for k, _ in kv], [v for _, v in kv], mask, torch.arange(mask.size(0), device=mask.device))
+
+    def index_select(self, index: Tensor) -> "SharedRows":
+        """Rows ``index`` (reordering, expansion, removal); stored rows are kept unless no row uses them."""
+        group = self.group.index_select(0, index)                           # (B',)
+        used, remapped = torch.unique(group, return_inverse=True)           # sorted stored rows still in use
+        if used.numel() == self.mask.size(0):
+            return replace(self, group=group)
+        pick = lambda t: t.index_select(0, used)  # noqa: E731
+        return SharedRows([pick(t) for t in self.k], [pick(t) for t in self.v], pick(self.mask), remapped.reshape(-1))
+
+    def for_rows(self) -> tuple[list[Tensor], list[Tensor], Tensor, int]:
+        """Keys, values and mask laid out for the rows, and the fold factor f.
+
+        f >= 1: row r uses stored row r // f (groups of f adjacent rows, as beam search keeps them), so
+        attention folds the f rows into one query block; otherwise the stored rows are gathered per row (f = 1).
+        """
+        g, b = self.mask.size(0), self.group.numel()
+        if b % g == 0 and torch.equal(self.group, torch.arange(g, device=self.group.device).repeat_interleave(b // g)):
+            return self.k, self.v, self.mask, b // g
+        pick = lambda t: t.index_select(0, self.group)  # noqa: E731
+        return [pick(t) for t in self.k], [pick(t) for t in self.v], pick(self.mask), 1
+
+
+@dataclass
 class DecoderState:
     """Everything incremental decoding needs; every tensor is batch-first so beam search can reorder it.
 
@@ -74,58 +115,26 @@ class DecoderState:
 
     self_k: list[Tensor]                         # per layer (B, H, T, D)
     self_v: list[Tensor]
-    cross_k: list[Tensor]                        # per layer (B, H, S, D)
-    cross_v: list[Tensor]
+    cross: SharedRows                            # per layer (G, H, S, D): encoder keys/values, once per sentence
     self_mask: Tensor                            # (B, T) bool, valid cached positions
-    enc_mask: Tensor                             # (B, S) bool
     pos: Tensor                                  # (B,) long
     sent_idx: Tensor                             # (B,) long
     n_sent: Tensor                               # (B,) long
     shift: Tensor                                # (B,) long
     pending: Tensor                              # (B,) long
     extra: dict = field(default_factory=dict)
-    context_k: Optional[list[Tensor]] = None     # per layer (G, H, Mc, D): context attention (caching family)
-    context_v: Optional[list[Tensor]] = None
-    context_mask: Optional[Tensor] = None        # (G, Mc) bool
-    context_group: Optional[Tensor] = None       # (B,) long: row -> context row (beams of a document share one)
+    context: Optional[SharedRows] = None         # context-attention keys/values (caching family), once per document
 
     def index_select(self, index: Tensor) -> "DecoderState":
-        """Rows ``index`` of every tensor (beam search reordering / expansion)."""
+        """Rows ``index`` of every tensor (beam search reordering / expansion); shared rows are not copied."""
         pick = lambda t: t.index_select(0, index)  # noqa: E731
         return replace(
             self,
             self_k=[pick(t) for t in self.self_k], self_v=[pick(t) for t in self.self_v],
-            cross_k=[pick(t) for t in self.cross_k], cross_v=[pick(t) for t in self.cross_v],
-            self_mask=pick(self.self_mask), enc_mask=pick(self.enc_mask), pos=pick(self.pos),
+            cross=self.cross.index_select(index),
+            self_mask=pick(self.self_mask), pos=pick(self.pos),
             sent_idx=pick(self.sent_idx), n_sent=pick(self.n_sent), shift=pick(self.shift),
             pending=pick(self.pending),
             extra={k: (pick(v) if isinstance(v, Tensor) else v) for k, v in self.extra.items()},
-            **self._select_context(index),
+            context=None if self.context is None else self.context.index_select(index),
         )
-
-    def _select_context(self, index: Tensor) -> dict:
-        """Context rows are shared, not copied: rows map to context rows, which are compacted only when a
-        document leaves the search (beam reordering inside a document copies nothing)."""
-        if self.context_k is None:
-            return {}
-        group = self.context_group.index_select(0, index)                    # (B',)
-        used, remapped = torch.unique(group, return_inverse=True)           # sorted context rows still in use
-        if used.numel() == self.context_mask.size(0):
-            return {"context_group": group}
-        pick = lambda t: t.index_select(0, used)  # noqa: E731
-        return {"context_k": [pick(t) for t in self.context_k], "context_v": [pick(t) for t in self.context_v],
-                "context_mask": pick(self.context_mask), "context_group": remapped.reshape(-1)}
-
-    def context_for_rows(self) -> tuple[Optional[list[Tensor]], Optional[list[Tensor]], Optional[Tensor], int]:
-        """Context keys/values/mask laid out for the rows, and the fold factor f.
-
-        f > 0: row r uses context row r // f (rows of a document adjacent, as beam search keeps them), so
-        attention can fold the f rows into one query block; f = 0: rows were permuted, gather per row.
-        """
-        if self.context_k is None:
-            return None, None, None, 1
-        g, b = self.context_mask.size(0), self.context_group.numel()
-        if b % g == 0 and torch.equal(self.context_group, torch.arange(g, device=self.context_group.device).repeat_interleave(b // g)):
-            return self.context_k, self.context_v, self.context_mask, b // g
-        pick = lambda t: t.index_select(0, self.context_group)  # noqa: E731
-        return [pick(t) for t in self.context_k], [pick(t) for t in self.context_v], pick(self.context_mask), 1

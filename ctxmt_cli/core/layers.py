@@ -50,6 +50,14 @@ class MultiheadAttention(nn.Module):
         b, h, t, d = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(b, t, h * d)), weights
 
+    def attend_folded(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor, fold: int = 1,
+                      need_weights: bool = False) -> tuple[Tensor, Optional[Tensor]]:
+        """Like :meth:`attend`, where each group of ``fold`` adjacent rows of ``x`` (B, T, C) shares one
+        key/value row (B/fold, H, M, D) and mask row (B/fold, 1, 1, M): the group's queries form one block."""
+        b, t, c = x.shape
+        out, weights = self.attend(x.reshape(b // fold, fold * t, c), k, v, mask, need_weights=need_weights)
+        return out.reshape(b, t, c), weights                                # (B, T, C)
+
     def _explicit(self, q, k, v, mask, causal, p):
         # The same computation as SDPA, keeping the weights for analysis.
         scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)        # (B, H, Tq, Tk)
@@ -127,9 +135,7 @@ class ContextAttention(nn.Module):
         ``fold`` > 1: each group of ``fold`` adjacent rows (the beams of one document) shares one context row;
         their queries are attended as one block instead of copying the context per beam.
         """
-        b, t, c = h.shape
-        out, weights = self.attn.attend(h.reshape(b // fold, fold * t, c), *kv, mask, need_weights=need_weights)
-        out = out.reshape(b, t, c)                                                  # (B, T, C)
+        out, weights = self.attn.attend_folded(h, *kv, mask, fold, need_weights)     # (B, T, C)
         if self.gate is not None:
             out = torch.sigmoid(self.gate(out)) * out                              # eq. 5: lambda_i * h_i
         return out, weights
@@ -151,17 +157,18 @@ class DecoderLayer(nn.Module):
         self.context_block = Sublayer(d_model, dropout, normalize_before) if context is not None and not context.parallel else None
 
     def forward(
-        self, x: Tensor, cross_kv: tuple[Tensor, Tensor], enc_mask: Tensor,
-        past: Optional[tuple[Tensor, Tensor]] = None, self_mask: Optional[Tensor] = None,
-        need_weights: bool = False, context: Optional[tuple] = None,
+        self, x: Tensor, cross: tuple, past: Optional[tuple[Tensor, Tensor]] = None,
+        self_mask: Optional[Tensor] = None, need_weights: bool = False, context: Optional[tuple] = None,
     ) -> tuple[Tensor, tuple[Tensor, Tensor], dict]:
         """One decoder layer.
 
         Without ``past`` the self-attention is causal over ``x`` (B, T, C). With
         ``past`` (cached keys/values) ``x`` holds new positions only and
         ``self_mask`` (B, 1, Tq, Tpast+Tq) says which keys each query may see.
-        ``context`` = (context keys/values, mask (G, 1, 1, Mc), fold) when the layer has
-        context attention (``fold`` rows share a context row, see :class:`ContextAttention`). Returns the output, this layer's full keys/values, and attention weights.
+        ``cross`` = (encoder keys/values (G, H, S, D), mask (G, 1, 1, S), fold) and, when the layer has
+        context attention, ``context`` = (context keys/values, mask (G, 1, 1, Mc), fold): groups of
+        ``fold`` adjacent rows share one key/value row (see :meth:`MultiheadAttention.attend_folded`).
+        Returns the output, this layer's full keys/values, and attention weights.
         """
         kv: dict = {}
 
@@ -176,7 +183,8 @@ class DecoderLayer(nn.Module):
         weights = {"context": None}
 
         def cross_attention(h):
-            out, w = self.cross_attn.attend(h, *cross_kv, enc_mask, need_weights=need_weights)
+            (k, v), mask, fold = cross
+            out, w = self.cross_attn.attend_folded(h, k, v, mask, fold, need_weights)
             if self.context is not None and self.context.parallel:          # both branches read the same input
                 ctx, weights["context"] = self.context(h, *context, need_weights=need_weights)
                 out = out + ctx

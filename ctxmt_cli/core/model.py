@@ -21,7 +21,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from ctxmt_cli.core.batch import Batch, DecoderState, EncoderOut
+from ctxmt_cli.core.batch import Batch, DecoderState, EncoderOut, SharedRows
 from ctxmt_cli.core.layers import ContextAttention, DecoderLayer, EncoderLayer
 from ctxmt_cli.core.positions import PositionEncoding, window_layout
 
@@ -139,7 +139,7 @@ class EncoderDecoder(nn.Module):
             if i > 0 and self.tgt_pos.persistent:
                 x = x + pe
             layer_context = None if context is None else (context[0][i], context[1][:, None, None, :], 1)
-            x, kv, w = layer(x, cross_kv[i], enc_mask, need_weights=need_attention, context=layer_context)
+            x, kv, w = layer(x, (cross_kv[i], enc_mask, 1), need_weights=need_attention, context=layer_context)
             kvs.append(kv)
             for name in weights:
                 weights[name].append(w.get(name))
@@ -220,15 +220,11 @@ class EncoderDecoder(nn.Module):
             empty = enc.states.new_zeros(b, h, 0, dh)
             kvs = [(empty, empty) for _ in self.decoder_layers]
         return DecoderState(
-            self_k=[k for k, _ in kvs], self_v=[v for _, v in kvs],
-            cross_k=[k for k, _ in cross], cross_v=[v for _, v in cross],
-            self_mask=valid, enc_mask=enc.mask, pos=lengths - 1,
+            self_k=[k for k, _ in kvs], self_v=[v for _, v in kvs], cross=SharedRows.one_per_row(cross, enc.mask),
+            self_mask=valid, pos=lengths - 1,
             sent_idx=((cached == self.vocab.brk) & valid).sum(1), n_sent=n_sent, shift=enc.shift,
             pending=prefix.gather(1, (lengths - 1).unsqueeze(1)).squeeze(1),
-            context_k=None if context is None else [k for k, _ in context[0]],
-            context_v=None if context is None else [v for _, v in context[0]],
-            context_mask=None if context is None else context[1],
-            context_group=None if context is None else torch.arange(b, device=device),
+            context=None if context is None else SharedRows.one_per_row(*context),
         )
 
     def decode_step(self, tokens: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
@@ -238,16 +234,17 @@ class EncoderDecoder(nn.Module):
         pe = self.tgt_pos(positions, seg)                                   # (B, 1, C)
         x = self.dropout(self.tgt_embed(tokens.unsqueeze(1)) * self.scale + pe)
         self_mask = torch.cat([state.self_mask, state.self_mask.new_ones(tokens.size(0), 1)], dim=1)
-        mask4, enc_mask = self_mask[:, None, None, :], state.enc_mask[:, None, None, :]
-        new_k, new_v = [], []
-        ctx_k, ctx_v, ctx_mask, fold = state.context_for_rows()
+        mask4, new_k, new_v = self_mask[:, None, None, :], [], []
+        cross_k, cross_v, cross_mask, cross_fold = state.cross.for_rows()
+        if state.context is not None:
+            ctx_k, ctx_v, ctx_mask, ctx_fold = state.context.for_rows()
         for i, layer in enumerate(self.decoder_layers):
             if i > 0 and self.tgt_pos.persistent:
                 x = x + pe
             past = (state.self_k[i], state.self_v[i])
-            context = None if ctx_k is None else ((ctx_k[i], ctx_v[i]), ctx_mask[:, None, None, :], fold)
-            x, (k, v), _ = layer(x, (state.cross_k[i], state.cross_v[i]), enc_mask, past=past, self_mask=mask4,
-                                 context=context)
+            cross = ((cross_k[i], cross_v[i]), cross_mask[:, None, None, :], cross_fold)
+            context = None if state.context is None else ((ctx_k[i], ctx_v[i]), ctx_mask[:, None, None, :], ctx_fold)
+            x, (k, v), _ = layer(x, cross, past=past, self_mask=mask4, context=context)
             new_k.append(k)
             new_v.append(v)
         logits = self.output(self.decoder_norm(x))[:, 0]                   # (B, V)

@@ -211,3 +211,19 @@ def test_first_step_extends_only_one_copy_of_the_prefix():
     assert (src_beam == 0).all()
     for r in range(3):
         assert len(set(tok[r].tolist())) == 8                              # 2k distinct candidates
+
+
+def test_beams_share_cross_attention_rows_and_decode_as_copies():
+    """Expanding to beams copies no encoder keys/values; folded beams decode exactly as per-row copies."""
+    torch.manual_seed(0)
+    model = build_model(validate_recipe({"model": {**TINY, "family": "sentence"}}).model, VOCAB).eval()
+    batch = Batch(src=torch.tensor([[7, 8, 9, EOS], [10, 11, EOS, PAD]]))
+    with torch.no_grad():
+        state = model.init_state(model.encode(batch), batch)
+        beams = model.reorder_state(state, torch.arange(2).repeat_interleave(3))
+        assert beams.cross.k[0] is state.cross.k[0] and beams.cross.for_rows()[3] == 3
+        folded, _ = model.decode_step(beams.pending, beams)                 # (6, V)
+        swapped = model.reorder_state(beams, torch.tensor([3, 4, 5, 0, 1, 2]))  # sentences swap places
+        assert swapped.cross.for_rows()[3] == 1                             # gathered per row
+        gathered, _ = model.decode_step(swapped.pending, swapped)
+    torch.testing.assert_close(gathered, folded[[3, 4, 5, 0, 1, 2]], atol=1e-5, rtol=1e-5)
