@@ -237,6 +237,8 @@ class TrainConfig(Section):
     keep_checkpoints: int = Field(10, ge=1, description="step checkpoints kept on disk")
     average_checkpoints: int = Field(0, ge=0, description="average the best and the N following checkpoints")
     amp: Literal["off", "bf16", "fp16"] = "off"
+    compile: bool = Field(False, description="torch.compile the training forward (inductor, dynamic shapes); "
+                                            "the first updates spend a minute or more compiling")
     log_every: int = Field(50, ge=1)
     threads: Optional[int] = Field(None, ge=1, description="torch CPU threads (default: torch's choice)")
 

@@ -165,9 +165,12 @@ class _Finished:
 
 
 def _select(scores: Tensor, lprobs: Tensor, k: int, first: bool) -> tuple[Tensor, Tensor, Tensor]:
-    """Top ``2k`` candidates per row over beam × vocab: scores, source beams and tokens, each (R, 2k)."""
+    """Top ``2k`` candidates per row over beam × vocab: scores, source beams and tokens, each (R, 2k).
+
+    ``lprobs`` (R*k, V) is consumed: the candidate scores are added into it in place.
+    """
     r, v = scores.size(0), lprobs.size(-1)
-    cand = scores.unsqueeze(2) + lprobs.view(r, k, v)                      # (R, k, V)
+    cand = lprobs.view(r, k, v).add_(scores.unsqueeze(2))                  # (R, k, V)
     if first:
         # All beams are copies of one prefix: only beam 0 may extend it, or the beam fills with duplicates.
         cand[:, 1:] = NEG_INF

@@ -82,10 +82,12 @@ class Updater:
     """Runs one update over a group of micro-batches (already on the device)."""
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, scaler, env: DistEnv,
-                 loss: LossSettings, amp: str, clip_norm: float):
+                 loss: LossSettings, amp: str, clip_norm: float, compile: bool = False):
         self.model, self.optimizer, self.scaler, self.env = model, optimizer, scaler, env
         self.loss, self.amp, self.clip_norm = loss, amp, clip_norm
         self.params = [p for g in optimizer.param_groups for p in g["params"]]
+        # dynamic shapes: every batch has other lengths, and one graph serves them all (no recompiling per shape)
+        self.forward = torch.compile(model, dynamic=True) if compile else model
 
     def update(self, batches: list[Batch]) -> tuple[Tensor, Optional[Tensor]]:
         """Accumulate ``batches``, normalise, clip and step; returns (global loss sums (8,), grad norm)."""
@@ -94,7 +96,7 @@ class Updater:
         for i, batch in enumerate(batches):
             # gradients are all-reduced only with the last micro-batch's backward
             with maybe_no_sync(self.model, skip_sync=i < len(batches) - 1):
-                sums = batch_loss(self.model, batch, self.loss, self.amp, self.env.device)
+                sums = batch_loss(self.forward, batch, self.loss, self.amp, self.env.device)
                 objective = sums.weighted if self.scaler is None else self.scaler.scale(sums.weighted)
                 objective.backward()
             total += sums.as_tensor()

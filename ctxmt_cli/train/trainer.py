@@ -89,7 +89,8 @@ class Trainer:
         self.loss = LossSettings.from_recipe(self.recipe, self.vocab)
         self.validator = Validator(valid_ds, recipe.data.max_tokens, recipe.data.bucket_width, env, self.loss,
                                    self.cfg.amp, self.vocab.pad, self.vocab.bos)
-        self.updater = Updater(self.model, self.optimizer, self.scaler, env, self.loss, self.cfg.amp, self.cfg.clip_norm)
+        self.updater = Updater(self.model, self.optimizer, self.scaler, env, self.loss, self.cfg.amp, self.cfg.clip_norm,
+                               self.cfg.compile)
         if env.is_main:
             self.save_dir.mkdir(parents=True, exist_ok=True)
         barrier(env)

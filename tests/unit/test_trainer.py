@@ -103,6 +103,25 @@ def test_accumulation_equals_one_double_batch():
     assert_same_weights(results[0][2], results[1][2], atol=1e-6)
 
 
+@pytest.mark.slow
+def test_compiled_update_equals_eager_update():
+    """``train.compile``: the inductor-compiled forward gives the eager update (a minute of compiling on CPU)."""
+    cfg = validate_recipe({"model": {"family": "concat", **TINY, "dropout": 0.0}})
+    vocab = VocabInfo(src_size=50, tgt_size=50)
+    b1, b2, _ = two_batches()
+    results = []
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        model = build_model(cfg.model, vocab)
+        opt = torch.optim.SGD(model.parameters(), lr=1.0)
+        updater = Updater(model, opt, None, DistEnv(), LossSettings.from_recipe(cfg, vocab), "off", 0.0, compiled)
+        stats = [updater.update([b])[0] for b in (b1, b2)]                  # two shapes, one dynamic graph
+        results.append((stats, {k: v.clone() for k, v in model.state_dict().items()}))
+    for eager, compiled in zip(results[0][0], results[1][0]):
+        torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-4)
+    assert_same_weights(results[0][1], results[1][1], atol=1e-4)
+
+
 def test_early_stopping_honours_patience(prepared, tmp_path, monkeypatch):
     script = iter([3.0, 2.0, 2.5, 2.4, 1.0, 0.5])
     monkeypatch.setattr(Validator, "run", lambda self, model: {
