@@ -10,6 +10,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 
+#: queries per row up to which inference (no autograd) uses :meth:`MultiheadAttention._small_query`
+SMALL_QUERY = 8
+
+
 class MultiheadAttention(nn.Module):
     """Multi-head attention on ``F.scaled_dot_product_attention``.
 
@@ -44,6 +48,8 @@ class MultiheadAttention(nn.Module):
         p = self.dropout if self.training else 0.0
         if need_weights:
             out, weights = self._explicit(q, k, v, mask, causal, p)
+        elif q.size(2) <= SMALL_QUERY and not causal and p == 0.0 and not torch.is_grad_enabled():
+            out, weights = self._small_query(q, k, v, mask), None
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal)
             weights = None
@@ -57,6 +63,17 @@ class MultiheadAttention(nn.Module):
         b, t, c = x.shape
         out, weights = self.attend(x.reshape(b // fold, fold * t, c), k, v, mask, need_weights=need_weights)
         return out.reshape(b, t, c), weights                                # (B, T, C)
+
+    def _small_query(self, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor]) -> Tensor:
+        """Attention of a few queries (a decoding step): two batched matmuls beat SDPA's fused CPU kernel there.
+
+        Same result as SDPA, including its zero output for a query whose keys are all masked.
+        """
+        scores = torch.matmul(q, k.transpose(-1, -2)).mul_(self.head_dim ** -0.5)  # (B, H, Tq, Tk)
+        if mask is not None:
+            scores.masked_fill_(~mask, float("-inf"))
+        weights = torch.nan_to_num_(scores.softmax(-1), nan=0.0)           # all-masked rows: 0/0 -> 0
+        return torch.matmul(weights, v)                                     # (B, H, Tq, D)
 
     def _explicit(self, q, k, v, mask, causal, p):
         # The same computation as SDPA, keeping the weights for analysis.
