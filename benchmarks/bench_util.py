@@ -4,15 +4,23 @@ Every figure is timed round-robin (one run of each implementation per repeat, af
 of each) so a slow spell of a shared CPU hits every implementation alike; the report gives the
 median rate and its spread (min-max) and closes with ``ratio: FIGURE ctxmt/PEER = X.XX`` lines,
 each the ratio of the medians (above 1 = ctxmt faster).
+
+Peak memory (:func:`peak_memory`): after the timed rounds, one more, untimed call of each implementation
+under ``torch.profiler`` (:func:`cpu_operation_memory`): the peak of tensor storage torch's CPU allocator
+handed out during the call beyond what was live before (weights, optimiser state, caches kept between
+calls are not in it). Reported as ``memory: FIGURE IMPL = X.X MB`` and ``memory-ratio: FIGURE PEER/ctxmt
+= X.XX`` lines (above 1 = ctxmt uses less), before the ratio lines. An implementation with its own
+allocator (CTranslate2) is invisible there and gets no figure.
 """
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Optional
 
 import torch
 
@@ -27,6 +35,9 @@ FIRST_WORD = 5                                   # random tokens never hit a spe
 #: the issue's vocabulary; ``tiny`` is the smoke-test path, so it also gets a small vocabulary
 VOCAB = {"tiny": 1000}
 DEFAULT_VOCAB = 16000
+MB = 1024 * 1024
+#: implementations whose memory torch's allocator cannot see (CTranslate2's C++ allocator): no memory figure
+OWN_ALLOCATOR = {"ct2"}
 
 
 @dataclass
@@ -127,6 +138,67 @@ def rates(seconds: dict[str, list[float]], work: float) -> dict[str, list[float]
     return {name: [work / s for s in values] for name, values in seconds.items()}
 
 
+def cpu_operation_memory(fn: Callable[[], object], device: str = "cpu") -> int:
+    """Peak bytes the CPU allocator had handed out during ``fn()`` beyond what was live before.
+
+    PyTorch keeps no CPU peak statistic, but under ``torch.profiler.profile(profile_memory=True)`` its
+    CPU allocator reports each allocation/free with its running total of allocated bytes (c10's
+    ProfiledCPUMemoryReporter); the total at the start is the first event's total minus its own size.
+    Tensor storage only: not RSS, not oneDNN scratch or other allocators. ``device`` is unused (the
+    signature matches :func:`cuda_operation_memory`).
+    """
+    from torch._C._profiler import _EventType
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    stack, events = list(prof.profiler.kineto_results.experimental_event_tree()), []
+    while stack:                                   # allocations hang under the ops that made them
+        node = stack.pop()
+        stack.extend(node.children)
+        if node.tag == _EventType.Allocation:
+            events.append((node.start_time_ns, node.extra_fields))
+    if not events:
+        return 0
+    first = min(events, key=lambda e: e[0])[1]
+    start = first.total_allocated - first.alloc_size
+    return max(0, max(e.total_allocated for _, e in events) - start)
+
+
+def cuda_operation_memory(fn: Callable[[], object], device: str) -> int:
+    """``max_memory_allocated`` during ``fn()`` minus what was allocated before (the weights)."""
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
+    fn()
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) - before
+
+
+def operation_memory(fn: Callable[[], object], device: str = "cpu") -> float:
+    """Operation memory (MB) of ``fn()`` on ``device`` (garbage collected first)."""
+    gc.collect()
+    measure = cuda_operation_memory if device.startswith("cuda") else cpu_operation_memory
+    return measure(fn, device) / MB
+
+
+def peak_memory(runs: dict[str, Callable[[], object]]) -> dict[str, Optional[float]]:
+    """MB of one extra, untimed call of each run (call it after the timed rounds: warm-up done); None where
+    the implementation has its own allocator (:data:`OWN_ALLOCATOR`)."""
+    return {name: None if name in OWN_ALLOCATOR else operation_memory(fn) for name, fn in runs.items()}
+
+
+def memory_lines(figure: str, per_impl: dict[str, Optional[float]], shown: Optional[set[str]] = None) -> list[str]:
+    """``memory: FIGURE IMPL = X.X MB`` per implementation (only those in ``shown`` if given), then
+    ``memory-ratio: FIGURE PEER/ctxmt = X.XX`` per peer with a figure (peer MB over ctxmt MB: above 1 = ctxmt
+    uses less)."""
+    lines = [f"memory: {figure} {name} = " + ("n/a (own allocator)" if mb is None else f"{mb:.1f} MB")
+             for name, mb in per_impl.items() if shown is None or name in shown]
+    ours = per_impl["ctxmt"]
+    return lines + [f"memory-ratio: {figure} {name}/ctxmt = {mb / ours if ours else float('inf'):.2f}"
+                    for name, mb in per_impl.items() if name != "ctxmt" and mb is not None]
+
+
 def add_rows(table, figure: str, per_impl: dict[str, list[float]]) -> None:
     """One table row per implementation: figure, median, min-max, runs."""
     for name, values in per_impl.items():
@@ -135,6 +207,7 @@ def add_rows(table, figure: str, per_impl: dict[str, list[float]]) -> None:
 
 
 def new_table(title: str, unit: str):
+    """A rich table of rates: figure, implementation, median ``unit``, min-max, runs (rows: :func:`add_rows`)."""
     from rich.table import Column, Table
 
     return Table("figure", "implementation", Column(f"median {unit}", justify="right"),
@@ -149,7 +222,7 @@ def ratio_lines(figure: str, per_impl: dict[str, list[float]]) -> list[str]:
 
 
 def print_report(table, lines: list[str]) -> None:
-    """The table, then the ratio lines last (scripts and tests read them from the end)."""
+    """The table, then ``lines`` (memory lines, then the ratio lines last: scripts and tests read them from the end)."""
     from rich.console import Console
 
     Console(width=120).print(table)

@@ -27,7 +27,8 @@ cost of the context path.
   with its running total of allocated bytes (c10's ProfiledCPUMemoryReporter). That total counts only
   blocks allocated while profiling, so the weights are not in it; the operation memory is its highest
   value minus its value before the first event: tensor storage the allocator handed out, not RSS (blurred
-  by malloc caching, oneDNN scratch, Python objects), not tracemalloc (blind to tensor storage).
+  by malloc caching, oneDNN scratch, Python objects), not tracemalloc (blind to tensor storage). Both
+  measurements live in ``bench_util`` (shared with the peer benchmarks' peak-memory figures).
   Attention is SDPA, whose fused kernels never hold the L x L score matrix, so concat's memory grows
   about linearly in K here (seed 002 measured quadratic growth with explicit attention).
 
@@ -39,8 +40,8 @@ from __future__ import annotations
 
 import argparse
 import functools
-import gc
 import json
+import sys
 import tarfile
 import tempfile
 import time
@@ -50,19 +51,25 @@ from typing import Callable
 
 import torch
 
-from ctxmt_cli.config import PRESETS, validate_recipe
-from ctxmt_cli.core.model import VocabInfo
-from ctxmt_cli.data.tokenize import Tokenizer, train_sentencepiece
-from ctxmt_cli.decode.translator import TranslationStats, translate_documents
-from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.models import build_model
+# the sibling helpers (operation memory), importable only while this directory is on the path (see score.py)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+try:
+    import bench_util as bu
+finally:
+    sys.path.pop(0)
+
+from ctxmt_cli.config import PRESETS, validate_recipe  # noqa: E402
+from ctxmt_cli.core.model import VocabInfo  # noqa: E402
+from ctxmt_cli.data.tokenize import Tokenizer, train_sentencepiece  # noqa: E402
+from ctxmt_cli.decode.translator import TranslationStats, translate_documents  # noqa: E402
+from ctxmt_cli.errors import CtxmtError  # noqa: E402
+from ctxmt_cli.models import build_model  # noqa: E402
 
 IWSLT = Path(__file__).resolve().parents[2] / "shared" / "data" / "iwslt17" / "IWSLT17.TED.test.en-de.tgz"
 MODELS = ("concat", "caching-tokens", "grouping", "sentence")
 DEFAULT_CONTEXTS = (1, 2, 4, 8, 16)
 MAX_LEN_A, MAX_LEN_B = 1.0, 2      # outputs about as long as their source (see the module docstring)
 GROUPS = 9
-MB = 1024 * 1024
 
 
 @dataclass
@@ -165,48 +172,6 @@ def translate(model, tok, docs, *, name: str, k: int, beam: int) -> TranslationS
 
 
 # ---- measurements -----------------------------------------------------------------------------
-def cpu_operation_memory(fn: Callable[[], object], device: str = "cpu") -> int:
-    """Peak bytes the CPU allocator had handed out during ``fn()`` beyond what was live before.
-
-    The allocator reports each allocation/free with its running total to the profiler (see the
-    module docstring); the total at the start is the first event's total minus its own size.
-    ``device`` is unused (the signature matches :func:`cuda_operation_memory`).
-    """
-    from torch._C._profiler import _EventType
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fn()
-    stack, events = list(prof.profiler.kineto_results.experimental_event_tree()), []
-    while stack:                                   # allocations hang under the ops that made them
-        node = stack.pop()
-        stack.extend(node.children)
-        if node.tag == _EventType.Allocation:
-            events.append((node.start_time_ns, node.extra_fields))
-    if not events:
-        return 0
-    first = min(events, key=lambda e: e[0])[1]
-    start = first.total_allocated - first.alloc_size
-    return max(0, max(e.total_allocated for _, e in events) - start)
-
-
-def cuda_operation_memory(fn: Callable[[], object], device: str) -> int:
-    """``max_memory_allocated`` during ``fn()`` minus what was allocated before (the weights)."""
-    torch.cuda.synchronize(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    before = torch.cuda.memory_allocated(device)
-    fn()
-    torch.cuda.synchronize(device)
-    return torch.cuda.max_memory_allocated(device) - before
-
-
-def operation_memory(run: Callable, docs, device: str) -> float:
-    """Operation memory (MB) of ``run(docs)`` on ``device``."""
-    gc.collect()
-    measure = cuda_operation_memory if device.startswith("cuda") else cpu_operation_memory
-    return measure(lambda: run(docs), device) / MB
-
-
 def measure_k(k: int, settings: Settings, tok, timed_docs, memory_docs) -> list[dict]:
     """Every model at context size ``k``: warmed up, timed ``repeats`` times round-robin (fastest run kept, so a
     slow spell of the shared machine hits all models alike and is mostly filtered out), then its memory."""
@@ -226,8 +191,8 @@ def measure_k(k: int, settings: Settings, tok, timed_docs, memory_docs) -> list[
         wall, cpu, n = best[name]
         results.append({"model": name, "k": k, "ms_per_sentence": 1000.0 * wall / max(1, n),
                         "cpu_ms_per_sentence": 1000.0 * cpu / max(1, n), "sentences": n,
-                        "op_memory_mb": operation_memory(run, memory_docs, settings.device),
-                        "weights_mb": weight_bytes(models[name]) / MB})
+                        "op_memory_mb": bu.operation_memory(functools.partial(run, memory_docs), settings.device),
+                        "weights_mb": weight_bytes(models[name]) / bu.MB})
     return results
 
 

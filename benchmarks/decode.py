@@ -7,11 +7,15 @@ implementation generates exactly 25 tokens per sentence, i.e. 25 decoder steps: 
 Random models would otherwise stop at arbitrary lengths and the figures would not compare.
 ctxmt runs :func:`greedy_search` / :func:`beam_search` (key/value caches); the torch peer reruns its
 decoder over the prefix at every step (``nn.Transformer`` has no cache: its real cost).
-One timed run = the whole batch. ``--preset tiny`` is the smoke-test path.
+One timed run = the whole batch. ``--preset tiny`` is the smoke-test path. Peak memory of greedy and of
+beam-4: one more, untimed run of each implementation under the profiler (tensor storage beyond what was
+live before; see ``bench_util.peak_memory``; the CTranslate2 peer's own allocator is invisible to it).
 
     ctxmt benchmark decode [--quick] [--preset small] [--threads 2] [--repeats 5]
 
-Prints ``ratio: greedy-PRESET ctxmt/PEER`` and ``ratio: beam4-PRESET ctxmt/PEER`` (ratio of medians).
+Prints ``memory: MODE-PRESET IMPL = X.X MB`` and ``memory-ratio: MODE-PRESET PEER/ctxmt = X.XX`` (above 1 =
+ctxmt uses less), then closes with ``ratio: greedy-PRESET ctxmt/PEER`` and ``ratio: beam4-PRESET ctxmt/PEER``
+(ratio of the median tokens/s).
 """
 
 from __future__ import annotations
@@ -44,22 +48,24 @@ def ctxmt_runs(model, batch: Batch) -> dict:
             f"beam{BEAM}": lambda: beam_search(model, batch, beam=BEAM, max_len=n, min_len=n)}
 
 
-def measure(settings: Settings, dims: bu.Dims, batch: Batch) -> dict[str, dict[str, list[float]]]:
-    """tokens/s per search mode and implementation."""
+def measure(settings: Settings, dims: bu.Dims, batch: Batch) -> tuple[dict, dict]:
+    """tokens/s and peak memory (MB, None = not measurable) per search mode and implementation."""
     model = bu.ctxmt_model(dims, settings.seed)
     ours = ctxmt_runs(model, batch)
     peers = make_peers(dims, settings.seed, inference_of=model, threads=settings.threads)
-    results = {}
+    results, memory = {}, {}
     for mode, k in (("greedy", 1), (f"beam{BEAM}", BEAM)):
         runs = {"ctxmt": ours[mode]}
         for peer in peers:
             runs[peer.name] = (lambda peer=peer, k=k: peer.beam(batch, k, NEW))
         results[mode] = bu.rates(bu.time_round_robin(runs, settings.timed_repeats()), SENTENCES * NEW)
-    return results
+        memory[mode] = bu.peak_memory(runs)
+    return results, memory
 
 
 def run(settings: Settings) -> dict[str, dict[str, list[float]]]:
-    """Time greedy and beam search, print the table and the ratio lines; tokens/s per mode and implementation."""
+    """Time greedy and beam search, then their peak memory; print the table, the memory lines and the ratio lines;
+    tokens/s per mode and implementation."""
     bu.check(settings)
     dims = bu.Dims.of(settings.preset)
     batch = Batch(src=bu.random_pairs(SENTENCES, LENGTH, dims.vocab, settings.seed).src)
@@ -67,13 +73,14 @@ def run(settings: Settings) -> dict[str, dict[str, list[float]]]:
         print(f"decode {settings.preset}: {dims.describe()}; {SENTENCES} sentences x {LENGTH} source tokens, "
               f"{NEW} new tokens each; {settings.threads} torch threads; "
               f"{settings.timed_repeats()} timed runs each after one warm-up")
-        results = measure(settings, dims, batch)
-    table, lines = bu.new_table("decoding: generated tokens/s", "tok/s"), []
+        results, memory = measure(settings, dims, batch)
+    table, lines, ratios = bu.new_table("decoding: generated tokens/s", "tok/s"), [], []
     for mode, per_impl in results.items():
         figure = f"{mode}-{settings.preset}"
         bu.add_rows(table, figure, per_impl)
-        lines += bu.ratio_lines(figure, per_impl)
-    bu.print_report(table, lines)
+        lines += bu.memory_lines(figure, memory[mode])
+        ratios += bu.ratio_lines(figure, per_impl)
+    bu.print_report(table, lines + ratios)
     return results
 
 

@@ -5,11 +5,14 @@ the contrastive scorer's real path (``ctxmt_cli.evaluate.contrastive._score_rows
 batches, source windows encoded once, forward, per-token log-probabilities, summed over the scored
 sentence); the peers run a forward pass, log-softmax and a gather of the target tokens. Every pair has
 its own source, so ctxmt's source sharing saves nothing here: the figure is the raw scoring cost.
-One timed run = all 64 pairs. ``--preset tiny`` is the smoke-test path.
+One timed run = all 64 pairs. ``--preset tiny`` is the smoke-test path. Peak memory: one more, untimed
+run of each implementation under the profiler (tensor storage beyond what was live before; see
+``bench_util.peak_memory``; the CTranslate2 peer's own allocator is invisible to it: no figure).
 
     ctxmt benchmark score [--quick] [--preset small] [--threads 2] [--repeats 5]
 
-Prints ``ratio: score-PRESET ctxmt/PEER = X.XX`` (ratio of the median pairs/s).
+Prints ``memory: score-PRESET IMPL = X.X MB`` and ``memory-ratio: score-PRESET PEER/ctxmt = X.XX`` (above 1 =
+ctxmt uses less), then closes with ``ratio: score-PRESET ctxmt/PEER = X.XX`` (ratio of the median pairs/s).
 """
 
 from __future__ import annotations
@@ -45,7 +48,8 @@ def ctxmt_scorer(model, batch):
 
 
 def run(settings: Settings) -> dict[str, list[float]]:
-    """Time every implementation on the 64 pairs, print the table and ratio lines; pairs/s per implementation."""
+    """Time every implementation on the 64 pairs, then its peak memory; print the table, the memory lines and the
+    ratio lines; pairs/s per implementation."""
     import torch
 
     bu.check(settings)
@@ -62,10 +66,11 @@ def run(settings: Settings) -> dict[str, list[float]]:
         print(f"score {settings.preset}: {dims.describe()}; {PAIRS} pairs x {LENGTH} tokens; "
               f"{settings.threads} torch threads; {repeats} timed runs each after one warm-up")
         result = bu.rates(bu.time_round_robin(runs, repeats), PAIRS)
+        memory = bu.peak_memory(runs)
     figure = f"score-{settings.preset}"
     table = bu.new_table("scoring: sentence pairs/s", "pairs/s")
     bu.add_rows(table, figure, result)
-    bu.print_report(table, bu.ratio_lines(figure, result))
+    bu.print_report(table, bu.memory_lines(figure, memory) + bu.ratio_lines(figure, result))
     return result
 
 

@@ -6,10 +6,15 @@ update (:class:`ctxmt_cli.train.step.Updater`: forward, label-smoothed window lo
 gradient normalisation, Adam); the peers (``benchmarks/peers.py``) run forward, the same label-smoothed
 cross-entropy, backward and Adam. One timed run = one update on one batch. Presets: small, and base
 unless ``--quick``; ``--preset tiny`` is the seconds-long smoke-test path (small vocab and batch).
+Peak memory of one equal-length update (not of the real-length passes): one more, untimed update of each
+implementation under the profiler (tensor storage beyond what was live before, so weights and Adam state
+are not in it; see ``bench_util.peak_memory``).
 
     ctxmt benchmark train [--quick] [--preset small] [--threads 2] [--repeats 5]
 
-Prints ``ratio: train-PRESET-equal ctxmt/PEER = X.XX`` (ratio of the median tokens/s) and, on a CPU with
+Prints ``memory: train-PRESET-equal IMPL = X.X MB`` and ``memory-ratio: train-PRESET-equal PEER/ctxmt = X.XX``
+(above 1 = ctxmt uses less; with bf16, ``train-PRESET-equal-bf16`` lines for ctxmt's bf16 update), then closes
+with ``ratio: train-PRESET-equal ctxmt/PEER = X.XX`` (ratio of the median tokens/s) and, on a CPU with
 bf16 instructions, ``ratio: train-PRESET-equal-bf16 ctxmt/PEER`` (ctxmt with bf16 autocast vs the fp32 peers).
 """
 
@@ -63,8 +68,8 @@ def cpu_has_bf16() -> bool:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
-def measure(preset: str, settings: Settings) -> dict[str, list[float]]:
-    """Target tokens/s of every implementation on one preset."""
+def measure(preset: str, settings: Settings) -> tuple[dict[str, list[float]], dict]:
+    """Target tokens/s of every implementation on one preset, and the peak memory (MB) of one update."""
     dims = bu.Dims.of(preset)
     rows = max(1, BATCH_TOKENS.get(preset, 4096) // LENGTH)
     batch = bu.random_pairs(rows, LENGTH, dims.vocab, settings.seed)
@@ -78,7 +83,19 @@ def measure(preset: str, settings: Settings) -> dict[str, list[float]]:
         runs[peer.name] = lambda peer=peer: peer.train_step(batch)
     print(f"train {preset}: {dims.describe()}; {rows} sentences x {LENGTH} = {tokens} target tokens per batch; "
           f"fp32; {settings.timed_repeats()} timed updates each after one warm-up")
-    return bu.rates(bu.time_round_robin(runs, settings.timed_repeats()), tokens)
+    result = bu.rates(bu.time_round_robin(runs, settings.timed_repeats()), tokens)
+    return result, bu.peak_memory(runs)
+
+
+def equal_figures(preset: str, per_impl: dict) -> dict[str, dict]:
+    """One preset's equal-length measurements by figure: ``train-PRESET-equal`` (fp32: ctxmt and the peers) and,
+    where ctxmt's bf16 update ran, ``train-PRESET-equal-bf16`` (that update as ``ctxmt`` against the fp32 peers)."""
+    figure = f"train-{preset}-equal"
+    fp32 = {k: v for k, v in per_impl.items() if k != "ctxmt-bf16"}
+    if "ctxmt-bf16" not in per_impl:
+        return {figure: fp32}
+    peers = {k: v for k, v in fp32.items() if k != "ctxmt"}
+    return {figure: fp32, figure + "-bf16": {"ctxmt": per_impl["ctxmt-bf16"], **peers}}
 
 
 def measure_real(preset: str, settings: Settings, corpus: str, pairs) -> dict[str, list[float]]:
@@ -107,29 +124,28 @@ def measure_real(preset: str, settings: Settings, corpus: str, pairs) -> dict[st
 
 
 def run(settings: Settings) -> dict[str, dict[str, list[float]]]:
-    """Measure every preset, print the table and the ratio lines; the tokens/s per preset and implementation."""
+    """Measure every preset, print the table, the memory lines and the ratio lines; the tokens/s per preset and
+    implementation."""
     bu.check(settings)
-    results, lines = {}, []
+    results, lines, ratios = {}, [], []
     table = bu.new_table("training: target tokens/s (equal lengths; fp32, and ctxmt with bf16 autocast)", "tok/s")
     with bu.torch_threads(settings.threads):
         print(f"{settings.threads} torch threads")
         for preset in presets(settings):
-            results[preset] = measure(preset, settings)
-            figure = f"train-{preset}-equal"
-            fp32 = {k: v for k, v in results[preset].items() if k != "ctxmt-bf16"}
-            bu.add_rows(table, figure, fp32)
-            lines += bu.ratio_lines(figure, fp32)
-            if "ctxmt-bf16" in results[preset]:   # its own figure: ctxmt in bf16 against the fp32 peers, never mixed
-                bf16 = {"ctxmt": results[preset]["ctxmt-bf16"], **{k: v for k, v in fp32.items() if k != "ctxmt"}}
-                bu.add_rows(table, figure + "-bf16", {"ctxmt (bf16)": bf16["ctxmt"]})
-                lines += bu.ratio_lines(figure + "-bf16", bf16)
-            else:
-                print(f"{figure}-bf16 not timed: this CPU has no bf16 instructions")
+            results[preset], memory = measure(preset, settings)
+            memory = equal_figures(preset, memory)
+            for figure, per_impl in equal_figures(preset, results[preset]).items():
+                bf16 = figure.endswith("-bf16")   # its own figure: ctxmt in bf16 against the fp32 peers, never mixed
+                bu.add_rows(table, figure, {"ctxmt (bf16)": per_impl["ctxmt"]} if bf16 else per_impl)
+                lines += bu.memory_lines(figure, memory[figure], {"ctxmt"} if bf16 else None)
+                ratios += bu.ratio_lines(figure, per_impl)
+            if "ctxmt-bf16" not in results[preset]:
+                print(f"train-{preset}-equal-bf16 not timed: this CPU has no bf16 instructions")
             for corpus, pairs in train_real.corpora().items():
                 real = measure_real(preset, settings, corpus, pairs)
                 bu.add_rows(table, f"train-{preset}-{corpus}", real)
-                lines += bu.ratio_lines(f"train-{preset}-{corpus}", real)
-    bu.print_report(table, lines)
+                ratios += bu.ratio_lines(f"train-{preset}-{corpus}", real)
+    bu.print_report(table, lines + ratios)
     return results
 
 

@@ -17,6 +17,8 @@ from tests.integration.conftest import run_cli
 HAS_HF = importlib.util.find_spec("transformers") is not None
 HAS_CT2 = importlib.util.find_spec("ctranslate2") is not None
 RATIO = re.compile(r"^ratio: ([a-z0-9-]+) ctxmt/(torch|hf|ct2) = \d+\.\d\d$")
+MEMORY = re.compile(r"^memory: ([a-z0-9-]+) (ctxmt|torch|hf|ct2) = (\d+\.\d MB|n/a \(own allocator\))$")
+MEMORY_RATIO = re.compile(r"^memory-ratio: ([a-z0-9-]+) (torch|hf)/ctxmt = \d+\.\d\d$")
 INFERENCE = {"score", "decode"}                      # CTranslate2 is an inference engine: no training figure
 def _cpu_has_bf16() -> bool:
     try:
@@ -32,6 +34,24 @@ FIGURES = {"train": ["train-tiny-equal", "train-tiny-synthetic"] + (["train-tiny
            + (["train-tiny-scat"] if SCAT.is_dir() else []),
            "score": ["score-tiny"], "decode": ["greedy-tiny", "beam4-tiny"]}
 
+# peak memory of the timed figures but not of train's real-length passes; the bf16 figure shows ctxmt's own line
+MEMORY_FIGURES = {name: [f for f in figures if name != "train" or "-equal" in f] for name, figures in FIGURES.items()}
+
+
+def _assert_memory_lines(lines: list[str], name: str, peers: list[str]) -> None:
+    """A ``memory:`` line per implementation of every memory figure (CTranslate2: n/a, its own allocator), a
+    ``memory-ratio:`` line per peer with a figure; formats only, no values."""
+    memory = [line for line in lines if line.startswith("memory:")]
+    ratios = [line for line in lines if line.startswith("memory-ratio:")]
+    assert all(MEMORY.match(line) for line in memory), memory
+    assert all(MEMORY_RATIO.match(line) for line in ratios), ratios
+    shown = {(m.group(1), m.group(2)): m.group(3) for m in map(MEMORY.match, memory)}
+    assert set(shown) == {(figure, impl) for figure in MEMORY_FIGURES[name]
+                          for impl in ["ctxmt"] + ([] if figure.endswith("-bf16") else peers)}, memory
+    assert all((value == "n/a (own allocator)") == (impl == "ct2") for (_, impl), value in shown.items()), memory
+    assert {(m.group(1), m.group(2)) for m in map(MEMORY_RATIO.match, ratios)} == {
+        (figure, peer) for figure in MEMORY_FIGURES[name] for peer in peers if peer != "ct2"}, ratios
+
 
 @pytest.mark.parametrize("name", sorted(FIGURES))
 def test_peer_benchmark_prints_ratio_lines(name, capsys):
@@ -44,6 +64,7 @@ def test_peer_benchmark_prints_ratio_lines(name, capsys):
     assert {(m.group(1), m.group(2)) for m in map(RATIO.match, ratios)} == {
         (figure, peer) for figure in FIGURES[name] for peer in peers}
     assert lines[-len(ratios):] == ratios                                  # the ratio lines close the output
+    _assert_memory_lines(lines[:-len(ratios)], name, peers)                # memory lines come before them
     if not HAS_HF:
         with capsys.disabled():
             print(f"\n{name}: HF peer not timed: transformers is not installed")
