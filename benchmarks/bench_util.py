@@ -120,10 +120,12 @@ def random_pairs(rows: int, length: int, vocab: int, seed: int) -> Batch:
     return Batch(src=src, tgt_in=tgt_in, tgt_out=tgt)
 
 
-def time_round_robin(runs: dict[str, Callable[[], object]], repeats: int) -> dict[str, list[float]]:
-    """Seconds of each run per repeat: one warm-up call each, then ``repeats`` rounds over all runs."""
-    for fn in runs.values():
-        fn()                                          # warm-up: allocator, oneDNN kernels, lazy init
+def time_round_robin(runs: dict[str, Callable[[], object]], repeats: int,
+                     warmups: Optional[dict[str, Callable[[], object]]] = None) -> dict[str, list[float]]:
+    """Seconds of each run per repeat: one warm-up call each (``warmups[name]`` instead where given: a
+    shorter call of the same code), then ``repeats`` rounds over all runs."""
+    for name, fn in runs.items():
+        (warmups or {}).get(name, fn)()               # warm-up: allocator, oneDNN kernels, lazy init
     seconds: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeats):
         for name, fn in runs.items():

@@ -114,10 +114,12 @@ def measure_real(preset: str, settings: Settings, corpus: str, pairs) -> dict[st
     ours, theirs = train_real.leading(ours, tokens), train_real.leading(theirs, tokens)
     updater = ctxmt_updater(dims, settings.seed)
     runs = {"ctxmt": lambda: train_real.pass_over(lambda b: updater.update([b]), ours)}
+    warmups = {"ctxmt": lambda: updater.update(ours[:1])}                  # one batch each: a run is long
     for peer in make_peers(dims, settings.seed):
         runs[peer.name] = lambda peer=peer: train_real.pass_over(peer.train_step, theirs)
+        warmups[peer.name] = lambda peer=peer: peer.train_step(theirs[0])
     repeats = max(1, settings.timed_repeats() // 2)                      # a run is long: fewer repeats
-    seconds = bu.time_round_robin(runs, repeats)
+    seconds = bu.time_round_robin(runs, repeats, warmups)
     real = {"ctxmt": train_real.real_tokens(ours)}
     return {name: [real.get(name, train_real.real_tokens(theirs)) / t for t in values]
             for name, values in seconds.items()}

@@ -42,8 +42,9 @@ class VocabInfo:
 
 @dataclass
 class ModelOutput:
-    logits: Tensor                                   # (B, T, V)
+    logits: Optional[Tensor]                         # (B, T, V); None when forward(project=False)
     attention: Optional[dict] = None                 # name -> list of (B, H, Tq, Tk) per layer
+    hidden: Optional[Tensor] = None                  # (B, T, C) final decoder states, when project=False
 
 
 class EncoderDecoder(nn.Module):
@@ -159,9 +160,13 @@ class EncoderDecoder(nn.Module):
         memory = enc.extra["context"]
         return [layer.context.attn.project_kv(memory) for layer in self.decoder_layers], enc.extra["context_mask"]
 
-    def forward(self, batch: Batch, need_attention: bool = False) -> ModelOutput:
-        """Teacher-forced logits (B, T, V) for ``batch.tgt_in``."""
+    def forward(self, batch: Batch, need_attention: bool = False, project: bool = True) -> ModelOutput:
+        """Teacher-forced logits (B, T, V) for ``batch.tgt_in``; ``project=False``: the decoder states
+        (B, T, C) instead, for a loss that fuses the output projection (training goes through forward
+        so DDP sees the pass)."""
         hidden, attention = self.decoder_hidden(batch, need_attention)
+        if not project:
+            return ModelOutput(None, attention, hidden)
         return ModelOutput(self.output(hidden), attention)
 
     def target_logprobs(self, batch: Batch, where: Optional[Tensor] = None) -> Tensor:

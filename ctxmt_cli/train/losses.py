@@ -62,7 +62,12 @@ def window_loss(
     cd: float = 1.0, cd_normalize: str = "window_tokens",
 ) -> LossSums:
     """Context-discounted loss sums for logits (B, T, V) and labels (B, T)."""
-    loss = token_losses(logits, target, pad, label_smoothing)               # (B, T)
+    return window_sums(token_losses(logits, target, pad, label_smoothing), target, pad, brk, cd, cd_normalize)
+
+
+def window_sums(loss: Tensor, target: Tensor, pad: int, brk: int, cd: float = 1.0,
+                cd_normalize: str = "window_tokens") -> LossSums:
+    """Context-discounted loss sums from per-token losses (B, T) (0 at padding) and labels (B, T)."""
     real = target != pad
     current = current_sentence_mask(target, brk) & real
     context = real & ~current

@@ -22,8 +22,9 @@ import torch
 from torch import Tensor, nn
 
 from ctxmt_cli.core.batch import Batch
-from ctxmt_cli.train.distributed import DistEnv, all_reduce_sum, maybe_no_sync
-from ctxmt_cli.train.losses import LossSums, window_loss
+from ctxmt_cli.train.distributed import DistEnv, all_reduce_sum, maybe_no_sync, unwrap
+from ctxmt_cli.train.losses import LossSums, window_sums
+from ctxmt_cli.train.projected_loss import projected_token_losses
 
 #: positions of the sums inside ``LossSums.as_tensor()``
 STAT_NAMES = [f.name for f in fields(LossSums)]
@@ -71,11 +72,21 @@ def make_optimizer(model: nn.Module, train_cfg) -> torch.optim.Optimizer:
     return torch.optim.Adam(params, **kwargs)
 
 
+def output_weight(model: nn.Module) -> Tensor:
+    """The output projection (V, C) of a model, through ``torch.compile`` and DDP wrappers."""
+    return unwrap(getattr(model, "_orig_mod", model)).output.weight
+
+
 def batch_loss(model: nn.Module, batch: Batch, loss: LossSettings, amp: str, device: torch.device) -> LossSums:
-    """Forward one batch under autocast and return its loss sums (computed in float32)."""
+    """Forward one batch under autocast and return its loss sums (computed in float32).
+
+    The output projection is fused with the loss (:mod:`ctxmt_cli.train.projected_loss`): the same
+    numbers as ``window_loss`` on the logits, without vocabulary-sized intermediates.
+    """
     with autocast_for(amp, device):
-        logits = model(batch).logits                                        # (B, T, V)
-    return window_loss(logits, batch.tgt_out, loss.pad, loss.brk, loss.label_smoothing, loss.cd, loss.cd_normalize)
+        hidden = model(batch, project=False).hidden                         # (B, T, C)
+        token = projected_token_losses(hidden, output_weight(model), batch.tgt_out, loss.pad, loss.label_smoothing)
+    return window_sums(token, batch.tgt_out, loss.pad, loss.brk, loss.cd, loss.cd_normalize)
 
 
 class Updater:

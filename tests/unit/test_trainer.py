@@ -158,11 +158,11 @@ def test_autocast_on_cpu_keeps_the_loss_finite(prepared, tmp_path, amp):
 
 
 def poisoned_loss(at_call: int):
-    """window_loss that returns a NaN objective on its ``at_call``-th training call."""
-    real, calls = step_module.window_loss, {"n": 0}
+    """window_sums that returns a NaN objective on its ``at_call``-th training call."""
+    real, calls = step_module.window_sums, {"n": 0}
 
-    def fake(logits, *args, **kwargs):
-        sums = real(logits, *args, **kwargs)
+    def fake(losses, *args, **kwargs):
+        sums = real(losses, *args, **kwargs)
         if torch.is_grad_enabled():
             calls["n"] += 1
             if calls["n"] == at_call:
@@ -172,7 +172,7 @@ def poisoned_loss(at_call: int):
 
 
 def test_non_finite_loss_stops_with_a_message(prepared, tmp_path, monkeypatch):
-    monkeypatch.setattr(step_module, "window_loss", poisoned_loss(5))
+    monkeypatch.setattr(step_module, "window_sums", poisoned_loss(5))
     with pytest.raises(CtxmtError, match=r"non-finite training loss \(nan\) at step 5; lower train.lr") as err:
         train(recipe(prepared, tmp_path / "run", max_steps=12, valid_every=3, log_every=4), show_progress=False)
     assert "amp: off" in str(err.value)
@@ -181,7 +181,7 @@ def test_non_finite_loss_stops_with_a_message(prepared, tmp_path, monkeypatch):
 
 
 def test_fp16_scaler_skips_a_non_finite_update(prepared, tmp_path, monkeypatch):
-    monkeypatch.setattr(step_module, "window_loss", poisoned_loss(2))
+    monkeypatch.setattr(step_module, "window_sums", poisoned_loss(2))
     train(recipe(prepared, tmp_path / "run", amp="fp16", max_steps=4, valid_every=4, log_every=4),
           show_progress=False)
     record = metrics(tmp_path / "run", "train")[-1]

@@ -1,0 +1,67 @@
+"""Output projection and label-smoothed cross-entropy fused, chunk by chunk (the training loss's hot path).
+
+The plain path materialises logits (N, V), their log-softmax (N, V) and in backward the gradient of
+each (N, V): several vocabulary-sized tensors per update, each a fresh allocation (on CPU, a fresh
+``mmap`` whose pages fault in one by one). Here each chunk of rows is projected, turned into its
+softmax *in place* (the only (rows, V) tensor kept for backward) and the per-token loss is read off
+it; backward turns the same buffer into the logits' gradient in place and multiplies it out. Only
+real (non-padding) target positions are projected at all.
+
+With label smoothing ε over V classes (PyTorch's definition), per token with target y:
+    loss = (1-ε)·(lse - z_y) + ε·(lse - mean(z)),    ∂loss/∂z = softmax(z) - (1-ε)·onehot(y) - ε/V.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+#: rows per chunk: ~32 MB of float32 logits, the largest block glibc's malloc serves from its heap
+CHUNK_BYTES = 32 << 20
+
+
+class _ProjectedCrossEntropy(torch.autograd.Function):
+    """Per-row label-smoothed cross-entropy of ``hidden @ weightᵀ`` (see the module docstring)."""
+
+    @staticmethod
+    def forward(ctx, hidden: Tensor, weight: Tensor, target: Tensor, smoothing: float) -> Tensor:
+        n, v = hidden.size(0), weight.size(0)
+        rows = max(1, CHUNK_BYTES // (4 * v))
+        w = weight.to(hidden.dtype)                                       # bf16 under autocast
+        losses, probs = hidden.new_empty(n, dtype=torch.float32), []
+        for i in range(0, n, rows):
+            logits = (hidden[i:i + rows] @ w.t()).float()                  # (r, V)
+            picked = logits.gather(1, target[i:i + rows, None]).squeeze(1)  # (r,)
+            mean = logits.mean(1)
+            top = logits.amax(1, keepdim=True)                             # exp cannot overflow
+            total = logits.sub_(top).exp_().sum(1, keepdim=True)           # logits now hold exp(z - top)
+            lse = total.log().squeeze(1) + top.squeeze(1)
+            losses[i:i + rows] = (1 - smoothing) * (lse - picked) + smoothing * (lse - mean)
+            probs.append(logits.div_(total))                               # softmax, kept for backward
+        ctx.save_for_backward(hidden, weight, target)
+        ctx.probs, ctx.rows, ctx.smoothing = probs, rows, smoothing
+        return losses
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        hidden, weight, target = ctx.saved_tensors
+        w, eps, rows = weight.to(hidden.dtype), ctx.smoothing, ctx.rows
+        grad_hidden, grad_weight = torch.empty_like(hidden), torch.zeros_like(weight, dtype=torch.float32)
+        for chunk, i in enumerate(range(0, hidden.size(0), rows)):
+            g = ctx.probs[chunk]                                           # (r, V) softmax -> dloss/dz in place
+            g.sub_(eps / g.size(1))
+            g[torch.arange(g.size(0), device=g.device), target[i:i + rows]] -= 1 - eps
+            g = g.mul_(grad[i:i + rows, None]).to(hidden.dtype)
+            grad_hidden[i:i + rows] = g @ w                                # (r, C)
+            grad_weight += (g.t() @ hidden[i:i + rows]).float()            # (V, C)
+        ctx.probs = None
+        return grad_hidden, grad_weight.to(weight.dtype), None, None
+
+
+def projected_token_losses(hidden: Tensor, weight: Tensor, target: Tensor, pad: int, smoothing: float) -> Tensor:
+    """Label-smoothed cross-entropy per target token (B, T) of ``hidden`` (B, T, C) projected by ``weight``
+    (V, C); 0 at padding. Equal to ``F.cross_entropy(hidden @ weightᵀ, target, ignore_index=pad,
+    label_smoothing=smoothing, reduction="none")``, with a fraction of its memory."""
+    real = target != pad                                                   # (B, T)
+    losses = _ProjectedCrossEntropy.apply(hidden[real], weight, target[real], float(smoothing))  # (N,)
+    return losses.new_zeros(target.shape).masked_scatter(real, losses)
