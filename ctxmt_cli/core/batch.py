@@ -81,7 +81,9 @@ class SharedRows:
 
     @classmethod
     def one_per_row(cls, kv: list[tuple[Tensor, Tensor]], mask: Tensor) -> "SharedRows":
-        return cls([k for k, _ in kv], [v for _, v in kv], mask, torch.arange(mask.size(0), device=mask.device))
+        """One stored row per decoder row; made contiguous once here, not by every decoding step's matmul."""
+        return cls([k.contiguous() for k, _ in kv], [v.contiguous() for _, v in kv], mask,
+                   torch.arange(mask.size(0), device=mask.device))
 
     def index_select(self, index: Tensor) -> "SharedRows":
         """Rows ``index`` (reordering, expansion, removal); stored rows are kept unless no row uses them."""
