@@ -10,7 +10,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 
-#: queries per row up to which inference (no autograd) uses :meth:`MultiheadAttention._small_query`
+#: queries per row up to which CPU inference (no autograd) uses :meth:`MultiheadAttention._small_query`
+#: (on GPUs SDPA's kernels serve decoding steps well)
 SMALL_QUERY = 8
 
 
@@ -48,7 +49,7 @@ class MultiheadAttention(nn.Module):
         p = self.dropout if self.training else 0.0
         if need_weights:
             out, weights = self._explicit(q, k, v, mask, causal, p)
-        elif q.size(2) <= SMALL_QUERY and not causal and p == 0.0 and not torch.is_grad_enabled():
+        elif q.size(2) <= SMALL_QUERY and not causal and p == 0.0 and q.device.type == "cpu" and not torch.is_grad_enabled():
             out, weights = self._small_query(q, k, v, mask), None
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal)
@@ -65,7 +66,7 @@ class MultiheadAttention(nn.Module):
         return out.reshape(b, t, c), weights                                # (B, T, C)
 
     def _small_query(self, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor]) -> Tensor:
-        """Attention of a few queries (a decoding step): two batched matmuls beat SDPA's fused CPU kernel there.
+        """Attention of a few queries (a CPU decoding step): two batched matmuls beat SDPA's fused CPU kernel there.
 
         Same result as SDPA, including its zero output for a query whose keys are all masked.
         """
