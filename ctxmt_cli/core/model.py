@@ -26,6 +26,16 @@ from ctxmt_cli.core.layers import ContextAttention, DecoderLayer, EncoderLayer
 from ctxmt_cli.core.positions import PositionEncoding, window_layout
 
 
+#: bytes of float32 logits projected at once where no gradient needs them all (scoring, the fused loss):
+#: blocks up to 32 MB come from malloc's heap and are reused, larger ones are fresh page-faulting mmaps
+LOGIT_CHUNK_BYTES = 32 << 20
+
+
+def logit_chunk_rows(vocab: int) -> int:
+    """Rows of a (rows, vocab) float32 logit block within :data:`LOGIT_CHUNK_BYTES`."""
+    return max(1, LOGIT_CHUNK_BYTES // (4 * vocab))
+
+
 @dataclass(frozen=True)
 class VocabInfo:
     """Vocabulary sizes and special ids the model needs (from the tokenizer)."""
@@ -180,11 +190,15 @@ class EncoderDecoder(nn.Module):
         hidden, _ = self.decoder_hidden(batch)                              # (B, T, C)
         if where is None:
             where = torch.ones_like(batch.tgt_out, dtype=torch.bool)
-        logits = self.output(hidden[where]).float()                         # (N, V)
-        picked = logits.gather(1, batch.tgt_out[where].unsqueeze(1)).squeeze(1)  # (N,)
-        top = logits.amax(1, keepdim=True)                                  # (N, 1): exp cannot overflow
-        lse = logits.sub_(top).exp_().sum(1).log_() + top.squeeze(1)
-        return picked.new_zeros(batch.tgt_out.shape).masked_scatter_(where, picked - lse)
+        states, target = hidden[where], batch.tgt_out[where]               # (N, C), (N,)
+        rows, out = logit_chunk_rows(self.output.out_features), []
+        for i in range(0, states.size(0), rows):                           # one (rows, V) block at a time
+            logits = self.output(states[i:i + rows]).float()                # (r, V)
+            picked = logits.gather(1, target[i:i + rows, None]).squeeze(1)  # (r,)
+            top = logits.amax(1, keepdim=True)                              # (r, 1): exp cannot overflow
+            out.append(picked - logits.sub_(top).exp_().sum(1).log_() - top.squeeze(1))
+        result = torch.zeros(where.shape, dtype=torch.float32, device=hidden.device)   # (B, T)
+        return result.masked_scatter_(where, torch.cat(out)) if out else result
 
     def decoder_hidden(self, batch: Batch, need_attention: bool = False) -> tuple[Tensor, Optional[dict]]:
         """Final decoder states (B, T, C) for ``batch.tgt_in`` (teacher forcing) and the attention maps if asked."""

@@ -17,8 +17,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-#: rows per chunk: ~32 MB of float32 logits, the largest block glibc's malloc serves from its heap
-CHUNK_BYTES = 32 << 20
+from ctxmt_cli.core.model import logit_chunk_rows
+
 
 
 class _ProjectedCrossEntropy(torch.autograd.Function):
@@ -27,7 +27,7 @@ class _ProjectedCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, hidden: Tensor, weight: Tensor, target: Tensor, pad: int, smoothing: float) -> Tensor:
         n, v = hidden.size(0), weight.size(0)
-        rows = max(1, CHUNK_BYTES // (4 * v))
+        rows = logit_chunk_rows(v)
         w = weight.to(hidden.dtype)                                       # bf16 under autocast
         losses, probs = hidden.new_empty(n, dtype=torch.float32), []
         for i in range(0, n, rows):

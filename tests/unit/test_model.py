@@ -131,7 +131,11 @@ def test_tied_embeddings_with_joint_vocabulary():
 
 
 @pytest.mark.parametrize("name", ["sentence", "concat", "learned-pse"])
-def test_target_logprobs_equal_log_softmax_of_forward_and_zero_off_the_mask(name):
+@pytest.mark.parametrize("chunk_rows", [3, 1000])
+def test_target_logprobs_equal_log_softmax_of_forward_and_zero_off_the_mask(name, chunk_rows, monkeypatch):
+    from ctxmt_cli.core import model as core_model
+
+    monkeypatch.setattr(core_model, "LOGIT_CHUNK_BYTES", chunk_rows * 4 * VOCAB.tgt_size)
     model, batch = make_model(VARIANTS[name]), sample()
     with torch.no_grad():
         full = model(batch).logits.log_softmax(-1).gather(2, batch.tgt_out.unsqueeze(2)).squeeze(2)  # (B, T)
