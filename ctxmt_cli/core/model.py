@@ -26,14 +26,21 @@ from ctxmt_cli.core.layers import ContextAttention, DecoderLayer, EncoderLayer
 from ctxmt_cli.core.positions import PositionEncoding, window_layout
 
 
-#: bytes of float32 logits projected at once where no gradient needs them all (scoring, the fused loss):
-#: blocks up to 32 MB come from malloc's heap and are reused, larger ones are fresh page-faulting mmaps
+#: bytes of one block of float32 logits where they are projected block by block (scoring, the fused
+#: training loss): scoring holds one block at a time whatever the batch size
 LOGIT_CHUNK_BYTES = 32 << 20
 
 
 def logit_chunk_rows(vocab: int) -> int:
     """Rows of a (rows, vocab) float32 logit block within :data:`LOGIT_CHUNK_BYTES`."""
     return max(1, LOGIT_CHUNK_BYTES // (4 * vocab))
+
+
+def exp_shift_(logits: Tensor) -> tuple[Tensor, Tensor]:
+    """Turn ``logits`` (r, V) into exp(z - max z) in place; return log Σ exp z (r,) and Σ exp(z - max z) (r, 1)."""
+    top = logits.amax(1, keepdim=True)                                      # (r, 1): exp cannot overflow
+    total = logits.sub_(top).exp_().sum(1, keepdim=True)                    # (r, 1)
+    return (total.log() + top).squeeze(1), total
 
 
 @dataclass(frozen=True)
@@ -195,8 +202,7 @@ class EncoderDecoder(nn.Module):
         for i in range(0, states.size(0), rows):                           # one (rows, V) block at a time
             logits = self.output(states[i:i + rows]).float()                # (r, V)
             picked = logits.gather(1, target[i:i + rows, None]).squeeze(1)  # (r,)
-            top = logits.amax(1, keepdim=True)                              # (r, 1): exp cannot overflow
-            out.append(picked - logits.sub_(top).exp_().sum(1).log_() - top.squeeze(1))
+            out.append(picked - exp_shift_(logits)[0])
         result = torch.zeros(where.shape, dtype=torch.float32, device=hidden.device)   # (B, T)
         return result.masked_scatter_(where, torch.cat(out)) if out else result
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ctxmt_cli.core.model import logit_chunk_rows
+from ctxmt_cli.core.model import exp_shift_, logit_chunk_rows
 
 
 
@@ -34,9 +34,7 @@ class _ProjectedCrossEntropy(torch.autograd.Function):
             logits = (hidden[i:i + rows] @ w.t()).float()                  # (r, V)
             picked = logits.gather(1, target[i:i + rows, None]).squeeze(1)  # (r,)
             mean = logits.mean(1)
-            top = logits.amax(1, keepdim=True)                             # exp cannot overflow
-            total = logits.sub_(top).exp_().sum(1, keepdim=True)           # logits now hold exp(z - top)
-            lse = total.log().squeeze(1) + top.squeeze(1)
+            lse, total = exp_shift_(logits)                                # logits now hold exp(z - max z)
             loss = (1 - smoothing) * (lse - picked) + smoothing * (lse - mean)
             losses[i:i + rows] = loss.masked_fill_(target[i:i + rows] == pad, 0.0)
             probs.append(logits.div_(total))                               # softmax, kept for backward
