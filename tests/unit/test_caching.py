@@ -62,13 +62,7 @@ CONFIGS = {
 NAMES = sorted(CONFIGS)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # Tiny matmuls on a shared 2-core machine: intra-op threads only contend.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/unit/conftest.py
 
 
 def make_model(spec, vocab: VocabInfo = VOCAB, seed: int = 0, scale: float = 0.35, **over) -> Caching:
