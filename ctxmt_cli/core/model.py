@@ -26,14 +26,48 @@ from ctxmt_cli.core.layers import ContextAttention, DecoderLayer, EncoderLayer
 from ctxmt_cli.core.positions import PositionEncoding, window_layout
 
 
-#: bytes of one block of float32 logits where they are projected block by block (scoring, the fused
-#: training loss): scoring holds one block at a time whatever the batch size
+#: bytes of one block of float32 logits where the fused training loss projects them block by block
 LOGIT_CHUNK_BYTES = 32 << 20
 
 
 def logit_chunk_rows(vocab: int) -> int:
     """Rows of a (rows, vocab) float32 logit block within :data:`LOGIT_CHUNK_BYTES`."""
     return max(1, LOGIT_CHUNK_BYTES // (4 * vocab))
+
+
+#: scoring projects the vocabulary in slices of about this many bytes of float32 logits per row block: small
+#: enough to stay in the CPU's cache between the matmul that writes a slice and the passes that read it
+SCORE_SLICE_BYTES = 8 << 20
+#: narrowest slice: a narrower matmul would waste more than the cache saves
+SCORE_MIN_WIDTH = 512
+#: rows of one scoring block (memory stays bounded whatever the scoring batch)
+SCORE_ROWS = 2048
+
+
+def log_partition(states: Tensor, weight: Tensor, width: Optional[int] = None) -> Tensor:
+    """log Σ_v exp(states · weight_v) per row: (N,) for ``states`` (N, C) and ``weight`` (V, C).
+
+    The (N, V) logits are never held: the vocabulary is projected one cache-sized slice at a time
+    (``width`` columns; default: :data:`SCORE_SLICE_BYTES`, at least :data:`SCORE_MIN_WIDTH`, one slice
+    when N is small) and the log-sum-exp accumulates online (running max, sum rescaled when the max
+    grows). Each matmul packs its slice of the weight once, which row blocks would repeat per block;
+    the passes over a slice read it from cache, not memory.
+    """
+    n, v = states.size(0), weight.size(0)
+    if width is None:
+        width = max(SCORE_MIN_WIDTH, SCORE_SLICE_BYTES // (4 * max(n, 1)))
+    width = min(v, width)
+    top = total = None
+    for j in range(0, v, width):
+        logits = (states @ weight[j:j + width].t()).float()                 # (N, w)
+        slice_top = logits.amax(1, keepdim=True)                            # (N, 1)
+        if top is None:
+            top, total = slice_top, logits.sub_(slice_top).exp_().sum(1, keepdim=True)
+            continue
+        new_top = torch.maximum(top, slice_top)
+        total.mul_(top.sub_(new_top).exp_()).add_(logits.sub_(new_top).exp_().sum(1, keepdim=True))
+        top = new_top
+    return (total.log_() + top).squeeze(1)
 
 
 def exp_shift_(logits: Tensor) -> tuple[Tensor, Tensor]:
@@ -191,20 +225,21 @@ class EncoderDecoder(nn.Module):
 
         For scoring without gradients. The numbers of ``log_softmax(forward(batch).logits)``
         gathered at the targets, but the output projection runs only where asked (a contrastive
-        set scores the current sentence, not its target context) and the logits become their
-        exp-sums in place: no second (N, V) tensor is written.
+        set scores the current sentence, not its target context) and no (N, V) logits are ever held
+        (:func:`log_partition`): log p(y) = z_y - log Σ_v exp z_v.
         """
         hidden, _ = self.decoder_hidden(batch)                              # (B, T, C)
         if where is None:
             where = torch.ones_like(batch.tgt_out, dtype=torch.bool)
-        states, target = hidden[where], batch.tgt_out[where]               # (N, C), (N,)
-        rows, out = logit_chunk_rows(self.output.out_features), []
-        for i in range(0, states.size(0), rows):                           # one (rows, V) block at a time
-            logits = self.output(states[i:i + rows]).float()                # (r, V)
-            picked = logits.gather(1, target[i:i + rows, None]).squeeze(1)  # (r,)
-            out.append(picked - exp_shift_(logits)[0])
         result = torch.zeros(where.shape, dtype=torch.float32, device=hidden.device)   # (B, T)
-        return result.masked_scatter_(where, torch.cat(out)) if out else result
+        states, target = hidden[where], batch.tgt_out[where]               # (N, C), (N,)
+        if states.size(0) == 0:
+            return result
+        weight = self.output.weight                                         # (V, C), no bias
+        picked = (states * weight.index_select(0, target)).float().sum(1)   # (N,) z_y
+        lse = torch.cat([log_partition(states[i:i + SCORE_ROWS], weight)    # (N,)
+                         for i in range(0, states.size(0), SCORE_ROWS)])
+        return result.masked_scatter_(where, picked - lse)
 
     def decoder_hidden(self, batch: Batch, need_attention: bool = False) -> tuple[Tensor, Optional[dict]]:
         """Final decoder states (B, T, C) for ``batch.tgt_in`` (teacher forcing) and the attention maps if asked."""

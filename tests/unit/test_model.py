@@ -5,7 +5,7 @@ import torch
 
 from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.batch import Batch
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.model import VocabInfo, log_partition
 from ctxmt_cli.core.positions import window_layout
 from ctxmt_cli.models import FAMILIES, build_model
 
@@ -131,11 +131,13 @@ def test_tied_embeddings_with_joint_vocabulary():
 
 
 @pytest.mark.parametrize("name", ["sentence", "concat", "learned-pse"])
-@pytest.mark.parametrize("chunk_rows", [3, 1000])
-def test_target_logprobs_equal_log_softmax_of_forward_and_zero_off_the_mask(name, chunk_rows, monkeypatch):
+@pytest.mark.parametrize("rows,width", [(3, 7), (1000, 1000)])
+def test_target_logprobs_equal_log_softmax_of_forward_and_zero_off_the_mask(name, rows, width, monkeypatch):
     from ctxmt_cli.core import model as core_model
 
-    monkeypatch.setattr(core_model, "LOGIT_CHUNK_BYTES", chunk_rows * 4 * VOCAB.tgt_size)
+    monkeypatch.setattr(core_model, "SCORE_ROWS", rows)                  # row blocks of 3, vocabulary slices of 7
+    monkeypatch.setattr(core_model, "SCORE_MIN_WIDTH", width)
+    monkeypatch.setattr(core_model, "SCORE_SLICE_BYTES", 0)
     model, batch = make_model(VARIANTS[name]), sample()
     with torch.no_grad():
         full = model(batch).logits.log_softmax(-1).gather(2, batch.tgt_out.unsqueeze(2)).squeeze(2)  # (B, T)
@@ -145,3 +147,14 @@ def test_target_logprobs_equal_log_softmax_of_forward_and_zero_off_the_mask(name
     torch.testing.assert_close(got[where], full[where], atol=1e-5, rtol=1e-5)
     assert bool((got[~where] == 0).all())
     torch.testing.assert_close(model.target_logprobs(batch), full, atol=1e-5, rtol=1e-5)
+    nothing = torch.zeros_like(where)
+    assert bool((model.target_logprobs(batch, nothing) == 0).all())       # no position scored: zeros, no error
+
+
+@pytest.mark.parametrize("width", [1, 5, 16, 64])
+def test_log_partition_equals_logsumexp_whatever_the_slices(width):
+    torch.manual_seed(0)
+    states, weight = torch.randn(9, 8), torch.randn(64, 8) * 3             # (N, C), (V, C): large logits
+    weight[40] *= 20                                                        # the running max jumps in a late slice
+    expected = torch.logsumexp(states @ weight.t(), dim=1)                  # (N,)
+    torch.testing.assert_close(log_partition(states, weight, width), expected, atol=1e-5, rtol=1e-5)
