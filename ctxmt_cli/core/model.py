@@ -35,39 +35,44 @@ def logit_chunk_rows(vocab: int) -> int:
     return max(1, LOGIT_CHUNK_BYTES // (4 * vocab))
 
 
-#: scoring projects the vocabulary in slices of about this many bytes of float32 logits per row block: small
-#: enough to stay in the CPU's cache between the matmul that writes a slice and the passes that read it
-SCORE_SLICE_BYTES = 8 << 20
-#: narrowest slice: a narrower matmul would waste more than the cache saves
+#: scoring projects the vocabulary in slices of about this many bytes of float32 logits: small enough to
+#: stay in the CPU's cache between the matmul that writes a slice and the log-softmax that reads it
+SCORE_SLICE_BYTES = 4 << 20
+#: narrowest slice: a narrower matmul would lose more than the cache saves (slices are multiples of 256 columns)
 SCORE_MIN_WIDTH = 512
 #: rows of one scoring block (memory stays bounded whatever the scoring batch)
 SCORE_ROWS = 2048
 
 
-def log_partition(states: Tensor, weight: Tensor, width: Optional[int] = None) -> Tensor:
-    """log Σ_v exp(states · weight_v) per row: (N,) for ``states`` (N, C) and ``weight`` (V, C).
+def slice_width(rows: int, vocab: int) -> int:
+    """Vocabulary columns per slice for ``rows`` rows (see :data:`SCORE_SLICE_BYTES`); the whole vocabulary
+    when that fits."""
+    width = (SCORE_SLICE_BYTES // (4 * max(rows, 1))) // 256 * 256
+    return min(vocab, max(SCORE_MIN_WIDTH, width))
 
-    The (N, V) logits are never held: the vocabulary is projected one cache-sized slice at a time
-    (``width`` columns; default: :data:`SCORE_SLICE_BYTES`, at least :data:`SCORE_MIN_WIDTH`, one slice
-    when N is small) and the log-sum-exp accumulates online (running max, sum rescaled when the max
-    grows). Each matmul packs its slice of the weight once, which row blocks would repeat per block;
-    the passes over a slice read it from cache, not memory.
+
+def log_partition(states: Tensor, weight: Tensor, width: Optional[int] = None) -> Tensor:
+    """log Σ_v exp(states · weight_v) per row: (N,) float32 for ``states`` (N, C) and ``weight`` (V, C).
+
+    The (N, V) logits are never held. The vocabulary is projected one slice of ``width`` columns at a
+    time (default :func:`slice_width`) into one reused buffer, so no fresh memory is touched, and each
+    slice's log-sum-exp comes from one log-softmax (a single fused, row-wise pass, where max, subtract,
+    exp and sum would be four passes over memory): lse = z_0 - log_softmax(z)_0 for the slice's first
+    column z_0. Slices combine with ``logaddexp``.
     """
     n, v = states.size(0), weight.size(0)
-    if width is None:
-        width = max(SCORE_MIN_WIDTH, SCORE_SLICE_BYTES // (4 * max(n, 1)))
-    width = min(v, width)
-    top = total = None
+    width = min(v, width or slice_width(n, v))
+    logits = states.new_empty(n, width)                                     # (N, w), reused by every slice
+    logprobs = torch.empty(n, width, dtype=torch.float32, device=states.device)
+    total = None
     for j in range(0, v, width):
-        logits = (states @ weight[j:j + width].t()).float()                 # (N, w)
-        slice_top = logits.amax(1, keepdim=True)                            # (N, 1)
-        if top is None:
-            top, total = slice_top, logits.sub_(slice_top).exp_().sum(1, keepdim=True)
-            continue
-        new_top = torch.maximum(top, slice_top)
-        total.mul_(top.sub_(new_top).exp_()).add_(logits.sub_(new_top).exp_().sum(1, keepdim=True))
-        top = new_top
-    return (total.log_() + top).squeeze(1)
+        w = weight[j:j + width]                                             # (w', C)
+        z, lp = logits[:, :w.size(0)], logprobs[:, :w.size(0)]
+        torch.mm(states, w.t(), out=z)                                      # (N, w')
+        torch.log_softmax(z, 1, dtype=torch.float32, out=lp)
+        lse = z[:, 0].float() - lp[:, 0]                                    # (N,) before the next slice reuses z
+        total = lse if total is None else torch.logaddexp(total, lse)
+    return total
 
 
 def exp_shift_(logits: Tensor) -> tuple[Tensor, Tensor]:
@@ -220,6 +225,7 @@ class EncoderDecoder(nn.Module):
             return ModelOutput(None, attention, hidden)
         return ModelOutput(self.output(hidden), attention)
 
+    @torch.no_grad()
     def target_logprobs(self, batch: Batch, where: Optional[Tensor] = None) -> Tensor:
         """log p(``batch.tgt_out``) at the target positions ``where`` (B, T) bool (default all), 0 elsewhere: (B, T).
 

@@ -137,7 +137,7 @@ def test_target_logprobs_equal_log_softmax_of_forward_and_zero_off_the_mask(name
 
     monkeypatch.setattr(core_model, "SCORE_ROWS", rows)                  # row blocks of 3, vocabulary slices of 7
     monkeypatch.setattr(core_model, "SCORE_MIN_WIDTH", width)
-    monkeypatch.setattr(core_model, "SCORE_SLICE_BYTES", 0)
+    monkeypatch.setattr(core_model, "SCORE_SLICE_BYTES", 0)                 # slices of SCORE_MIN_WIDTH columns
     model, batch = make_model(VARIANTS[name]), sample()
     with torch.no_grad():
         full = model(batch).logits.log_softmax(-1).gather(2, batch.tgt_out.unsqueeze(2)).squeeze(2)  # (B, T)
