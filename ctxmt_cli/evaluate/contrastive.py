@@ -145,9 +145,12 @@ def _score_rows(model, tokenizer, sources, targets, scored, max_tokens, progress
     device = next(model.parameters()).device
     for ids in shared_source_batches(src_key, src_len, tgt_len, max_tokens):
         unique, src_index = np.unique(src_key[ids], return_inverse=True)
-        first = {k: j for j, k in zip(ids[::-1], src_key[ids][::-1])}  # a row holding each distinct source
-        batch = collate([sources[first[k]] for k in unique], [targets[j] for j in ids], pad, bos)
-        batch.src_index = torch.from_numpy(src_index.reshape(-1))
+        if len(unique) == len(ids):                                    # every row its own source: nothing to share
+            batch = collate([sources[j] for j in ids], [targets[j] for j in ids], pad, bos)
+        else:
+            first = {k: j for j, k in zip(ids[::-1], src_key[ids][::-1])}  # a row holding each distinct source
+            batch = collate([sources[first[k]] for k in unique], [targets[j] for j in ids], pad, bos)
+            batch.src_index = torch.from_numpy(src_index.reshape(-1))
         batch = batch.to(device)
         index, n_sent = sentence_index(batch.tgt_out, brk)                            # (B, T), (B,)
         last = torch.as_tensor(np.asarray(scored)[ids], device=device)                # (B,)

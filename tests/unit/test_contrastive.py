@@ -56,9 +56,10 @@ def forward_logprob(model, tok, src_sents, tgt_sents, last=1) -> tuple[float, in
 
 
 @pytest.mark.parametrize("context", [0, 2])
-def test_scores_equal_an_unbatched_forward_pass(tokenizer, context):
+@pytest.mark.parametrize("max_tokens", [200, 1])   # 1: one row per batch, so no batch shares a source row
+def test_scores_equal_an_unbatched_forward_pass(tokenizer, context, max_tokens):
     model, ts = make_model(tokenizer, context), make_set()
-    scores = score_testset(model, tokenizer, ts, normalize="none", max_tokens=200)
+    scores = score_testset(model, tokenizer, ts, normalize="none", max_tokens=max_tokens)
     for item, row in zip(ts.items, scores):
         for k, cand in enumerate(item.candidates):
             src = item.src_context[len(item.src_context) - context:] if context else []
