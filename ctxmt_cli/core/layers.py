@@ -9,6 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ctxmt_cli.core.linear import Linear
+
 
 #: queries per row up to which CPU inference (no autograd) uses :meth:`MultiheadAttention._small_query`
 #: (on GPUs SDPA's kernels serve decoding steps well)
@@ -27,10 +29,10 @@ class MultiheadAttention(nn.Module):
     def __init__(self, d_model: int, heads: int, dropout: float = 0.0):
         super().__init__()
         self.heads, self.head_dim, self.dropout = heads, d_model // heads, dropout
-        self.q_proj = nn.Linear(d_model, d_model)
-        self.k_proj = nn.Linear(d_model, d_model)
-        self.v_proj = nn.Linear(d_model, d_model)
-        self.out_proj = nn.Linear(d_model, d_model)
+        self.q_proj = Linear(d_model, d_model)
+        self.k_proj = Linear(d_model, d_model)
+        self.v_proj = Linear(d_model, d_model)
+        self.out_proj = Linear(d_model, d_model)
 
     def _split(self, x: Tensor) -> Tensor:
         b, t, _ = x.shape
@@ -93,7 +95,7 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model: int, ffn_dim: int, activation_dropout: float):
         super().__init__()
-        self.fc1, self.fc2 = nn.Linear(d_model, ffn_dim), nn.Linear(ffn_dim, d_model)
+        self.fc1, self.fc2 = Linear(d_model, ffn_dim), Linear(ffn_dim, d_model)
         self.dropout = nn.Dropout(activation_dropout)
 
     def forward(self, x: Tensor) -> Tensor:

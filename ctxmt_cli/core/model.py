@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from ctxmt_cli.core.batch import Batch, DecoderState, EncoderOut, SharedRows
 from ctxmt_cli.core.layers import ContextAttention, DecoderLayer, EncoderLayer
+from ctxmt_cli.core.linear import Linear
 from ctxmt_cli.core.positions import PositionEncoding, window_layout
 
 
@@ -120,7 +121,7 @@ class EncoderDecoder(nn.Module):
         share = cfg.share_embeddings
         share_all = (share == "all") or (share == "auto" and vocab.joint and vocab.src_size == vocab.tgt_size)
         self.tgt_embed = self.src_embed if share_all else nn.Embedding(vocab.tgt_size, d, padding_idx=vocab.pad)
-        self.output = nn.Linear(d, vocab.tgt_size, bias=False)
+        self.output = Linear(d, vocab.tgt_size, bias=False)
         self.src_pos = src_pos or PositionEncoding(d)
         self.tgt_pos = tgt_pos or PositionEncoding(d)
         self.dropout = nn.Dropout(cfg.dropout)
