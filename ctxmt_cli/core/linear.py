@@ -15,6 +15,7 @@ initialisation are those of ``nn.Linear``.
 from __future__ import annotations
 
 import platform
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -44,11 +45,16 @@ ONEDNN_LINEAR = _onednn_linear()
 _cpu_autocast = _cpu_autocast_probe()
 
 
+def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
+    """``F.linear(x, weight, bias)``; float32 CPU inference goes through oneDNN (see the module docstring)."""
+    if (ONEDNN_LINEAR is not None and not torch.is_grad_enabled() and x.device.type == "cpu"
+            and x.dtype == torch.float32 and weight.dtype == torch.float32 and not _cpu_autocast()):
+        return ONEDNN_LINEAR(x, weight, bias, "none", [], "")
+    return F.linear(x, weight, bias)
+
+
 class Linear(nn.Linear):
-    """``nn.Linear``; float32 CPU inference goes through oneDNN (see the module docstring)."""
+    """``nn.Linear`` computed by :func:`linear`."""
 
     def forward(self, x: Tensor) -> Tensor:
-        if (ONEDNN_LINEAR is not None and not torch.is_grad_enabled() and x.device.type == "cpu"
-                and x.dtype == torch.float32 and self.weight.dtype == torch.float32 and not _cpu_autocast()):
-            return ONEDNN_LINEAR(x, self.weight, self.bias, "none", [], "")
-        return F.linear(x, self.weight, self.bias)
+        return linear(x, self.weight, self.bias)

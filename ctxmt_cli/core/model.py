@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from ctxmt_cli.core.batch import Batch, DecoderState, EncoderOut, SharedRows
 from ctxmt_cli.core.layers import ContextAttention, DecoderLayer, EncoderLayer
-from ctxmt_cli.core.linear import Linear
+from ctxmt_cli.core.linear import Linear, linear
 from ctxmt_cli.core.positions import PositionEncoding, window_layout
 
 
@@ -52,26 +52,25 @@ def slice_width(rows: int, vocab: int) -> int:
     return min(vocab, max(SCORE_MIN_WIDTH, width))
 
 
+@torch.no_grad()
 def log_partition(states: Tensor, weight: Tensor, width: Optional[int] = None) -> Tensor:
-    """log Σ_v exp(states · weight_v) per row: (N,) float32 for ``states`` (N, C) and ``weight`` (V, C).
+    """log Σ_v exp(states · weight_v) per row: (N,) float32 for ``states`` (N, C) and ``weight`` (V, C); no gradients.
 
     The (N, V) logits are never held. The vocabulary is projected one slice of ``width`` columns at a
-    time (default :func:`slice_width`) into one reused buffer, so no fresh memory is touched, and each
-    slice's log-sum-exp comes from one log-softmax (a single fused, row-wise pass, where max, subtract,
-    exp and sum would be four passes over memory): lse = z_0 - log_softmax(z)_0 for the slice's first
-    column z_0. Slices combine with ``logaddexp``.
+    time (default :func:`slice_width`), and each slice's log-sum-exp comes from one log-softmax into a
+    reused buffer (a single fused, row-wise pass, where max, subtract, exp and sum would be four passes
+    over memory): lse = z_0 - log_softmax(z)_0 for the slice's first column z_0. Slices combine with
+    ``logaddexp``.
     """
     n, v = states.size(0), weight.size(0)
     width = min(v, width or slice_width(n, v))
-    logits = states.new_empty(n, width)                                     # (N, w), reused by every slice
-    logprobs = torch.empty(n, width, dtype=torch.float32, device=states.device)
+    logprobs = torch.empty(n, width, dtype=torch.float32, device=states.device)   # (N, w), reused by every slice
     total = None
     for j in range(0, v, width):
-        w = weight[j:j + width]                                             # (w', C)
-        z, lp = logits[:, :w.size(0)], logprobs[:, :w.size(0)]
-        torch.mm(states, w.t(), out=z)                                      # (N, w')
+        z = linear(states, weight[j:j + width])                             # (N, w')
+        lp = logprobs[:, :z.size(1)]
         torch.log_softmax(z, 1, dtype=torch.float32, out=lp)
-        lse = z[:, 0].float() - lp[:, 0]                                    # (N,) before the next slice reuses z
+        lse = z[:, 0].float() - lp[:, 0]                                    # (N,)
         total = lse if total is None else torch.logaddexp(total, lse)
     return total
 
