@@ -32,8 +32,10 @@ cost of the context path.
   Attention is SDPA, whose fused kernels never hold the L x L score matrix, so concat's memory grows
   about linearly in K here (seed 002 measured quadratic growth with explicit attention).
 
-    python benchmarks/context_scaling.py [--contexts 1,2,4,8,16] [--out DIR] [--preset small] [--threads 1]
+    python benchmarks/context_scaling.py [--quick] [--contexts 1,2,4,8,16] [--out DIR] [--preset small] [--threads 1]
     ctxmt benchmark context-scaling [same options]
+
+``--quick``: K = 1, 4, 8, 2 documents x 16 sentences, one timed run (options given explicitly win).
 """
 
 from __future__ import annotations
@@ -72,9 +74,13 @@ MAX_LEN_A, MAX_LEN_B = 1.0, 2      # outputs about as long as their source (see 
 GROUPS = 9
 
 
+#: ``--quick``: fewer context sizes, documents, sentences and runs (a few minutes on 2 CPU cores); options given win
+QUICK = {"contexts": (1, 4, 8), "docs": 2, "sentences": 16, "repeats": 1}
+
+
 @dataclass
 class Settings:
-    """One benchmark run's options (the CLI and ``main`` fill it)."""
+    """One benchmark run's options (the CLI and ``main`` fill it through :meth:`make`)."""
 
     contexts: tuple[int, ...] = DEFAULT_CONTEXTS
     out: Path = Path("out/context_scaling")
@@ -87,6 +93,11 @@ class Settings:
     threads: int = 1                   # one intra-op thread: stable times on a shared CPU (see run())
     vocab: int = 8000
     seed: int = 0
+
+    @classmethod
+    def make(cls, quick: bool = False, **given) -> "Settings":
+        """The options given (None = not given) over the defaults, or over :data:`QUICK`'s with ``quick``."""
+        return cls(**{**(QUICK if quick else {}), **{k: v for k, v in given.items() if v is not None}})
 
 
 def parse_contexts(text: str) -> tuple[int, ...]:
@@ -348,14 +359,16 @@ def measure_and_report(settings: Settings) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--contexts", default=",".join(map(str, DEFAULT_CONTEXTS)))
-    for flag, kind in (("out", Path), ("docs", int), ("sentences", int), ("device", str), ("preset", str),
-                       ("beam", int), ("repeats", int), ("threads", int)):
-        parser.add_argument(f"--{flag}", type=kind, default=getattr(Settings, flag))
+    parser.add_argument("--contexts")
+    parser.add_argument("--quick", action="store_true")
+    flags = (("out", Path), ("docs", int), ("sentences", int), ("device", str), ("preset", str), ("beam", int),
+             ("repeats", int), ("threads", int))
+    for flag, kind in flags:
+        parser.add_argument(f"--{flag}", type=kind)
     args = parser.parse_args()
     try:
-        run(Settings(parse_contexts(args.contexts), args.out, args.docs, args.sentences, args.device, args.preset,
-                     args.beam, args.repeats, args.threads))
+        contexts = parse_contexts(args.contexts) if args.contexts else None
+        run(Settings.make(args.quick, contexts=contexts, **{flag: getattr(args, flag) for flag, _ in flags}))
     except CtxmtError as err:
         raise SystemExit(f"context_scaling: error: {err}") from None
 

@@ -248,18 +248,22 @@ def _load_benchmark(name: str):
 @user_errors
 def benchmark(
     name: str = typer.Argument(..., metavar="NAME", help=f"benchmark to run: {' | '.join(BENCHMARKS)}"),
-    contexts: str = typer.Option("1,2,4,8,16", help="context sizes K in sentences, comma-separated"),
+    contexts: Optional[str] = typer.Option(None, help="context sizes K in sentences, comma-separated "
+                                           "[default: 1,2,4,8,16; --quick 1,4,8]"),
     out: Path = typer.Option(Path("out/context_scaling"), "--out", help="directory for the JSON results and the PNG plot"),
-    docs: int = typer.Option(4, min=1, help="documents timed (decoded in parallel)"),
-    sentences: int = typer.Option(32, min=1, help="first N sentences of each timed document"),
+    docs: Optional[int] = typer.Option(None, min=1, help="documents timed (decoded in parallel) [default: 4; --quick 2]"),
+    sentences: Optional[int] = typer.Option(None, min=1, help="first N sentences of each timed document "
+                                            "[default: 32; --quick 16]"),
     device: str = typer.Option("cpu", help="cpu | cuda | cuda:N"),
     preset: str = typer.Option("small", help="model dims: tiny | small | base | big"),
     beam: int = typer.Option(1, min=1, help="beam size (1 = greedy)"),
     repeats: Optional[int] = typer.Option(None, min=1, help="timed runs per implementation, round-robin "
-                                           "(default: context-scaling 2, the fastest kept; train/score/decode 5, median)"),
+                                           "(default: context-scaling 2, --quick 1, the fastest kept; "
+                                           "train/score/decode 5, median)"),
     threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads, same for ctxmt and peers "
                                           "(default: context-scaling 1, train/score/decode 2)"),
-    quick: bool = typer.Option(False, "--quick", help="train/score/decode: fewer repeats and presets (under 3 minutes)"),
+    quick: bool = typer.Option(False, "--quick", help="fewer repeats (context-scaling: fewer K, documents and "
+                                                   "sentences): under 3 minutes"),
 ):
     """Run a benchmark from benchmarks/ (a source checkout): context-scaling = time and memory vs context size;
     train / score / decode = tokens/s or pairs/s of ctxmt vs torch.nn.Transformer and HF Marian, with ratio lines."""
@@ -268,8 +272,9 @@ def benchmark(
         defaults = module.Settings()
         module.run(module.Settings(preset, quick, threads or defaults.threads, repeats or defaults.repeats))
         return
-    module.run(module.Settings(module.parse_contexts(contexts), out, docs, sentences, device, preset, beam, repeats or 2,
-                               threads or 1))
+    module.run(module.Settings.make(quick, contexts=module.parse_contexts(contexts) if contexts else None, out=out,
+                                    docs=docs, sentences=sentences, device=device, preset=preset, beam=beam,
+                                    repeats=repeats, threads=threads))
 
 
 def main() -> None:  # pragma: no cover - console entry point
