@@ -49,7 +49,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 
@@ -95,8 +95,10 @@ class Settings:
     seed: int = 0
 
     @classmethod
-    def make(cls, quick: bool = False, **given) -> "Settings":
-        """The options given (None = not given) over the defaults, or over :data:`QUICK`'s with ``quick``."""
+    def make(cls, quick: bool = False, contexts: Optional[str] = None, **given) -> "Settings":
+        """The options given (None = not given; ``contexts`` as ``--contexts`` text) over the defaults, or over
+        :data:`QUICK`'s with ``quick``."""
+        given["contexts"] = parse_contexts(contexts) if contexts else None
         return cls(**{**(QUICK if quick else {}), **{k: v for k, v in given.items() if v is not None}})
 
 
@@ -367,8 +369,7 @@ def main() -> None:
         parser.add_argument(f"--{flag}", type=kind)
     args = parser.parse_args()
     try:
-        contexts = parse_contexts(args.contexts) if args.contexts else None
-        run(Settings.make(args.quick, contexts=contexts, **{flag: getattr(args, flag) for flag, _ in flags}))
+        run(Settings.make(args.quick, args.contexts, **{flag: getattr(args, flag) for flag, _ in flags}))
     except CtxmtError as err:
         raise SystemExit(f"context_scaling: error: {err}") from None
 

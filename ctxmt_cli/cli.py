@@ -272,9 +272,8 @@ def benchmark(
         defaults = module.Settings()
         module.run(module.Settings(preset, quick, threads or defaults.threads, repeats or defaults.repeats))
         return
-    module.run(module.Settings.make(quick, contexts=module.parse_contexts(contexts) if contexts else None, out=out,
-                                    docs=docs, sentences=sentences, device=device, preset=preset, beam=beam,
-                                    repeats=repeats, threads=threads))
+    module.run(module.Settings.make(quick, contexts, out=out, docs=docs, sentences=sentences, device=device,
+                                    preset=preset, beam=beam, repeats=repeats, threads=threads))
 
 
 def main() -> None:  # pragma: no cover - console entry point
