@@ -21,7 +21,9 @@ Targets (issue 5): prefix <= 1.6x the sentence-level seconds per sentence, and >
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import Optional
 
 import torch
 from torch import nn
@@ -34,6 +36,7 @@ finally:
     sys.path.pop(0)
 
 from ctxmt_cli.config import PRESETS, validate_recipe  # noqa: E402
+from ctxmt_cli.core.batch import DecoderState  # noqa: E402
 from ctxmt_cli.core.model import VocabInfo  # noqa: E402
 from ctxmt_cli.decode.translator import TranslationStats, translate_documents  # noqa: E402
 from ctxmt_cli.models import build_model  # noqa: E402
@@ -43,33 +46,40 @@ FORCE = 1e4                      # far above any logit of a random model: the co
 CONTEXT = 3                      # s4to4
 
 
+@dataclass
+class CopyState(DecoderState):
+    """The decoder state plus the source window to copy, reordered with the beams."""
+
+    copy: Optional[torch.Tensor] = None                                    # (B, S)
+
+    def index_select(self, index):
+        return replace(super().index_select(index), copy=self.copy.index_select(0, index))
+
+
 class Copy(nn.Module):
     """Forces each decoder step to emit the source window's token at that position (see the module docstring)."""
 
     def __init__(self, inner):
         super().__init__()
         self.inner, self.vocab, self.cfg = inner, inner.vocab, inner.cfg
+        self.document_mode = inner.document_mode
 
     def encode(self, batch):
-        enc = self.inner.encode(batch)
-        enc.extra["copy"] = batch.src                                      # (B, S): the window to copy
-        return enc
+        return self.inner.encode(batch)
 
     def init_state(self, enc, batch):
         state = self.inner.init_state(enc, batch)
-        state.extra["copy"] = enc.extra["copy"]                           # reordered with the beams
-        return state
+        return CopyState(**{f.name: getattr(state, f.name) for f in fields(state)}, copy=batch.src)
 
     def reorder_state(self, state, index):
         return self.inner.reorder_state(state, index)
 
     def decode_step(self, tokens, state):
         logits, new = self.inner.decode_step(tokens, state)               # (B, V)
-        src = state.extra["copy"]
+        src = state.copy
         pos = state.pos.clamp(max=src.size(1) - 1)                         # (B,) position being predicted
         target = src.gather(1, pos.unsqueeze(1)).squeeze(1)                # (B,)
         target = torch.where(target == self.vocab.pad, torch.full_like(target, self.vocab.eos), target)
-        new.extra["copy"] = src
         return logits.scatter_add(1, target.unsqueeze(1), torch.full_like(logits[:, :1], FORCE)), new
 
 

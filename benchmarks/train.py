@@ -56,7 +56,7 @@ def ctxmt_updater(dims: bu.Dims, seed: int, amp: str = "off") -> Updater:
     model = bu.ctxmt_model(dims, seed)
     vocab = VocabInfo(dims.vocab, dims.vocab)
     return Updater(model, make_optimizer(model, recipe.train), None, DistEnv(),
-                   LossSettings.from_recipe(recipe, vocab), amp, recipe.train.clip_norm)
+                   LossSettings.from_recipe(recipe, vocab, model), amp, recipe.train.clip_norm)
 
 
 def cpu_has_bf16() -> bool:

@@ -3,11 +3,19 @@
 Mask convention (used everywhere in ctxmt): a mask is a ``bool`` tensor that is
 ``True`` where a position holds a real token (may be attended to) and ``False``
 at padding. Padding is always on the right of each row.
+
+*Context memory*: vectors a family keeps outside the source window and the decoder
+reads through its context-attention blocks (or as extra cross-attention keys). The
+caching family (sequence shortening) fills it with the cached entries of previous
+sentences; any family may use the same three fields: ``Batch.memory`` (entries
+kept per document by the translator), ``EncoderOut.context`` / ``EncoderOut.entry``
+(the assembled memory, and the entry the current sentence leaves for later ones)
+and ``DecoderState.context`` (its keys/values per layer).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Optional
 
 import torch
@@ -34,10 +42,9 @@ class Batch:
     tgt_out: Optional[Tensor] = None             # (B, T) long
     tgt_prefix: Optional[Tensor] = None          # (B, P) long, for decoding
     tgt_sentences: Optional[Tensor] = None       # (B,) long, for decoding
-    doc_ids: Optional[Tensor] = None             # (B,) long, document of each row
     ids: Optional[Tensor] = None                 # (B,) long, sentence/item index of each row
     src_index: Optional[Tensor] = None           # (B_tgt,) long, source row of each target row
-    memory: Optional[list] = None                # caching: per row, cached context entries (M_i, C), oldest first
+    memory: Optional[list] = None                # context memory: per row, cached entries (M_i, C), oldest first
 
     def to(self, device: torch.device | str) -> "Batch":
         """Move every tensor field to ``device``."""
@@ -55,13 +62,31 @@ class Batch:
 
 
 @dataclass
+class Memory:
+    """A padded set of vectors per row and its mask (a context memory, or one sentence's cache entry)."""
+
+    states: Tensor                               # (B, M, C)
+    mask: Tensor                                 # (B, M) bool, True = real entry
+
+    def rows(self) -> list[Tensor]:
+        """The real vectors of each row: B tensors (M_i, C)."""
+        return [self.states[r][self.mask[r]] for r in range(self.states.size(0))]
+
+    def index_select(self, index: Tensor) -> "Memory":
+        """Rows ``index`` (B',)."""
+        return Memory(self.states.index_select(0, index), self.mask.index_select(0, index))
+
+
+@dataclass
 class EncoderOut:
-    """Encoder states and their mask; ``extra`` carries family-specific tensors (batch-first)."""
+    """Encoder states and their mask, and what a family adds (every tensor batch-first)."""
 
     states: Tensor                               # (B, S, C)
     mask: Tensor                                 # (B, S) bool, True = real token
     shift: Tensor                                # (B,) long, segment shift used by the decoder
-    extra: dict = field(default_factory=dict)
+    attention: Optional[list] = None             # per encoder layer (B, H, S, S), when asked for
+    context: Optional[Memory] = None             # context memory read by context attention, (B, Mc, C)
+    entry: Optional[Memory] = None               # what this sentence leaves in a document memory, (B, M, C)
 
 
 @dataclass
@@ -124,8 +149,7 @@ class DecoderState:
     n_sent: Tensor                               # (B,) long
     shift: Tensor                                # (B,) long
     pending: Tensor                              # (B,) long
-    extra: dict = field(default_factory=dict)
-    context: Optional[SharedRows] = None         # context-attention keys/values (caching family), once per document
+    context: Optional[SharedRows] = None         # context-memory keys/values per layer, once per sentence
 
     def index_select(self, index: Tensor) -> "DecoderState":
         """Rows ``index`` of every tensor (beam search reordering / expansion); shared rows are not copied."""
@@ -137,6 +161,5 @@ class DecoderState:
             self_mask=pick(self.self_mask), pos=pick(self.pos),
             sent_idx=pick(self.sent_idx), n_sent=pick(self.n_sent), shift=pick(self.shift),
             pending=pick(self.pending),
-            extra={k: (pick(v) if isinstance(v, Tensor) else v) for k, v in self.extra.items()},
             context=None if self.context is None else self.context.index_select(index),
         )

@@ -1,22 +1,52 @@
 """The encoder-decoder every family builds on, and the core contract.
 
-Contract (training, beam search, scoring and analysis rely on nothing else):
+Training, beam search, scoring, translation and analysis rely on nothing but this
+contract, so none of them ever asks which family it runs. README.md, section
+"Architecture", shows the same contract with the data flow.
 
-* ``forward(batch, need_attention=False) -> ModelOutput`` — teacher-forced logits;
-* ``encode(batch) -> EncoderOut``;
-* ``init_state(enc, batch) -> DecoderState`` — forces ``batch.tgt_prefix`` in one
-  parallel pass; its last token is left *pending* for the first step;
-* ``decode_step(tokens, state) -> (logits, state)`` — one token per row;
-* ``reorder_state(state, index) -> state`` — beam search.
+Methods (the plain Transformer implements them; families do not copy them):
 
-Families customise it by passing modules in (position encodings, shifts) and by
-overriding small hooks; they never copy these methods.
+* ``forward(batch, need_attention=False, project=True) -> ModelOutput`` — teacher-forced
+  logits (B, T, V) of ``batch.tgt_in`` (``project=False``: the decoder states (B, T, C)
+  instead, for the fused training loss), attention maps when asked, and the family's
+  loss terms (``ModelOutput.loss_terms``);
+* ``encode(batch) -> EncoderOut`` — states (B, S, C), mask (B, S), segment shift (B,),
+  and a family's typed additions (context memory, cache entry);
+* ``init_state(enc, batch) -> DecoderState`` — forces ``batch.tgt_prefix`` (default
+  ``<s>``) in one parallel pass; its last token is left *pending* for the first step;
+* ``decode_step(tokens (B,), state) -> (logits (B, V), state)`` — one token per row;
+  equals the full forward pass at every position;
+* ``reorder_state(state, index) -> state`` — rows for beam search;
+* ``target_logprobs(batch, where) -> (B, T)`` — forced-decoding scores without logits.
+
+Masks (:mod:`ctxmt_cli.core.batch`): ``bool``, True = real token, padding on the right.
+
+Hooks, each declared here with the default the plain Transformer uses; a family
+overrides the smallest one:
+
+* ``resolve(cfg, meta)`` (classmethod) — fill data-dependent config values from the
+  prepared data's ``meta.json`` (concat: ``shift: auto``); default: ``cfg`` unchanged;
+* ``context_aware`` — whether the model reads context (reports, quickstart); default False;
+* ``document_mode`` — how translation treats a document (:class:`DocumentMode`):
+  ``WINDOWS`` re-encodes each sentence's source window (default), ``MEMORY`` encodes each
+  sentence once and keeps its ``EncoderOut.entry`` in a per-document context memory
+  passed back as ``Batch.memory``;
+* ``loss_term_names`` / ``loss_terms(batch, token_loss, output)`` — named extra terms of the
+  training objective (:class:`LossTerm`: sum, count, weight). The trainer adds
+  ``weight * sum`` of each to the label-smoothed window loss, logs each mean
+  (``sum / count``) and validates it. Default: none, only what ``forward`` put into
+  ``ModelOutput.loss_terms``;
+* ``source_shift`` / ``target_shift`` and the position-encoding modules passed to
+  ``__init__`` — where each token sits in its window (concat);
+* ``context_attention`` passed to ``__init__`` and ``EncoderOut.context`` — a
+  context-attention block in each decoder layer over a context memory (caching).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Optional
+import enum
+from dataclasses import dataclass, field, replace
+from typing import ClassVar, Optional
 
 import torch
 from torch import Tensor, nn
@@ -96,15 +126,46 @@ class VocabInfo:
     joint: bool = True
 
 
+class DocumentMode(enum.Enum):
+    """How translation feeds a document's context to the model (the ``document_mode`` hook)."""
+
+    WINDOWS = "windows"       # re-encode each sentence's source window (context sentences + current)
+    MEMORY = "memory"         # encode each sentence once; keep its entry in a per-document context memory
+
+
+@dataclass
+class LossTerm:
+    """One named extra term of the training objective, as sums over a batch.
+
+    The objective is (Σ_tokens ℓ + Σ_terms weight · sum) / (tokens + Σ_terms [normalizes] weight · count):
+    the label-smoothed window loss plus each term weighted in. ``sum / count`` is the term's logged
+    mean. A term with weight 0 is only a statistic (logged and validated, no gradient); with
+    ``normalizes`` its weighted count joins the normaliser (a per-token reweighting, see concat).
+    """
+
+    sum: Tensor                                      # () float32
+    count: Tensor                                    # () float32
+    weight: float = 1.0
+    normalizes: bool = False
+
+
 @dataclass
 class ModelOutput:
     logits: Optional[Tensor]                         # (B, T, V); None when forward(project=False)
     attention: Optional[dict] = None                 # name -> list of (B, H, Tq, Tk) per layer
     hidden: Optional[Tensor] = None                  # (B, T, C) final decoder states, when project=False
+    loss_terms: dict[str, LossTerm] = field(default_factory=dict)   # a family's extra terms (see LossTerm)
 
 
 class EncoderDecoder(nn.Module):
-    """Transformer encoder-decoder over (possibly concatenated) windows."""
+    """Transformer encoder-decoder over (possibly concatenated) windows; see the module docstring for the contract."""
+
+    #: whether the model reads context beyond the current sentence
+    context_aware: ClassVar[bool] = False
+    #: how translation treats a document (see :class:`DocumentMode`)
+    document_mode: ClassVar[DocumentMode] = DocumentMode.WINDOWS
+    #: names of the extra loss terms :meth:`loss_terms` returns, fixed for the whole run
+    loss_term_names: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self, cfg, vocab: VocabInfo, src_pos: Optional[PositionEncoding] = None,
@@ -147,6 +208,20 @@ class EncoderDecoder(nn.Module):
             nn.init.zeros_(emb.weight[self.vocab.pad])
 
     # ---- hooks -------------------------------------------------------------------------------
+    @classmethod
+    def resolve(cls, cfg, meta: dict):
+        """The model config with data-dependent values filled from the prepared data's ``meta``; default: unchanged."""
+        return cfg
+
+    def loss_terms(self, batch: Batch, token_loss: Tensor, output: "ModelOutput") -> dict[str, LossTerm]:
+        """Extra terms of the training objective, named as :attr:`loss_term_names`.
+
+        ``token_loss`` (B, T) is the label-smoothed loss of every target token (0 at padding), for terms
+        that reweight tokens; ``output`` is this batch's forward output. Default: the terms ``forward`` put
+        into ``output.loss_terms`` (none for the plain Transformer).
+        """
+        return dict(output.loss_terms)
+
     def source_shift(self, src: Tensor) -> Tensor:
         """Per-row segment shift (B,) of the source windows; ``per-window`` = mean sentence length."""
         b = src.size(0)
@@ -175,26 +250,26 @@ class EncoderDecoder(nn.Module):
         positions, seg, _ = window_layout(src, self.vocab.brk, shift)
         pe = self.src_pos(positions, seg)                                  # (B, S, C)
         x = self.dropout(self.src_embed(src) * self.scale + pe)
+        again = self.src_pos.persisted(positions, seg, pe)                 # (B, S, C) or None: re-added per layer
         attn_mask, weights = mask[:, None, None, :], []
         for i, layer in enumerate(layers):
-            if i > 0 and self.src_pos.persistent:
-                x = x + pe
+            if i > 0 and again is not None:
+                x = x + again
             x, w = layer(x, attn_mask, need_attention)
             weights.append(w)
-        enc = EncoderOut((self.encoder_norm if norm is None else norm)(x), mask, self.target_shift(shift))
-        if need_attention:
-            enc.extra["attention"] = weights
-        return enc
+        states = (self.encoder_norm if norm is None else norm)(x)
+        return EncoderOut(states, mask, self.target_shift(shift), attention=weights if need_attention else None)
 
     def _decode_full(self, tokens: Tensor, enc: EncoderOut, cross_kv, n_sent=None, need_attention=False, context=None):
         """Decoder over whole sequences ``tokens`` (B, T) with causal self-attention (``context``: see context_kv)."""
         positions, seg, _ = window_layout(tokens, self.vocab.brk, enc.shift, n_sent)
         pe = self.tgt_pos(positions, seg)                                  # (B, T, C)
         x = self.dropout(self.tgt_embed(tokens) * self.scale + pe)
+        again = self.tgt_pos.persisted(positions, seg, pe)                 # (B, T, C) or None: re-added per layer
         enc_mask, kvs, weights = enc.mask[:, None, None, :], [], {"self": [], "cross": [], "context": []}
         for i, layer in enumerate(self.decoder_layers):
-            if i > 0 and self.tgt_pos.persistent:
-                x = x + pe
+            if i > 0 and again is not None:
+                x = x + again
             layer_context = None if context is None else (context[0][i], context[1][:, None, None, :], 1)
             x, kv, w = layer(x, (cross_kv[i], enc_mask, 1), need_weights=need_attention, context=layer_context)
             kvs.append(kv)
@@ -207,14 +282,12 @@ class EncoderDecoder(nn.Module):
         return [layer.cross_attn.project_kv(enc.states) for layer in self.decoder_layers]
 
     def context_kv(self, enc: EncoderOut):
-        """Context-attention keys/values per layer and the context mask (B, Mc), or None without context attention.
-
-        The context memory is ``enc.extra["context"]`` (B, Mc, C) with ``enc.extra["context_mask"]``.
-        """
+        """Context-attention keys/values per layer over ``enc.context`` (B, Mc, C) and its mask (B, Mc);
+        None without context attention."""
         if self.decoder_layers[0].context is None:
             return None
-        memory = enc.extra["context"]
-        return [layer.context.attn.project_kv(memory) for layer in self.decoder_layers], enc.extra["context_mask"]
+        memory = enc.context
+        return [layer.context.attn.project_kv(memory.states) for layer in self.decoder_layers], memory.mask
 
     def forward(self, batch: Batch, need_attention: bool = False, project: bool = True) -> ModelOutput:
         """Teacher-forced logits (B, T, V) for ``batch.tgt_in``; ``project=False``: the decoder states
@@ -261,7 +334,7 @@ class EncoderDecoder(nn.Module):
         hidden, _, weights = self._decode_full(batch.tgt_in, enc, cross, need_attention=need_attention, context=context)
         attention = None
         if need_attention:
-            attention = {"encoder_self": enc.extra["attention"], "decoder_self": weights["self"], "cross": weights["cross"]}
+            attention = {"encoder_self": enc.attention, "decoder_self": weights["self"], "cross": weights["cross"]}
             if context is not None:
                 attention["context"] = weights["context"]
         return hidden, attention
@@ -299,14 +372,15 @@ class EncoderDecoder(nn.Module):
         seg = (state.n_sent - state.sent_idx).clamp(min=1).unsqueeze(1)     # (B, 1)
         pe = self.tgt_pos(positions, seg)                                   # (B, 1, C)
         x = self.dropout(self.tgt_embed(tokens.unsqueeze(1)) * self.scale + pe)
+        again = self.tgt_pos.persisted(positions, seg, pe)                  # (B, 1, C) or None: re-added per layer
         self_mask = torch.cat([state.self_mask, state.self_mask.new_ones(tokens.size(0), 1)], dim=1)
         mask4, new_k, new_v = self_mask[:, None, None, :], [], []
         cross_k, cross_v, cross_mask, cross_fold = state.cross.for_rows()
         if state.context is not None:
             ctx_k, ctx_v, ctx_mask, ctx_fold = state.context.for_rows()
         for i, layer in enumerate(self.decoder_layers):
-            if i > 0 and self.tgt_pos.persistent:
-                x = x + pe
+            if i > 0 and again is not None:
+                x = x + again
             past = (state.self_k[i], state.self_v[i])
             cross = ((cross_k[i], cross_v[i]), cross_mask[:, None, None, :], cross_fold)
             context = None if state.context is None else ((ctx_k[i], ctx_v[i]), ctx_mask[:, None, None, :], ctx_fold)

@@ -36,6 +36,7 @@ from typing import Callable, Optional, Sequence
 import torch
 
 from ctxmt_cli.core.batch import Batch
+from ctxmt_cli.core.model import DocumentMode
 from ctxmt_cli.data.batching import pad_rows
 from ctxmt_cli.decode.search import beam_search
 from ctxmt_cli.errors import CtxmtError
@@ -216,9 +217,8 @@ def _step_input(model, sources, outputs, memories, j, plan, sp, search, mode):
 
 def remember(memories, enc, keep: int) -> None:
     """Append each row's new cache entry (padding dropped) and keep the last ``keep`` entries per document."""
-    entry, mask = enc.extra["entry"].detach(), enc.extra["entry_mask"]
-    for r, mem in enumerate(memories):
-        mem.append(entry[r][mask[r]])
+    for mem, entry in zip(memories, enc.entry.rows()):
+        mem.append(entry.detach())
         del mem[: max(0, len(mem) - keep)]
 
 
@@ -301,8 +301,8 @@ def translate_documents(
 
     ``batch_docs`` documents are decoded in parallel; ``progress(stats)`` is
     called after every step; pass ``stats`` to read the counters (fallbacks…)
-    afterwards. ``cache``: models with a document memory (``model.document_memory``) encode each
-    sentence once and reuse its cached entry as context; ``False`` re-encodes the windows (for checks).
+    afterwards. ``cache``: models whose ``document_mode`` is ``MEMORY`` encode each sentence once and
+    reuse its cached entry as context; ``False`` re-encodes the windows (for checks).
     """
     if target_context not in MODES:
         raise CtxmtError(f"target_context {target_context!r}: choose prefix or generate")
@@ -324,7 +324,7 @@ def translate_documents(
             group = order[start:start + batch_docs]
             docs = [encoded[d][1] for d in group]
             outs = _translate_group(model, docs, plan, sp, search, target_context, stats, progress,
-                                    cache and getattr(model, "document_memory", False))
+                                    cache and model.document_mode is DocumentMode.MEMORY)
             for d, doc_out in zip(group, outs):
                 for line, tokens in zip(encoded[d][0], doc_out):
                     results[d][line] = tokenizer.decode_tgt(tokens)

@@ -18,8 +18,9 @@ layout of every family) and split them here; translation passes only the current
 sentence plus the document's cached entries (``Batch.memory``), so no sentence is
 encoded twice. Both paths assemble the memory with the same code, in the same order.
 
-Hooks overridden on the core: ``encode`` (and ``__init__`` passes context-attention
-blocks into the decoder layers). Everything else is the core contract.
+Hooks overridden on the core: ``encode`` (fills ``EncoderOut.context`` and ``entry``),
+``context_aware`` and ``document_mode = MEMORY``; ``__init__`` passes context-attention
+blocks into the decoder layers. Everything else is the core contract.
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ import torch
 from torch import Tensor, nn
 
 from ctxmt_cli.config import CachingConfig
-from ctxmt_cli.core.batch import Batch, EncoderOut
+from ctxmt_cli.core.batch import Batch, EncoderOut, Memory
 from ctxmt_cli.core.layers import EncoderLayer
-from ctxmt_cli.core.model import EncoderDecoder, VocabInfo
+from ctxmt_cli.core.model import DocumentMode, EncoderDecoder, VocabInfo
 from ctxmt_cli.core.shortening import Shortener
 from ctxmt_cli.data.batching import pad_rows
 
@@ -66,7 +67,7 @@ class Caching(EncoderDecoder):
     """Shared-encoder caching model with optional shortening of the cached sentences."""
 
     context_aware = True
-    document_memory = True  # the translator keeps each document's entries instead of re-encoding them
+    document_mode = DocumentMode.MEMORY  # the translator keeps each document's entries instead of re-encoding them
 
     def __init__(self, cfg: CachingConfig, vocab: VocabInfo):
         attention = None if cfg.integration == "concat" else (cfg.integration == "parallel", cfg.gate)
@@ -85,11 +86,6 @@ class Caching(EncoderDecoder):
         for emb in (self.segment, self.context_pos):
             if emb is not None:
                 nn.init.normal_(emb.weight, 0.0, d ** -0.5)
-
-    @staticmethod
-    def resolve(cfg: CachingConfig, meta: dict) -> CachingConfig:
-        """Nothing to resolve from the prepared data."""
-        return cfg
 
     # ---- entries ------------------------------------------------------------------------------
     def entries_of(self, src: Tensor, current: EncoderOut) -> tuple[Tensor, Tensor]:
@@ -140,7 +136,7 @@ class Caching(EncoderDecoder):
 
     # ---- contract -----------------------------------------------------------------------------
     def encode(self, batch: Batch, need_attention: bool = False) -> EncoderOut:
-        """Current sentence states + the context memory in ``extra`` (and this sentence's entry for the cache)."""
+        """Current sentence states, the context memory (``context``) and this sentence's cache entry (``entry``)."""
         if batch.memory is not None:                                        # translation: one sentence per row + cache
             cur_src = batch.src
         else:                                                               # training / scoring: split the windows
@@ -156,14 +152,13 @@ class Caching(EncoderDecoder):
             context, context_mask = self.assemble(batch.memory, own if self.cfg.current_in_context else None)
         else:
             context, context_mask = self._window_memory(cur_src, entry, entry_mask, sent, row, dist)
-        extra = {**cur.extra, "context": context, "context_mask": context_mask}
-        if entry is not None:
-            extra.update(entry=entry, entry_mask=entry_mask)
+        memory = Memory(context, context_mask)                              # (B, Mc, C)
+        own_entry = None if entry is None else Memory(entry, entry_mask)
         if self.cfg.integration == "concat":                                # multi-encoder: one memory for cross-attention
             states = torch.cat([context, cur.states], dim=1)               # (B, Mc + S, C)
             mask = torch.cat([context_mask, cur.mask], dim=1)
-            return replace(cur, states=states, mask=mask, extra=extra)
-        return replace(cur, extra=extra)
+            return replace(cur, states=states, mask=mask, context=memory, entry=own_entry)
+        return replace(cur, context=memory, entry=own_entry)
 
     def assemble(self, memory: list[list[Tensor]], own: list[Tensor] | None) -> tuple[Tensor, Tensor]:
         """Context memory (B, Mc, C) and mask from cached entries (per row, oldest -> newest) [+ each row's own entry]."""

@@ -1,21 +1,25 @@
 """Sliding-window concatenation, sKtoK and sKto1.
 
 Papers: Lupo, Dinarelli, Besacier (2022) "Focused Concatenation for Context-Aware
-NMT" (seed 001: context-discounted loss, segment-shifted positions) and (2023)
-"Encoding Sentence Position in Context-Aware NMT with Concatenation" (seed 000:
-one-hot / sinusoidal / learned segment embeddings, persistent encodings, PSE).
+NMT" (context-discounted loss, segment-shifted positions) and Lupo, Dinarelli,
+Besacier (2023) "Encoding Sentence Position in Context-Aware NMT with Concatenation"
+(one-hot / sinusoidal / learned segment embeddings, persistent encodings, PSE).
 
 The family is mostly data: windows of K sentences joined by ``<brk>`` (built in
-``ctxmt_cli.data.windows``) and the context discount (``ctxmt_cli.train.losses``).
-Hooks it sets on the core: the source/target :class:`PositionEncoding` modules
-and the segment shift (``shift: auto | int | per-window``).
+``ctxmt_cli.data.windows``). Hooks it overrides on the core: ``resolve``
+(``shift: auto``), ``context_aware``, ``loss_terms`` (the context discount), and
+the source/target :class:`PositionEncoding` modules and segment shift
+(``shift: auto | int | per-window``) it passes to ``__init__``.
 """
 
 from __future__ import annotations
 
+from torch import Tensor
+
 from ctxmt_cli.config import ConcatConfig, ShiftPair
-from ctxmt_cli.core.model import EncoderDecoder, VocabInfo
-from ctxmt_cli.core.positions import PositionEncoding
+from ctxmt_cli.core.batch import Batch
+from ctxmt_cli.core.model import EncoderDecoder, LossTerm, ModelOutput, VocabInfo
+from ctxmt_cli.core.positions import PositionEncoding, current_sentence_mask
 from ctxmt_cli.errors import CtxmtError
 
 
@@ -23,15 +27,12 @@ class Concat(EncoderDecoder):
     """Encoder-decoder over concatenated windows with sentence position encodings."""
 
     context_aware = True
+    loss_term_names = ("context_loss",)
 
     def __init__(self, cfg: ConcatConfig, vocab: VocabInfo):
         if cfg.shift == "auto":
             raise CtxmtError("model.shift is 'auto' but was not resolved from the prepared data's meta.json")
         d_se = cfg.pse.d_se if cfg.pse is not None else None
-
-        def positions() -> PositionEncoding:
-            return PositionEncoding(cfg.d_model, cfg.segment, cfg.max_segments, d_se, cfg.persistent)
-
         per_window = cfg.shift == "per-window"
         if isinstance(cfg.shift, ShiftPair):
             shift = (cfg.shift.src, cfg.shift.tgt)
@@ -39,10 +40,17 @@ class Concat(EncoderDecoder):
             shift = (cfg.shift, cfg.shift)
         else:
             shift = (0, 0)
-        super().__init__(cfg, vocab, positions(), positions(), shift, per_window)
 
-    @staticmethod
-    def resolve(cfg: ConcatConfig, meta: dict) -> ConcatConfig:
+        def positions(side: int, table=None) -> PositionEncoding:
+            return PositionEncoding(cfg.d_model, cfg.segment, cfg.max_segments, d_se, cfg.persistent,
+                                    shifted=per_window or shift[side] != 0, decoder=side == 1, table=table)
+
+        src_pos = positions(0)
+        # one learned segment table for encoder and decoder, as the authors' code (Lupo et al. 2023)
+        super().__init__(cfg, vocab, src_pos, positions(1, src_pos.table), shift, per_window)
+
+    @classmethod
+    def resolve(cls, cfg: ConcatConfig, meta: dict) -> ConcatConfig:
         """Replace ``shift: auto`` by the training corpus' mean sentence length per side (meta.json)."""
         if cfg.shift != "auto":
             return cfg
@@ -50,3 +58,19 @@ class Concat(EncoderDecoder):
         if "src" not in mean or "tgt" not in mean:
             raise CtxmtError("shift: auto needs mean_sentence_length in the prepared data's meta.json; re-run ctxmt prepare")
         return cfg.model_copy(update={"shift": ShiftPair(src=round(mean["src"]), tgt=round(mean["tgt"]))})
+
+    def loss_terms(self, batch: Batch, token_loss: Tensor, output: ModelOutput) -> dict[str, LossTerm]:
+        """The context discount (Lupo et al. 2022, eq. 2) as the term ``context_loss``.
+
+        L = CD · L_context + L_current = L_window + (CD - 1) · L_context: the term sums the loss of the
+        target context tokens (every token before the last ``<brk>``) with weight CD - 1, so CD = 1 adds
+        nothing and the objective is exactly the plain window loss. ``cd_normalize: window_tokens`` (the
+        authors' code) divides by the window's target tokens; ``weight_sum`` by Σ w, the term's weighted
+        count joining the normaliser.
+        """
+        target = batch.tgt_out
+        real = target != self.vocab.pad                                     # (B, T)
+        context = real & ~current_sentence_mask(target, self.vocab.brk)      # (B, T)
+        term = LossTerm((token_loss * context).sum(), context.sum().float(), weight=self.cfg.cd - 1.0,
+                        normalizes=self.cfg.cd_normalize == "weight_sum")
+        return {"context_loss": term}

@@ -1,7 +1,7 @@
 """Sentence-level Transformer (Vaswani et al., 2017): the context-agnostic baseline.
 
-Overrides nothing: it is the core :class:`EncoderDecoder` with plain sinusoidal
-positions and windows of one sentence.
+Overrides no hook: it is the core :class:`EncoderDecoder` with plain sinusoidal
+positions and windows of one sentence (every default of the core contract).
 """
 
 from __future__ import annotations
@@ -13,12 +13,5 @@ from ctxmt_cli.core.model import EncoderDecoder, VocabInfo
 class Sentence(EncoderDecoder):
     """Context-agnostic Transformer."""
 
-    context_aware = False
-
     def __init__(self, cfg: SentenceConfig, vocab: VocabInfo):
         super().__init__(cfg, vocab)
-
-    @staticmethod
-    def resolve(cfg: SentenceConfig, meta: dict) -> SentenceConfig:
-        """Nothing to resolve from the prepared data."""
-        return cfg

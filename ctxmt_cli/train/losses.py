@@ -1,54 +1,35 @@
-"""Label-smoothed cross-entropy with the context discount of Lupo et al. (2022, seed 001 eq. 2).
+"""The training objective: the label-smoothed window loss plus the family's loss terms.
 
-L = CD · L_context + L_current. Each target token is attributed to a sentence of
-the window by counting ``<brk>`` (the final ``</s>`` counts as current); label
-smoothing applies per token, inside each part. With ``cd_normalize:
-window_tokens`` (the reference implementation) the weighted sum is divided by
-the number of target tokens in the whole window, with ``weight_sum`` by Σw.
-CD = 1 gives exactly the plain loss.
+Every target token of a window carries a label-smoothed loss ℓ (its sentence is
+found by counting ``<brk>``; the final ``</s>`` belongs to the current sentence).
+A family adds named :class:`~ctxmt_cli.core.model.LossTerm` s (the context discount
+of Lupo et al. 2022 for concat; a classifier loss elsewhere), and the objective is
+
+    (Σ_tokens ℓ + Σ_terms weight · sum) / (tokens + Σ_terms [normalizes] weight · count).
+
+Per batch everything is kept as sums in one vector (:class:`LossLayout`), so that
+accumulation and DDP add vectors and take the quotients once, on the global
+batch. With no term of non-zero weight the objective is exactly the window loss.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ctxmt_cli.core.model import LossTerm
 from ctxmt_cli.core.positions import current_sentence_mask
 
-
-@dataclass
-class LossSums:
-    """Sums over a batch; divide by the counts (after all-reducing across workers)."""
-
-    weighted: Tensor          # Σ w·ℓ  (the training objective's numerator)
-    normalizer: Tensor        # window tokens or Σw
-    window: Tensor            # Σ ℓ over all target tokens
-    tokens: Tensor
-    current: Tensor           # Σ ℓ over current-sentence tokens
-    current_tokens: Tensor
-    context: Tensor           # Σ ℓ over context tokens
-    context_tokens: Tensor
-
-    def as_tensor(self) -> Tensor:
-        return torch.stack([v.detach().float() for v in self.__dict__.values()])
-
-    @staticmethod
-    def metrics(total: Tensor) -> dict[str, float]:
-        """Mean losses from an (all-reduced) ``as_tensor`` vector."""
-        w, norm, win, tok, cur, ctok, ctx, xtok = total.tolist()
-        safe = lambda a, b: a / b if b > 0 else float("nan")  # noqa: E731
-        return {
-            "discounted_loss": safe(w, norm), "window_loss": safe(win, tok),
-            "current_loss": safe(cur, ctok), "context_loss": safe(ctx, xtok),
-            "tokens": tok, "current_tokens": ctok,
-        }
+#: the sums every family has, in their order at the head of the loss vector
+CORE_SUMS = ("objective", "normalizer", "window", "tokens", "current", "current_tokens")
+OBJECTIVE, NORMALIZER, WINDOW, TOKENS = range(4)
 
 
 def token_losses(logits: Tensor, target: Tensor, pad: int, label_smoothing: float) -> Tensor:
-    """Label-smoothed per-token loss (B, T); 0 at padding."""
+    """Label-smoothed per-token loss (B, T) of logits (B, T, V); 0 at padding."""
     b, t, v = logits.shape
     loss = F.cross_entropy(
         logits.float().reshape(b * t, v), target.reshape(b * t), ignore_index=pad,
@@ -57,25 +38,51 @@ def token_losses(logits: Tensor, target: Tensor, pad: int, label_smoothing: floa
     return loss.view(b, t)
 
 
-def window_loss(
-    logits: Tensor, target: Tensor, pad: int, brk: int, label_smoothing: float = 0.0,
-    cd: float = 1.0, cd_normalize: str = "window_tokens",
-) -> LossSums:
-    """Context-discounted loss sums for logits (B, T, V) and labels (B, T)."""
-    return window_sums(token_losses(logits, target, pad, label_smoothing), target, pad, brk, cd, cd_normalize)
+class LossLayout:
+    """The loss vector of a model: :data:`CORE_SUMS`, then (sum, count) of each term in ``terms`` order.
 
+    The objective's numerator is also returned as a tensor with its autograd graph (``objective``):
+    gradients are taken of that sum and divided by the global normaliser afterwards.
+    """
 
-def window_sums(loss: Tensor, target: Tensor, pad: int, brk: int, cd: float = 1.0,
-                cd_normalize: str = "window_tokens") -> LossSums:
-    """Context-discounted loss sums from per-token losses (B, T) (0 at padding) and labels (B, T)."""
-    real = target != pad
-    current = current_sentence_mask(target, brk) & real
-    context = real & ~current
-    weights = torch.where(current, 1.0, cd) * real                          # (B, T)
-    tokens = real.sum()
-    normalizer = tokens.float() if cd_normalize == "window_tokens" else weights.sum()
-    return LossSums(
-        weighted=(weights * loss).sum(), normalizer=normalizer, window=loss.sum(), tokens=tokens.float(),
-        current=(loss * current).sum(), current_tokens=current.sum().float(),
-        context=(loss * context).sum(), context_tokens=context.sum().float(),
-    )
+    def __init__(self, terms: Sequence[str] = ()):
+        self.terms = tuple(terms)
+        self.names = CORE_SUMS + tuple(f"{t}.{part}" for t in self.terms for part in ("sum", "count"))
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def sums(self, token_loss: Tensor, target: Tensor, pad: int, brk: int,
+             terms: dict[str, LossTerm]) -> tuple[Tensor, Tensor]:
+        """(objective numerator () with gradient, loss vector (len(self),) detached) of one batch."""
+        if set(terms) != set(self.terms):
+            raise RuntimeError(f"the model returned loss terms {sorted(terms)} but declares {list(self.terms)}")
+        real = target != pad                                                # (B, T)
+        current = current_sentence_mask(target, brk) & real
+        window, tokens = token_loss.sum(), real.sum().float()
+        objective, normalizer = window, tokens
+        for name in self.terms:
+            term = terms[name]
+            if term.weight != 0.0:                                          # weight 0: a statistic, exactly nothing added
+                objective = objective + term.weight * term.sum
+                if term.normalizes:
+                    normalizer = normalizer + term.weight * term.count
+        parts = [objective, normalizer, window, tokens, (token_loss * current).sum(), current.sum().float()]
+        for name in self.terms:
+            parts += [terms[name].sum, terms[name].count]
+        return objective, torch.stack([p.detach().float().reshape(()) for p in parts])
+
+    def metrics(self, total: Tensor) -> dict[str, float]:
+        """Means from an (all-reduced) loss vector: the objective (``discounted_loss``), window and current
+        losses, token counts, and each term's ``sum / count`` under its own name."""
+        values = dict(zip(self.names, total.tolist()))
+        safe = lambda a, b: a / b if b > 0 else float("nan")  # noqa: E731
+        out = {
+            "discounted_loss": safe(values["objective"], values["normalizer"]),
+            "window_loss": safe(values["window"], values["tokens"]),
+            "current_loss": safe(values["current"], values["current_tokens"]),
+            "tokens": values["tokens"], "current_tokens": values["current_tokens"],
+        }
+        for name in self.terms:
+            out[name] = safe(values[f"{name}.sum"], values[f"{name}.count"])
+        return out

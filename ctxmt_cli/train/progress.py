@@ -14,8 +14,8 @@ import math
 from pathlib import Path
 
 
-#: validation fields printed above the bar (all of them go to metrics.jsonl)
-_VALID_SHOWN = ("discounted_loss", "window_loss", "current_loss", "context_loss", "best", "bad_validations")
+#: validation fields printed above the bar before the family's loss terms (all of them go to metrics.jsonl)
+_VALID_SHOWN = ("discounted_loss", "window_loss", "current_loss")
 
 
 def truncate_metrics(path: Path, last_step: int) -> None:
@@ -60,8 +60,8 @@ class Reporter:
 class MainReporter(Reporter):
     """Rank 0: rich bar (when ``show``), ``metrics.jsonl`` and TensorBoard."""
 
-    def __init__(self, save_dir: Path, max_steps: int, show: bool = True):
-        self.save_dir, self.max_steps, self.show = Path(save_dir), max_steps, show
+    def __init__(self, save_dir: Path, max_steps: int, show: bool = True, terms: tuple[str, ...] = ()):
+        self.save_dir, self.max_steps, self.show, self.terms = Path(save_dir), max_steps, show, tuple(terms)
         self._jsonl = open(self.save_dir / "metrics.jsonl", "a", encoding="utf-8")
         self._tb = _tensorboard(self.save_dir / "tensorboard")
         self._bar, self._task = None, None
@@ -74,11 +74,12 @@ class MainReporter(Reporter):
 
         self._bar = Progress(
             TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("loss {task.fields[loss]}  {task.fields[tps]} tok/s  lr {task.fields[lr]}"),
+            TextColumn("loss {task.fields[loss]}{task.fields[terms]}  {task.fields[tps]} tok/s  lr {task.fields[lr]}"),
             TimeRemainingColumn(),
         )
         self._bar.start()
-        self._task = self._bar.add_task("train", total=self.max_steps, completed=step, loss="-", tps="-", lr="-")
+        self._task = self._bar.add_task("train", total=self.max_steps, completed=step, loss="-", terms="", tps="-",
+                                        lr="-")
 
     def _write(self, record: dict) -> None:
         self._jsonl.write(json.dumps(record, allow_nan=True) + "\n")
@@ -92,13 +93,15 @@ class MainReporter(Reporter):
         """A periodic training log line (averages over the last ``log_every`` updates)."""
         self._write(record)
         if self._bar is not None:
-            self._bar.update(self._task, completed=record["step"], loss=_fmt(record["loss"]),
+            terms = "".join(f"  {t} {_fmt(record[t])}" for t in self.terms if t in record)
+            self._bar.update(self._task, completed=record["step"], loss=_fmt(record["loss"]), terms=terms,
                              tps=f"{record['tokens_per_s']:.0f}", lr=f"{record['lr']:.3g}")
 
     def valid(self, record: dict) -> None:
         """A validation result, also printed as one line."""
         self._write(record)
-        shown = "  ".join(f"{k.removesuffix('_loss')} {_fmt(record[k])}" for k in _VALID_SHOWN if k in record)
+        keys = _VALID_SHOWN + self.terms + ("best", "bad_validations")
+        shown = "  ".join(f"{k.removesuffix('_loss')} {_fmt(record[k])}" for k in keys if k in record)
         self.message(f"valid | step {record['step']}  {shown}")
 
     def message(self, text: str) -> None:
@@ -118,9 +121,11 @@ class MainReporter(Reporter):
             self._tb.close()
 
 
-def make_reporter(is_main: bool, save_dir: Path, max_steps: int, show: bool, start_step: int) -> Reporter:
-    """Rank 0 gets a :class:`MainReporter` (after trimming metrics past ``start_step``), others a no-op."""
+def make_reporter(is_main: bool, save_dir: Path, max_steps: int, show: bool, start_step: int,
+                  terms: tuple[str, ...] = ()) -> Reporter:
+    """Rank 0 gets a :class:`MainReporter` (after trimming metrics past ``start_step``), others a no-op;
+    ``terms``: the family's loss terms, shown on the progress line and each validation line."""
     if not is_main:
         return Reporter()
     truncate_metrics(Path(save_dir) / "metrics.jsonl", start_step)
-    return MainReporter(save_dir, max_steps, show)
+    return MainReporter(save_dir, max_steps, show, terms)

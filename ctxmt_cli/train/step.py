@@ -1,11 +1,11 @@
 """One optimiser update: accumulation, mixed precision, DDP gradient normalisation, clipping.
 
-Gradients are taken of the loss *sum* (``LossSums.weighted``) of every
+Gradients are taken of the objective's *sum* (:mod:`ctxmt_cli.train.losses`) of every
 micro-batch; after the ``update_freq`` micro-batches the per-rank normalisers
-(window tokens or Σw) are summed across ranks in the step's single all-reduce
+(window tokens, or Σw with a normalising term) are summed across ranks in the step's single all-reduce
 and the gradients are multiplied by ``world / normalizer``. DDP averages the
 gradients over ranks (÷ world), so the update is exactly that of one process
-on the global batch: Σ_ranks Σ_micro ∇(Σ w·ℓ) / Σ normalizer. The same
+on the global batch: Σ_ranks Σ_micro ∇(objective sum) / Σ normalizer. The same
 reduction carries the other loss sums, so logging needs no extra collective.
 Nothing here reads a value back to the host (no ``.item()``): the update runs
 ahead asynchronously on a GPU; non-finite losses are checked when the trainer
@@ -15,7 +15,7 @@ flushes its logs (with fp16 the grad scaler skips such updates itself).
 from __future__ import annotations
 
 from contextlib import nullcontext
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
@@ -23,31 +23,24 @@ from torch import Tensor, nn
 
 from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.train.distributed import DistEnv, all_reduce_sum, maybe_no_sync, unwrap
-from ctxmt_cli.train.losses import LossSums, window_sums
+from ctxmt_cli.train.losses import NORMALIZER, LossLayout
 from ctxmt_cli.train.projected_loss import projected_token_losses
-
-#: positions of the sums inside ``LossSums.as_tensor()``
-STAT_NAMES = [f.name for f in fields(LossSums)]
-WEIGHTED, NORMALIZER = STAT_NAMES.index("weighted"), STAT_NAMES.index("normalizer")
-TOKENS = STAT_NAMES.index("tokens")
 
 
 @dataclass(frozen=True)
 class LossSettings:
-    """What ``window_loss`` needs besides logits and labels."""
+    """What the objective needs besides the model's output: special ids, smoothing, the vector layout."""
 
     pad: int
     brk: int
-    label_smoothing: float = 0.0
-    cd: float = 1.0
-    cd_normalize: str = "window_tokens"
+    label_smoothing: float
+    layout: LossLayout
 
     @classmethod
-    def from_recipe(cls, recipe, vocab) -> "LossSettings":
-        """Context discount from the model config when the family has one (CD = 1 otherwise)."""
-        cfg = recipe.model
-        return cls(vocab.pad, vocab.brk, recipe.train.label_smoothing, float(getattr(cfg, "cd", 1.0)),
-                   str(getattr(cfg, "cd_normalize", "window_tokens")))
+    def from_recipe(cls, recipe, vocab, model: nn.Module) -> "LossSettings":
+        """Settings of ``recipe`` for ``model`` (whose ``loss_term_names`` fix the loss vector's layout)."""
+        terms = core_model(model).loss_term_names
+        return cls(vocab.pad, vocab.brk, recipe.train.label_smoothing, LossLayout(terms))
 
 
 def autocast_for(amp: str, device: torch.device):
@@ -72,21 +65,26 @@ def make_optimizer(model: nn.Module, train_cfg) -> torch.optim.Optimizer:
     return torch.optim.Adam(params, **kwargs)
 
 
-def output_weight(model: nn.Module) -> Tensor:
-    """The output projection (V, C) of a model, through ``torch.compile`` and DDP wrappers."""
-    return unwrap(getattr(model, "_orig_mod", model)).output.weight
+def core_model(model: nn.Module) -> nn.Module:
+    """The family's model inside ``torch.compile`` and DDP wrappers."""
+    return unwrap(getattr(model, "_orig_mod", model))
 
 
-def batch_loss(model: nn.Module, batch: Batch, loss: LossSettings, amp: str, device: torch.device) -> LossSums:
-    """Forward one batch under autocast and return its loss sums (computed in float32).
+def batch_loss(model: nn.Module, batch: Batch, loss: LossSettings, amp: str,
+               device: torch.device) -> tuple[Tensor, Tensor]:
+    """Forward one batch under autocast: (objective sum () with gradient, loss vector (N,) float32).
 
     The output projection is fused with the loss (:mod:`ctxmt_cli.train.projected_loss`): the same
-    numbers as ``window_loss`` on the logits, without vocabulary-sized intermediates.
+    numbers as label-smoothed cross-entropy on the logits, without vocabulary-sized intermediates.
+    The family's loss terms come from its ``loss_terms`` hook (see :mod:`ctxmt_cli.train.losses`).
     """
+    inner = core_model(model)
     with autocast_for(amp, device):
-        hidden = model(batch, project=False).hidden                         # (B, T, C)
-        token = projected_token_losses(hidden, output_weight(model), batch.tgt_out, loss.pad, loss.label_smoothing)
-    return window_sums(token, batch.tgt_out, loss.pad, loss.brk, loss.cd, loss.cd_normalize)
+        output = model(batch, project=False)
+        token = projected_token_losses(output.hidden, inner.output.weight, batch.tgt_out, loss.pad,
+                                       loss.label_smoothing)                # (B, T)
+        terms = inner.loss_terms(batch, token, output)
+    return loss.layout.sums(token, batch.tgt_out, loss.pad, loss.brk, terms)
 
 
 class Updater:
@@ -101,16 +99,15 @@ class Updater:
         self.forward = torch.compile(model, dynamic=True) if compile else model
 
     def update(self, batches: list[Batch]) -> tuple[Tensor, Optional[Tensor]]:
-        """Accumulate ``batches``, normalise, clip and step; returns (global loss sums (8,), grad norm)."""
+        """Accumulate ``batches``, normalise, clip and step; returns (global loss vector (N,), grad norm)."""
         self.model.train()
-        total = torch.zeros(len(STAT_NAMES), device=self.env.device)       # (8,) float32
+        total = torch.zeros(len(self.loss.layout), device=self.env.device)  # (N,) float32
         for i, batch in enumerate(batches):
             # gradients are all-reduced only with the last micro-batch's backward
             with maybe_no_sync(self.model, skip_sync=i < len(batches) - 1):
-                sums = batch_loss(self.forward, batch, self.loss, self.amp, self.env.device)
-                objective = sums.weighted if self.scaler is None else self.scaler.scale(sums.weighted)
-                objective.backward()
-            total += sums.as_tensor()
+                objective, sums = batch_loss(self.forward, batch, self.loss, self.amp, self.env.device)
+                (objective if self.scaler is None else self.scaler.scale(objective)).backward()
+            total += sums
         all_reduce_sum(total, self.env)                                     # the step's one collective
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)                            # records inf/nan for step()

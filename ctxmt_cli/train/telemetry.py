@@ -19,15 +19,14 @@ import torch
 from torch import Tensor
 
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.train.losses import LossSums
-from ctxmt_cli.train.step import WEIGHTED
+from ctxmt_cli.train.losses import OBJECTIVE, LossLayout
 
 
 class TrainLog:
     """Per-update loss sums awaiting the next log line."""
 
-    def __init__(self, train_cfg, env, has_scaler: bool):
-        self.cfg, self.env, self.has_scaler = train_cfg, env, has_scaler
+    def __init__(self, train_cfg, env, has_scaler: bool, layout: LossLayout):
+        self.cfg, self.env, self.has_scaler, self.layout = train_cfg, env, has_scaler, layout
         self.steps: list[int] = []
         self.stats: list[Tensor] = []
         self.norms: list[Tensor] = []
@@ -35,7 +34,7 @@ class TrainLog:
         self.t_last = time.monotonic()
 
     def add(self, step: int, stats: Tensor, grad_norm: Optional[Tensor], lr: float, epoch: int) -> None:
-        """Remember one update's sums (8,) and gradient norm, without reading them."""
+        """Remember one update's loss vector (N,) and gradient norm, without reading them."""
         self.steps.append(step)
         self.stats.append(stats)
         if grad_norm is not None:
@@ -46,7 +45,7 @@ class TrainLog:
         """Check and report the pending updates as one ``train`` record."""
         if not self.steps:
             return
-        stats = torch.stack(self.stats).cpu()                               # (U, 8): the one host sync
+        stats = torch.stack(self.stats).cpu()                               # (U, N): the one host sync
         finite = torch.isfinite(stats).all(dim=1)                           # (U,)
         if not bool(finite.all()):
             self._non_finite(stats, finite, save_dir)
@@ -55,10 +54,9 @@ class TrainLog:
         now = time.monotonic()
         record = {"step": step, "kind": "train", "epoch": self.epoch}
         if len(kept):
-            metrics = LossSums.metrics(kept.sum(0))
-            record.update(loss=metrics["discounted_loss"], window_loss=metrics["window_loss"],
-                          current_loss=metrics["current_loss"], context_loss=metrics["context_loss"],
-                          tokens=metrics["tokens"], tokens_per_s=metrics["tokens"] / max(now - self.t_last, 1e-9))
+            metrics = self.layout.metrics(kept.sum(0))
+            record["loss"] = metrics.pop("discounted_loss")
+            record.update(metrics, tokens_per_s=metrics["tokens"] / max(now - self.t_last, 1e-9))
         else:
             record.update(loss=float("nan"), tokens=0.0, tokens_per_s=0.0)
         record["lr"] = self.lr
@@ -74,7 +72,7 @@ class TrainLog:
         if self.has_scaler:
             return
         bad = int((~finite).nonzero()[0, 0])
-        value = float(stats[bad, WEIGHTED])
+        value = float(stats[bad, OBJECTIVE])
         raise CtxmtError(
             f"non-finite training loss ({value}) at step {self.steps[bad]}; lower train.lr (now {self.cfg.lr:g}) "
             f"or raise train.warmup_steps, or set train.amp: off (now {self.cfg.amp}); "

@@ -31,7 +31,7 @@ from ctxmt_cli.models import build_model
 from ctxmt_cli.train import setup as S
 from ctxmt_cli.train.checkpoint import (
     atomic_copy, atomic_save, average_checkpoints, averaging_steps, capture_rng, load_state_strict,
-    model_payload, prune_checkpoints, restore_rng, step_checkpoints,
+    model_payload, prune_checkpoints, remove_stale_temps, restore_copies, restore_rng, step_checkpoints,
 )
 from ctxmt_cli.train.distributed import (
     DistEnv, any_rank, barrier, gather_objects, setup_distributed, teardown_distributed, unwrap, wrap_model,
@@ -86,17 +86,21 @@ class Trainer:
         self.train_ds = S.window_dataset(data, recipe.data.train_split, self.recipe, self.vocab, "train")
         valid_ds = S.window_dataset(data, recipe.data.valid_split, self.recipe, self.vocab, "valid")
         self._build(ckpt)
-        self.loss = LossSettings.from_recipe(self.recipe, self.vocab)
+        self.loss = LossSettings.from_recipe(self.recipe, self.vocab, self.model)
         self.validator = Validator(valid_ds, recipe.data.max_tokens, recipe.data.bucket_width, env, self.loss,
                                    self.cfg.amp, self.vocab.pad, self.vocab.bos)
         self.updater = Updater(self.model, self.optimizer, self.scaler, env, self.loss, self.cfg.amp, self.cfg.clip_norm,
                                self.cfg.compile)
         if env.is_main:
             self.save_dir.mkdir(parents=True, exist_ok=True)
+            remove_stale_temps(self.save_dir)
+            if ckpt is not None:
+                restore_copies(self.save_dir, Path(ckpt["_path"]), self.state.best_step)
         barrier(env)
         # metrics.jsonl keeps only lines up to the start step (0: a fresh run starts a fresh file)
-        self.reporter = make_reporter(env.is_main, self.save_dir, self.cfg.max_steps, show_progress, self.state.step)
-        self.log = TrainLog(self.cfg, env, self.scaler is not None)
+        self.reporter = make_reporter(env.is_main, self.save_dir, self.cfg.max_steps, show_progress, self.state.step,
+                                      self.loss.layout.terms)
+        self.log = TrainLog(self.cfg, env, self.scaler is not None, self.loss.layout)
         if ckpt is not None:
             self.reporter.message(f"resumed from {ckpt['_path']} at step {self.state.step}")
         elif resume:

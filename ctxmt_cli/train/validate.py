@@ -1,4 +1,4 @@
-"""Validation: the loss metrics of ``LossSums`` over the whole valid split.
+"""Validation: the loss metrics (:meth:`LossLayout.metrics`, family terms included) over the whole valid split.
 
 Valid batches are formed once (no shuffling) and kept collated in memory — the
 valid split is small and re-collating every validation would cost more than
@@ -17,8 +17,7 @@ from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.data.batching import token_batches, window_batch
 from ctxmt_cli.data.windows import WindowDataset
 from ctxmt_cli.train.distributed import DistEnv, all_reduce_sum
-from ctxmt_cli.train.losses import LossSums
-from ctxmt_cli.train.step import STAT_NAMES, LossSettings, batch_loss
+from ctxmt_cli.train.step import LossSettings, batch_loss
 
 
 class Validator:
@@ -35,12 +34,12 @@ class Validator:
 
     @torch.no_grad()
     def run(self, model: nn.Module) -> dict[str, float]:
-        """Mean losses (discounted, window, current, context) and token counts over the split."""
+        """Mean losses (objective, window, current, each family term) and token counts over the split."""
         was_training = model.training
         model.eval()
-        total = torch.zeros(len(STAT_NAMES), device=self.env.device)       # (8,)
+        total = torch.zeros(len(self.loss.layout), device=self.env.device)  # (N,)
         for batch in self.batches:
-            total += batch_loss(model, batch.to(self.env.device), self.loss, self.amp, self.env.device).as_tensor()
+            total += batch_loss(model, batch.to(self.env.device), self.loss, self.amp, self.env.device)[1]
         all_reduce_sum(total, self.env)
         model.train(was_training)
-        return LossSums.metrics(total.cpu())
+        return self.loss.layout.metrics(total.cpu())

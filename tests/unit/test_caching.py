@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.batch import Batch
@@ -26,6 +25,7 @@ from ctxmt_cli.evaluate.contrastive import score_testset
 from ctxmt_cli.evaluate.testsets import ContrastiveItem, TestSet
 from ctxmt_cli.models import build_model
 from ctxmt_cli.models.caching import Caching, split_windows
+from tests.unit.biased_model import Biased
 from tests.unit.tiny_text import sentence, tokenizer  # noqa: F401 (tokenizer is a fixture)
 
 BRK, EOS, BOS, PAD = 4, 3, 2, 0
@@ -114,7 +114,7 @@ def entries(model, sentences) -> list[torch.Tensor]:
     """Cache entries of ``sentences`` as the translator computes them: each encoded as a current sentence."""
     # an (empty) memory selects the translation path, which always returns the new entry for the cache
     enc = model.encode(Batch(src=pad_rows([np.asarray(s + [EOS]) for s in sentences], PAD), memory=[[] for _ in sentences]))
-    return [enc.extra["entry"][i][enc.extra["entry_mask"][i]] for i in range(len(sentences))]
+    return [enc.entry.states[i][enc.entry.mask[i]] for i in range(len(sentences))]
 
 
 def memory_batch(model, rows) -> Batch:
@@ -163,7 +163,7 @@ def test_shapes_and_masks(name):
     own = [entry_len(cfg, n) for n in cur_len]
     wanted = [sum(entry_len(cfg, len(c) + 1) for c in ctx) + (own[r] if cfg.current_in_context else 0)
               for r, (ctx, _, _) in enumerate(ROWS)]
-    context, cmask = enc.extra["context"], enc.extra["context_mask"]
+    context, cmask = enc.context.states, enc.context.mask
     assert context.shape == (b, max(1, max(wanted)), D) and cmask.shape == context.shape[:2]
     assert cmask.dtype == torch.bool
     for r, n in enumerate(wanted):
@@ -171,11 +171,11 @@ def test_shapes_and_masks(name):
         assert cmask[r].sum() == real and cmask[r, :real].all()           # real entries first, padding right
     assert (context[~cmask] == 0).all()
     if cfg.current_in_context:
-        entry, emask = enc.extra["entry"], enc.extra["entry_mask"]
+        entry, emask = enc.entry.states, enc.entry.mask
         assert entry.dim() == 3 and entry.size(0) == b and entry.size(2) == D and emask.shape == entry.shape[:2]
         assert emask.sum(1).tolist() == own
     else:                                     # training/scoring compute the own entry only when the context uses it
-        assert "entry" not in enc.extra
+        assert enc.entry is None
         with torch.no_grad():
             assert [e.size(0) for e in entries(model, [s for _, s, _ in ROWS])] == own
     if cfg.integration == "concat":
@@ -238,13 +238,13 @@ def test_context_memory_is_oldest_first(name):
         enc = model.encode(make_batch([row]))
         parts = [embed(model, e1, 2), embed(model, e2, 1)]                 # oldest has the largest slot
         if model.cfg.current_in_context:
-            parts.append(embed(model, enc.extra["entry"][0][enc.extra["entry_mask"][0]], 0))
+            parts.append(embed(model, enc.entry.states[0][enc.entry.mask[0]], 0))
         expected = torch.cat(parts)
-        close(enc.extra["context"][0], expected)
+        close(enc.context.states[0], expected)
         mem = model.encode(Batch(src=torch.tensor([S0 + [EOS]]), memory=[[e1, e2]]))
-        close(mem.extra["context"][0], expected)
+        close(mem.context.states[0], expected)
         swapped_mem = model.encode(Batch(src=torch.tensor([S0 + [EOS]]), memory=[[e2, e1]]))
-        assert not torch.allclose(swapped_mem.extra["context"], mem.extra["context"])
+        assert not torch.allclose(swapped_mem.context.states, mem.context.states)
 
 
 @pytest.mark.parametrize("name", ["tokens", "grouping-softmax", "grouping-sparsemax", "tokens-concat"])
@@ -266,8 +266,8 @@ def test_window_path_equals_memory_path(name):
         win, mem = model.encode(win_batch), model.encode(mem_batch)
         shared = ("context", "entry") if model.cfg.current_in_context else ("context",)
         for key in shared:
-            close(win.extra[key], mem.extra[key])
-            assert torch.equal(win.extra[key + "_mask"], mem.extra[key + "_mask"])
+            close(getattr(win, key).states, getattr(mem, key).states)
+            assert torch.equal(getattr(win, key).mask, getattr(mem, key).mask)
         close(win.states, mem.states)
         assert torch.equal(win.mask, mem.mask)
         close(model(win_batch).logits, model(mem_batch).logits)
@@ -310,43 +310,12 @@ def test_beam_one_equals_greedy_and_memory_path_beam_equals_window_path(name):
 
 
 # ---- 7. cached translation == recomputed translation ------------------------------------------
-class EosBias(nn.Module):
-    """Wraps a model and adds a bias to ``</s>`` in decode_step (varied output lengths); keeps document_memory."""
-
-    def __init__(self, inner, bias: float, brk_bias: float = 0.0):
-        super().__init__()
-        self.inner, self.vocab, self.cfg, self.bias, self.brk_bias = inner, inner.vocab, inner.cfg, bias, brk_bias
-
-    @property
-    def document_memory(self):
-        return self.inner.document_memory
-
-    def forward(self, batch):
-        return self.inner(batch)
-
-    def encode(self, batch):
-        return self.inner.encode(batch)
-
-    def init_state(self, enc, batch):
-        return self.inner.init_state(enc, batch)
-
-    def reorder_state(self, state, index):
-        return self.inner.reorder_state(state, index)
-
-    def decode_step(self, tokens, state):
-        logits, state = self.inner.decode_step(tokens, state)
-        logits = logits.clone()
-        logits[:, self.vocab.eos] += self.bias
-        logits[:, self.vocab.brk] += self.brk_bias                          # generate mode: a stray <brk>
-        return logits, state
-
-
 def tok_vocab(tok) -> VocabInfo:
     return VocabInfo(src_size=tok.src_vocab_size, tgt_size=tok.tgt_vocab_size, brk=tok.brk_id)
 
 
 def tok_model(tok, name, brk_bias=0.0, **over):
-    return EosBias(make_model(name, tok_vocab(tok), **over), 3.0, brk_bias)
+    return Biased(make_model(name, tok_vocab(tok), **over), eos=3.0, brk=brk_bias)
 
 
 def documents(seed=1, sizes=(4, 1, 3, 2)):
@@ -448,7 +417,7 @@ def encoder_grads(model, batch, loss_fn) -> dict:
 
 def context_loss(model, batch):
     """A loss on the context memory only: its encoder gradient comes from the context sentences' entries alone."""
-    context = model.encode(batch).extra["context"]
+    context = model.encode(batch).context.states
     weights = torch.randn(context.shape, generator=torch.Generator().manual_seed(5))
     return (context * weights).sum()
 
@@ -525,10 +494,10 @@ def test_a_model_for_one_context_sentence_accepts_three(name):
         ents = entries(model, c3)
         parts = [embed(model, e, slot) for e, slot in zip(ents, (3, 2, 1))]  # slots clamp to the trained range
         if model.cfg.current_in_context:
-            parts.append(embed(model, enc.extra["entry"][0][enc.extra["entry_mask"][0]], 0))
-        close(enc.extra["context"][0], torch.cat(parts))
+            parts.append(embed(model, enc.entry.states[0][enc.entry.mask[0]], 0))
+        close(enc.context.states[0], torch.cat(parts))
         mem = model.encode(Batch(src=torch.tensor([S0 + [EOS]]), memory=[ents]))
-        close(mem.extra["context"], enc.extra["context"])
+        close(mem.context.states, enc.context.states)
     assert torch.isfinite(logits).all()
     assert model.segment.num_embeddings == 2
     with torch.no_grad():                                                   # the older sentences are used
@@ -553,7 +522,7 @@ def test_rows_without_context(name):
         enc = model.encode(make_batch(first))
         mixed = model(make_batch(ROWS)).logits
     assert torch.isfinite(logits).all() and torch.isfinite(mixed).all()
-    cmask, context = enc.extra["context_mask"], enc.extra["context"]
+    cmask, context = enc.context.mask, enc.context.states
     if model.cfg.current_in_context:                                        # its own entry is the whole context
         assert cmask.sum(1).tolist() == [entry_len(model.cfg, len(s) + 1) for _, s, _ in first]
     elif model.cfg.integration == "concat":                                 # the zero entry is masked
@@ -601,7 +570,7 @@ def test_context_attention_weights_skip_padding(name):
     model, batch = make_model(name), make_batch(ROWS)
     with torch.no_grad():
         out = model(batch, need_attention=True)
-        cmask = model.encode(batch).extra["context_mask"]
+        cmask = model.encode(batch).context.mask
     if model.cfg.integration == "concat":                                   # the context is cross-attention memory
         assert "context" not in out.attention
         return

@@ -54,7 +54,7 @@ def one_update(env: DistEnv, batches) -> dict:
     torch.manual_seed(0)
     net = build_model(cfg.model, VOCAB)
     opt = torch.optim.SGD(net.parameters(), lr=1.0)
-    updater = Updater(wrap_model(net, env), opt, None, env, LossSettings.from_recipe(cfg, VOCAB), "off", 1.0)
+    updater = Updater(wrap_model(net, env), opt, None, env, LossSettings.from_recipe(cfg, VOCAB, net), "off", 1.0)
     stats, _ = updater.update(batches)
     return {"stats": stats, **{k: v.detach().clone() for k, v in unwrap(updater.model).state_dict().items()}}
 

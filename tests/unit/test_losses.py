@@ -1,10 +1,14 @@
-"""Context-discounted loss (seed 001 eq. 2): attribution, normalisation, label smoothing per part."""
+"""The training objective: window loss + family loss terms; concat's context discount (Lupo et al. 2022, eq. 2)."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from ctxmt_cli.train.losses import LossSums, window_loss
+from ctxmt_cli.config import validate_recipe
+from ctxmt_cli.core.batch import Batch
+from ctxmt_cli.core.model import LossTerm, ModelOutput, VocabInfo
+from ctxmt_cli.models import build_model
+from ctxmt_cli.train.losses import LossLayout, token_losses
 
 PAD, EOS, BRK = 0, 3, 4
 # row 0: two context sentences then the current one; row 1: no context, padded
@@ -17,6 +21,7 @@ CURRENT = torch.tensor([
     [1, 1, 1, 0, 0, 0, 0, 0],
 ], dtype=torch.bool)
 REAL = TARGET != PAD
+TINY = {"preset": None, "d_model": 16, "ffn_dim": 16, "heads": 2, "encoder_layers": 1, "decoder_layers": 1}
 
 
 def logits(seed=0, v=16):
@@ -31,56 +36,86 @@ def smoothed(lg, eps):
     return ((1 - eps) * nll + eps * (-logp.mean(-1))) * REAL
 
 
+def concat_objective(lg, eps=0.0, cd=1.0, cd_normalize="window_tokens", family="concat"):
+    """(layout, objective, loss vector) of a concat (or other family) model's objective over ``lg``."""
+    spec = {"family": family, **TINY} | ({"cd": cd, "cd_normalize": cd_normalize} if family == "concat" else {})
+    model = build_model(validate_recipe({"model": spec}).model, VocabInfo(16, 16))
+    token = token_losses(lg, TARGET, PAD, eps)
+    terms = model.loss_terms(Batch(src=TARGET, tgt_out=TARGET), token, ModelOutput(None))
+    layout = LossLayout(model.loss_term_names)
+    return (layout, *layout.sums(token, TARGET, PAD, BRK, terms))
+
+
+@pytest.mark.parametrize("family", ["concat", "sentence"])
 @pytest.mark.parametrize("eps", [0.0, 0.1])
-def test_cd_one_is_plain_label_smoothed_cross_entropy(eps):
+def test_cd_one_is_plain_label_smoothed_cross_entropy(eps, family):
     lg = logits()
-    sums = window_loss(lg, TARGET, PAD, BRK, label_smoothing=eps, cd=1.0)
+    layout, objective, sums = concat_objective(lg, eps, cd=1.0, family=family)
     plain = F.cross_entropy(lg.reshape(-1, lg.size(-1)), TARGET.reshape(-1), ignore_index=PAD,
                             label_smoothing=eps)
-    assert torch.equal(sums.weighted, sums.window)
-    torch.testing.assert_close(sums.weighted / sums.normalizer, plain, rtol=0, atol=1e-6)
+    assert torch.equal(objective, token_losses(lg, TARGET, PAD, eps).sum())  # exactly, not approximately
+    torch.testing.assert_close(objective / sums[1], plain, rtol=0, atol=1e-6)
+    assert layout.metrics(sums)["discounted_loss"] == pytest.approx(plain.item(), abs=1e-6)
 
 
 def test_attribution_by_brk_and_final_eos_is_current():
     lg = logits(1)
     per_token = smoothed(lg, 0.0)
-    sums = window_loss(lg, TARGET, PAD, BRK, cd=0.25)
-    assert sums.current_tokens.item() == CURRENT.sum().item() == 6
-    assert sums.context_tokens.item() == (REAL & ~CURRENT).sum().item() == 5
-    assert sums.tokens.item() == 11
-    torch.testing.assert_close(sums.current, (per_token * CURRENT).sum())
-    torch.testing.assert_close(sums.context, (per_token * (REAL & ~CURRENT)).sum())
+    layout, _, sums = concat_objective(lg, cd=0.25)
+    m = layout.metrics(sums)
+    assert m["current_tokens"] == CURRENT.sum().item() == 6 and m["tokens"] == 11
+    assert m["current_loss"] == pytest.approx((per_token * CURRENT).sum().item() / 6, rel=1e-6)
+    assert m["context_loss"] == pytest.approx((per_token * (REAL & ~CURRENT)).sum().item() / 5, rel=1e-6)
+    assert m["window_loss"] == pytest.approx(per_token.sum().item() / 11, rel=1e-6)
 
 
 @pytest.mark.parametrize("eps", [0.0, 0.2])
 def test_label_smoothing_applies_inside_each_part(eps):
     lg, cd = logits(2), 0.01
     per_token = smoothed(lg, eps)
-    sums = window_loss(lg, TARGET, PAD, BRK, label_smoothing=eps, cd=cd)
+    _, objective, _ = concat_objective(lg, eps, cd=cd)
     expected = cd * (per_token * (REAL & ~CURRENT)).sum() + (per_token * CURRENT).sum()
-    torch.testing.assert_close(sums.weighted, expected)
+    torch.testing.assert_close(objective, expected)
 
 
 def test_normalisers_window_tokens_vs_weight_sum():
     lg, cd = logits(3), 0.5
-    by_tokens = window_loss(lg, TARGET, PAD, BRK, cd=cd, cd_normalize="window_tokens")
-    by_weight = window_loss(lg, TARGET, PAD, BRK, cd=cd, cd_normalize="weight_sum")
-    assert by_tokens.normalizer.item() == 11                               # every target token of the window
-    assert by_weight.normalizer.item() == pytest.approx(6 + cd * 5)        # Σw
-    assert torch.equal(by_tokens.weighted, by_weight.weighted)
+    _, by_tokens_obj, by_tokens = concat_objective(lg, cd=cd, cd_normalize="window_tokens")
+    _, by_weight_obj, by_weight = concat_objective(lg, cd=cd, cd_normalize="weight_sum")
+    assert by_tokens[1].item() == 11                                        # every target token of the window
+    assert by_weight[1].item() == pytest.approx(6 + cd * 5)                 # Σw
+    assert torch.equal(by_tokens_obj, by_weight_obj)
 
 
-def test_metrics_from_sums():
-    sums = window_loss(logits(4), TARGET, PAD, BRK, cd=0.5)
-    m = LossSums.metrics(sums.as_tensor())
-    assert m["discounted_loss"] == pytest.approx((sums.weighted / sums.normalizer).item())
-    assert m["window_loss"] == pytest.approx((sums.window / 11).item())
-    assert m["current_loss"] == pytest.approx((sums.current / 6).item())
-    assert m["context_loss"] == pytest.approx((sums.context / 5).item())
-    assert m["tokens"] == 11 and m["current_tokens"] == 6
+def test_discount_gradient_reaches_context_tokens_scaled_by_cd():
+    lg, cd = logits(5).requires_grad_(), 0.25
+    _, objective, _ = concat_objective(lg, cd=cd)
+    objective.backward()
+    full = logits(5).requires_grad_()
+    (smoothed(full, 0.0) * torch.where(CURRENT, 1.0, cd)).sum().backward()
+    torch.testing.assert_close(lg.grad, full.grad)
 
 
 def test_no_context_gives_nan_context_loss():
+    lg = logits(6)
     target = TARGET[1:]
-    sums = window_loss(torch.randn(1, 8, 16), target, PAD, BRK, cd=0.0)
-    assert LossSums.metrics(sums.as_tensor())["context_loss"] != LossSums.metrics(sums.as_tensor())["context_loss"]
+    token = token_losses(lg[1:], target, PAD, 0.0)
+    context = torch.zeros_like(target, dtype=torch.bool)
+    layout = LossLayout(["context_loss"])
+    _, sums = layout.sums(token, target, PAD, BRK, {"context_loss": LossTerm(token[context].sum(), context.sum(), -1.0)})
+    assert layout.metrics(sums)["context_loss"] != layout.metrics(sums)["context_loss"]
+
+
+def test_terms_weight_add_log_and_normalise():
+    token = torch.tensor([[1.0, 2.0, 3.0]])
+    target = torch.tensor([[7, 8, EOS]])
+    layout = LossLayout(["aux", "stat"])
+    terms = {"aux": LossTerm(torch.tensor(4.0), torch.tensor(2.0), weight=0.5, normalizes=True),
+             "stat": LossTerm(torch.tensor(9.0), torch.tensor(3.0), weight=0.0)}
+    objective, sums = layout.sums(token, target, PAD, BRK, terms)
+    assert objective.item() == 6.0 + 0.5 * 4.0                             # a weight-0 statistic adds nothing
+    m = layout.metrics(sums)
+    assert m["discounted_loss"] == pytest.approx(8.0 / (3 + 0.5 * 2))
+    assert m["aux"] == 2.0 and m["stat"] == 3.0 and m["window_loss"] == 2.0
+    with pytest.raises(RuntimeError, match="declares"):
+        layout.sums(token, target, PAD, BRK, {"aux": terms["aux"]})

@@ -2,13 +2,13 @@
 
 import pytest
 import torch
-from torch import nn
 
 from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.decode.search import beam_search, greedy_search
 from ctxmt_cli.models import build_model
+from tests.unit.biased_model import Biased
 
 BRK, EOS, BOS, PAD = 4, 3, 2, 0
 VOCAB = VocabInfo(src_size=40, tgt_size=40)
@@ -22,39 +22,6 @@ FAMILIES = {
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/unit/conftest.py
 
 
-class EosBias(nn.Module):
-    """Adds ``bias`` to the ``</s>`` logit everywhere, so random models end at varied lengths."""
-
-    def __init__(self, inner, bias: float):
-        super().__init__()
-        self.inner, self.bias, self.vocab = inner, bias, inner.vocab
-        self.calls: list[int] = []                                          # rows fed to each decode_step
-
-    def _shift(self, logits):
-        logits = logits.clone()
-        logits[..., EOS] += self.bias
-        return logits
-
-    def forward(self, batch):
-        out = self.inner(batch)
-        out.logits = self._shift(out.logits)
-        return out
-
-    def encode(self, batch):
-        return self.inner.encode(batch)
-
-    def init_state(self, enc, batch):
-        return self.inner.init_state(enc, batch)
-
-    def decode_step(self, tokens, state):
-        self.calls.append(tokens.size(0))
-        logits, state = self.inner.decode_step(tokens, state)
-        return self._shift(logits), state
-
-    def reorder_state(self, state, index):
-        return self.inner.reorder_state(state, index)
-
-
 def make_model(family: str, seed: int = 0, eos_bias: float = 2.0):
     torch.manual_seed(seed)
     cfg = validate_recipe({"model": {**TINY, **FAMILIES[family]}}).model
@@ -63,7 +30,7 @@ def make_model(family: str, seed: int = 0, eos_bias: float = 2.0):
         for p in model.parameters():
             if p.dim() >= 2:
                 p.normal_(0.0, 0.35)
-    return EosBias(model, eos_bias).eval()
+    return Biased(model, eos=eos_bias).eval()
 
 
 def row(*ids):

@@ -95,7 +95,7 @@ def test_accumulation_equals_one_double_batch():
         # SGD with lr 1: the update is the (normalised, clipped) gradient itself. Adam would turn the
         # float noise of gradients that are zero in exact arithmetic (attention key biases) into ±lr steps.
         opt = torch.optim.SGD(model.parameters(), lr=1.0)
-        updater = Updater(model, opt, None, DistEnv(), LossSettings.from_recipe(cfg, vocab), "off", 0.1)
+        updater = Updater(model, opt, None, DistEnv(), LossSettings.from_recipe(cfg, vocab, model), "off", 0.1)
         stats, norm = updater.update(groups)
         results.append((stats, norm, {k: v.clone() for k, v in model.state_dict().items()}))
     torch.testing.assert_close(results[0][0], results[1][0], rtol=1e-6, atol=1e-5)
@@ -114,7 +114,7 @@ def test_compiled_update_equals_eager_update():
         torch.manual_seed(0)
         model = build_model(cfg.model, vocab)
         opt = torch.optim.SGD(model.parameters(), lr=1.0)
-        updater = Updater(model, opt, None, DistEnv(), LossSettings.from_recipe(cfg, vocab), "off", 0.0, compiled)
+        updater = Updater(model, opt, None, DistEnv(), LossSettings.from_recipe(cfg, vocab, model), "off", 0.0, compiled)
         stats = [updater.update([b])[0] for b in (b1, b2)]                  # two shapes, one dynamic graph
         results.append((stats, {k: v.clone() for k, v in model.state_dict().items()}))
     for eager, compiled in zip(results[0][0], results[1][0]):
@@ -158,21 +158,21 @@ def test_autocast_on_cpu_keeps_the_loss_finite(prepared, tmp_path, amp):
 
 
 def poisoned_loss(at_call: int):
-    """window_sums that returns a NaN objective on its ``at_call``-th training call."""
-    real, calls = step_module.window_sums, {"n": 0}
+    """batch_loss that returns a NaN objective on its ``at_call``-th training call."""
+    real, calls = step_module.batch_loss, {"n": 0}
 
-    def fake(losses, *args, **kwargs):
-        sums = real(losses, *args, **kwargs)
+    def fake(*args, **kwargs):
+        objective, sums = real(*args, **kwargs)
         if torch.is_grad_enabled():
             calls["n"] += 1
             if calls["n"] == at_call:
-                sums.weighted = sums.weighted * float("nan")
-        return sums
+                objective, sums = objective * float("nan"), sums.clone().fill_(float("nan"))
+        return objective, sums
     return fake
 
 
 def test_non_finite_loss_stops_with_a_message(prepared, tmp_path, monkeypatch):
-    monkeypatch.setattr(step_module, "window_sums", poisoned_loss(5))
+    monkeypatch.setattr(step_module, "batch_loss", poisoned_loss(5))
     with pytest.raises(CtxmtError, match=r"non-finite training loss \(nan\) at step 5; lower train.lr") as err:
         train(recipe(prepared, tmp_path / "run", max_steps=12, valid_every=3, log_every=4), show_progress=False)
     assert "amp: off" in str(err.value)
@@ -181,7 +181,7 @@ def test_non_finite_loss_stops_with_a_message(prepared, tmp_path, monkeypatch):
 
 
 def test_fp16_scaler_skips_a_non_finite_update(prepared, tmp_path, monkeypatch):
-    monkeypatch.setattr(step_module, "window_sums", poisoned_loss(2))
+    monkeypatch.setattr(step_module, "batch_loss", poisoned_loss(2))
     train(recipe(prepared, tmp_path / "run", amp="fp16", max_steps=4, valid_every=4, log_every=4),
           show_progress=False)
     record = metrics(tmp_path / "run", "train")[-1]

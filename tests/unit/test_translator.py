@@ -4,16 +4,23 @@ import random
 
 import pytest
 import torch
-from torch import nn
 
 from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.core.model import VocabInfo
-from ctxmt_cli.decode.search import beam_search
 from ctxmt_cli.decode.documents import write_documents
-from ctxmt_cli.decode.translator import Plan, Special, TranslationStats, split_generated, step_batch, translate_documents
+from ctxmt_cli.decode.search import beam_search
+from ctxmt_cli.decode.translator import (
+    Plan,
+    Special,
+    TranslationStats,
+    split_generated,
+    step_batch,
+    translate_documents,
+)
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models import build_model
+from tests.unit.biased_model import Biased
 from tests.unit.tiny_text import sentence, tokenizer  # noqa: F401 (tokenizer is a fixture)
 
 TINY = {"preset": None, "d_model": 32, "ffn_dim": 64, "heads": 4, "encoder_layers": 2, "decoder_layers": 2}
@@ -28,44 +35,6 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-class Tweak(nn.Module):
-    """Wraps a model and edits its next-token logits: an ``</s>`` bias (short outputs) and a ``<brk>`` rule.
-
-    ``brk="ban"`` never emits ``<brk>``; ``brk="script"`` emits exactly the
-    context separators first (while fewer than n_sent - 1 were seen), then none.
-    """
-
-    def __init__(self, inner, eos_bias: float = 2.0, brk: str = "free"):
-        super().__init__()
-        self.inner, self.vocab, self.eos_bias, self.brk = inner, inner.vocab, eos_bias, brk
-
-    def forward(self, batch):
-        return self.inner(batch)
-
-    def encode(self, batch):
-        return self.inner.encode(batch)
-
-    def init_state(self, enc, batch):
-        return self.inner.init_state(enc, batch)
-
-    def reorder_state(self, state, index):
-        return self.inner.reorder_state(state, index)
-
-    def decode_step(self, tokens, state):
-        logits, state = self.inner.decode_step(tokens, state)
-        logits = logits.clone()
-        logits[:, self.vocab.eos] += self.eos_bias
-        brk = self.vocab.brk
-        if self.brk == "ban":
-            logits[:, brk] = float("-inf")
-        elif self.brk == "script":
-            want = state.sent_idx < state.n_sent - 1                           # (B,) separators still due
-            logits[:, brk] = float("-inf")
-            logits[want] = float("-inf")
-            logits[want, brk] = 0.0
-        return logits, state
-
-
 def make_model(tokenizer, family="concat", eos_bias=2.0, brk="free", seed=0):
     torch.manual_seed(seed)
     spec = {"family": family}
@@ -78,7 +47,7 @@ def make_model(tokenizer, family="concat", eos_bias=2.0, brk="free", seed=0):
         for p in model.parameters():
             if p.dim() >= 2:
                 p.normal_(0.0, 0.35)
-    return Tweak(model, eos_bias, brk).eval()
+    return Biased(model, eos=eos_bias, brk_rule=brk).eval()
 
 
 def documents(seed=1, sizes=(4, 1, 3)):
