@@ -172,6 +172,37 @@ def step_checkpoints(save_dir: Path) -> dict[int, Path]:
     return dict(sorted(found.items()))
 
 
+def remove_stale_temps(save_dir: Path) -> list[Path]:
+    """Delete the ``.tmp-checkpoint_*`` files a killed run left behind (a kill -9 skips every cleanup)."""
+    stale = sorted(Path(save_dir).glob(f"{TMP_PREFIX}checkpoint_*")) if Path(save_dir).is_dir() else []
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
+
+
+def restore_copies(save_dir: Path, resumed_from: Path, best_step: Optional[int]) -> list[Path]:
+    """Finish the best/last copies that a kill between writing ``checkpoint_{step}.pt`` and copying it prevented.
+
+    A run resumed from a step file (``checkpoint_last.pt`` missing) gets ``checkpoint_last.pt`` from it; a
+    missing ``checkpoint_best.pt``, or one that the step file it was resumed from should have replaced, is
+    copied from ``checkpoint_{best_step}.pt``. Without this a run whose validations never improve again
+    would report a ``checkpoint_best.pt`` that does not exist. Returns the files written.
+    """
+    save_dir, resumed_from = Path(save_dir), Path(resumed_from)
+    last, best = save_dir / "checkpoint_last.pt", save_dir / "checkpoint_best.pt"
+    from_step = resumed_from.resolve() != last.resolve()
+    written = []
+    if best_step is not None:
+        source = step_checkpoints(save_dir).get(best_step)
+        # resumed from the best step's own file: the copy to best may have been cut off mid-way
+        stale = from_step and source is not None and source.resolve() == resumed_from.resolve()
+        if source is not None and (stale or not best.is_file()):
+            written.append(atomic_copy(source, best))
+    if from_step:
+        written.append(atomic_copy(resumed_from, last))
+    return written
+
+
 def averaging_steps(steps: list[int], best_step: Optional[int], n: int) -> list[int]:
     """The best step and the (up to) ``n`` step checkpoints that follow it, as the seeds average."""
     if best_step is None:

@@ -132,3 +132,18 @@ def test_average_refuses_different_models(run, tmp_path, prepared):
                   show_progress=False)
     with pytest.raises(CtxmtError, match="cannot average"):
         average_checkpoints([root / "run" / "checkpoint_3.pt", other.last], tmp_path / "x.pt")
+
+
+def test_resume_after_a_kill_before_the_best_copy_restores_best_and_cleans_temps(prepared, tmp_path):
+    """kill -9 after checkpoint_3.pt but before its best/last copies: --resume still leaves checkpoint_best.pt."""
+    save = tmp_path / "run"
+    train(recipe(prepared, save, max_steps=3, valid_every=3), show_progress=False)
+    # what such a kill leaves: the step file, no best/last copies, a half-written temp file of the copy
+    (save / "checkpoint_best.pt").unlink()
+    (save / "checkpoint_last.pt").unlink()
+    (save / f"{TMP_PREFIX}checkpoint_best.pt.0123abcd").write_bytes(b"half a checkpoint")
+    # nothing left to train or validate: the resumed run must still report a best checkpoint that exists
+    result = train(recipe(prepared, save, max_steps=3, valid_every=3), resume=True, show_progress=False)
+    assert result.best.is_file() and read_checkpoint(result.best)["state"]["best_step"] == 3
+    assert result.best.read_bytes() == result.last.read_bytes() == (save / "checkpoint_3.pt").read_bytes()
+    assert no_temp_files(save)
