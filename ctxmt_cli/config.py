@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.paths import check_input_file
 
 #: Architecture presets: (d_model, ffn_dim, heads, encoder_layers, decoder_layers).
 PRESETS: dict[str, tuple[int, int, int, int, int]] = {
@@ -153,10 +154,12 @@ class ConcatConfig(ModelBase):
 
 
 AGGREGATING = ("sentence", "pooling", "grouping", "selecting")
+#: the reprs with a shortening module (eq. 1-4, then eq. 2)
+SHORTENING = ("pooling", "grouping", "selecting")
 
 
 class CachingConfig(ModelBase):
-    """Caching multi-encoder with sequence shortening (Sequence Shortening for Context-Aware MT, seed 002).
+    """Caching multi-encoder with sequence shortening ("Sequence Shortening for Context-Aware MT", 2023).
 
     ``encoder: separate`` with ``repr: tokens`` and ``integration: concat`` is the paper's multi-encoder baseline.
     """
@@ -176,7 +179,14 @@ class CachingConfig(ModelBase):
         "sequential", description="context attention after cross-attention, beside it, or context joined to the encoder output")
     gate: bool = Field(False, description="sigmoid gate on the context-attention branch (eq. 5)")
     encoder: Literal["shared", "separate"] = Field("shared", description="separate = unshared context encoder (multi-encoder)")
-    grad_context_sentences: int = Field(0, ge=0, description="nearest context sentences whose encoder pass gets gradient")
+    encoder_grad_context_sentences: int = Field(
+        0, ge=0, description="nearest context sentences whose encoder pass gets gradient; 0 (the paper's code): every "
+        "context sentence is encoded without autograd, the encoder learns from the current sentence only")
+    shortening_grad_context_sentences: Optional[int] = Field(
+        None, ge=0, description="pooling/grouping/selecting: nearest context sentences whose shortening gets gradient, "
+        "detached beyond (the paper: 2 for grouping, 1 for selecting); null = every context sentence")
+    shortening_dropout: float = Field(
+        0.0, ge=0.0, lt=1.0, description="dropout on the attention branch of eq. 2 (the paper's code has none)")
     segment_embeddings: bool = Field(True, description="learned embedding of each context sentence's slot")
     context_positions: bool = Field(True, description="learned positions of the tokens inside each context sentence")
 
@@ -198,13 +208,27 @@ class CachingConfig(ModelBase):
                              "(the number of groups K, only for grouping/selecting)")
         if self.integration == "concat" and self.gate:
             raise ValueError("gate applies to a context-attention branch; integration: concat has none")
-        if self.encoder == "separate" and self.grad_context_sentences == 0 and not self.current_in_context:
-            raise ValueError("the separate context encoder would never get a gradient: set grad_context_sentences >= 1 "
-                             "(or include_current: true)")
-        if self.grad_context_sentences > self.context_sentences:
-            raise ValueError(f"grad_context_sentences ({self.grad_context_sentences}) exceeds context_sentences "
-                             f"({self.context_sentences})")
+        self._check_gradient()
         return self
+
+    def _check_gradient(self) -> None:
+        """Cross-field checks of the two gradient-blocking options."""
+        n_enc, n_short = self.encoder_grad_context_sentences, self.shortening_grad_context_sentences
+        if self.encoder == "separate" and n_enc == 0 and not self.current_in_context:
+            raise ValueError("the separate context encoder would never get a gradient: set "
+                             "encoder_grad_context_sentences >= 1 (or include_current: true)")
+        for name, n in (("encoder_grad_context_sentences", n_enc), ("shortening_grad_context_sentences", n_short)):
+            if n is not None and n > self.context_sentences:
+                raise ValueError(f"{name} ({n}) exceeds context_sentences ({self.context_sentences})")
+        if n_short is not None and self.repr not in SHORTENING:
+            raise ValueError(f"shortening_grad_context_sentences applies to repr {' | '.join(SHORTENING)} (a "
+                             f"shortening module); repr: {self.repr} has none: set it to null")
+        if n_short is not None and n_enc > n_short:
+            raise ValueError(f"encoder_grad_context_sentences ({n_enc}) exceeds shortening_grad_context_sentences "
+                             f"({n_short}): a detached entry passes no gradient back to the encoder")
+        if self.shortening_dropout > 0 and self.repr not in SHORTENING:
+            raise ValueError(f"shortening_dropout applies to repr {' | '.join(SHORTENING)} (eq. 2); "
+                             f"repr: {self.repr} has no eq. 2: set it to 0")
 
 
 #: The model section: one config class per family, chosen by ``family``.
@@ -304,7 +328,14 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     parts = [p for p in key.strip().split(".") if p]
     if not parts:
         raise CtxmtError(f"--set {text!r}: empty key; expected KEY.PATH=VALUE")
-    return parts, yaml.safe_load(value) if value.strip() else None
+    if not value.strip():
+        return parts, None
+    try:
+        return parts, yaml.load(value, Loader=UniqueKeyLoader)
+    except yaml.YAMLError as err:
+        problem = " ".join(str(getattr(err, "problem", None) or type(err).__name__).split())
+        raise CtxmtError(f"--set {text!r}: the value is not valid YAML ({problem}); quote it, "
+                         "e.g. --set 'name=\"a: b\"'") from None
 
 
 def apply_overrides(raw: dict, overrides: list[str]) -> dict:
@@ -331,17 +362,60 @@ def validate_recipe(raw: dict, source: str = "recipe") -> Recipe:
         raise CtxmtError(_format_error(err, source, raw)) from None
 
 
-def load_recipe(path: str | Path, overrides: Optional[list[str]] = None) -> Recipe:
-    """Read, override and validate a recipe file."""
-    path = Path(path)
-    if not path.is_file():
-        raise CtxmtError(f"recipe not found: {path}; give the path to a YAML recipe (see recipes/)")
+class DuplicateKeyError(yaml.YAMLError):
+    """A mapping that gives the same key twice (PyYAML would silently keep the last one)."""
+
+    def __init__(self, key: Any, line: int, first: int):
+        super().__init__(f"key {key!r} at line {line} is given twice (first at line {first})")
+        self.key, self.line, self.first = key, line, first
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses duplicate keys: a second ``train:`` block must not replace the first."""
+
+
+def _construct_unique_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":      # '<<: *anchor' merges, it is no key of its own
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            first = seen.setdefault(key, key_node.start_mark.line + 1)
+        except TypeError:                                  # an unhashable key: construct_mapping says so
+            break
+        if first != key_node.start_mark.line + 1:
+            raise DuplicateKeyError(key, key_node.start_mark.line + 1, first)
+    return loader.construct_mapping(node, deep=deep)
+
+
+UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
+
+
+def _read_yaml(path: Path) -> Any:
+    """The YAML content of a recipe file; bad bytes, bad syntax and duplicate keys are one line each."""
+    data = path.read_bytes()
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise CtxmtError(f"{path}:{line}: not UTF-8 text (byte 0x{data[err.start]:02x}); save the recipe as "
+                         "UTF-8, e.g. iconv -f LATIN1 -t UTF-8") from None
+    try:
+        return yaml.load(text, Loader=UniqueKeyLoader)
+    except DuplicateKeyError as err:
+        raise CtxmtError(f"{path}:{err.line}: key '{err.key}' is given twice (first at line {err.first}); "
+                         "keep one (the second would silently replace the first)") from None
+    except yaml.YAMLError as err:
         where = getattr(err, "problem_mark", None)
         line = f" line {where.line + 1}" if where is not None else ""
         raise CtxmtError(f"{path}:{line} is not valid YAML ({type(err).__name__}); fix the syntax") from None
+
+
+def load_recipe(path: str | Path, overrides: Optional[list[str]] = None) -> Recipe:
+    """Read, override and validate a recipe file."""
+    path = check_input_file(Path(path), "recipe", "give the path to a YAML recipe (see recipes/)")
+    raw = _read_yaml(path) or {}
     raw = apply_overrides(raw, list(overrides or []))
     return validate_recipe(raw, str(path))
 

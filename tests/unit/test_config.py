@@ -60,15 +60,41 @@ def test_set_overrides_go_through_the_schema(tmp_path):
         load_recipe(path, ["model.shfit=3"])
     with pytest.raises(CtxmtError, match="KEY.PATH=VALUE"):
         apply_overrides({}, ["train.lr"])
+    with pytest.raises(CtxmtError, match="--set 'train.lr=\\[1': the value is not valid YAML"):
+        apply_overrides({}, ["train.lr=[1"])
 
 
-def test_missing_and_invalid_files(tmp_path):
-    with pytest.raises(CtxmtError, match="not found"):
-        load_recipe(tmp_path / "nope.yaml")
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("model: [unclosed\n")
-    with pytest.raises(CtxmtError, match="not valid YAML"):
-        load_recipe(bad)
+BAD_RECIPE_FILES = [  # (file content; None = no file, "DIR" = a directory), message fragments
+    (None, ["r.yaml", "not found"]),
+    ("DIR", ["r.yaml", "is a directory, not a file"]),
+    (b"model: [unclosed\n", ["r.yaml", "not valid YAML"]),
+    (b"train:\n  lr: 1.0e-3\ntrain:\n  lr: 2.0e-3\n", ["r.yaml:3", "'train'", "twice", "first at line 1"]),
+    (b"model:\n  family: concat\n  cd: 0.5\n  cd: 0.9\n", ["r.yaml:4", "'cd'", "twice", "line 3"]),
+    (b"name: ok\ndescription: caf\xe9\n", ["r.yaml:2", "not UTF-8 text", "0xe9"]),
+]
+
+
+@pytest.mark.parametrize("content,needles", BAD_RECIPE_FILES)
+def test_bad_recipe_files_are_one_line_naming_file_and_line(tmp_path, content, needles):
+    path = tmp_path / "r.yaml"
+    if content == "DIR":
+        path.mkdir()
+    elif content is not None:
+        path.write_bytes(content)
+    with pytest.raises(CtxmtError) as err:
+        load_recipe(path)
+    text = str(err.value)
+    assert "\n" not in text
+    assert ("fix the syntax" in text) == ("not valid YAML" in text)       # only a syntax error says so
+    for needle in needles:
+        assert needle in text, text
+
+
+def test_a_merge_key_is_not_a_duplicate(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text("x-lr: &lr\n  lr: 1.0e-3\ntrain:\n  <<: *lr\n  warmup_steps: 5\n")
+    with pytest.raises(CtxmtError, match="unknown key 'x-lr'"):       # parsed fine; the schema refuses x-lr
+        load_recipe(path)
 
 
 def test_resolved_recipe_round_trips():

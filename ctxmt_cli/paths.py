@@ -1,0 +1,114 @@
+"""Input and output paths, checked before any work is done, and OS errors turned into one line.
+
+A command checks every path it will write before it reads a model or a corpus: a
+translation that takes an hour must not fail at its last step because ``-o`` names a
+directory. The checks have no side effects (nothing is created): they look at the
+path itself and at its nearest existing ancestor. An error the operating system
+reports later anyway (a full disk, a permission changed meanwhile) becomes one line
+through :func:`os_error_line`. This module imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+from ctxmt_cli.errors import CtxmtError
+
+#: OS errors a user causes and can fix (a full disk, permissions, a path of the wrong kind)
+USER_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR,
+               errno.ENAMETOOLONG, errno.EEXIST}
+_HINTS = {
+    errno.ENOSPC: "free some space or write somewhere else; files already there were not touched",
+    errno.EDQUOT: "the disk quota is used up; free some space or write somewhere else",
+    errno.EROFS: "the file system is read-only; write somewhere else",
+    errno.EACCES: "check the permissions or write somewhere else",
+    errno.EPERM: "check the permissions or write somewhere else",
+}
+
+
+def kind_of(path: Path) -> str:
+    """``'a directory'``, ``'a file'`` or ``'not found'``: what is at ``path``, for messages."""
+    path = Path(path)
+    if path.is_dir():
+        return "a directory"
+    return "a file" if path.exists() else "not found"
+
+
+def check_input_file(path: Path, what: str, hint: str) -> Path:
+    """``path`` must be an existing file; a directory or a missing path is one line saying which."""
+    path = Path(path)
+    if path.is_file():
+        return path
+    problem = "is a directory, not a file" if path.is_dir() else "not found"
+    raise CtxmtError(f"{what} {problem}: {path}; {hint}")
+
+
+def _existing_ancestor(path: Path) -> Path:
+    """The nearest ancestor of ``path`` (or ``path`` itself) that exists; a file ancestor is returned too."""
+    current = Path(os.path.abspath(path))
+    while not current.exists() and current != current.parent:
+        current = current.parent
+    return current
+
+
+def _check_creatable(path: Path, what: str) -> None:
+    """``path`` does not exist yet: its nearest existing ancestor must be a directory we may write in."""
+    ancestor = _existing_ancestor(path)
+    if not ancestor.is_dir():
+        raise CtxmtError(f"{what} {path}: cannot be created because {ancestor} is a file, not a directory; "
+                         "choose another path")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise CtxmtError(f"{what} {path}: cannot write in {ancestor} (permission denied); "
+                         "choose another path or change its permissions")
+
+
+def check_output_dir(path: Path, what: str) -> Path:
+    """A directory a command will create or write into: not a file, and writable (or creatable)."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise CtxmtError(f"{what} {path} is a file, not a directory; give a directory (it is created if missing)")
+    if path.is_dir():
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise CtxmtError(f"{what} {path}: cannot write in it (permission denied); "
+                             "choose another directory or change its permissions")
+    else:
+        _check_creatable(path, what)
+    return path
+
+
+def check_output_file(path: Path, what: str, *, force: bool | None = None, inputs: tuple = ()) -> Path:
+    """A file a command will write: not a directory, not one of its ``inputs``, in a writable directory.
+
+    ``force=False`` refuses an existing file (``--force`` allows it); ``None`` means the command always
+    replaces its output file.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise CtxmtError(f"{what} {path} is a directory; give a file name, e.g. {path / 'out'}")
+    for source in inputs:
+        if path.exists() and Path(source).exists() and os.path.samefile(source, path):
+            raise CtxmtError(f"{what} {path} is also an input; write the result to another file")
+    if path.exists() and force is False:
+        raise CtxmtError(f"{what} {path} already exists; pass --force to overwrite it or choose another name")
+    parent = path.parent
+    if parent.is_dir():
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise CtxmtError(f"{what} {path}: cannot write in {parent} (permission denied); "
+                             "choose another path or change its permissions")
+    elif not parent.exists() and _existing_ancestor(parent).is_dir():
+        raise CtxmtError(f"{what} {path}: directory {parent} not found; create it first")
+    else:
+        _check_creatable(parent, what)
+    return path
+
+
+def os_error_line(err: OSError) -> str:
+    """One line for an OS error a user can fix: what failed, on which path, and what to do."""
+    where = f": {err.filename}" if err.filename else ""
+    if err.filename2:
+        where += f" -> {err.filename2}"
+    reason = err.strerror or os.strerror(err.errno or 0) or type(err).__name__
+    hint = _HINTS.get(err.errno, "check the path")
+    return f"{reason.lower()}{where}; {hint}"
