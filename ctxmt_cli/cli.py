@@ -1,13 +1,16 @@
 """The ``ctxmt`` command line. Each command parses its options, loads, and calls one function.
 
 torch and the heavy modules are imported inside the commands so ``--help`` is instant.
-Errors a user can cause (:class:`CtxmtError`) print one line and exit with code 2.
+Errors a user can cause print one line on stderr and exit with code 2: a :class:`CtxmtError`, an OS
+error the user can fix (a full disk, a permission) and a bad option value (click's usage error, which
+would otherwise print a usage box).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -15,15 +18,79 @@ from typing import List, Optional
 import typer
 
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.paths import USER_ERRNOS, check_output_dir, os_error_line
+
+# click's usage error, whether typer uses click itself or its own copy of it
+UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
+
+
+def _given_value(argv: list[str], opts: list[str]) -> Optional[str]:
+    """The value the command line gave an option (its last occurrence), for the error line."""
+    found = None
+    for i, arg in enumerate(argv):
+        for opt in opts:
+            if arg == opt and i + 1 < len(argv):
+                found = argv[i + 1]
+            elif opt.startswith("--") and arg.startswith(opt + "="):
+                found = arg.split("=", 1)[1]
+    return found
+
+
+def usage_error_line(err, argv: list[str]) -> str:
+    """One line for a bad command line: the command, the option and the value given, what is wrong."""
+    sub = err.ctx.info_name if err.ctx is not None and err.ctx.parent is not None else None
+    param = getattr(err, "param", None)
+    if type(err) is typer.BadParameter and param is not None and param.param_type_name == "option":
+        value = _given_value(argv, param.opts)
+        what = f"{max(param.opts, key=len)}{'' if value is None else ' ' + value}: {err.message.rstrip('.')}"
+    else:                                                   # missing or unknown options, unknown commands
+        what = err.format_message().rstrip(".")
+    where = f"{sub}: " if sub else ""
+    return f"ctxmt: error: {where}{what}; see ctxmt {sub + ' ' if sub else ''}--help"
+
+
+class OneLineGroup(typer.core.TyperGroup):
+    """The command group, printing a bad command line as one line (exit 2) instead of a usage box."""
+
+    def main(self, args=None, *rest, **kwargs):
+        self._argv = list(sys.argv[1:] if args is None else args)
+        return super().main(args, *rest, **kwargs)
+
+    def _one_line(self, err) -> None:
+        if type(err).__name__ == "NoArgsIsHelpError":             # `ctxmt` or `ctxmt translate` alone: help
+            raise err
+        typer.echo(usage_error_line(err, getattr(self, "_argv", [])), err=True)
+        raise typer.Exit(code=CtxmtError.exit_code) from None
+
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except UsageError as err:                                  # `ctxmt --bogus`
+            self._one_line(err)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except UsageError as err:                                  # the command's options
+            self._one_line(err)
+
 
 app = typer.Typer(
-    add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+    cls=OneLineGroup, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
     help="ctxmt: context-aware (document-level) neural machine translation.",
 )
 
 
+def check_device(value: str) -> str:
+    """``--device``: cpu, cuda or cuda:N (checked before anything is loaded)."""
+    if not DEVICE.match(value):
+        raise typer.BadParameter("not a device ctxmt runs on; use cpu, cuda or cuda:N")
+    return value
+
+
 def user_errors(fn):
-    """Turn CtxmtError into one line on stderr and exit code 2 (no traceback)."""
+    """Turn CtxmtError, and an OS error the user can fix, into one line on stderr and exit code 2 (no traceback)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -31,6 +98,11 @@ def user_errors(fn):
             return fn(*args, **kwargs)
         except CtxmtError as err:
             typer.echo(f"ctxmt: error: {err}", err=True)
+            raise typer.Exit(code=CtxmtError.exit_code) from None
+        except OSError as err:
+            if err.errno not in USER_ERRNOS:
+                raise
+            typer.echo(f"ctxmt: error: {os_error_line(err)}", err=True)
             raise typer.Exit(code=CtxmtError.exit_code) from None
         except KeyboardInterrupt:
             typer.echo("ctxmt: interrupted", err=True)
@@ -104,7 +176,7 @@ def translate(
     lenpen: Optional[float] = typer.Option(None, min=0.0, help="length penalty (default: recipe)"),
     target_context: Optional[str] = typer.Option(None, help="prefix (own outputs forced) | generate (regenerate the window)"),
     batch_docs: Optional[int] = typer.Option(None, min=1, help="documents decoded in parallel"),
-    device: str = typer.Option("cpu", help="cpu | cuda | cuda:N"),
+    device: str = typer.Option("cpu", callback=check_device, help="cpu | cuda | cuda:N"),
 ):
     """Translate whole documents sentence by sentence, with the model's own context."""
     from ctxmt_cli.commands import translate_file
@@ -128,7 +200,7 @@ def contrastive(
     dev: bool = typer.Option(False, help="voita: the dev sets instead of the test sets"),
     documents: Optional[Path] = typer.Option(None, help="contrapro: OPUS OpenSubtitles documents/ folder to extract context from"),
     max_tokens: int = typer.Option(4096, min=16, help="token budget per scoring batch"),
-    device: str = typer.Option("cpu", help="cpu | cuda | cuda:N"),
+    device: str = typer.Option("cpu", callback=check_device, help="cpu | cuda | cuda:N"),
 ):
     """Score contrastive test sets by forced decoding; accuracy per phenomenon/distance and the papers' aggregates.
 
@@ -148,6 +220,8 @@ def contrastive(
         raise CtxmtError(f"unexpected arguments {[str(r) for r in runs]}; give one TESTSET (or 'compare RUN_A RUN_B')")
     if checkpoint is None:
         raise CtxmtError("contrastive scoring needs --checkpoint CKPT")
+    if out is not None:
+        check_output_dir(out, "--out")
     from ctxmt_cli.evaluate.contrastive_report import render, run_contrastive
 
     results = run_contrastive(
@@ -180,7 +254,7 @@ def evaluate(
     comet: Optional[Path] = typer.Option(None, help="local COMET model folder or .ckpt; needs the optional unbabel-comet (extra: comet)"),
     out: Optional[Path] = typer.Option(None, help="write every figure to this JSON file"),
     beam: Optional[int] = typer.Option(None, help="beam size (default: the recipe's decode.beam)"),
-    device: str = typer.Option("cpu", help="cpu | cuda | cuda:N"),
+    device: str = typer.Option("cpu", callback=check_device, help="cpu | cuda | cuda:N"),
 ):
     """BLEU and chrF (sacrebleu, signatures printed) of checkpoints on a prepared split, or of --hyp files against --ref."""
     from ctxmt_cli.evaluate.translation import EvalRequest, run_evaluate
@@ -197,12 +271,13 @@ def evaluate(
 @user_errors
 def average(
     checkpoints: List[Path] = typer.Argument(..., help="checkpoints to average"),
-    output: Path = typer.Option(..., "--output", "-o"),
+    output: Path = typer.Option(..., "--output", "-o", help="averaged checkpoint to write (not one of the inputs)"),
+    force: bool = typer.Option(False, help="overwrite an existing --output"),
 ):
     """Average the weights of several checkpoints of one model."""
-    from ctxmt_cli.train.checkpoint import average_checkpoints
+    from ctxmt_cli.commands import average_files
 
-    typer.echo(f"wrote {average_checkpoints(list(checkpoints), output)}")
+    typer.echo(f"wrote {average_files(list(checkpoints), output, force=force)}")
 
 
 @app.command()
@@ -210,14 +285,17 @@ def average(
 def quickstart(
     out: Path = typer.Option(Path("quickstart"), "--out", help="output directory"),
     docs: int = typer.Option(2000, min=41, help="synthetic documents (>= 41)"),
-    minutes: Optional[float] = typer.Option(None, min=0.01, help="training minutes per model (default: the recipe's)"),
-    seed: int = typer.Option(1),
+    systems: Optional[str] = typer.Option(
+        None, help="comma-separated systems, one recipe each in recipes/quickstart/ (default: concat,sentence)"),
+    updates: Optional[int] = typer.Option(None, help="updates per system (default: each recipe's train.max_steps)"),
+    seed: int = typer.Option(1, help="seed of the synthetic data and of every system's training"),
     force: bool = typer.Option(False, help="reuse/overwrite an existing output directory"),
 ):
-    """Synthetic benchmark end to end: prepare, train concat + sentence models, compare, translate a document."""
+    """Synthetic benchmark end to end: prepare, train each system a fixed number of updates, compare, translate."""
     from ctxmt_cli.quickstart import run_quickstart
 
-    run_quickstart(out, docs=docs, minutes=minutes, seed=seed, force=force)
+    check_output_dir(out, "--out")
+    run_quickstart(out, docs=docs, seed=seed, force=force, systems=systems, updates=updates)
 
 
 BENCHMARKS = {"context-scaling": "context_scaling.py", "train": "train.py", "score": "score.py", "decode": "decode.py",
@@ -254,7 +332,7 @@ def benchmark(
     docs: Optional[int] = typer.Option(None, min=1, help="documents timed (decoded in parallel) [default: 4; --quick 2]"),
     sentences: Optional[int] = typer.Option(None, min=1, help="first N sentences of each timed document "
                                             "[default: 32; --quick 16]"),
-    device: str = typer.Option("cpu", help="cpu | cuda | cuda:N"),
+    device: str = typer.Option("cpu", callback=check_device, help="cpu | cuda | cuda:N"),
     preset: str = typer.Option("small", help="model dims: tiny | small | base | big"),
     beam: int = typer.Option(1, min=1, help="beam size (1 = greedy)"),
     repeats: Optional[int] = typer.Option(None, min=1, help="timed runs per implementation, round-robin "

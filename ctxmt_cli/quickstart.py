@@ -1,10 +1,14 @@
 """``ctxmt quickstart``: the synthetic benchmark end to end on a laptop CPU.
 
-Generates the synthetic discourse benchmark, trains the context-aware
-concatenation model of ``recipes/quickstart.yaml`` (s4to4 + context discount +
-segment-shifted positions) and a sentence-level baseline of the same size,
-prints BLEU and contrastive accuracy per phenomenon and distance side by side,
-translates a sample document, and writes everything to ``OUT/results.json``.
+Generates the synthetic discourse benchmark, trains each chosen system of
+``recipes/quickstart/<system>.yaml`` (default: the context-aware concatenation
+model ``concat`` and the sentence-level baseline ``sentence``) for the fixed
+number of updates its recipe gives, prints BLEU and contrastive accuracy per
+phenomenon and distance side by side, translates a sample document, and writes
+everything to ``OUT/results.json``.
+
+The budget is a number of updates, never wall time, and each recipe pins its
+thread count: the same seed gives the same figures on a fast or a busy machine.
 """
 
 from __future__ import annotations
@@ -18,14 +22,21 @@ from typing import Optional
 
 import yaml
 
-from ctxmt_cli.config import Recipe, validate_recipe
+from ctxmt_cli.config import Recipe, load_recipe, recipe_to_dict, validate_recipe
 from ctxmt_cli.errors import CtxmtError
 
-#: The embedded default; ``recipes/quickstart.yaml`` holds the same recipe (a test keeps them equal).
+#: One recipe per system the quickstart can run (``recipes/quickstart/`` of the source checkout).
+RECIPE_DIR = Path(__file__).resolve().parents[1] / "recipes" / "quickstart"
+DEFAULT_SYSTEMS = ("concat", "sentence")
+
+#: The embedded ``concat`` recipe, so the main job runs without the source checkout's recipes/;
+#: ``recipes/quickstart/concat.yaml`` holds the same recipe (a test keeps them equal).
 QUICKSTART_YAML = """\
-# Quickstart: s4to4 concatenation + context discount (CD = 0.01, seed 001) + segment-shifted
-# positions (shift: auto = mean sentence length) on the synthetic discourse benchmark,
-# sized to train on 2 CPU cores in a few minutes.
+# Quickstart system `concat` (ctxmt quickstart --systems concat): s4to4 concatenation + context discount
+# (CD = 0.01) + segment-shifted positions (shift: auto = mean sentence length), Lupo et al. 2022, on the
+# synthetic discourse benchmark, sized to train on 2 CPU cores in a few minutes.
+# A fixed number of updates (train.max_steps, no train.max_minutes) on a pinned number of threads, so the same
+# seed gives the same figures on a fast or a busy machine; data.path and train.save_dir are replaced by OUT/.
 name: quickstart_s4to4_shift_cd
 data:
   path: quickstart/data
@@ -48,57 +59,88 @@ train:
   lr: 0.002
   warmup_steps: 300
   label_smoothing: 0.1
-  max_steps: 4000
-  max_minutes: 5.5
+  max_steps: 1000          # the update budget (ctxmt quickstart --updates N overrides it)
   valid_every: 250
   patience: 0
   early_stop_on: current_loss
   average_checkpoints: 0
   log_every: 25
+  threads: 2               # pinned: the figures depend on the thread count
 decode:
   beam: 4
   lenpen: 0.6
   batch_sentences: 128
 """
 
-#: What the sentence-level baseline changes (same dims, no context, its own budget).
-BASELINE_CHANGES = {"family": "sentence"}
-BASELINE_MINUTES = 3.0
+
+def available_systems() -> list[str]:
+    """Names of the systems with a quickstart recipe (``concat`` always: its recipe is embedded)."""
+    found = {p.stem for p in RECIPE_DIR.glob("*.yaml")} if RECIPE_DIR.is_dir() else set()
+    return sorted(found | {"concat"})
 
 
-def quickstart_recipes(out: Path, minutes: Optional[float] = None) -> dict[str, Recipe]:
-    """The two quickstart systems, with paths under ``out``."""
-    raw = yaml.safe_load(QUICKSTART_YAML)
+def parse_systems(text: Optional[str]) -> list[str]:
+    """``--systems a,b`` -> ``["a", "b"]``: known names, each once, in the order given."""
+    if text is None:
+        return list(DEFAULT_SYSTEMS)
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    known = available_systems()
+    if not names:
+        raise CtxmtError(f"--systems is empty; give one or more of: {', '.join(known)}")
+    for name in names:
+        if name not in known:
+            raise CtxmtError(f"--systems: unknown system {name!r}; available: {', '.join(known)} "
+                             f"(one recipe each in {RECIPE_DIR})")
+        if names.count(name) > 1:
+            raise CtxmtError(f"--systems names {name!r} twice; give each system once")
+    return names
+
+
+def system_recipe(name: str, out: Path, seed: int = 1, updates: Optional[int] = None) -> Recipe:
+    """The recipe of quickstart system ``name`` with its data and checkpoints under ``out``.
+
+    ``seed`` becomes ``train.seed``; ``updates`` replaces the recipe's update budget (``train.max_steps``).
+    """
+    path = RECIPE_DIR / f"{name}.yaml"
+    if path.is_file():
+        source, raw = str(path), recipe_to_dict(load_recipe(path))
+    elif name == "concat":
+        source, raw = "quickstart(concat)", yaml.safe_load(QUICKSTART_YAML)
+    else:
+        raise CtxmtError(f"quickstart system {name!r}: no recipe at {path}; the quickstart's recipes ship with "
+                         "the source checkout (pip install -e .)")
+    if raw["train"].get("max_minutes") is not None:
+        raise CtxmtError(f"{source}: train.max_minutes is set; a quickstart system trains a fixed number of "
+                         "updates (train.max_steps) so its figures do not depend on the machine's speed: remove it")
     raw["data"]["path"] = str(out / "data")
-    concat = dict(raw, train=dict(raw["train"], save_dir=str(out / "concat")))
-    model = {k: v for k, v in raw["model"].items() if k in {"preset", "d_model", "ffn_dim", "heads",
-                                                             "encoder_layers", "decoder_layers", "dropout"}}
-    sentence = dict(raw, name="quickstart_sentence", model={**model, **BASELINE_CHANGES},
-                    train=dict(raw["train"], save_dir=str(out / "sentence"), max_minutes=BASELINE_MINUTES,
-                               early_stop_on="window_loss"))
-    if minutes is not None:
-        concat["train"]["max_minutes"] = sentence["train"]["max_minutes"] = minutes
-    return {"concat": validate_recipe(concat, "quickstart(concat)"), "sentence": validate_recipe(sentence, "quickstart(sentence)")}
+    raw["train"].update(save_dir=str(out / name), seed=seed)
+    if updates is not None:
+        raw["train"]["max_steps"] = updates
+    return validate_recipe(raw, source)
 
 
-def _prepare(out: Path, docs: int, seed: int, console) -> Path:
+def _prepare(out: Path, docs: int, seed: int, console, stages: int) -> Path:
     from ctxmt_cli.data.pipeline import prepare_synthetic
 
     data = out / "data"
-    console.rule("[bold]1/4 synthetic benchmark")
+    console.rule(f"[bold]1/{stages} synthetic benchmark")
     meta = prepare_synthetic(data, seed=seed, docs=docs, force=True, vocab_size=400)
     console.print(f"prepared {data}: " + ", ".join(f"{k} {v['sentences']} sentences" for k, v in meta["splits"].items()))
     return data
 
 
 def _evaluate(name: str, checkpoint: Path, data: Path, items, console) -> dict:
+    import torch
+
     from ctxmt_cli.commands import contrastive_accuracy
     from ctxmt_cli.data.store import PreparedData
     from ctxmt_cli.evaluate.bleu import corpus_scores
     from ctxmt_cli.evaluate.translation import translate_split
     from ctxmt_cli.train.checkpoint import load_model
 
-    loaded = load_model(checkpoint)
+    loaded, start = load_model(checkpoint), time.time()
+    if loaded.recipe.train.threads:             # the thread count it trained with: the same figures every run
+        torch.set_num_threads(loaded.recipe.train.threads)
     with console.status(f"{name}: translating the test split and scoring contrastive sets"):
         hyps, refs = translate_split(loaded, PreparedData(data), "test")
         # the synthetic languages write "word ." by design: sacrebleu's "forgot to detokenize?" hint is noise here
@@ -110,8 +152,9 @@ def _evaluate(name: str, checkpoint: Path, data: Path, items, console) -> dict:
         finally:
             sacre_log.setLevel(level)
         table = contrastive_accuracy(loaded.model, loaded.tokenizer, items)
-    return {"context_aware": bool(loaded.model.context_aware), "checkpoint": str(checkpoint),
-            "bleu": bleu.score, "bleu_signature": bleu.signature, "contrastive": table, "_loaded": loaded}
+    return {"context_aware": bool(loaded.model.context_aware), "checkpoint": str(checkpoint), "bleu": bleu.score,
+            "bleu_signature": bleu.signature, "contrastive": table, "eval_seconds": time.time() - start,
+            "_loaded": loaded}
 
 
 def _show(results: dict, console) -> None:
@@ -152,35 +195,52 @@ def _sample(results: dict, data: Path, console) -> dict:
     return sample
 
 
-def run_quickstart(out: Path, docs: int = 2000, minutes: Optional[float] = None, seed: int = 1, force: bool = False) -> dict:
-    """Run the whole quickstart; returns (and writes) the results dictionary."""
+def run_quickstart(out: Path, docs: int = 2000, seed: int = 1, force: bool = False,
+                   systems: Optional[str] = None, updates: Optional[int] = None) -> dict:
+    """Run the whole quickstart for ``systems`` (``"a,b"``; default concat,sentence); returns (and writes) the results.
+
+    ``seed`` seeds the synthetic data and every system's training; ``updates`` overrides each recipe's budget.
+    """
     from rich.console import Console
 
     from ctxmt_cli.commands import synthetic_items
-    from ctxmt_cli.train.trainer import train
 
     out = Path(out)
+    if updates is not None and updates < 1:
+        raise CtxmtError(f"--updates {updates}: the update budget must be at least 1")
+    names = parse_systems(systems)
+    recipes = {name: system_recipe(name, out, seed, updates) for name in names}   # every recipe checked first
     if out.exists() and any(out.iterdir()) and not force:
         raise CtxmtError(f"{out} already exists; pass --force to overwrite it or choose another --out")
     if out.exists() and force:
         shutil.rmtree(out)
-    console, start = Console(), time.time()
-    data = _prepare(out, docs, seed, console)
+    console, start, stages = Console(), time.time(), len(recipes) + 2
+    data = _prepare(out, docs, seed, console, stages)
     items = synthetic_items(data)
-    checkpoints = {}
-    for step, (name, recipe) in enumerate(quickstart_recipes(out, minutes).items(), start=2):
-        console.rule(f"[bold]{step}/4 training {name} ({recipe.model.family})")
-        result = train(recipe)
-        checkpoints[name] = result.averaged or result.best
-    console.rule("[bold]4/4 evaluation")
-    results = {name: _evaluate(name, ckpt, data, items, console) for name, ckpt in checkpoints.items()}
+    trained = {name: _train(name, recipe, console, f"{k}/{stages}")
+               for k, (name, recipe) in enumerate(recipes.items(), start=2)}
+    console.rule(f"[bold]{stages}/{stages} evaluation")
+    results = {name: {**run, **_evaluate(name, Path(run["checkpoint"]), data, items, console)}
+               for name, run in trained.items()}
     _show(results, console)
     sample = _sample(results, data, console)
     payload = {
-        "seconds": time.time() - start, "data": str(data),
+        "seconds": time.time() - start, "data": str(data), "docs": docs, "seed": seed, "systems": names,
         "models": {n: {k: v for k, v in r.items() if not k.startswith("_")} for n, r in results.items()},
         "sample": sample,
     }
     (out / "results.json").write_text(json.dumps(payload, indent=2, ensure_ascii=False))
     console.print(f"done in {payload['seconds']:.0f} s; results in {out / 'results.json'}")
     return payload
+
+
+def _train(name: str, recipe: Recipe, console, stage: str) -> dict:
+    """Train one system; what results.json records about the run."""
+    import torch
+
+    from ctxmt_cli.train.trainer import train
+
+    console.rule(f"[bold]{stage} training {name} ({recipe.model.family}, {recipe.train.max_steps} updates)")
+    result = train(recipe)
+    return {"family": recipe.model.family, "updates": result.history[-1]["step"], "seconds": result.seconds,
+            "threads": torch.get_num_threads(), "checkpoint": str(result.averaged or result.best)}

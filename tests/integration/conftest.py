@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from ctxmt_cli.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
-QUICKSTART = ROOT / "recipes" / "quickstart.yaml"
+QUICKSTART = ROOT / "recipes" / "quickstart" / "concat.yaml"
 
 TINY_SETS = [
     "model.preset=null", "model.d_model=32", "model.ffn_dim=64", "model.heads=4",

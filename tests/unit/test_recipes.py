@@ -15,13 +15,14 @@ import pytest
 import yaml
 
 from ctxmt_cli.config import load_recipe
-from ctxmt_cli.quickstart import QUICKSTART_YAML
+from ctxmt_cli.quickstart import DEFAULT_SYSTEMS, QUICKSTART_YAML
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = ROOT / "recipes"
 ALL = sorted(RECIPES.rglob("*.yaml"))
 PAPER_DIRS = ("lupo2022_focused_concat", "lupo2023_sentence_position")
 PAPER = sorted(p for d in PAPER_DIRS for p in (RECIPES / d).glob("*.yaml"))
+QUICKSTART = sorted((RECIPES / "quickstart").glob("*.yaml"))
 
 NAME = re.compile(r"^(?P<pair>en_ru|en_de_high|en_de)_(?:(?P<base>base)|s(?P<k>\d)to(?P<kt>\d)(?P<rest>(?:_[a-z0-9]+)*))$")
 PAIR_SHIFT = {"en_ru": 8, "en_de": 21, "en_de_high": 27}
@@ -128,4 +129,14 @@ def test_systems_shared_by_both_papers_are_identical():
 
 
 def test_quickstart_recipe_equals_embedded():
-    assert yaml.safe_load((RECIPES / "quickstart.yaml").read_text(encoding="utf-8")) == yaml.safe_load(QUICKSTART_YAML)
+    concat = RECIPES / "quickstart" / "concat.yaml"
+    assert yaml.safe_load(concat.read_text(encoding="utf-8")) == yaml.safe_load(QUICKSTART_YAML)
+
+
+@pytest.mark.parametrize("path", QUICKSTART, ids=rel)
+def test_quickstart_recipes_train_a_fixed_budget(path):
+    """Figures independent of machine speed: an update budget, no wall-time limit, a pinned thread count."""
+    r = load_recipe(path)
+    assert r.train.max_minutes is None and r.train.threads is not None and r.train.max_steps <= 2000
+    assert r.train.save_dir == f"quickstart/{path.stem}" and r.data.path == "quickstart/data"
+    assert set(DEFAULT_SYSTEMS) <= {p.stem for p in QUICKSTART}
