@@ -179,9 +179,9 @@ class CachingConfig(ModelBase):
         "sequential", description="context attention after cross-attention, beside it, or context joined to the encoder output")
     gate: bool = Field(False, description="sigmoid gate on the context-attention branch (eq. 5)")
     encoder: Literal["shared", "separate"] = Field("shared", description="separate = unshared context encoder (multi-encoder)")
-    encoder_grad_context_sentences: int = Field(
-        0, ge=0, description="nearest context sentences whose encoder pass gets gradient; 0 (the paper's code): every "
-        "context sentence is encoded without autograd, the encoder learns from the current sentence only")
+    grad_context_sentences: int = Field(
+        0, ge=0, description="nearest context sentences whose *encoder* pass gets gradient; 0 (the paper's code): "
+        "every context sentence is encoded without autograd, the encoder learns from the current sentence only")
     shortening_grad_context_sentences: Optional[int] = Field(
         None, ge=0, description="pooling/grouping/selecting: nearest context sentences whose shortening gets gradient, "
         "detached beyond (the paper: 2 for grouping, 1 for selecting); null = every context sentence")
@@ -213,18 +213,18 @@ class CachingConfig(ModelBase):
 
     def _check_gradient(self) -> None:
         """Cross-field checks of the two gradient-blocking options."""
-        n_enc, n_short = self.encoder_grad_context_sentences, self.shortening_grad_context_sentences
+        n_enc, n_short = self.grad_context_sentences, self.shortening_grad_context_sentences
         if self.encoder == "separate" and n_enc == 0 and not self.current_in_context:
             raise ValueError("the separate context encoder would never get a gradient: set "
-                             "encoder_grad_context_sentences >= 1 (or include_current: true)")
-        for name, n in (("encoder_grad_context_sentences", n_enc), ("shortening_grad_context_sentences", n_short)):
+                             "grad_context_sentences >= 1 (or include_current: true)")
+        for name, n in (("grad_context_sentences", n_enc), ("shortening_grad_context_sentences", n_short)):
             if n is not None and n > self.context_sentences:
                 raise ValueError(f"{name} ({n}) exceeds context_sentences ({self.context_sentences})")
         if n_short is not None and self.repr not in SHORTENING:
             raise ValueError(f"shortening_grad_context_sentences applies to repr {' | '.join(SHORTENING)} (a "
                              f"shortening module); repr: {self.repr} has none: set it to null")
         if n_short is not None and n_enc > n_short:
-            raise ValueError(f"encoder_grad_context_sentences ({n_enc}) exceeds shortening_grad_context_sentences "
+            raise ValueError(f"grad_context_sentences ({n_enc}) exceeds shortening_grad_context_sentences "
                              f"({n_short}): a detached entry passes no gradient back to the encoder")
         if self.shortening_dropout > 0 and self.repr not in SHORTENING:
             raise ValueError(f"shortening_dropout applies to repr {' | '.join(SHORTENING)} (eq. 2); "

@@ -1,7 +1,7 @@
-"""Sequence shortening of encoder states for context-aware MT (seed 002).
+"""Sequence shortening of encoder states for context-aware MT (Sequence Shortening for Context-Aware MT, 2023).
 
 Implements the context representations of "Sequence Shortening for
-Context-Aware Machine Translation" (seed 002):
+Context-Aware Machine Translation" (2023):
 
 * ``tokens``   -- every token state, unchanged (plain caching);
 * ``sentence`` -- the mean of the sentence's real token states (one vector);
@@ -144,7 +144,11 @@ def pool(
 
 
 class AttendBack(nn.Module):
-    """Eq. 2: ``G = LayerNorm(G~ + Dropout(Attn(G~, H, H)))``, shortened tokens attend to the full sequence."""
+    """Eq. 2: ``G = LayerNorm(G~ + Attn(G~, H, H))``, shortened tokens attend to the full sequence.
+
+    ``dropout`` on the attention branch is an option (ctxmt's ``shortening_dropout``) that eq. 2 and the paper's
+    code do not have; the default 0 leaves the branch as eq. 2 writes it.
+    """
 
     def __init__(self, d_model: int, heads: int, dropout: float, attention_dropout: float):
         super().__init__()

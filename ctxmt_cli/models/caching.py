@@ -1,6 +1,6 @@
 """Caching multi-encoder with sequence shortening, and the multi-encoder baseline.
 
-Paper: "Sequence Shortening for Context-Aware Machine Translation" (seed 002).
+Paper: "Sequence Shortening for Context-Aware Machine Translation" (2023).
 One encoder is shared by the current and the context sentences; each sentence is
 encoded on its own (``s </s>``, positions from 0) and reduced by a
 :class:`~ctxmt_cli.core.shortening.Shortener` to its cache *entry* (every token,
@@ -74,8 +74,8 @@ class Caching(EncoderDecoder):
         super().__init__(cfg, vocab, context_attention=attention)
         d = cfg.d_model
         self.shortener = Shortener(cfg.repr, d, cfg.heads, pooling=cfg.pooling, pool_size=cfg.pool_size, groups=cfg.groups,
-                                   normalizer=cfg.normalizer, hidden=cfg.categorizer_hidden, dropout=cfg.dropout,
-                                   attention_dropout=cfg.attention_dropout)
+                                   normalizer=cfg.normalizer, hidden=cfg.categorizer_hidden,
+                                   dropout=cfg.shortening_dropout, attention_dropout=cfg.attention_dropout)
         self.segment = nn.Embedding(cfg.context_sentences + 1, d) if cfg.segment_embeddings else None
         self.context_pos = nn.Embedding(cfg.max_positions, d) if cfg.context_positions else None
         self.context_layers = self.context_norm = None
@@ -97,28 +97,38 @@ class Caching(EncoderDecoder):
         short, mask, _ = self.shortener(enc.states, enc.mask)
         return short, mask
 
-    def _context_tokens(self, sent: Tensor, ids: Tensor, encoder_grad: bool) -> tuple[Tensor, Tensor, Tensor]:
+    def _context_tokens(self, sent: Tensor, ids: Tensor, encoder_grad: bool, shortening_grad: bool
+                        ) -> tuple[Tensor, Tensor, Tensor]:
         """Valid entry tokens of sentences ``sent[ids]``: values (T, C), sentence id (T,), position in entry (T,).
 
         Without ``encoder_grad`` the encoder runs under ``no_grad`` (no activations kept, no gradient into it);
-        the shortener always learns.
+        without ``shortening_grad`` the shortener too, so the entry is detached.
         """
         src = sent[ids]
         src = src[:, : int((src != self.vocab.pad).sum(1).max())]                # (n, L) trimmed
         with nullcontext() if encoder_grad else torch.no_grad():
             enc = self.encode_source(src, layers=self.context_layers, norm=self.context_norm)
-        short, mask, _ = self.shortener(enc.states, enc.mask)              # (n, M, C)
+        with nullcontext() if shortening_grad else torch.no_grad():
+            short, mask, _ = self.shortener(enc.states, enc.mask)          # (n, M, C)
         pos = torch.arange(mask.size(1), device=mask.device).expand_as(mask)
         return short[mask], ids.repeat_interleave(mask.sum(1)), pos[mask]
 
     def _window_memory(self, cur_src: Tensor, entry, entry_mask, sent, row, dist) -> tuple[Tensor, Tensor]:
-        """Context memory of source windows: context sentences encoded (near ones with gradient), entries packed."""
+        """Context memory of source windows: context sentences encoded (near ones with gradient), entries packed.
+
+        The nearest ``grad_context_sentences`` (default 0, as the paper's code) train the encoder and the
+        shortening; those up to ``shortening_grad_context_sentences`` (default: all) the shortening only; the
+        rest nothing (computed without autograd, their entries detached).
+        """
         values, ids, pos = [], [], []
-        n_grad = self.cfg.grad_context_sentences
-        for group, grad in ((dist > 0) & (dist <= n_grad), True), (dist > n_grad, False):
+        n_enc = self.cfg.grad_context_sentences
+        n_short = self.cfg.shortening_grad_context_sentences
+        n_short = float("inf") if n_short is None else max(n_short, n_enc)
+        for group, grads in (((dist > 0) & (dist <= n_enc), (True, True)),
+                             ((dist > n_enc) & (dist <= n_short), (False, True)), (dist > n_short, (False, False))):
             group = group.nonzero().squeeze(1)
             if group.numel():
-                for bucket, item in zip((values, ids, pos), self._context_tokens(sent, group, grad)):
+                for bucket, item in zip((values, ids, pos), self._context_tokens(sent, group, *grads)):
                     bucket.append(item)
         if self.cfg.current_in_context:
             current = (dist == 0).nonzero().squeeze(1)                     # (B,) one current sentence per row
@@ -217,3 +227,26 @@ def split_sentences(src: Tensor, vocab: VocabInfo) -> tuple[Tensor, Tensor, Tens
     row = torch.repeat_interleave(torch.arange(src.size(0), device=src.device), n)
     dist = n[row] - 1 - (torch.arange(row.numel(), device=src.device) - start[row])
     return sent, row, dist
+
+
+#: tiny variants the contract suite checks (tests/unit/test_contract.py): name -> model-config overrides;
+#: every option of the family appears in at least one
+VARIANTS: dict[str, dict] = {
+    "tokens": {"repr": "tokens"},
+    "tokens-current-parallel": {"repr": "tokens", "include_current": True, "integration": "parallel"},
+    "tokens-concat": {"repr": "tokens", "integration": "concat", "context_sentences": 2},
+    "bare-tokens": {"repr": "tokens", "segment_embeddings": False, "context_positions": False},
+    "sentence": {"repr": "sentence", "context_sentences": 2},
+    "sentence-no-current-gate": {"repr": "sentence", "include_current": False, "gate": True},
+    "pooling": {"repr": "pooling", "pooling": "max", "pool_size": 2},
+    "pooling-avg-parallel": {"repr": "pooling", "pooling": "avg", "pool_size": 3, "integration": "parallel"},
+    "pooling-linear": {"repr": "pooling", "pooling": "linear", "pool_size": 2, "context_sentences": 2},
+    "grouping": {"repr": "grouping", "groups": 2, "categorizer_hidden": 16, "context_sentences": 2},
+    "grouping-softmax-gate": {"repr": "grouping", "groups": 2, "categorizer_hidden": 16, "normalizer": "softmax",
+                              "gate": True, "integration": "parallel"},
+    "selecting": {"repr": "selecting", "groups": 2, "categorizer_hidden": 16},
+    "selecting-concat": {"repr": "selecting", "groups": 2, "categorizer_hidden": 16, "integration": "concat",
+                         "include_current": False},
+    "separate-encoder": {"repr": "tokens", "integration": "concat", "encoder": "separate", "include_current": True},
+    "post-norm": {"repr": "grouping", "groups": 2, "categorizer_hidden": 16, "normalize_before": False},
+}

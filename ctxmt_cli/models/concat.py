@@ -74,3 +74,24 @@ class Concat(EncoderDecoder):
         term = LossTerm((token_loss * context).sum(), context.sum().float(), weight=self.cfg.cd - 1.0,
                         normalizes=self.cfg.cd_normalize == "weight_sum")
         return {"context_loss": term}
+
+
+#: tiny variants the contract suite checks (tests/unit/test_contract.py): name -> model-config overrides
+VARIANTS: dict[str, dict] = {
+    "s4to4": {},
+    "s4to1": {"tgt_context_sentences": 0},
+    "cd": {"cd": 0.01},
+    "cd-weight-sum": {"cd": 0.2, "cd_normalize": "weight_sum"},
+    "shift": {"shift": 5},
+    "shift-auto": {"shift": "auto"},
+    "shift-per-window": {"shift": "per-window"},
+    "onehot": {"segment": "onehot"},
+    "sinusoidal": {"segment": "sinusoidal"},
+    "learned": {"segment": "learned"},
+    "persistent": {"persistent": True},
+    "persistent-shift": {"persistent": True, "shift": 3},
+    "persistent-learned": {"segment": "learned", "persistent": True},
+    "pse-learned": {"segment": "learned", "pse": {"d_se": 8}, "persistent": True},
+    "pse-onehot": {"segment": "onehot", "pse": {"d_se": 8}},
+    "post-norm": {"normalize_before": False, "shift": 2, "segment": "sinusoidal"},
+}

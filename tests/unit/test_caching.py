@@ -213,18 +213,6 @@ def test_vectorised_split_agrees_with_split_windows():
     assert row.tolist() == rows and dist.tolist() == dists
 
 
-# ---- 3. padding invariance --------------------------------------------------------------------
-@pytest.mark.parametrize("name", NAMES)
-def test_padding_invariance(name):
-    model, batch = make_model(name), make_batch(ROWS)
-    with torch.no_grad():
-        both = model(batch).logits
-        for r, row in enumerate(ROWS):
-            alone = model(make_batch([row])).logits[0]                     # no padding anywhere
-            n = len(row[2]) + 1
-            close(both[r, :n], alone[:n])
-
-
 # ---- 4. context order ------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["tokens", "tokens-current", "grouping-softmax", "grouping-sparsemax",
                                   "multi-encoder", "sentence", "max"])
@@ -271,24 +259,6 @@ def test_window_path_equals_memory_path(name):
         close(win.states, mem.states)
         assert torch.equal(win.mask, mem.mask)
         close(model(win_batch).logits, model(mem_batch).logits)
-
-
-# ---- 6. incremental decoding == forward ------------------------------------------------------
-@pytest.mark.parametrize("prefix", [1, 3])
-@pytest.mark.parametrize("name", NAMES)
-def test_incremental_decoding_equals_full_forward(name, prefix):
-    model, batch = make_model(name), make_batch(ROWS)
-    with torch.no_grad():
-        full = model(batch).logits                                          # (B, T, V)
-        enc = model.encode(batch)
-        state = model.init_state(enc, Batch(src=batch.src, tgt_prefix=batch.tgt_in[:, :prefix]))
-        token = state.pending
-        for t in range(prefix - 1, full.size(1)):
-            logits, state = model.decode_step(token, state)
-            for row in range(len(ROWS)):
-                if batch.tgt_out[row, t] != PAD:
-                    close(logits[row], full[row, t])
-            token = batch.tgt_in[:, t + 1] if t + 1 < batch.tgt_in.size(1) else token
 
 
 @pytest.mark.parametrize("name", ["tokens", "tokens-parallel-gate", "tokens-concat", "multi-encoder",
@@ -482,6 +452,58 @@ def test_shortener_learns_from_blocked_sentences(name):
         assert p.grad is not None and p.grad.abs().sum() > 0, n
 
 
+def shortener_grads(model, batch) -> dict:
+    model.zero_grad(set_to_none=True)
+    context_loss(model, batch).backward()
+    return {n: p.grad.clone() for n, p in model.shortener.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("name", ["grouping-softmax", "selecting", "linear-gate"])
+def test_shortening_learns_from_the_nearest_sentences_only(name):
+    """The paper's code (sec. 5.2): gradient into the shortening from the nearest N context sentences, none into the
+    encoder; beyond N the entry is detached. ``shortening_grad_context_sentences: null`` lets every sentence in."""
+    spec = {**CONFIGS[name], "include_current": False, "grad_context_sentences": 0}
+    near_only, every = make_model(spec, shortening_grad_context_sentences=1).train(), make_model(spec).train()
+    base = make_batch([([FAR, NEAR], CUR, TGT)])
+    far = make_batch([([[38, 39, 30], NEAR], CUR, TGT)])                  # same lengths, other far sentence
+    near = make_batch([([FAR, [38, 39]], CUR, TGT)])                       # same lengths, other near sentence
+    g_base, g_far, g_near = (shortener_grads(near_only, b) for b in (base, far, near))
+    assert g_base and set(g_base) == set(g_far)
+    for n in g_base:
+        torch.testing.assert_close(g_base[n], g_far[n], atol=0, rtol=0)   # the far sentence adds nothing
+    assert any(not torch.allclose(g_base[n], g_near[n]) for n in g_base)  # the near one does
+    assert not encoder_grads(near_only, base, context_loss)                 # and the encoder learns from neither
+    o_base, o_far = shortener_grads(every, base), shortener_grads(every, far)
+    assert any(not torch.allclose(o_base[n], o_far[n]) for n in o_base)   # control: null lets it through
+
+
+@pytest.mark.parametrize("name", ["grouping-softmax", "max"])
+def test_entries_beyond_the_shortening_horizon_are_computed_without_autograd(name, monkeypatch):
+    model = make_model(name, include_current=False, grad_context_sentences=0,
+                       shortening_grad_context_sentences=1).train()
+    calls, original = [], model.shortener.forward
+
+    def spy(states, mask):
+        out = original(states, mask)
+        calls.append((states.size(0), out[0].requires_grad))
+        return out
+
+    monkeypatch.setattr(model.shortener, "forward", spy)
+    context_loss(model, make_batch([([FAR, NEAR], CUR, TGT)]))
+    assert sorted(calls) == [(1, False), (1, True)]                         # the far entry detached, the near one not
+
+
+@pytest.mark.parametrize("name", ["grouping-softmax", "avg-parallel"])
+def test_eq2_has_no_dropout_unless_asked(name):
+    """Eq. 2, G = LayerNorm(G~ + Attn(G~, H, H)), has no dropout on the attention branch (nor has the paper's code):
+    ``shortening_dropout`` defaults to 0 whatever the model's dropout."""
+    states, mask = torch.randn(2, 5, D), torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+    plain = make_model(name, dropout=0.3).train()
+    torch.testing.assert_close(plain.shortener(states, mask)[0], plain.shortener(states, mask)[0], atol=0, rtol=0)
+    noisy = make_model(name, dropout=0.3, shortening_dropout=0.5).train()
+    assert not torch.equal(noisy.shortener(states, mask)[0], noisy.shortener(states, mask)[0])
+
+
 # ---- 9. any K at inference --------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["tokens", "grouping-sparsemax", "tokens-concat", "multi-encoder"])
 def test_a_model_for_one_context_sentence_accepts_three(name):
@@ -507,7 +529,8 @@ def test_a_model_for_one_context_sentence_accepts_three(name):
 
 @pytest.mark.parametrize("name", ["tokens", "grouping-sparsemax", "multi-encoder"])
 def test_translation_with_more_context_than_trained_cache_equals_recompute(tokenizer, name):
-    model, docs = tok_model(tokenizer, name, context_sentences=1, grad_context_sentences=0), documents(sizes=(5, 3))
+    model = tok_model(tokenizer, name, context_sentences=1, grad_context_sentences=0)
+    docs = documents(sizes=(5, 3))
     cached = translate(model, tokenizer, docs, cache=True, src_context=3)
     assert cached == translate(model, tokenizer, docs, cache=False, src_context=3)
 
@@ -593,7 +616,16 @@ def test_context_attention_weights_skip_padding(name):
     ({"integration": "concat", "gate": True}, "gate"),
     ({"context_sentences": 1, "grad_context_sentences": 2}, "grad_context_sentences"),
     ({"encoder": "both"}, "encoder"),
-    ({"encoder": "separate", "integration": "concat", "grad_context_sentences": 0}, "grad_context_sentences"),
+    ({"encoder": "separate", "integration": "concat", "grad_context_sentences": 0},
+     "grad_context_sentences"),
+    ({"repr": "tokens", "shortening_grad_context_sentences": 1}, "shortening_grad_context_sentences"),
+    ({"repr": "sentence", "shortening_grad_context_sentences": 0}, "shortening_grad_context_sentences"),
+    ({"repr": "pooling", "pooling": "avg", "context_sentences": 1, "shortening_grad_context_sentences": 2},
+     "shortening_grad_context_sentences"),
+    ({"repr": "grouping", "groups": 2, "context_sentences": 2, "grad_context_sentences": 2,
+      "shortening_grad_context_sentences": 1}, "grad_context_sentences"),
+    ({"repr": "tokens", "shortening_dropout": 0.1}, "shortening_dropout"),
+    ({"repr": "grouping", "groups": 2, "shortening_dropout": 1.0}, "shortening_dropout"),
     ({"repr": "grouping", "groups": 3, "normalizer": "entmax"}, "normalizer"),
     ({"grup": 3}, "groups"),                                                # misspelt: did you mean
 ])

@@ -1,4 +1,4 @@
-"""Core contract properties: incremental = full forward, padding invariance, persistence, gradients."""
+"""Model details beyond the contract suite (test_contract.py): persistent and segment encodings, tied embeddings, scoring."""
 
 import pytest
 import torch
@@ -6,7 +6,7 @@ import torch
 from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.core.model import VocabInfo, log_partition
-from ctxmt_cli.core.positions import window_layout
+from ctxmt_cli.core.positions import sinusoid, window_layout
 from ctxmt_cli.models import FAMILIES, build_model
 
 BRK, EOS, BOS, PAD = 4, 3, 2, 0
@@ -20,6 +20,8 @@ VARIANTS = {
     "onehot-persistent": {"family": "concat", "shift": 3, "segment": "onehot", "persistent": True},
     "sinusoidal": {"family": "concat", "segment": "sinusoidal"},
     "learned-pse": {"family": "concat", "segment": "learned", "pse": {"d_se": 4}, "persistent": True},
+    "sinusoidal-persistent": {"family": "concat", "segment": "sinusoidal", "persistent": True},
+    "learned-persistent": {"family": "concat", "segment": "learned", "persistent": True},
     "post-norm": {"family": "concat", "shift": 2, "normalize_before": False},
 }
 
@@ -41,44 +43,7 @@ def test_families_dict_is_plain():
     assert set(FAMILIES) >= {"sentence", "concat"}
 
 
-@pytest.mark.parametrize("name", sorted(VARIANTS))
-def test_incremental_decoding_equals_full_forward(name):
-    model, batch = make_model(VARIANTS[name]), sample()
-    full = model(batch).logits                                              # (B, T, V)
-    enc = model.encode(batch)
-    state = model.init_state(enc, Batch(src=batch.src, tgt_sentences=torch.tensor([3, 2])))
-    token = state.pending
-    for t in range(full.size(1)):
-        logits, state = model.decode_step(token, state)
-        for row in range(2):
-            if batch.tgt_out[row, t] != PAD:
-                torch.testing.assert_close(logits[row], full[row, t], atol=1e-5, rtol=1e-5)
-        token = batch.tgt_in[:, t + 1] if t + 1 < batch.tgt_in.size(1) else token
-
-
-@pytest.mark.parametrize("name", ["concat", "learned-pse", "per-window"])
-def test_forced_prefix_of_different_lengths_equals_full_forward(name):
-    model, batch = make_model(VARIANTS[name]), sample()
-    full = model(batch).logits
-    enc = model.encode(batch)
-    prefixes = [batch.tgt_in[0, :6], batch.tgt_in[1, :3]]  # each ends with a <brk>... or a token
-    prefix = torch.full((2, 6), PAD)
-    prefix[0, :6], prefix[1, :3] = prefixes
-    state = model.init_state(enc, Batch(src=batch.src, tgt_prefix=prefix, tgt_sentences=torch.tensor([3, 2])))
-    logits, _ = model.decode_step(state.pending, state)
-    torch.testing.assert_close(logits[0], full[0, 5], atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(logits[1], full[1, 2], atol=1e-5, rtol=1e-5)
-
-
-@pytest.mark.parametrize("name", sorted(VARIANTS))
-def test_padding_does_not_change_outputs(name):
-    model, batch = make_model(VARIANTS[name]), sample()
-    both = model(batch).logits
-    alone = model(Batch(src=batch.src[1:, :5], tgt_in=batch.tgt_in[1:, :6], tgt_out=batch.tgt_out[1:, :6])).logits
-    torch.testing.assert_close(both[1, :6], alone[0], atol=1e-5, rtol=1e-5)
-
-
-@pytest.mark.parametrize("name", ["onehot-persistent", "learned-pse"])
+@pytest.mark.parametrize("name", ["onehot-persistent", "learned-pse", "sinusoidal-persistent", "learned-persistent"])
 def test_persistent_encodings_reach_every_layer(name):
     model, batch = make_model(VARIANTS[name]), sample()
     seen = {}
@@ -90,10 +55,16 @@ def test_persistent_encodings_reach_every_layer(name):
     src_pos, src_seg, _ = window_layout(batch.src, BRK, model.source_shift(batch.src))
     tgt_pos, tgt_seg, _ = window_layout(batch.tgt_in, BRK, model.target_shift(model.source_shift(batch.src)))
     pe = {"enc": model.src_pos(src_pos, src_seg), "dec": model.tgt_pos(tgt_pos, tgt_seg)}
+    kept = {"enc": model.src_pos.persisted(src_pos, src_seg, pe["enc"]),
+            "dec": model.tgt_pos.persisted(tgt_pos, tgt_seg, pe["dec"])}
+    sentence_only = model.cfg.pse is None and model.cfg.shift is None              # Lupo et al. 2023, §2.2
+    tokens = {"enc": sinusoid(src_pos, 32), "dec": sinusoid(tgt_pos, 32)}
     for side, layers in (("enc", model.encoder_layers), ("dec", model.decoder_layers)):
+        expected = pe[side] - tokens[side] if sentence_only else pe[side]  # the segment embedding alone, or all
+        torch.testing.assert_close(kept[side], expected, atol=1e-5, rtol=1e-5)
         for i in range(1, len(layers)):
             added = seen[(side, i)] - seen[(side, i - 1, "out")]
-            torch.testing.assert_close(added, pe[side], atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(added, expected, atol=1e-5, rtol=1e-5)
 
 
 def test_non_persistent_encodings_only_at_the_input():
@@ -113,8 +84,35 @@ def test_learned_sentence_encodings_receive_gradients(name):
     logits = model(batch).logits
     torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD).backward()
     for pos in (model.src_pos, model.tgt_pos):
-        grad = pos.learned.weight.grad
+        grad = pos.table.weight.grad
         assert grad is not None and grad[1:4].abs().sum(-1).gt(0).all()  # segments 1..3 used, all trained
+
+
+@pytest.mark.parametrize("name", ["learned-pse", "learned-persistent"])
+def test_learned_segment_table_is_one_standard_normal_table(name):
+    """As the authors' code (Lupo et al. 2023): one table for encoder and decoder, nn.Embedding's N(0, 1)."""
+    model = make_model(VARIANTS[name])
+    assert model.src_pos.table is model.tgt_pos.table
+    names = [n for n, _ in model.named_parameters() if "table" in n]
+    assert len(names) == 1                                                  # counted (and trained) once
+    rows = model.src_pos.table.weight[1:].detach()                          # (max_segments, d_se or d_model)
+    assert 0.7 < rows.std().item() < 1.3
+
+
+@pytest.mark.parametrize("name", ["onehot-persistent", "sinusoidal", "learned-pse"])
+def test_decoder_start_token_takes_the_current_sentence_segment(name):
+    """The start token <s> of a window's target gets segment k = 1 (the authors' code), its position stays 0."""
+    model, batch = make_model(VARIANTS[name]), sample()
+    seen = {}
+    model.decoder_layers[0].register_forward_pre_hook(lambda m, a: seen.__setitem__("x", a[0]))
+    model(batch)
+    bos = model.tgt_embed(batch.tgt_in[:, :1]) * model.scale                # (B, 1, C)
+    positions, seg, _ = window_layout(batch.tgt_in, BRK, model.target_shift(model.source_shift(batch.src)))
+    assert (seg[:, 0] > 1).all()                                            # laid out in the oldest sentence
+    current = model.tgt_pos(positions[:, :1], torch.ones_like(seg[:, :1]))  # (B, 1, C): position 0, k = 1
+    torch.testing.assert_close(seen["x"][:, :1], bos + current, atol=1e-5, rtol=1e-5)
+    oldest = model.src_pos(positions[:, :1], seg[:, :1])                    # what it used to get
+    assert not torch.allclose(seen["x"][:, :1], bos + oldest)
 
 
 def test_shift_changes_positions_but_not_a_sentence_level_window():
