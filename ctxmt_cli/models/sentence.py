@@ -15,3 +15,10 @@ class Sentence(EncoderDecoder):
 
     def __init__(self, cfg: SentenceConfig, vocab: VocabInfo):
         super().__init__(cfg, vocab)
+
+
+#: tiny variants the contract suite checks (tests/unit/test_contract.py): name -> model-config overrides
+VARIANTS: dict[str, dict] = {
+    "pre-norm": {},
+    "post-norm": {"normalize_before": False},
+}

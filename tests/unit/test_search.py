@@ -66,17 +66,6 @@ def forward_logprob(model, src, prefix, tokens, lenpen):
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-@pytest.mark.parametrize("bias", [0.0, 2.5])
-def test_beam_one_equals_greedy(family, bias):
-    model, batch = make_model(family, eos_bias=bias), batch_of([0, 1, 2], prefix=True)
-    beam = beam_search(model, batch, beam=1, max_len=12, banned=[BRK])
-    greedy = greedy_search(model, batch, max_len=12, banned=[BRK])
-    assert [h.tokens for h in beam] == [h.tokens for h in greedy]
-    for b, g in zip(beam, greedy):
-        assert b.score == pytest.approx(g.score, abs=1e-5)
-
-
-@pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_greedy_with_cache_equals_full_forward_argmax_loop(family):
     model = make_model(family, eos_bias=1.5)
     batch = batch_of([0, 1, 2], prefix=True)

@@ -1,0 +1,245 @@
+"""The core contract, checked on every family and every variant in ``FAMILIES``.
+
+A family joins by its line in ``ctxmt_cli.models.FAMILIES`` and the ``VARIANTS`` dict of its module (tiny
+config overrides); every test here then runs on it, with ids like ``caching-grouping``. The contract is
+written in ``ctxmt_cli/core/model.py``'s docstring and README.md, "Architecture".
+"""
+
+from __future__ import annotations
+
+import importlib
+import random
+
+import pytest
+import torch
+import yaml
+
+from ctxmt_cli.config import recipe_to_dict, validate_recipe
+from ctxmt_cli.core.batch import Batch
+from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.decode.search import beam_search, greedy_search
+from ctxmt_cli.evaluate.contrastive import score_testset
+from ctxmt_cli.evaluate.testsets import ContrastiveItem, TestSet
+from ctxmt_cli.models import FAMILIES, build_model, resolve_model_config
+from ctxmt_cli.train.checkpoint import atomic_save, load_model, model_payload
+from ctxmt_cli.train.step import LossSettings, batch_loss
+from tests.unit.biased_model import Biased
+from tests.unit.tiny_text import sentence, tokenizer  # noqa: F401 (tokenizer is a fixture)
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/unit/conftest.py
+
+BRK, EOS, BOS, PAD = 4, 3, 2, 0
+VOCAB = VocabInfo(src_size=40, tgt_size=40)
+TINY = {"preset": None, "d_model": 32, "ffn_dim": 64, "heads": 4, "encoder_layers": 2, "decoder_layers": 2,
+        "dropout": 0.0}
+#: what the prepared data's meta.json would give ``resolve`` (concat: shift: auto)
+META = {"mean_sentence_length": {"src": 6.4, "tgt": 7.6}}
+VARIANTS = {f"{family}-{name}": (family, spec) for family, cls in FAMILIES.items()
+            for name, spec in importlib.import_module(cls.__module__).VARIANTS.items()}
+IDS = sorted(VARIANTS)
+
+
+def test_every_family_declares_variants():
+    for family, cls in FAMILIES.items():
+        assert importlib.import_module(cls.__module__).VARIANTS, f"{family} has no contract variants"
+
+
+def recipe_of(variant: str):
+    family, spec = VARIANTS[variant]
+    recipe = validate_recipe({"model": {**TINY, "family": family, **spec}})
+    return recipe.model_copy(update={"model": resolve_model_config(recipe.model, META)})
+
+
+def make_model(variant: str, vocab: VocabInfo = VOCAB, seed: int = 0, scale: float | None = None):
+    """The variant's model (eval mode); ``scale``: redraw matrices with this std (peaked, varied outputs)."""
+    torch.manual_seed(seed)
+    model = build_model(recipe_of(variant).model, vocab).eval()
+    if scale is not None:
+        with torch.no_grad():
+            for p in model.parameters():
+                if p.dim() >= 2:
+                    p.normal_(0.0, scale)
+    return model
+
+
+def pad(rows: list[list[int]]) -> torch.Tensor:
+    out = torch.full((len(rows), max(len(r) for r in rows)), PAD, dtype=torch.long)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = torch.tensor(r)
+    return out
+
+
+#: source windows with 2, 0 and 1 context sentences; target windows with as many context sentences
+SRC = [[7, 8, BRK, 9, 10, 11, BRK, 12, 13, EOS], [14, 15, 16, EOS], [17, BRK, 18, 19, 20, 21, 22, EOS]]
+TGT = [[23, 24, BRK, 25, BRK, 26, 27, 28, EOS], [29, 30, EOS], [31, 32, 33, BRK, 34, EOS]]
+
+
+def current_only(row: list[int]) -> list[int]:
+    return row[max((i for i, t in enumerate(row) if t == BRK), default=-1) + 1:]
+
+
+def sample(model, rows=(0, 1, 2)) -> Batch:
+    """Teacher-forcing batch of ``rows``; target windows keep their context only where the model has it."""
+    tgt = [TGT[r] if model.cfg.tgt_context > 0 else current_only(TGT[r]) for r in rows]
+    full = pad([[BOS] + t for t in tgt])
+    return Batch(src=pad([SRC[r] for r in rows]), tgt_in=full[:, :-1], tgt_out=full[:, 1:])
+
+
+def n_target_sentences(batch: Batch) -> torch.Tensor:
+    return (batch.tgt_out == BRK).sum(1) + 1                                # (B,)
+
+
+def real_positions(batch: Batch):
+    return [(r, t) for r in range(batch.tgt_out.size(0)) for t in range(batch.tgt_out.size(1))
+            if batch.tgt_out[r, t] != PAD]
+
+
+# ---- incremental decoding = full forward ---------------------------------------------------------
+@pytest.mark.parametrize("variant", IDS)
+def test_incremental_equals_forward(variant):
+    model = make_model(variant)
+    batch = sample(model)
+    with torch.no_grad():
+        full = model(batch).logits                                          # (B, T, V)
+        state = model.init_state(model.encode(batch), Batch(src=batch.src, tgt_sentences=n_target_sentences(batch)))
+        token, steps = state.pending, []
+        for t in range(full.size(1)):
+            logits, state = model.decode_step(token, state)
+            steps.append(logits)
+            token = batch.tgt_in[:, t + 1] if t + 1 < batch.tgt_in.size(1) else token
+    stepped = torch.stack(steps, 1)                                         # (B, T, V)
+    for r, t in real_positions(batch):
+        torch.testing.assert_close(stepped[r, t], full[r, t], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("variant", IDS)
+def test_forced_prefix_equals_forward(variant):
+    """init_state forces prefixes of different lengths in one pass; the next step equals the forward pass."""
+    model = make_model(variant)
+    batch = sample(model)
+    lengths = (batch.tgt_out != PAD).sum(1).tolist()
+    cut = [min(c, n) for c, n in zip((6, 2, 4), lengths)]                   # prefix lengths per row
+    prefix = pad([batch.tgt_in[r, :c].tolist() for r, c in enumerate(cut)])
+    with torch.no_grad():
+        full = model(batch).logits
+        state = model.init_state(model.encode(batch), Batch(src=batch.src, tgt_prefix=prefix,
+                                                            tgt_sentences=n_target_sentences(batch)))
+        logits, _ = model.decode_step(state.pending, state)
+    for r, c in enumerate(cut):
+        torch.testing.assert_close(logits[r], full[r, c - 1], atol=1e-5, rtol=1e-5)
+
+
+# ---- padding and batch composition ---------------------------------------------------------------
+@pytest.mark.parametrize("variant", IDS)
+def test_padding_and_batch_composition_change_nothing(variant):
+    model = make_model(variant)
+    together = sample(model)
+    with torch.no_grad():
+        both = model(together).logits
+        reordered = model(sample(model, (2, 0, 1))).logits
+        alone = [model(sample(model, (r,))).logits[0] for r in range(3)]    # no padding at all
+    for r, t in real_positions(together):
+        torch.testing.assert_close(both[r, t], alone[r][t], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(reordered[(r + 1) % 3, t], alone[r][t], atol=1e-5, rtol=1e-5)
+
+
+# ---- beam 1 = greedy ------------------------------------------------------------------------------
+@pytest.mark.parametrize("variant", IDS)
+def test_beam_one_equals_greedy(variant):
+    model = Biased(make_model(variant, scale=0.35), eos=2.0).eval()
+    batch = sample(model.inner)
+    prefix = None
+    if model.cfg.tgt_context > 0:                                           # target context forced as a prefix
+        prefix = pad([[BOS] + t[: len(t) - len(current_only(t))] for t in TGT])
+    query = Batch(src=batch.src, tgt_prefix=prefix)
+    with torch.no_grad():
+        beam = beam_search(model, query, beam=1, max_len=10, banned=[BRK])
+        greedy = greedy_search(model, query, max_len=10, banned=[BRK])
+    assert [h.tokens for h in beam] == [h.tokens for h in greedy]
+    assert [h.score for h in beam] == pytest.approx([h.score for h in greedy], abs=1e-5)
+
+
+# ---- batched scoring = one item at a time --------------------------------------------------------
+def toy_set(n_items: int = 5, seed: int = 3) -> TestSet:
+    rng = random.Random(seed)
+    items = []
+    for i in range(n_items):
+        k = i % 3                                                           # 0, 1 or 2 context sentences
+        cands = [sentence(rng) for _ in range(2)]
+        items.append(ContrastiveItem([sentence(rng) for _ in range(k)], sentence(rng),
+                                     [sentence(rng) for _ in range(k)], cands))
+    return TestSet(name="toy", kind="jsonl", items=items)
+
+
+def tok_vocab(tok) -> VocabInfo:
+    return VocabInfo(src_size=tok.src_vocab_size, tgt_size=tok.tgt_vocab_size, brk=tok.brk_id)
+
+
+@pytest.mark.parametrize("variant", IDS)
+def test_batched_scores_equal_one_by_one(variant, tokenizer):
+    model, ts = make_model(variant, tok_vocab(tokenizer)), toy_set()
+    batched = score_testset(model, tokenizer, ts, normalize="none", max_tokens=4096)
+    tight = score_testset(model, tokenizer, ts, normalize="none", max_tokens=16)   # about one row per batch
+    for i, item in enumerate(ts.items):
+        alone = score_testset(model, tokenizer, TestSet(name="one", kind="jsonl", items=[item]), normalize="none")
+        assert batched[i] == pytest.approx(alone[0], abs=2e-5)
+        assert tight[i] == pytest.approx(alone[0], abs=2e-5)
+
+
+# ---- gradients -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("variant", IDS)
+def test_gradients_reach_every_trained_parameter(variant):
+    recipe = recipe_of(variant)
+    model = make_model(variant).train()
+    frozen = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
+    settings = LossSettings.from_recipe(recipe, VOCAB, model)
+    objective, sums = batch_loss(model, sample(model), settings, "off", torch.device("cpu"))
+    objective.backward()
+    assert torch.isfinite(sums).all()
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            assert p.grad is not None and p.grad.abs().sum() > 0, f"{name} gets no gradient"
+    torch.optim.Adam(p for p in model.parameters() if p.requires_grad).step()
+    for name, value in frozen.items():
+        assert torch.equal(dict(model.named_parameters())[name], value), f"frozen {name} changed"
+
+
+@pytest.mark.parametrize("variant", IDS)
+def test_loss_terms_are_the_declared_ones(variant):
+    recipe, model = recipe_of(variant), make_model(variant)
+    settings = LossSettings.from_recipe(recipe, VOCAB, model)
+    with torch.no_grad():
+        _, sums = batch_loss(model, sample(model), settings, "off", torch.device("cpu"))
+    metrics = settings.layout.metrics(sums)
+    assert set(model.loss_term_names) <= set(metrics)
+    assert metrics["tokens"] == float((sample(model).tgt_out != PAD).sum())
+
+
+# ---- save -> load -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("variant", IDS)
+def test_save_load_gives_identical_outputs(variant, tokenizer, tmp_path):
+    vocab = tok_vocab(tokenizer)
+    model = make_model(variant, vocab, scale=0.2)
+    path = atomic_save(model_payload(recipe_to_dict(recipe_of(variant)), tokenizer, vocab, META, model),
+                       tmp_path / "model.pt")
+    loaded = load_model(path).model
+    assert type(loaded) is type(model)
+    for (name, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
+        assert torch.equal(a, b), name
+    batch = sample(model)
+    batch.src.clamp_(max=vocab.src_size - 1)
+    with torch.no_grad():
+        assert torch.equal(model(batch).logits, loaded(batch).logits)
+        query = Batch(src=batch.src)
+        assert [h.tokens for h in beam_search(model, query, beam=2, max_len=6)] == \
+            [h.tokens for h in beam_search(loaded, query, beam=2, max_len=6)]
+
+
+# ---- the resolved recipe round-trips ------------------------------------------------------------
+@pytest.mark.parametrize("variant", IDS)
+def test_resolved_recipe_round_trips(variant):
+    recipe = recipe_of(variant)
+    again = validate_recipe(yaml.safe_load(yaml.safe_dump(recipe_to_dict(recipe))))
+    assert again == recipe
+    assert resolve_model_config(again.model, META) == recipe.model          # resolving twice changes nothing
+    assert build_model(again.model, VOCAB).num_parameters() == build_model(recipe.model, VOCAB).num_parameters()
