@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.paths import check_output_file
 
 
 def dry_run_report(recipe) -> str:
@@ -46,10 +47,12 @@ def translate_file(input: str, output: str, checkpoint: Path, *, beam=None, lenp
     """Translate a document file with a checkpoint; returns the number of sentences."""
     from ctxmt_cli.decode.documents import read_documents, write_documents
     from ctxmt_cli.decode.translator import translate_documents
-    from ctxmt_cli.train.checkpoint import load_model
+    from ctxmt_cli.models.loading import load_model
 
     if target_context not in (None, "prefix", "generate"):
         raise CtxmtError(f"--target-context {target_context!r}: choose prefix or generate")
+    if output != "-":                  # before any work: a bad -o must not cost a whole translation
+        check_output_file(Path(output), "--output", inputs=(checkpoint,) + (() if input == "-" else (input,)))
     documents = read_documents(input)  # read first: a bad input must not cost a model load
     loaded = load_model(checkpoint, device=_device(device))
     dec, cfg = loaded.recipe.decode, loaded.recipe.model
@@ -61,6 +64,14 @@ def translate_file(input: str, output: str, checkpoint: Path, *, beam=None, lenp
     )
     write_documents(outputs, output)
     return sum(len(doc) for doc in documents)
+
+
+def average_files(paths: list[Path], output: Path, *, force: bool = False) -> Path:
+    """``ctxmt average``: refuse an --output that is an input or exists (without ``force``), then average."""
+    from ctxmt_cli.train.checkpoint import average_checkpoints
+
+    check_output_file(output, "--output", force=force, inputs=tuple(paths))
+    return average_checkpoints(paths, output)
 
 
 def synthetic_items(prepared: Path):

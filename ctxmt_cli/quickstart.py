@@ -136,7 +136,7 @@ def _evaluate(name: str, checkpoint: Path, data: Path, items, console) -> dict:
     from ctxmt_cli.data.store import PreparedData
     from ctxmt_cli.evaluate.bleu import corpus_scores
     from ctxmt_cli.evaluate.translation import translate_split
-    from ctxmt_cli.train.checkpoint import load_model
+    from ctxmt_cli.models.loading import load_model
 
     loaded, start = load_model(checkpoint), time.time()
     if loaded.recipe.train.threads:             # the thread count it trained with: the same figures every run

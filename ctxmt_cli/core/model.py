@@ -114,7 +114,7 @@ def exp_shift_(logits: Tensor) -> tuple[Tensor, Tensor]:
 
 @dataclass(frozen=True)
 class VocabInfo:
-    """Vocabulary sizes and special ids the model needs (from the tokenizer)."""
+    """Vocabulary sizes and special ids (from the tokenizer): what models, windows and decoding need."""
 
     src_size: int
     tgt_size: int
@@ -124,6 +124,13 @@ class VocabInfo:
     eos: int = 3
     brk: int = 4
     joint: bool = True
+
+    @classmethod
+    def of(cls, tokenizer) -> "VocabInfo":
+        """The vocabulary description of a :class:`~ctxmt_cli.data.tokenize.Tokenizer`."""
+        return cls(src_size=tokenizer.src_vocab_size, tgt_size=tokenizer.tgt_vocab_size, pad=tokenizer.pad_id,
+                   unk=tokenizer.unk_id, bos=tokenizer.bos_id, eos=tokenizer.eos_id, brk=tokenizer.brk_id,
+                   joint=tokenizer.joint)
 
 
 class DocumentMode(enum.Enum):

@@ -36,7 +36,7 @@ from typing import Callable, Optional, Sequence
 import torch
 
 from ctxmt_cli.core.batch import Batch
-from ctxmt_cli.core.model import DocumentMode
+from ctxmt_cli.core.model import DocumentMode, VocabInfo
 from ctxmt_cli.data.batching import pad_rows
 from ctxmt_cli.decode.search import beam_search
 from ctxmt_cli.errors import CtxmtError
@@ -57,20 +57,6 @@ class TranslationStats:
     fallbacks: int = 0            # generate mode: wrong separator count, re-decoded in prefix mode
     truncated: int = 0            # sentences longer than the window limit, cut to fit
     seconds: float = 0.0
-
-
-@dataclass(frozen=True)
-class Special:
-    """The special ids the windows use (from the tokenizer)."""
-
-    pad: int
-    bos: int
-    eos: int
-    brk: int
-
-    @classmethod
-    def of(cls, tokenizer) -> "Special":
-        return cls(tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id, tokenizer.brk_id)
 
 
 @dataclass(frozen=True)
@@ -112,7 +98,7 @@ def join_context(sentences: Sequence[Sequence[int]], brk: int) -> list[int]:
     return out
 
 
-def source_window(sentences: Sequence[Sequence[int]], j: int, context: int, limit: int, sp: Special) -> list[int]:
+def source_window(sentences: Sequence[Sequence[int]], j: int, context: int, limit: int, sp: VocabInfo) -> list[int]:
     """Source window of sentence ``j``: up to ``context`` previous sentences + ``<brk>`` each, sentence j, ``</s>``."""
     current = list(sentences[j])
     c = fit_context(sentences[:j], context, limit - len(current) - 1)
@@ -120,7 +106,7 @@ def source_window(sentences: Sequence[Sequence[int]], j: int, context: int, limi
 
 
 def target_context_ids(
-    outputs: Sequence[Sequence[int]], context: int, limit: int, current_len: int, sp: Special,
+    outputs: Sequence[Sequence[int]], context: int, limit: int, current_len: int, sp: VocabInfo,
 ) -> tuple[list[int], int]:
     """Previous translations (+ ``<brk>`` each) for the target window, and how many there are.
 
@@ -133,7 +119,7 @@ def target_context_ids(
 
 def step_batch(
     sources: Sequence[Sequence[Sequence[int]]], outputs: Sequence[Sequence[Sequence[int]]], j: int,
-    plan: Plan, sp: Special, mode: str = "prefix",
+    plan: Plan, sp: VocabInfo, mode: str = "prefix",
 ) -> StepInput:
     """The batch translating sentence ``j`` of each document (one row per document).
 
@@ -171,7 +157,7 @@ class _Search:
     device: torch.device
 
 
-def with_memory(step: StepInput, sources, memories, j: int, plan: Plan, sp: Special) -> StepInput:
+def with_memory(step: StepInput, sources, memories, j: int, plan: Plan, sp: VocabInfo) -> StepInput:
     """Swap the source windows of ``step`` for the current sentences plus each document's cached entries.
 
     The number of cached sentences is the one the window would hold (``fit_context``
@@ -223,7 +209,7 @@ def remember(memories, enc, keep: int) -> None:
 
 
 def translate_step(
-    model, sources, outputs, j: int, plan: Plan, sp: Special, search: _Search, mode: str,
+    model, sources, outputs, j: int, plan: Plan, sp: VocabInfo, search: _Search, mode: str,
     stats: TranslationStats, memories: Optional[list[list]] = None,
 ) -> list[list[int]]:
     """Translate sentence ``j`` of every document in ``sources`` at once; ids of each current sentence.
@@ -309,7 +295,7 @@ def translate_documents(
     if max_window_tokens < 2 or batch_docs < 1:
         raise CtxmtError("max_window_tokens must be >= 2 and batch_docs >= 1")
     stats = stats if stats is not None else TranslationStats()
-    started, sp = time.perf_counter(), Special.of(tokenizer)
+    started, sp = time.perf_counter(), VocabInfo.of(tokenizer)
     plan = Plan(src_context, tgt_context, max_window_tokens, max_len_a, max_len_b)
     search = _Search(beam, lenpen, _model_device(model))
     encoded = [_encode_document(tokenizer, doc, max_window_tokens, stats) for doc in documents]

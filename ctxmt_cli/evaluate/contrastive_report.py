@@ -57,7 +57,7 @@ def run_contrastive(spec: str, checkpoint: Path, *, data: Optional[Path] = None,
     """Score the sets named by ``spec`` and return (and with ``out``, write) the results."""
     import torch
 
-    from ctxmt_cli.train.checkpoint import load_model
+    from ctxmt_cli.models.loading import load_model
 
     score_options = {k: options.pop(k) for k in ("context", "normalize", "span", "max_tokens") if k in options}
     if out is not None and (Path(out) / "results.json").exists() and not force:

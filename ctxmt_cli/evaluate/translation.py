@@ -116,7 +116,7 @@ def _unique_names(paths) -> list[str]:
 
 def _translate_corpus(req: EvalRequest) -> Corpus:
     from ctxmt_cli.data.store import PreparedData
-    from ctxmt_cli.train.checkpoint import load_model
+    from ctxmt_cli.models.loading import load_model
 
     device = _device(req.device)
     models = [load_model(ckpt, device=device) for ckpt in req.checkpoints]

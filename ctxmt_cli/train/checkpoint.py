@@ -20,7 +20,7 @@ import random
 import re
 import shutil
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Optional
 
@@ -29,9 +29,9 @@ import torch
 from torch import nn
 
 import ctxmt_cli
-from ctxmt_cli.config import Recipe, validate_recipe
 from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.models.loading import read_checkpoint
 
 CHECKPOINT_FORMAT = 1
 STEP_FILE = re.compile(r"^checkpoint_(\d+)\.pt$")
@@ -68,8 +68,10 @@ def _atomic(path: Path, write) -> Path:
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())         # data on disk before the rename makes it visible
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.errno is not None:   # name the file the user knows, not the temp
+            raise OSError(err.errno, err.strerror, str(path)) from err
         raise
     _fsync_dir(path.parent)
     return path
@@ -125,21 +127,6 @@ def model_payload(recipe_dict: dict, tokenizer, vocab: VocabInfo, meta: dict, mo
     }
 
 
-def read_checkpoint(path: Path, device: str | torch.device = "cpu") -> dict:
-    """Load a checkpoint file; a missing, truncated or foreign file is a one-line CtxmtError."""
-    path = Path(path)
-    if not path.is_file():
-        raise CtxmtError(f"checkpoint not found: {path}; give the path to a checkpoint_*.pt written by ctxmt train")
-    try:
-        ckpt = torch.load(path, map_location=device, weights_only=True)
-    except Exception as err:  # noqa: BLE001 - any unpickling failure means "not our file"
-        raise CtxmtError(f"{path} is not a readable ctxmt checkpoint ({type(err).__name__}); "
-                         "it may be truncated or from another tool") from None
-    if not isinstance(ckpt, dict) or "model" not in ckpt or "recipe" not in ckpt:
-        raise CtxmtError(f"{path} is not a ctxmt checkpoint (no model/recipe inside)")
-    return ckpt
-
-
 def check_compatible(ckpt: dict, path: Path, family: str, fingerprint: str, data_dir: str) -> None:
     """Refuse to resume from a checkpoint of another family or vocabulary than the recipe's."""
     if ckpt.get("family") != family or ckpt.get("vocab_fingerprint") != fingerprint:
@@ -148,17 +135,6 @@ def check_compatible(ckpt: dict, path: Path, family: str, fingerprint: str, data
             f"{str(ckpt.get('vocab_fingerprint'))[:12]}; the recipe asks for family {family} / "
             f"{data_dir} has fingerprint {fingerprint[:12]}; use the recipe and data it was trained with, "
             "or another train.save_dir")
-
-
-def load_state_strict(model: nn.Module, state: dict, path: Path) -> None:
-    """``load_state_dict`` with a one-line error when the recipe's dimensions differ from the checkpoint's."""
-    try:
-        model.load_state_dict(state)
-    except RuntimeError as err:
-        first = str(err).strip().splitlines()
-        detail = first[1].strip() if len(first) > 1 else first[0]
-        raise CtxmtError(f"{path} does not fit the recipe's model ({detail[:160]}); "
-                         "use the recipe it was trained with") from None
 
 
 # ---- step checkpoints on disk ---------------------------------------------------------------------
@@ -257,31 +233,3 @@ def _check_same_model(a: dict, b: dict, path_a: Path, path_b: Path) -> None:
     shapes_b = {k: tuple(v.shape) for k, v in b["model"].items()}
     if shapes_a != shapes_b:
         raise CtxmtError(f"cannot average {path_b} with {path_a}: the models' parameters differ")
-
-
-# ---- loading for inference ------------------------------------------------------------------------
-@dataclass
-class LoadedModel:
-    """A model rebuilt from a checkpoint alone, with everything needed to use it."""
-
-    model: nn.Module
-    recipe: Recipe
-    tokenizer: Any
-    vocab: VocabInfo
-    meta: dict
-
-
-def load_model(path: Path, device: str | torch.device = "cpu") -> LoadedModel:
-    """Rebuild the model of a checkpoint (eval mode, on ``device``) without the prepared data."""
-    from ctxmt_cli.data.tokenize import Tokenizer
-    from ctxmt_cli.models import build_model
-
-    path = Path(path)
-    ckpt = read_checkpoint(path)
-    recipe = validate_recipe(ckpt["recipe"], f"{path} (stored recipe)")
-    vocab = VocabInfo(**ckpt["vocab"])
-    model = build_model(recipe.model, vocab)
-    load_state_strict(model, ckpt["model"], path)
-    model.to(device).eval()
-    tokenizer = Tokenizer.from_state(ckpt["tokenizer"])
-    return LoadedModel(model, recipe, tokenizer, vocab, dict(ckpt.get("meta") or {}))

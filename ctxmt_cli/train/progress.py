@@ -13,7 +13,6 @@ import json
 import math
 from pathlib import Path
 
-
 #: validation fields printed above the bar before the family's loss terms (all of them go to metrics.jsonl)
 _VALID_SHOWN = ("discounted_loss", "window_loss", "current_loss")
 

@@ -20,7 +20,6 @@ from torch import Tensor
 from ctxmt_cli.core.model import exp_shift_, logit_chunk_rows
 
 
-
 class _ProjectedCrossEntropy(torch.autograd.Function):
     """Per-row label-smoothed cross-entropy of ``hidden @ weightᵀ`` (see the module docstring)."""
 

@@ -19,7 +19,9 @@ from ctxmt_cli.config import Recipe
 from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.data.windows import WindowDataset, WindowSpec
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.train.checkpoint import check_compatible, read_checkpoint, step_checkpoints
+from ctxmt_cli.models.loading import read_checkpoint
+from ctxmt_cli.paths import check_output_dir
+from ctxmt_cli.train.checkpoint import check_compatible, step_checkpoints
 from ctxmt_cli.train.distributed import DistEnv, broadcast_object
 
 
@@ -64,15 +66,6 @@ def open_prepared(recipe: Recipe):
     return PreparedData(path)
 
 
-def vocab_info(tokenizer) -> VocabInfo:
-    """The model-facing vocabulary description of a tokenizer."""
-    return VocabInfo(
-        src_size=tokenizer.src_vocab_size, tgt_size=tokenizer.tgt_vocab_size, pad=tokenizer.pad_id,
-        unk=tokenizer.unk_id, bos=tokenizer.bos_id, eos=tokenizer.eos_id, brk=tokenizer.brk_id,
-        joint=tokenizer.joint,
-    )
-
-
 def resolve_recipe(recipe: Recipe, meta: dict) -> Recipe:
     """The recipe with data-dependent model values filled in (e.g. ``shift: auto`` → a ShiftPair)."""
     from ctxmt_cli.models import resolve_model_config
@@ -92,6 +85,10 @@ def window_dataset(data, split: str, recipe: Recipe, vocab: VocabInfo, role: str
 
 def _preflight(save_dir: Path, resume: bool) -> tuple[Optional[str], Optional[Path]]:
     """(error message, checkpoint to resume from) — decided on rank 0 only."""
+    try:                               # a file or an unwritable place: say so before the first update
+        check_output_dir(save_dir, "train.save_dir")
+    except CtxmtError as err:
+        return str(err), None
     existing = step_checkpoints(save_dir) if save_dir.is_dir() else {}
     last = save_dir / "checkpoint_last.pt"
     has_any = bool(existing) or last.is_file() or (save_dir / "checkpoint_best.pt").is_file()

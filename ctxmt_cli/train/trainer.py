@@ -25,16 +25,34 @@ from typing import Optional
 import torch
 
 from ctxmt_cli.config import Recipe, recipe_to_dict
+from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.data.batching import shard_batches, token_batches, window_batch
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models import build_model
+from ctxmt_cli.models.loading import load_state_strict
 from ctxmt_cli.train import setup as S
 from ctxmt_cli.train.checkpoint import (
-    atomic_copy, atomic_save, average_checkpoints, averaging_steps, capture_rng, load_state_strict,
-    model_payload, prune_checkpoints, remove_stale_temps, restore_copies, restore_rng, step_checkpoints,
+    atomic_copy,
+    atomic_save,
+    average_checkpoints,
+    averaging_steps,
+    capture_rng,
+    model_payload,
+    prune_checkpoints,
+    remove_stale_temps,
+    restore_copies,
+    restore_rng,
+    step_checkpoints,
 )
 from ctxmt_cli.train.distributed import (
-    DistEnv, any_rank, barrier, gather_objects, setup_distributed, teardown_distributed, unwrap, wrap_model,
+    DistEnv,
+    any_rank,
+    barrier,
+    gather_objects,
+    setup_distributed,
+    teardown_distributed,
+    unwrap,
+    wrap_model,
 )
 from ctxmt_cli.train.progress import make_reporter
 from ctxmt_cli.train.schedule import InverseSqrtSchedule
@@ -79,7 +97,7 @@ class Trainer:
             torch.set_num_threads(self.cfg.threads)
         data = S.open_prepared(recipe)
         self.tokenizer, self.meta = data.tokenizer, data.meta
-        self.vocab = S.vocab_info(self.tokenizer)
+        self.vocab = VocabInfo.of(self.tokenizer)
         self.recipe = S.resolve_recipe(recipe, self.meta)
         self.save_dir = Path(self.cfg.save_dir)
         ckpt = S.find_resume_checkpoint(self.save_dir, resume, env, self.tokenizer, self.recipe)

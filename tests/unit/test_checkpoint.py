@@ -9,9 +9,17 @@ import torch
 
 from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.models.loading import load_model, read_checkpoint
 from ctxmt_cli.train.checkpoint import (
-    TMP_PREFIX, atomic_copy, atomic_save, average_checkpoints, averaging_steps, capture_rng, load_model,
-    prune_checkpoints, read_checkpoint, restore_rng, step_checkpoints,
+    TMP_PREFIX,
+    atomic_copy,
+    atomic_save,
+    average_checkpoints,
+    averaging_steps,
+    capture_rng,
+    prune_checkpoints,
+    restore_rng,
+    step_checkpoints,
 )
 from ctxmt_cli.train.trainer import train
 from tests.unit.train_fixtures import _restore_threads, copy_prepared, prepared, recipe, weights  # noqa: F401
@@ -107,9 +115,9 @@ def test_average_equals_mean_of_weights(run, tmp_path):
 
 def test_load_model_from_the_checkpoint_alone(run):
     root, data, result = run
+    from ctxmt_cli.data.batching import window_batch
     from ctxmt_cli.data.store import PreparedData
     from ctxmt_cli.data.windows import WindowDataset, WindowSpec
-    from ctxmt_cli.data.batching import window_batch
 
     prep = PreparedData(data)
     ds = WindowDataset(prep.split("valid"), WindowSpec(1, 1, 1024), prep.tokenizer.brk_id, prep.tokenizer.eos_id)

@@ -21,7 +21,8 @@ from ctxmt_cli.decode.search import beam_search, greedy_search
 from ctxmt_cli.evaluate.contrastive import score_testset
 from ctxmt_cli.evaluate.testsets import ContrastiveItem, TestSet
 from ctxmt_cli.models import FAMILIES, build_model, resolve_model_config
-from ctxmt_cli.train.checkpoint import atomic_save, load_model, model_payload
+from ctxmt_cli.models.loading import load_model
+from ctxmt_cli.train.checkpoint import atomic_save, model_payload
 from ctxmt_cli.train.step import LossSettings, batch_loss
 from tests.unit.biased_model import Biased
 from tests.unit.tiny_text import sentence, tokenizer  # noqa: F401 (tokenizer is a fixture)

@@ -17,14 +17,21 @@ from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.data.batching import collate
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models import build_model
+from ctxmt_cli.models.loading import read_checkpoint
 from ctxmt_cli.train import step as step_module
-from ctxmt_cli.train.checkpoint import TMP_PREFIX, read_checkpoint, step_checkpoints
+from ctxmt_cli.train.checkpoint import TMP_PREFIX, step_checkpoints
 from ctxmt_cli.train.distributed import DistEnv
 from ctxmt_cli.train.step import LossSettings, Updater
 from ctxmt_cli.train.trainer import KILL_ENV, train
 from ctxmt_cli.train.validate import Validator
 from tests.unit.train_fixtures import (  # noqa: F401
-    TINY, _restore_threads, assert_same_weights, prepare_tiny, prepared, recipe, weights,
+    TINY,
+    _restore_threads,
+    assert_same_weights,
+    prepare_tiny,
+    prepared,
+    recipe,
+    weights,
 )
 
 

@@ -12,7 +12,6 @@ from ctxmt_cli.decode.documents import write_documents
 from ctxmt_cli.decode.search import beam_search
 from ctxmt_cli.decode.translator import (
     Plan,
-    Special,
     TranslationStats,
     split_generated,
     step_batch,
@@ -87,13 +86,13 @@ def test_windows_never_cross_documents(tokenizer):
     together = run(model, tokenizer, docs)
     second_alone = run(model, tokenizer, [docs[1]])[0]
     assert together[1][0] == second_alone[0]
-    sp = Special.of(tokenizer)
+    sp = VocabInfo.of(tokenizer)
     step = step_batch([[[10, 11]], [[12]]], [[], []], 0, Plan(3, 3), sp)   # first sentences: no context at all
     assert not (step.batch.src == sp.brk).any() and not (step.batch.tgt_prefix == sp.brk).any()
 
 
 def test_window_order_is_oldest_to_newest(tokenizer):
-    sp = Special.of(tokenizer)
+    sp = VocabInfo.of(tokenizer)
     src = [[10, 11], [12], [13, 14, 15], [16, 17]]                          # a 4-sentence document
     out = [[20], [21, 22], [23]]                                            # its first three translations
     step = step_batch([src], [out], 3, Plan(2, 2), sp)
@@ -113,7 +112,7 @@ def test_window_order_is_oldest_to_newest(tokenizer):
 def test_prefix_mode_without_context_equals_sentence_level_beam_search(tokenizer):
     model, docs = make_model(tokenizer, family="sentence"), documents(sizes=(3, 2))
     out = run(model, tokenizer, docs, src_context=0, tgt_context=0)
-    sp = Special.of(tokenizer)
+    sp = VocabInfo.of(tokenizer)
     for doc, doc_out in zip(docs, out):
         for text, got in zip(doc, doc_out):
             ids = tokenizer.encode_src(text)
