@@ -36,31 +36,6 @@ from ctxmt_cli.core.batch import Batch, EncoderOut, Memory
 from ctxmt_cli.core.layers import EncoderLayer
 from ctxmt_cli.core.model import DocumentMode, EncoderDecoder, VocabInfo
 from ctxmt_cli.core.shortening import Shortener
-from ctxmt_cli.data.batching import pad_rows
-
-
-def split_windows(src: Tensor, vocab: VocabInfo) -> tuple[list[list[int]], list[int], list[int]]:
-    """Sentences of source windows (B, S), each closed by ``</s>``; their row and distance (0 = current).
-
-    ``c1 <brk> c2 <brk> s </s>`` gives ``[c1 </s>], [c2 </s>], [s </s>]`` with
-    distances 2, 1, 0: a context sentence looks exactly as it did when it was current.
-    """
-    sentences, rows, dist = [], [], []
-    for r, row in enumerate(src.tolist()):
-        parts, cur = [], []
-        for tok in row:
-            if tok == vocab.pad:
-                break
-            if tok in (vocab.brk, vocab.eos):
-                parts.append(cur + [vocab.eos])
-                cur = []
-            else:
-                cur.append(tok)
-        for i, part in enumerate(parts):
-            sentences.append(part)
-            rows.append(r)
-            dist.append(len(parts) - 1 - i)
-    return sentences, rows, dist
 
 
 class Caching(EncoderDecoder):
@@ -212,7 +187,10 @@ class Caching(EncoderDecoder):
 
 
 def split_sentences(src: Tensor, vocab: VocabInfo) -> tuple[Tensor, Tensor, Tensor]:
-    """Vectorised :func:`split_windows`: sentences (N, L) closed by ``</s>``, their row (N,) and distance (N,)."""
+    """Sentences (N, L) of source windows (B, S), each closed by ``</s>``, their row (N,) and distance (N,) (0 = current).
+
+    ``c1 <brk> c2 <brk> s </s>`` gives ``[c1 </s>], [c2 </s>], [s </s>]`` with distances 2, 1, 0: a context
+    sentence looks exactly as it did when it was current."""
     real = src != vocab.pad                                                 # (B, S)
     sep = ((src == vocab.brk) | (src == vocab.eos)) & real
     idx = sep.long().cumsum(1) - sep.long()                                 # sentence of each token (B, S)

@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from ctxmt_cli.core.model import LossTerm
@@ -26,16 +25,6 @@ from ctxmt_cli.core.positions import current_sentence_mask
 #: the sums every family has, in their order at the head of the loss vector
 CORE_SUMS = ("objective", "normalizer", "window", "tokens", "current", "current_tokens")
 OBJECTIVE, NORMALIZER, WINDOW, TOKENS = range(4)
-
-
-def token_losses(logits: Tensor, target: Tensor, pad: int, label_smoothing: float) -> Tensor:
-    """Label-smoothed per-token loss (B, T) of logits (B, T, V); 0 at padding."""
-    b, t, v = logits.shape
-    loss = F.cross_entropy(
-        logits.float().reshape(b * t, v), target.reshape(b * t), ignore_index=pad,
-        reduction="none", label_smoothing=label_smoothing,
-    )
-    return loss.view(b, t)
 
 
 class LossLayout:

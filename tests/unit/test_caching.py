@@ -24,7 +24,7 @@ from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.contrastive import score_testset
 from ctxmt_cli.evaluate.testsets import ContrastiveItem, TestSet
 from ctxmt_cli.models import build_model
-from ctxmt_cli.models.caching import Caching, split_windows
+from ctxmt_cli.models.caching import Caching
 from tests.unit.biased_model import Biased
 from tests.unit.tiny_text import sentence, tokenizer  # noqa: F401 (tokenizer is a fixture)
 
@@ -184,6 +184,30 @@ def test_shapes_and_masks(name):
     else:
         assert enc.states.shape == (b, max(cur_len), D)
         assert torch.equal(enc.mask, cur_mask)
+
+
+def split_windows(src: torch.Tensor, vocab: VocabInfo) -> tuple[list[list[int]], list[int], list[int]]:
+    """Plain-Python reference of ``split_sentences``: sentences closed by ``</s>``, their row and distance.
+
+    ``c1 <brk> c2 <brk> s </s>`` gives ``[c1 </s>], [c2 </s>], [s </s>]`` with
+    distances 2, 1, 0: a context sentence looks exactly as it did when it was current.
+    """
+    sentences, rows, dist = [], [], []
+    for r, row in enumerate(src.tolist()):
+        parts, cur = [], []
+        for tok in row:
+            if tok == vocab.pad:
+                break
+            if tok in (vocab.brk, vocab.eos):
+                parts.append(cur + [vocab.eos])
+                cur = []
+            else:
+                cur.append(tok)
+        for i, part in enumerate(parts):
+            sentences.append(part)
+            rows.append(r)
+            dist.append(len(parts) - 1 - i)
+    return sentences, rows, dist
 
 
 # ---- 2. window splitting ----------------------------------------------------------------------

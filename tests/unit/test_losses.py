@@ -8,7 +8,7 @@ from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.core.model import LossTerm, ModelOutput, VocabInfo
 from ctxmt_cli.models import build_model
-from ctxmt_cli.train.losses import LossLayout, token_losses
+from ctxmt_cli.train.losses import LossLayout
 
 PAD, EOS, BRK = 0, 3, 4
 # row 0: two context sentences then the current one; row 1: no context, padded
@@ -22,6 +22,14 @@ CURRENT = torch.tensor([
 ], dtype=torch.bool)
 REAL = TARGET != PAD
 TINY = {"preset": None, "d_model": 16, "ffn_dim": 16, "heads": 2, "encoder_layers": 1, "decoder_layers": 1}
+
+
+def token_losses(logits, target, pad, label_smoothing):
+    """Label-smoothed per-token loss (B, T) by PyTorch's cross-entropy; 0 at padding."""
+    b, t, v = logits.shape
+    loss = F.cross_entropy(logits.reshape(b * t, v), target.reshape(b * t), ignore_index=pad, reduction="none",
+                           label_smoothing=label_smoothing)
+    return loss.view(b, t)
 
 
 def logits(seed=0, v=16):
