@@ -1,4 +1,5 @@
-"""Caching family (seed 002): every option, tested by properties of the model, never by stored floats.
+"""Caching family (Sequence Shortening for Context-Aware MT, 2023): every option, tested by properties of the
+model, never by stored floats.
 
 Shapes and masks, window splitting, padding invariance, context order (oldest -> newest),
 window path == memory path, incremental decoding == forward, cached translation ==
@@ -26,7 +27,7 @@ from ctxmt_cli.evaluate.testsets import ContrastiveItem, TestSet
 from ctxmt_cli.models import build_model
 from ctxmt_cli.models.caching import Caching
 from tests.unit.biased_model import Biased
-from tests.unit.tiny_text import sentence, tokenizer  # noqa: F401 (tokenizer is a fixture)
+from tests.unit.tiny_text import sentence
 
 BRK, EOS, BOS, PAD = 4, 3, 2, 0
 VOCAB = VocabInfo(src_size=40, tgt_size=40)

@@ -1,4 +1,4 @@
-"""The recipes of seed 002 (Sequence Shortening for Context-Aware MT), Tables 2 (En-De) and 3 (En-Fr).
+"""The recipes of "Sequence Shortening for Context-Aware MT" (2023), Tables 2 (En-De) and 3 (En-Fr).
 
 One file per table cell: ``PAIR_sentence`` (the sentence-level row) and
 ``PAIR_SYSTEM_cK`` for the nine context-aware rows x context sizes 1-3. The
@@ -71,7 +71,7 @@ POOLING = {"max_pooling": "max", "avg_pooling": "avg", "linear_pooling": "linear
 CACHING_KEYS = {
     "context_sentences", "repr", "pooling", "pool_size", "groups", "normalizer", "categorizer_hidden",
     "include_current", "integration", "gate", "encoder", "grad_context_sentences", "segment_embeddings",
-    "context_positions",
+    "context_positions", "shortening_grad_context_sentences", "shortening_dropout",
 }
 ARCH_KEYS = {"preset", "d_model", "ffn_dim", "heads", "encoder_layers", "decoder_layers", "dropout",
              "attention_dropout", "activation_dropout", "normalize_before", "share_embeddings", "max_positions"}
@@ -170,9 +170,16 @@ def test_settings_match_file_name(path):
     assert raw(path)["model"]["include_current"] is aggregating and m.current_in_context is aggregating
     # gradient: blocked for tokens/sentence/pooling; 2 (grouping) / 1 (selecting) capped at the context size;
     # the separate context encoder of the multi-encoder trains from every context sentence
-    expected_grad = k if separate else min(GRAD.get(system, 0), k)
-    assert m.grad_context_sentences == expected_grad
-    assert m.segment_embeddings is True and m.context_positions is (not separate)
+    # gradient as the paper's code (sec. 5.2): no context sentence trains the shared encoder; the shortening of
+    # Grouping / Selecting learns from the nearest 2 / 1 context sentences (capped at the context size), the pooling
+    # shortening from all; the separate context encoder of the multi-encoder trains from every context sentence
+    assert m.grad_context_sentences == (k if separate else 0)
+    shortening = m.repr in ("pooling", "grouping", "selecting")
+    assert m.shortening_grad_context_sentences == (min(GRAD[system], k) if system in GRAD else None)
+    assert m.shortening_dropout == 0.0                                      # eq. 2 has no dropout on its branch
+    # learned positions for shortened tokens only (sec. 4.3; the paper's code): none for tokens, the mean, or the
+    # multi-encoder (Table 5 shows no position table there)
+    assert m.segment_embeddings is True and m.context_positions is shortening
 
 
 @pytest.mark.parametrize("path", FILES, ids=rel)
@@ -203,6 +210,6 @@ def test_grouping_and_selecting_group_counts(pair):
         for k in (1, 2, 3):
             m = recipe(FOLDER / f"{pair}_{system}_c{k}.yaml").model
             assert (m.repr, m.groups) == (system, groups)
-            assert m.grad_context_sentences == min(GRAD[system], k)
+            assert m.shortening_grad_context_sentences == min(GRAD[system], k) and m.grad_context_sentences == 0
             if GRAD[system] > k:  # the cap is said in the header
                 assert f"min({GRAD[system]}, {k}) = {k}" in header(FOLDER / f"{pair}_{system}_c{k}.yaml")
