@@ -17,9 +17,9 @@ from typing import Optional
 
 import numpy as np
 import torch
+from bench_util import EOS, PAD
 from torch import Tensor
 
-from bench_util import EOS, PAD
 from ctxmt_cli.core.batch import Batch
 
 SPECIALS = ["<blank>", "<unk>", "<s>", "</s>", "<brk>"]     # ctxmt's ids 0..4 (PAD, UNK, BOS, EOS, BRK)

@@ -28,10 +28,10 @@ from typing import Optional
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
-
 from bench_util import BOS, EOS, PAD, Dims
 from peer_ct2 import ct2_peer
+from torch import Tensor, nn
+
 from ctxmt_cli.core.batch import Batch
 
 LABEL_SMOOTHING = 0.1                 # ctxmt's recipe default, used by every implementation

@@ -11,7 +11,6 @@ from torch import Tensor, nn
 
 from ctxmt_cli.core.linear import Linear
 
-
 #: queries per row up to which CPU inference (no autograd) uses :meth:`MultiheadAttention._small_query`
 #: (on GPUs SDPA's kernels serve decoding steps well)
 SMALL_QUERY = 8

@@ -56,7 +56,6 @@ from ctxmt_cli.core.layers import ContextAttention, DecoderLayer, EncoderLayer
 from ctxmt_cli.core.linear import Linear, linear
 from ctxmt_cli.core.positions import PositionEncoding, window_layout
 
-
 #: bytes of one block of float32 logits where the fused training loss projects them block by block
 LOGIT_CHUNK_BYTES = 32 << 20
 

@@ -17,13 +17,12 @@ from ctxmt_cli.config import Recipe, validate_recipe
 from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models import build_model
+from ctxmt_cli.paths import check_input_file
 
 
 def read_checkpoint(path: Path, device: str | torch.device = "cpu") -> dict:
     """Load a checkpoint file; a missing, truncated or foreign file is a one-line CtxmtError."""
-    path = Path(path)
-    if not path.is_file():
-        raise CtxmtError(f"checkpoint not found: {path}; give the path to a checkpoint_*.pt written by ctxmt train")
+    path = check_input_file(Path(path), "checkpoint", "give the path to a checkpoint_*.pt written by ctxmt train")
     try:
         ckpt = torch.load(path, map_location=device, weights_only=True)
     except Exception as err:  # noqa: BLE001 - any unpickling failure means "not our file"

@@ -15,8 +15,7 @@ from pathlib import Path
 from ctxmt_cli.synthetic.contrastive import DISTANCES, Item, make_items
 from ctxmt_cli.synthetic.documents import PHENOMENA, Document, make_corpus
 from ctxmt_cli.synthetic.lexicon import build_lexicon, translate_sentence
-from ctxmt_cli.synthetic.writers import (
-    write_contrapro, write_items, write_manifest, write_split, write_voita)
+from ctxmt_cli.synthetic.writers import write_contrapro, write_items, write_manifest, write_split, write_voita
 
 __all__ = ["DESCRIPTIONS", "DISTANCES", "PHENOMENA", "build_lexicon",
            "generate_benchmark", "translate_sentence"]

@@ -20,8 +20,7 @@ import random
 from dataclasses import dataclass
 
 from ctxmt_cli.synthetic.documents import PHENOMENA, SentenceMaker, make_episode
-from ctxmt_cli.synthetic.lexicon import (
-    SRC_DO, SRC_PRON, SRC_YOU, TGT_PRON, TGT_YOU, Lexicon, translate_document)
+from ctxmt_cli.synthetic.lexicon import SRC_DO, SRC_PRON, SRC_YOU, TGT_PRON, TGT_YOU, Lexicon, translate_document
 
 DISTANCES: dict[str, tuple[int, ...]] = {
     "pronoun": (0, 1, 2, 3), "deixis": (1, 2, 3),

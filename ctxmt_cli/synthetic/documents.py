@@ -19,8 +19,19 @@ from dataclasses import dataclass
 
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.synthetic.lexicon import (
-    EOS, REGISTER_CUES, SRC_AND, SRC_ART, SRC_DO, SRC_HELLO, SRC_PRON, SRC_THEN,
-    SRC_TOO, SRC_YOU, Lexicon, translate_document)
+    EOS,
+    REGISTER_CUES,
+    SRC_AND,
+    SRC_ART,
+    SRC_DO,
+    SRC_HELLO,
+    SRC_PRON,
+    SRC_THEN,
+    SRC_TOO,
+    SRC_YOU,
+    Lexicon,
+    translate_document,
+)
 
 PHENOMENA: tuple[str, ...] = ("pronoun", "deixis", "lex_cohesion", "ellipsis_vp")
 MIN_LEN, MAX_LEN = 4, 10          # tokens per sentence, final "." included

@@ -3,6 +3,9 @@
 import pytest
 import torch
 
+from tests.unit.tiny_text import tokenizer  # noqa: F401 (fixture: a real SentencePiece model on tiny text)
+from tests.unit.train_fixtures import _restore_threads, prepared  # noqa: F401 (fixtures of the training tests)
+
 
 @pytest.fixture(scope="module")
 def one_thread():

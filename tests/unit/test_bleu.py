@@ -6,8 +6,14 @@ import pytest
 import sacrebleu
 
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.evaluate.bleu import (TOKENIZERS, check_tokenize, corpus_scores, document_scores, format_score,
-                                     make_metrics)
+from ctxmt_cli.evaluate.bleu import (
+    TOKENIZERS,
+    check_tokenize,
+    corpus_scores,
+    document_scores,
+    format_score,
+    make_metrics,
+)
 
 REFS = ["The cat sat on the mat.", "A dog barked loudly at night.", "We went to the market today.",
         "She reads a book.", "It is raining again."]

@@ -22,7 +22,7 @@ from ctxmt_cli.train.checkpoint import (
     step_checkpoints,
 )
 from ctxmt_cli.train.trainer import train
-from tests.unit.train_fixtures import _restore_threads, copy_prepared, prepared, recipe, weights  # noqa: F401
+from tests.unit.train_fixtures import copy_prepared, recipe, weights
 
 
 def no_temp_files(directory):

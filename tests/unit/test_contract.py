@@ -25,7 +25,7 @@ from ctxmt_cli.models.loading import load_model
 from ctxmt_cli.train.checkpoint import atomic_save, model_payload
 from ctxmt_cli.train.step import LossSettings, batch_loss
 from tests.unit.biased_model import Biased
-from tests.unit.tiny_text import sentence, tokenizer  # noqa: F401 (tokenizer is a fixture)
+from tests.unit.tiny_text import sentence
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/unit/conftest.py
 

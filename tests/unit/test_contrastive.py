@@ -14,7 +14,7 @@ from ctxmt_cli.evaluate.contrastive import candidate_rows, decisions, score_test
 from ctxmt_cli.evaluate.contrastive_report import check_language_pair
 from ctxmt_cli.evaluate.testsets import ContrastiveItem, TestSet, scores_lines
 from ctxmt_cli.models import build_model
-from tests.unit.tiny_text import sentence, tokenizer  # noqa: F401 (tokenizer is a fixture)
+from tests.unit.tiny_text import sentence
 
 TINY = {"preset": None, "d_model": 32, "ffn_dim": 64, "heads": 4, "encoder_layers": 1, "decoder_layers": 1}
 

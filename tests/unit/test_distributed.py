@@ -15,11 +15,18 @@ from ctxmt_cli.data.batching import collate
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models import build_model
 from ctxmt_cli.train.distributed import (
-    DistEnv, all_reduce_sum, any_rank, gather_objects, setup_distributed, teardown_distributed, unwrap, wrap_model,
+    DistEnv,
+    all_reduce_sum,
+    any_rank,
+    gather_objects,
+    setup_distributed,
+    teardown_distributed,
+    unwrap,
+    wrap_model,
 )
 from ctxmt_cli.train.step import LossSettings, Updater
 from ctxmt_cli.train.trainer import train
-from tests.unit.train_fixtures import TINY, _restore_threads, assert_same_weights, prepared, recipe, weights  # noqa: F401
+from tests.unit.train_fixtures import TINY, assert_same_weights, recipe, weights
 
 VOCAB = VocabInfo(src_size=50, tgt_size=50)
 CFG = {"model": {"family": "concat", **TINY, "dropout": 0.0, "cd": 0.3, "src_context_sentences": 1,

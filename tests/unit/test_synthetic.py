@@ -12,8 +12,7 @@ import pytest
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.synthetic import DISTANCES, PHENOMENA, generate_benchmark
 from ctxmt_cli.synthetic.documents import split_sizes
-from ctxmt_cli.synthetic.lexicon import (
-    ContextNeeded, build_lexicon, translate_sentence)
+from ctxmt_cli.synthetic.lexicon import ContextNeeded, build_lexicon, translate_sentence
 
 SEED, DOCS = 1, 60
 SPLITS = ("train", "valid", "test")

@@ -19,6 +19,7 @@ from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.contrastive import decisions, summarize
 from ctxmt_cli.evaluate.testsets import load_testsets, scores_lines
 from ctxmt_cli.evaluate.testsets.lopes import changed_pronoun, extraction_order, read_lopes
+
 # the publisher's README scores with ContraPro's evaluate.py: one reimplementation serves both
 from tests.unit.test_testsets_contrapro import evaluate_py
 

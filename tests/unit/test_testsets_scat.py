@@ -16,8 +16,7 @@ import pytest
 
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.testsets import load_testsets
-from ctxmt_cli.evaluate.testsets.scat import (
-    ScatTestSet, has_highlight, read_scat, strip_markers, swap_pronouns)
+from ctxmt_cli.evaluate.testsets.scat import ScatTestSet, has_highlight, read_scat, strip_markers, swap_pronouns
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 SCAT = DATA / "scat"

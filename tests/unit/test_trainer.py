@@ -24,15 +24,7 @@ from ctxmt_cli.train.distributed import DistEnv
 from ctxmt_cli.train.step import LossSettings, Updater
 from ctxmt_cli.train.trainer import KILL_ENV, train
 from ctxmt_cli.train.validate import Validator
-from tests.unit.train_fixtures import (  # noqa: F401
-    TINY,
-    _restore_threads,
-    assert_same_weights,
-    prepare_tiny,
-    prepared,
-    recipe,
-    weights,
-)
+from tests.unit.train_fixtures import TINY, assert_same_weights, prepare_tiny, recipe, weights
 
 
 def metrics(save_dir: Path, kind: str) -> list[dict]:

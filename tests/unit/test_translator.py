@@ -20,7 +20,7 @@ from ctxmt_cli.decode.translator import (
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models import build_model
 from tests.unit.biased_model import Biased
-from tests.unit.tiny_text import sentence, tokenizer  # noqa: F401 (tokenizer is a fixture)
+from tests.unit.tiny_text import sentence
 
 TINY = {"preset": None, "d_model": 32, "ffn_dim": 64, "heads": 4, "encoder_layers": 2, "decoder_layers": 2}
 

@@ -52,7 +52,16 @@ from ctxmt_cli.data.formats import fail
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet
 from ctxmt_cli.evaluate.testsets.contrapro import (
-    Row, check_count, context_option, errors_of, file_lines, load_records, record_tags, same_text, trim_context)
+    Row,
+    check_count,
+    context_option,
+    errors_of,
+    file_lines,
+    load_records,
+    record_tags,
+    same_text,
+    trim_context,
+)
 
 PRONOUNS = {"il": "it", "elle": "it", "ils": "they", "elles": "they"}
 _WORD = re.compile(r"\w+")
