@@ -136,7 +136,8 @@ class EncoderLayer(nn.Module):
 
 
 class ContextAttention(nn.Module):
-    """Attention from decoder states to a context memory, with the optional sigmoid gate of seed 002 eq. 5.
+    """Attention from decoder states to a context memory, with the optional sigmoid gate of eq. 5 of
+    "Sequence Shortening for Context-Aware Machine Translation" (2023).
 
     ``parallel`` places it beside cross-attention (one residual branch each,
     same input); otherwise it is its own sub-layer after cross-attention.

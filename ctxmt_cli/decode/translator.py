@@ -10,7 +10,7 @@ the same document (oldest first), each followed by ``<brk>``, then sentence j
 and ``</s>`` — the layout of ``ctxmt_cli.data.windows``; the oldest context
 sentences are dropped while the window exceeds ``max_window_tokens``.
 
-Target context (DESIGN 5.2, 10):
+Target context:
 
 * ``prefix`` (default): the model's own translations of the previous
   ``tgt_context`` sentences, each followed by ``<brk>``, are forced as the

@@ -1,4 +1,4 @@
-"""The aggregate accuracies the seeds print (seed 000 Appendix F, eq. 3-6; seed 001 Appendix B.1).
+"""The aggregate accuracies the papers print (Lupo et al. 2023, Appendix F, eq. 3-6; Lupo et al. 2022, Appendix B.1).
 
 * Voita     = (2500·deixis + 1500·lex + 500·ell.inf + 500·ell.vp) / 5000  -- the size-weighted mean
 * Voita_avg = the plain mean of the four phenomena
@@ -7,8 +7,8 @@
 * CP_avg    = the plain mean over d = 1, 2, 3, >3           (eq. 6)
 
 The weights are the subsets' sizes; on the published sets they equal the
-constants of the equations. (Seed 001 Table 8 prints Disc_avg 47.67 for the
-En->Ru base row; the mean of its own four columns is 43.67, as seed 000 prints.)
+constants of the equations. (Lupo et al. 2022, Table 8, prints Disc_avg 47.67 for the
+En->Ru base row; the mean of its own four columns is 43.67, as Lupo et al. 2023 print.)
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Corpus BLEU and chrF with sacrebleu, sentence- and document-level, signatures kept for reporting.
 
-The seeds' conventions are options of :func:`make_metrics`: detokenized BLEU with
+The papers' conventions are options of :func:`make_metrics`: detokenized BLEU with
 sacrebleu's default ``13a`` tokenizer, lowercased BLEU (Voita et al. for Russian),
 and "tokenized BLEU" (``tokenize="none"`` on text that is already tokenized).
 Document-level scores join each document's sentences with a space into one

@@ -11,7 +11,7 @@ oldest -> newest, exactly as in training.
 context and the candidate's own earlier sentences as target context; when the
 model's window covers the whole group this is a single pass over the window.
 ``span="current"`` scores the last sentence only. Scores are the mean token
-log-probability (``normalize="mean"``, what fairseq's scorer gave the seeds'
+log-probability (``normalize="mean"``, what fairseq's scorer gave Lupo et al.'s
 reference implementations) or the sum (``"none"``).
 
 All candidates of all items are cut into rows, length-bucketed and batched by a

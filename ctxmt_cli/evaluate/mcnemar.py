@@ -1,4 +1,4 @@
-"""McNemar's test on two systems' per-item contrastive decisions (seed 001 Appendix A.1).
+"""McNemar's test on two systems' per-item contrastive decisions (Lupo et al. 2022, Appendix A.1).
 
 Only discordant items count: ``b`` = A right and B wrong, ``c`` = A wrong and B
 right. We report the exact two-sided binomial p-value (valid for any ``b + c``)

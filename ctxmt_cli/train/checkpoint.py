@@ -180,7 +180,7 @@ def restore_copies(save_dir: Path, resumed_from: Path, best_step: Optional[int])
 
 
 def averaging_steps(steps: list[int], best_step: Optional[int], n: int) -> list[int]:
-    """The best step and the (up to) ``n`` step checkpoints that follow it, as the seeds average."""
+    """The best step and the (up to) ``n`` step checkpoints that follow it, as Lupo et al. (2022, 2023) average."""
     if best_step is None:
         return []
     return [best_step] + [s for s in sorted(steps) if s > best_step][:n]
