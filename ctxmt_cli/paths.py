@@ -47,7 +47,7 @@ def check_input_file(path: Path, what: str, hint: str) -> Path:
 
 def _existing_ancestor(path: Path) -> Path:
     """The nearest ancestor of ``path`` (or ``path`` itself) that exists; a file ancestor is returned too."""
-    current = Path(os.path.abspath(path))
+    current = Path(path)
     while not current.exists() and current != current.parent:
         current = current.parent
     return current
@@ -100,7 +100,7 @@ def check_output_file(path: Path, what: str, *, force: bool | None = None, input
     elif not parent.exists() and _existing_ancestor(parent).is_dir():
         raise CtxmtError(f"{what} {path}: directory {parent} not found; create it first")
     else:
-        _check_creatable(parent, what)
+        _check_creatable(path, what)
     return path
 
 

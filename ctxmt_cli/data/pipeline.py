@@ -8,12 +8,13 @@ then prepares it the same way.
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 import warnings
 from pathlib import Path
 from typing import Callable, Optional
 
-from ctxmt_cli.data.prepare import PrepareSpec, SplitInput, prepare_corpus, resolve_split_input
+from ctxmt_cli.data.prepare import PrepareSpec, SplitInput, check_prepare_output, prepare_corpus, resolve_split_input
 from ctxmt_cli.data.store import write_meta
 from ctxmt_cli.errors import CtxmtError
 
@@ -21,7 +22,8 @@ FORMATS = ("synthetic", "text", "jsonl", "iwslt-tags", "iwslt-xml", "voita")
 
 
 def prepare_synthetic(out: Path, *, seed: int = 1, docs: int = 2000, force: bool = False, vocab_size: int = 400,
-                      progress: Optional[Callable[[str], None]] = None) -> dict:
+                      progress: Optional[Callable[[str], None]] = None,
+                      warn: Optional[Callable[[str], None]] = None) -> dict:
     """Generate the synthetic benchmark and prepare it into ``out`` (raw files and test sets in ``out/raw``).
 
     BPE keeps the artificial words whole at a small vocabulary (unigram splits them), so windows stay short.
@@ -29,8 +31,7 @@ def prepare_synthetic(out: Path, *, seed: int = 1, docs: int = 2000, force: bool
     from ctxmt_cli.synthetic import generate_benchmark
 
     out = Path(out)
-    if out.exists() and not force:
-        raise CtxmtError(f"{out} already exists; pass --force to overwrite")
+    check_prepare_output(out, force)
     out.parent.mkdir(parents=True, exist_ok=True)
     raw = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.raw-"))
     try:
@@ -38,7 +39,7 @@ def prepare_synthetic(out: Path, *, seed: int = 1, docs: int = 2000, force: bool
         splits = {name: SplitInput(raw / f"{name}.src", raw / f"{name}.tgt") for name in ("train", "valid", "test")}
         spec = PrepareSpec(fmt="text", splits=splits, src_lang="src", tgt_lang="tgt", out=out,
                            vocab_size=vocab_size, spm_type="bpe", seed=seed, force=force)
-        meta = prepare_corpus(spec, progress)
+        meta = prepare_corpus(spec, progress, warn)
         shutil.move(str(raw), str(out / "raw"))
     finally:
         shutil.rmtree(raw, ignore_errors=True)
@@ -50,11 +51,12 @@ def prepare_synthetic(out: Path, *, seed: int = 1, docs: int = 2000, force: bool
 def prepare_from_cli(fmt: str, out: Path, paths: dict[str, Optional[Path]], *, src_lang: str, tgt_lang: str,
                      vocab_size: int, joint: bool, moses: bool, max_sentence_tokens: int, seed: int, docs: int,
                      force: bool, spm_type: str = "unigram") -> dict:
-    """Dispatch ``ctxmt prepare FORMAT``; data warnings are printed as one line each."""
+    """Dispatch ``ctxmt prepare FORMAT``; data warnings are printed as one line each on stderr."""
     if fmt not in FORMATS:
         raise CtxmtError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    if fmt == "synthetic":
-        return prepare_synthetic(out, seed=seed, docs=docs, force=force, vocab_size=min(vocab_size, 400))
+    if fmt == "synthetic":             # its generated vocabulary is small: 400 subwords at most, by design
+        return prepare_synthetic(out, seed=seed, docs=docs, force=force, vocab_size=min(vocab_size, 400),
+                                 warn=_warn)
     if paths.get("train") is None:
         raise CtxmtError(f"ctxmt prepare {fmt} needs --train PATH (and optionally --valid/--test)")
     splits = {name: resolve_split_input(fmt, path, src_lang, tgt_lang) for name, path in paths.items() if path is not None}
@@ -63,4 +65,16 @@ def prepare_from_cli(fmt: str, out: Path, paths: dict[str, Optional[Path]], *, s
                        seed=seed, force=force)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return prepare_corpus(spec, warn=lambda msg: print(f"ctxmt: warning: {msg}"))
+        meta = prepare_corpus(spec, warn=_warn)
+    sizes = meta["vocab_size"]
+    if min(sizes.values()) < vocab_size:   # SentencePiece stops at what the corpus supports (hard_vocab_limit off)
+        got = (str(sizes["src"]) if sizes["src"] == sizes["tgt"]
+               else f"{sizes['src']} (source) / {sizes['tgt']} (target)")
+        _warn(f"--vocab-size {vocab_size}: the train split supports only {got} subwords, so the vocabulary "
+              f"is that small, not {vocab_size}; a larger corpus gives more")
+    return meta
+
+
+def _warn(message: str) -> None:
+    """A data warning: one line on stderr, so stdout stays the command's result."""
+    print(f"ctxmt: warning: {message}", file=sys.stderr)

@@ -25,6 +25,7 @@ from ctxmt_cli.data.formats import FORMATS, count_lines, iter_parallel_located
 from ctxmt_cli.data.store import FORMAT_VERSION, SPLIT_NAME, SplitWriter, choose_dtype, write_meta
 from ctxmt_cli.data.tokenize import BRK, SPECIAL_IDS, MosesProcessor, Tokenizer, train_sentencepiece
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.paths import check_input_file, check_output_dir
 
 CHUNK_SENTENCES = 4096
 PROGRESS_EVERY = 100_000
@@ -108,10 +109,8 @@ def _validate_inputs(spec: PrepareSpec) -> None:
         files = [("source", inp.src), ("target", inp.tgt)]
         files += [("docids", inp.docids)] if inp.docids is not None else []
         for role, path in files:
-            if not Path(path).is_file():
-                raise CtxmtError(
-                    f"--{name}: {role} file not found: {path} (for {spec.fmt}, --{name} PATH "
-                    f"means {conv}); check the path and --src-lang/--tgt-lang")
+            check_input_file(path, f"--{name}: {role} file", f"for {spec.fmt}, --{name} PATH means {conv}; "
+                             "check the path and --src-lang/--tgt-lang")
         if spec.fmt in ("text", "voita"):
             counts = [(path, count_lines(Path(path))) for _, path in files]
             if len({n for _, n in counts}) > 1:
@@ -135,15 +134,20 @@ def _write_training_text(spec: PrepareSpec, tmp: Path, say: Callable[[str], None
     inp = spec.splits["train"]
     say("reading the train split for SentencePiece" + (" (Moses-tokenizing)" if moses else ""))
     handles = {p: open(p, "w", encoding="utf-8", newline="\n") for p in set(paths.values())}
+    pairs = 0
     try:
         for doc, _ in iter_parallel_located(spec.fmt, inp.src, inp.tgt, inp.docids):
             for pair in doc:
+                pairs += 1
                 for side, text in zip(("src", "tgt"), pair):
                     text = _one_line(moses[side].tokenize(text) if moses else text)
                     handles[paths[side]].write(text + "\n")
     finally:
         for h in handles.values():
             h.close()
+    if pairs == 0:                     # SentencePiece would fail with an internal error
+        raise CtxmtError(f"--train: the corpus is empty ({inp.src} has no sentence pairs); give a train split "
+                         "with text in it")
     return paths
 
 
@@ -291,6 +295,20 @@ def _install(tmp: Path, out: Path, force: bool) -> None:
         shutil.rmtree(aside) if aside.is_dir() and not aside.is_symlink() else aside.unlink()
 
 
+def check_prepare_output(out: Path, force: bool) -> None:
+    """Before any work: ``out`` must be new, or (with ``force``) a prepared dataset, in a place we can write."""
+    out = Path(out)
+    if not (out.exists() or out.is_symlink()):
+        check_output_dir(out, "--out")
+        return
+    if not force:
+        raise CtxmtError(f"{out} already exists; pass --force to overwrite")
+    if not (out / "meta.json").is_file():
+        raise CtxmtError(f"--out {out} is not a prepared dataset (no meta.json), so --force does not replace it; "
+                         "choose another --out, or remove it yourself")
+    check_output_dir(out.parent, "the directory of --out")
+
+
 def prepare_corpus(spec: PrepareSpec, progress: Callable[[str], None] | None = None,
                    warn: Callable[[str], None] | None = None) -> dict:
     """Prepare ``spec.out`` from the raw corpus and return its ``meta.json`` content.
@@ -302,16 +320,17 @@ def prepare_corpus(spec: PrepareSpec, progress: Callable[[str], None] | None = N
     warn = warn or (lambda msg: warnings.warn(msg, PrepareWarning, stacklevel=3))
     out = Path(spec.out)
     _validate_spec(spec)
-    if (out.exists() or out.is_symlink()) and not spec.force:
-        raise CtxmtError(f"{out} already exists; pass --force to overwrite")
+    check_prepare_output(out, spec.force)
     _validate_inputs(spec)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
     try:
         meta = _build(spec, tmp, say, warn)
         _install(tmp, out, spec.force)
-    except BaseException:
+    except BaseException as err:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(err, OSError) and err.errno is not None:   # name --out, not the temp directory
+            raise OSError(err.errno, err.strerror, str(out)) from err
         raise
     sizes = ", ".join(f"{k}: {v['sentences']} pairs" for k, v in meta["splits"].items())
     say(f"wrote {out} ({sizes})")

@@ -84,6 +84,14 @@ def write_documents(docs: Sequence[Sequence[str]], path_or_dash: str | Path) -> 
     path = Path(path_or_dash)
     if not path.parent.is_dir():
         raise CtxmtError(f"output directory not found: {path.parent}; create it first")
+    if path.is_dir():
+        raise CtxmtError(f"--output {path} is a directory; give a file name")
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException as err:       # a full disk or an interrupt leaves neither half a file nor the temp
+        tmp.unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.errno is not None:   # name the output, not the temp file
+            raise OSError(err.errno, err.strerror, str(path)) from err
+        raise

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
-
-import pytest
 
 from tests.integration.conftest import QUICKSTART, assert_user_error, run_cli, tiny_sets
 
@@ -59,7 +56,10 @@ def test_average_command(concat_checkpoint, tmp_path):
     ckpts = sorted(concat_checkpoint.parent.glob("checkpoint_[0-9]*.pt"))
     result = run_cli("average", *ckpts, "-o", tmp_path / "avg.pt")
     assert result.exit_code == 0, result.output
-    assert (tmp_path / "avg.pt").is_file()
+    first = (tmp_path / "avg.pt").read_bytes()
+    result = run_cli("average", ckpts[-1], "-o", tmp_path / "avg.pt", "--force")       # --force replaces it
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "avg.pt").read_bytes() != first
 
 
 # ---- every error a user can cause: one line, exit 2, nothing overwritten ------------------------
@@ -145,4 +145,9 @@ def test_overlong_sentences_are_truncated_with_a_warning(tmp_path):
     result = run_cli("prepare", "text", "--train", tmp_path / "c", "--src-lang", "en", "--tgt-lang", "de",
                      "--out", tmp_path / "out", "--max-sentence-tokens", 4, "--vocab-size", 40)
     assert result.exit_code == 0, result.output
-    assert "truncat" in result.output
+    assert result.stdout.startswith("prepared ") and len(result.stdout.splitlines()) == 1   # warnings: stderr
+    truncated, small = result.stderr.splitlines()
+    assert truncated.startswith("ctxmt: warning: train: ") and "longer than 4 tokens were truncated" in truncated
+    # the corpus supports fewer subwords than asked for: say so instead of shrinking silently
+    vocab = json.loads((tmp_path / "out" / "meta.json").read_text())["vocab_size"]["src"]
+    assert vocab < 40 and small.startswith(f"ctxmt: warning: --vocab-size 40: the train split supports only {vocab} ")

@@ -117,17 +117,22 @@ def test_separate_models_with_moses(tmp_path):
     assert tok.decode_tgt(split.tgt(2)) == "Kritiker sagen, er sei zu klein."
 
 
-def test_refuses_existing_dir_and_leaves_it_untouched(tmp_path):
+def test_refuses_existing_dir_and_force_replaces_only_a_prepared_dataset(tmp_path):
     out = tmp_path / "prep"
     out.mkdir()
     (out / "keep.txt").write_text("precious")
     with pytest.raises(CtxmtError, match=r"prep already exists; pass --force to overwrite"):
         prepare_corpus(spec_for("text", out))
+    with pytest.raises(CtxmtError, match=r"prep is not a prepared dataset \(no meta.json\)"):
+        prepare_corpus(spec_for("text", out, force=True))
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
     assert (out / "keep.txt").read_text() == "precious"
-    prepare_corpus(spec_for("text", out, force=True))
-    assert not (out / "keep.txt").exists() and (out / "meta.json").is_file()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["prep"]
+    prepared = tmp_path / "prepared"
+    prepare_corpus(spec_for("text", prepared))
+    (prepared / "stale.bin").write_bytes(b"from an older run")
+    prepare_corpus(spec_for("text", prepared, force=True))               # a prepared dataset is replaced whole
+    assert not (prepared / "stale.bin").exists() and (prepared / "meta.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["prep", "prepared"]
 
 
 def test_failure_midway_leaves_nothing(tmp_path):

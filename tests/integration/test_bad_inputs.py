@@ -1,0 +1,223 @@
+"""Bad inputs a user can give, one table per command: one line on stderr, exit 2, nothing written or left behind.
+
+Each row is (arguments, fragments the error line must hold). Arguments may name ``{data}`` (a prepared
+synthetic dataset), ``{ckpt}`` and ``{run}`` (a trained checkpoint and its directory) and ``{recipe}``; the
+rest are files of a scratch directory the command runs in (see :func:`ws`). The next bad input is one row.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from ctxmt_cli.models.loading import read_checkpoint
+from tests.integration.conftest import QUICKSTART, TINY_SETS, assert_user_error, run_cli
+
+
+@pytest.fixture
+def ws(tmp_path, monkeypatch) -> Path:
+    """A scratch working directory with files of every wrong kind."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("a file, not a directory\n")
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "doc.txt").write_text("Hello there.\n\nAnother document.\n")
+    (tmp_path / "notprep").mkdir()
+    (tmp_path / "notprep" / "thesis.tex").write_text("years of work\n")
+    (tmp_path / "empty.en").write_text("")
+    (tmp_path / "empty.de").write_text("")
+    (tmp_path / "small.en").write_text("a small corpus\nof two lines\n")
+    (tmp_path / "small.de").write_text("ein kleiner Korpus\naus zwei Zeilen\n")
+    (tmp_path / "folder.en").mkdir()
+    (tmp_path / "folder.de").write_text("x\n")
+    (tmp_path / "dup.yaml").write_text("train:\n  lr: 1.0e-3\nmodel:\n  family: sentence\ntrain:\n  lr: 2.0e-3\n")
+    (tmp_path / "latin1.yaml").write_bytes(b"name: caf\xe9\n")
+    (tmp_path / "ro").mkdir()
+    os.chmod(tmp_path / "ro", 0o555)
+    yield tmp_path
+    os.chmod(tmp_path / "ro", 0o755)
+
+
+def snapshot(*roots: Path) -> dict:
+    """Every path under ``roots`` with its bytes (None for a directory)."""
+    return {str(p): (p.read_bytes() if p.is_file() else None) for root in roots for p in [root, *root.rglob("*")]}
+
+
+def check_bad_input(args: list[str], needles: list[str], ws: Path, paths: dict) -> None:
+    """Run ``ctxmt ARGS``: one clear line, exit 2, and ``ws`` and the fixtures exactly as they were."""
+    args = [a.format(**paths) for a in args]
+    if any("ro/" in a or a == "ro" for a in args) and os.access(ws / "ro", os.W_OK):
+        pytest.skip("chmod does not stop this user (root) from writing")
+    roots = [ws, *(Path(p) for k, p in paths.items() if k in ("data", "run"))]
+    before = snapshot(*roots)
+    assert_user_error(run_cli(*args), *needles)
+    assert snapshot(*roots) == before                  # nothing written, overwritten or left behind
+
+
+def placeholders(data: Path | None = None, ckpt: Path | None = None) -> dict:
+    """What a row's ``{data}``, ``{ckpt}``, ``{run}`` and ``{recipe}`` stand for."""
+    found = {"recipe": str(QUICKSTART)}
+    if data is not None:
+        found["data"] = str(data)
+    if ckpt is not None:
+        found.update(ckpt=str(ckpt), run=str(ckpt.parent))
+    return found
+
+
+def tiny(save_dir: str) -> list[str]:
+    sets = ["data.path={data}", f"train.save_dir={save_dir}", *TINY_SETS]
+    return [arg for s in sets for arg in ("--set", s)]
+
+
+PREPARE = [
+    (["prepare", "text", "--train", "small", "--src-lang", "en", "--tgt-lang", "de", "--vocab-size", "3",
+      "--out", "p"], ["prepare", "--vocab-size 3", "8"]),
+    (["prepare", "synthetic", "--docs", "10", "--out", "p"], ["prepare", "--docs 10", "41"]),
+    (["prepare", "text", "--train", "empty", "--src-lang", "en", "--tgt-lang", "de", "--out", "p"],
+     ["corpus is empty", "empty.en"]),
+    (["prepare", "text", "--train", "folder", "--src-lang", "en", "--tgt-lang", "de", "--out", "p"],
+     ["folder.en", "is a directory, not a file"]),
+    (["prepare", "text", "--train", "small", "--src-lang", "en", "--tgt-lang", "de", "--out", "notprep",
+      "--force"], ["notprep", "not a prepared dataset", "meta.json"]),
+    (["prepare", "text", "--train", "small", "--src-lang", "en", "--tgt-lang", "de", "--out", "afile",
+      "--force"], ["afile", "not a prepared dataset"]),
+    (["prepare", "text", "--train", "small", "--src-lang", "en", "--tgt-lang", "de", "--out", "afile/sub/p"],
+     ["afile/sub/p", "afile is a file"]),
+    (["prepare", "synthetic", "--docs", "41", "--out", "afile/p"], ["afile/p", "afile is a file"]),
+    (["prepare", "text", "--train", "small", "--src-lang", "en", "--tgt-lang", "de", "--out", "ro/p"],
+     ["ro/p", "permission denied"]),
+]
+
+
+@pytest.mark.parametrize("args,needles", PREPARE)
+def test_prepare_bad_inputs(args, needles, ws):
+    check_bad_input(args, needles, ws, placeholders())
+
+
+TRAIN = [
+    (["train", "{recipe}", *tiny("afile")], ["train.save_dir afile", "is a file, not a directory"]),
+    (["train", "{recipe}", *tiny("afile/sub/run")], ["afile/sub/run", "afile is a file"]),
+    (["train", "{recipe}", *tiny("ro/run")], ["ro/run", "permission denied"]),
+    (["train", "dup.yaml", "--dry-run"], ["dup.yaml:5", "'train'", "twice", "first at line 1"]),
+    (["train", "latin1.yaml", "--dry-run"], ["latin1.yaml:1", "not UTF-8 text"]),
+    (["train", "adir", "--dry-run"], ["recipe is a directory, not a file", "adir"]),
+]
+
+
+@pytest.mark.parametrize("args,needles", TRAIN)
+def test_train_bad_inputs(args, needles, ws, synthetic_dir):
+    check_bad_input(args, needles, ws, placeholders(data=synthetic_dir))
+
+
+TRANSLATE = [
+    (["translate", "doc.txt", "-c", "{ckpt}", "-o", "adir"], ["--output adir is a directory"]),
+    # the output is checked before anything is loaded or translated
+    (["translate", "doc.txt", "-c", "none.pt", "-o", "adir"], ["--output adir is a directory"]),
+    (["translate", "doc.txt", "-c", "{ckpt}", "-o", "afile/out.txt"], ["afile/out.txt", "afile is a file"]),
+    (["translate", "doc.txt", "-c", "{ckpt}", "-o", "nodir/out.txt"], ["nodir", "create it first"]),
+    (["translate", "doc.txt", "-c", "{ckpt}", "-o", "doc.txt"], ["--output doc.txt is also an input"]),
+    (["translate", "doc.txt", "-c", "{ckpt}", "-o", "{ckpt}"], ["is also an input"]),
+    (["translate", "doc.txt", "-c", "{ckpt}", "-o", "ro/out.txt"], ["ro/out.txt", "permission denied"]),
+    (["translate", "doc.txt", "-c", "adir"], ["checkpoint is a directory, not a file", "adir"]),
+    (["translate", "adir", "-c", "{ckpt}"], ["is a directory, not a file", "adir"]),
+    (["translate", "doc.txt", "-c", "{ckpt}", "--device", "tpu"], ["translate", "--device tpu", "cpu, cuda"]),
+    (["translate", "doc.txt", "-c", "{ckpt}", "--beam", "0"], ["translate", "--beam 0", "1"]),
+    (["translate", "doc.txt", "-c", "{ckpt}", "--lenpen", "-1"], ["translate", "--lenpen -1", "0"]),
+    (["translate", "doc.txt", "-c", "{ckpt}", "--batch-docs", "0"], ["translate", "--batch-docs 0", "1"]),
+    (["translate", "doc.txt", "-c", "{ckpt}", "--beam", "two"], ["translate", "--beam two"]),
+    (["translate", "doc.txt", "--bogus"], ["translate", "--bogus"]),
+]
+
+
+@pytest.mark.parametrize("args,needles", TRANSLATE)
+def test_translate_bad_inputs(args, needles, ws, concat_checkpoint):
+    check_bad_input(args, needles, ws, placeholders(ckpt=concat_checkpoint))
+
+
+CONTRASTIVE = [
+    (["contrastive", "synthetic:{data}", "-c", "{ckpt}", "--out", "afile"], ["--out afile is a file"]),
+    (["contrastive", "synthetic:{data}", "-c", "{ckpt}", "--out", "afile/res"], ["afile/res", "afile is a file"]),
+    (["contrastive", "synthetic:{data}", "-c", "{ckpt}", "--out", "ro/res"], ["ro/res", "permission denied"]),
+    (["contrastive", "synthetic:{data}", "-c", "{ckpt}", "--max-tokens", "-5"], ["--max-tokens -5", "16"]),
+    (["contrastive", "synthetic:{data}", "-c", "{ckpt}", "--device", "tpu"], ["--device tpu"]),
+]
+
+
+@pytest.mark.parametrize("args,needles", CONTRASTIVE)
+def test_contrastive_bad_inputs(args, needles, ws, synthetic_dir, concat_checkpoint):
+    check_bad_input(args, needles, ws, placeholders(data=synthetic_dir, ckpt=concat_checkpoint))
+
+
+AVERAGE = [
+    (["average", "{run}/checkpoint_2.pt", "{run}/checkpoint_4.pt", "-o", "{run}/checkpoint_2.pt"],
+     ["checkpoint_2.pt is also an input"]),
+    (["average", "{run}/checkpoint_2.pt", "{run}/checkpoint_4.pt", "-o", "{run}/checkpoint_2.pt", "--force"],
+     ["checkpoint_2.pt is also an input"]),
+    (["average", "{run}/checkpoint_2.pt", "{run}/checkpoint_4.pt", "-o", "{run}/checkpoint_best.pt"],
+     ["checkpoint_best.pt already exists", "--force"]),
+    (["average", "{run}/checkpoint_2.pt", "{run}/checkpoint_4.pt", "-o", "adir"], ["--output adir is a directory"]),
+    (["average", "{run}/checkpoint_2.pt", "-o", "afile/avg.pt"], ["afile/avg.pt", "afile is a file"]),
+    (["average", "{run}/checkpoint_2.pt", "-o", "ro/avg.pt"], ["ro/avg.pt", "permission denied"]),
+]
+
+
+@pytest.mark.parametrize("args,needles", AVERAGE)
+def test_average_bad_inputs(args, needles, ws, concat_checkpoint):
+    check_bad_input(args, needles, ws, placeholders(ckpt=concat_checkpoint))
+
+
+QUICKSTART_ROWS = [
+    (["quickstart", "--out", "afile"], ["--out afile is a file"]),
+    (["quickstart", "--out", "afile/q"], ["afile/q", "afile is a file"]),
+    (["quickstart", "--out", "ro/q"], ["ro/q", "permission denied"]),
+    (["quickstart", "--docs", "10", "--out", "q"], ["quickstart", "--docs 10", "41"]),
+]
+
+
+@pytest.mark.parametrize("args,needles", QUICKSTART_ROWS)
+def test_quickstart_bad_inputs(args, needles, ws):
+    check_bad_input(args, needles, ws, placeholders())
+
+
+# ---- a full disk: one line, the previous output still there and loadable, no partial or temp file -----------
+
+def _full_disk(path) -> None:
+    """What a full disk does to a write: some bytes land, then ENOSPC."""
+    Path(path).write_bytes(b"half")
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+
+def test_full_disk_while_training_keeps_the_last_checkpoint(synthetic_dir, concat_checkpoint, tmp_path, monkeypatch):
+    run = shutil.copytree(concat_checkpoint.parent, tmp_path / "run")
+    before = snapshot(run)
+    monkeypatch.setattr(torch, "save", lambda obj, f, *a, **k: _full_disk(f))
+    sets = [a.format(data=synthetic_dir) for a in tiny(str(run))] + ["--set", "train.max_steps=6"]
+    assert_user_error(run_cli("train", QUICKSTART, "--resume", *sets), "no space left on device", str(run))
+    monkeypatch.undo()
+    after = {p: b for p, b in snapshot(run).items() if not p.endswith("metrics.jsonl")}
+    assert after == {p: b for p, b in before.items() if not p.endswith("metrics.jsonl")}
+    assert read_checkpoint(run / "checkpoint_last.pt")["state"]["step"] == 4
+
+
+def test_full_disk_while_translating_keeps_the_old_output(concat_checkpoint, ws, monkeypatch):
+    (ws / "out.txt").write_text("the previous translation\n")
+    before = snapshot(ws)
+    monkeypatch.setattr(Path, "write_text", lambda self, *a, **k: _full_disk(self))
+    result = run_cli("translate", "doc.txt", "-c", concat_checkpoint, "-o", "out.txt")
+    monkeypatch.undo()
+    assert_user_error(result, "no space left on device")
+    assert snapshot(ws) == before
+
+
+def test_full_disk_while_preparing_keeps_the_old_dataset(ws, monkeypatch):
+    args = ["prepare", "text", "--train", "small", "--src-lang", "en", "--tgt-lang", "de", "--out", "p"]
+    assert run_cli(*args).exit_code == 0
+    before = snapshot(ws)
+    monkeypatch.setattr("ctxmt_cli.data.prepare.write_meta", lambda directory, meta: _full_disk(directory / "meta.json"))
+    assert_user_error(run_cli(*args, "--force"), "no space left on device")
+    monkeypatch.undo()
+    assert snapshot(ws) == before
