@@ -287,7 +287,7 @@ def quickstart(
     docs: int = typer.Option(2000, min=41, help="synthetic documents (>= 41)"),
     systems: Optional[str] = typer.Option(
         None, help="comma-separated systems, one recipe each in recipes/quickstart/ (default: concat,sentence)"),
-    updates: Optional[int] = typer.Option(None, help="updates per system (default: each recipe's train.max_steps)"),
+    updates: Optional[int] = typer.Option(None, min=1, help="updates per system (default: each recipe's train.max_steps)"),
     seed: int = typer.Option(1, help="seed of the synthetic data and of every system's training"),
     force: bool = typer.Option(False, help="reuse/overwrite an existing output directory"),
 ):

@@ -175,6 +175,10 @@ QUICKSTART_ROWS = [
     (["quickstart", "--out", "afile/q"], ["afile/q", "afile is a file"]),
     (["quickstart", "--out", "ro/q"], ["ro/q", "permission denied"]),
     (["quickstart", "--docs", "10", "--out", "q"], ["quickstart", "--docs 10", "41"]),
+    (["quickstart", "--updates", "0", "--out", "q"], ["quickstart", "--updates 0", "1"]),
+    (["quickstart", "--systems", "concat,hanoit", "--out", "q"], ["'hanoit'", "available", "grouping", "sentence"]),
+    (["quickstart", "--systems", "concat,concat", "--out", "q"], ["'concat' twice"]),
+    (["quickstart", "--systems", ",", "--out", "q"], ["--systems is empty"]),
 ]
 
 
@@ -203,14 +207,23 @@ def test_full_disk_while_training_keeps_the_last_checkpoint(synthetic_dir, conca
     assert read_checkpoint(run / "checkpoint_last.pt")["state"]["step"] == 4
 
 
-def test_full_disk_while_translating_keeps_the_old_output(concat_checkpoint, ws, monkeypatch):
+def _interrupted(path) -> None:
+    """Ctrl-C while a write is half done."""
+    Path(path).write_bytes(b"half")
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("failure,code,line", [(_full_disk, 2, "no space left on device: out.txt"),
+                                               (_interrupted, 130, "ctxmt: interrupted")])
+def test_failed_translation_write_keeps_the_old_output(concat_checkpoint, ws, monkeypatch, failure, code, line):
     (ws / "out.txt").write_text("the previous translation\n")
     before = snapshot(ws)
-    monkeypatch.setattr(Path, "write_text", lambda self, *a, **k: _full_disk(self))
+    monkeypatch.setattr(Path, "write_text", lambda self, *a, **k: failure(self))
     result = run_cli("translate", "doc.txt", "-c", concat_checkpoint, "-o", "out.txt")
     monkeypatch.undo()
-    assert_user_error(result, "no space left on device")
-    assert snapshot(ws) == before
+    assert result.exit_code == code and "Traceback" not in result.output
+    assert len(result.stderr.strip().splitlines()) == 1 and line in result.stderr
+    assert snapshot(ws) == before                      # no .out.txt.tmpPID, the old output untouched
 
 
 def test_full_disk_while_preparing_keeps_the_old_dataset(ws, monkeypatch):
