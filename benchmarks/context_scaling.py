@@ -155,8 +155,8 @@ def model_section(name: str, k: int, preset: str) -> dict:
     """The recipe ``model`` section of benchmark model ``name`` at context size ``k``."""
     sections = {
         "concat": {"family": "concat", "src_context_sentences": k, "tgt_context_sentences": k},
-        "caching-tokens": {"family": "caching", "repr": "tokens", "context_sentences": k},
-        "grouping": {"family": "caching", "repr": "grouping", "groups": GROUPS, "context_sentences": k},
+        "caching-tokens": {"family": "caching", "repr": "tokens", "src_context_sentences": k},
+        "grouping": {"family": "caching", "repr": "grouping", "groups": GROUPS, "src_context_sentences": k},
         "sentence": {"family": "sentence"},
     }
     return {**sections[name], "preset": preset}
@@ -179,7 +179,7 @@ def translate(model, tok, docs, *, name: str, k: int, beam: int) -> TranslationS
     """Translate ``docs`` in parallel slots with ``name``'s context at size ``k``; the call's counters."""
     src, tgt = {"concat": (k, k), "sentence": (0, 0)}.get(name, (k, 0))  # caching has no target context
     stats = TranslationStats()
-    translate_documents(model, tok, docs, src_context=src, tgt_context=tgt, beam=beam, max_len_a=MAX_LEN_A,
+    translate_documents(model, tok, docs, src_context_sentences=src, tgt_context_sentences=tgt, beam=beam, max_len_a=MAX_LEN_A,
                         max_len_b=MAX_LEN_B, cache=True, stats=stats)
     return stats
 

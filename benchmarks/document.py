@@ -101,7 +101,7 @@ def runs(docs, tok, settings: Settings) -> dict:
 
     def translate(model, context: int, mode: str):
         stats = TranslationStats()
-        translate_documents(model, tok, docs, src_context=context, tgt_context=context, beam=4,
+        translate_documents(model, tok, docs, src_context_sentences=context, tgt_context_sentences=context, beam=4,
                             target_context=mode, max_len_a=1.0, max_len_b=2, stats=stats)
         assert stats.fallbacks == 0, "the copying model must write every separator"
         return stats

@@ -57,10 +57,11 @@ def translate_file(input: str, output: str, checkpoint: Path, *, beam=None, lenp
     loaded = load_model(checkpoint, device=_device(device))
     dec, cfg = loaded.recipe.decode, loaded.recipe.model
     outputs = translate_documents(
-        loaded.model, loaded.tokenizer, documents, src_context=cfg.src_context, tgt_context=cfg.tgt_context,
+        loaded.model, loaded.tokenizer, documents, src_context_sentences=cfg.src_context_sentences,
+        tgt_context_sentences=cfg.tgt_context_sentences,
         beam=beam or dec.beam, lenpen=dec.lenpen if lenpen is None else lenpen, max_len_a=dec.max_len_a,
         max_len_b=dec.max_len_b, target_context=target_context or dec.target_context,
-        batch_docs=batch_docs or dec.batch_sentences, max_window_tokens=loaded.recipe.data.max_window_tokens,
+        batch_docs=batch_docs or dec.batch_docs, max_window_tokens=loaded.recipe.data.max_window_tokens,
     )
     write_documents(outputs, output)
     return sum(len(doc) for doc in documents)

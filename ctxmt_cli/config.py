@@ -94,13 +94,8 @@ class ModelBase(Section):
             raise ValueError(f"d_model ({self.d_model}) must be divisible by heads ({self.heads})")
         return self
 
-    @property
-    def src_context(self) -> int:
-        return 0
-
-    @property
-    def tgt_context(self) -> int:
-        return 0
+    src_context_sentences: Literal[0] = Field(0, description="previous source sentences the model reads (none here)")
+    tgt_context_sentences: Literal[0] = Field(0, description="previous target sentences the model reads (none here)")
 
 
 class SentenceConfig(ModelBase):
@@ -123,14 +118,6 @@ class ConcatConfig(ModelBase):
     segment: Optional[Literal["onehot", "sinusoidal", "learned"]] = None
     persistent: bool = Field(False, description="add the position/segment encodings to every layer's input")
     pse: Optional[PSEConfig] = None
-
-    @property
-    def src_context(self) -> int:
-        return self.src_context_sentences
-
-    @property
-    def tgt_context(self) -> int:
-        return self.tgt_context_sentences
 
     @model_validator(mode="after")
     def _check_concat(self) -> "ConcatConfig":
@@ -165,7 +152,7 @@ class CachingConfig(ModelBase):
     """
 
     family: Literal["caching"] = "caching"
-    context_sentences: int = Field(1, ge=0, le=64, description="previous source sentences used as context")
+    src_context_sentences: int = Field(1, ge=0, le=64, description="previous source sentences used as context")
     repr: Literal["tokens", "sentence", "pooling", "grouping", "selecting"] = Field(
         "tokens", description="what is cached per sentence: every token, the mean, or a shortened sequence")
     pooling: Optional[Literal["max", "avg", "linear"]] = Field(None, description="repr: pooling only")
@@ -191,10 +178,6 @@ class CachingConfig(ModelBase):
     context_positions: bool = Field(True, description="learned positions of the tokens inside each context sentence")
 
     @property
-    def src_context(self) -> int:
-        return self.context_sentences
-
-    @property
     def current_in_context(self) -> bool:
         """Whether the current sentence's own representation joins the context."""
         return self.repr in AGGREGATING if self.include_current is None else self.include_current
@@ -218,8 +201,8 @@ class CachingConfig(ModelBase):
             raise ValueError("the separate context encoder would never get a gradient: set "
                              "grad_context_sentences >= 1 (or include_current: true)")
         for name, n in (("grad_context_sentences", n_enc), ("shortening_grad_context_sentences", n_short)):
-            if n is not None and n > self.context_sentences:
-                raise ValueError(f"{name} ({n}) exceeds context_sentences ({self.context_sentences})")
+            if n is not None and n > self.src_context_sentences:
+                raise ValueError(f"{name} ({n}) exceeds src_context_sentences ({self.src_context_sentences})")
         if n_short is not None and self.repr not in SHORTENING:
             raise ValueError(f"shortening_grad_context_sentences applies to repr {' | '.join(SHORTENING)} (a "
                              f"shortening module); repr: {self.repr} has none: set it to null")
@@ -275,7 +258,7 @@ class DecodeConfig(Section):
     max_len_a: float = Field(1.5, ge=0.0)
     max_len_b: int = Field(10, ge=1)
     target_context: Literal["prefix", "generate"] = "prefix"
-    batch_sentences: int = Field(64, ge=1, description="documents decoded in parallel")
+    batch_docs: int = Field(64, ge=1, description="documents decoded in parallel")
 
 
 class Recipe(Section):

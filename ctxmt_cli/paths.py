@@ -78,11 +78,12 @@ def check_output_dir(path: Path, what: str) -> Path:
     return path
 
 
-def check_output_file(path: Path, what: str, *, force: bool | None = None, inputs: tuple = ()) -> Path:
+def check_output_file(path: Path, what: str, *, force: bool | None = None, inputs: tuple = (),
+                      make_parents: bool = False) -> Path:
     """A file a command will write: not a directory, not one of its ``inputs``, in a writable directory.
 
     ``force=False`` refuses an existing file (``--force`` allows it); ``None`` means the command always
-    replaces its output file.
+    replaces its output file. ``make_parents``: the command creates missing directories above it.
     """
     path = Path(path)
     if path.is_dir():
@@ -97,7 +98,7 @@ def check_output_file(path: Path, what: str, *, force: bool | None = None, input
         if not os.access(parent, os.W_OK | os.X_OK):
             raise CtxmtError(f"{what} {path}: cannot write in {parent} (permission denied); "
                              "choose another path or change its permissions")
-    elif not parent.exists() and _existing_ancestor(parent).is_dir():
+    elif not parent.exists() and _existing_ancestor(parent).is_dir() and not make_parents:
         raise CtxmtError(f"{what} {path}: directory {parent} not found; create it first")
     else:
         _check_creatable(path, what)

@@ -69,7 +69,7 @@ train:
 decode:
   beam: 4
   lenpen: 0.6
-  batch_sentences: 128
+  batch_docs: 128
 """
 
 
@@ -184,8 +184,9 @@ def _sample(results: dict, data: Path, console) -> dict:
     for name, res in results.items():
         loaded = res["_loaded"]
         cfg = loaded.recipe.model
-        sample[name] = translate_documents(loaded.model, loaded.tokenizer, [doc], src_context=cfg.src_context,
-                                           tgt_context=cfg.tgt_context, beam=loaded.recipe.decode.beam)[0]
+        sample[name] = translate_documents(
+            loaded.model, loaded.tokenizer, [doc], src_context_sentences=cfg.src_context_sentences,
+            tgt_context_sentences=cfg.tgt_context_sentences, beam=loaded.recipe.decode.beam)[0]
     console.rule("[bold]sample document (test split, document 1)")
     for i, line in enumerate(doc):
         console.print(f"[dim]{i + 1:>2} src[/dim] {line}\n   [dim]ref[/dim] {ref[i]}")

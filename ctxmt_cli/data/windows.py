@@ -1,8 +1,8 @@
 """Context windows built on the fly from the flat prepared arrays.
 
-For sentence j of a document the source window is the previous ``src_context``
+For sentence j of a document the source window is the previous ``src_context_sentences``
 sentences (oldest first), each followed by ``<brk>``, then sentence j and
-``</s>``; the target window likewise with ``tgt_context``. At a document start
+``</s>``; the target window likewise with ``tgt_context_sentences``. At a document start
 the window is shorter: no window ever crosses a document boundary. A window
 longer than ``max_window_tokens`` loses its oldest context sentences (never a
 part of a sentence), as in Lupo et al.'s implementation.
@@ -19,8 +19,8 @@ import numpy as np
 class WindowSpec:
     """How many previous sentences each side of a window holds."""
 
-    src_context: int = 0
-    tgt_context: int = 0
+    src_context_sentences: int = 0
+    tgt_context_sentences: int = 0
     max_window_tokens: int = 1024
 
 
@@ -57,8 +57,8 @@ class WindowDataset:
         self.split, self.spec, self.brk, self.eos = split, spec, brk_id, eos_id
         doc_start = np.asarray(split.doc_offsets)[np.asarray(split.doc_index)]
         src_len, tgt_len = np.asarray(split.src_lengths), np.asarray(split.tgt_lengths)
-        self.src_ctx = context_sizes(src_len, doc_start, spec.src_context, spec.max_window_tokens)
-        self.tgt_ctx = context_sizes(tgt_len, doc_start, spec.tgt_context, spec.max_window_tokens)
+        self.src_ctx = context_sizes(src_len, doc_start, spec.src_context_sentences, spec.max_window_tokens)
+        self.tgt_ctx = context_sizes(tgt_len, doc_start, spec.tgt_context_sentences, spec.max_window_tokens)
         self.src_len = window_lengths(src_len, self.src_ctx)
         self.tgt_len = window_lengths(tgt_len, self.tgt_ctx) + 1           # + <s> on the decoder input
         #: sentences whose own length exceeds the window limit are left out

@@ -5,7 +5,7 @@ every document that still has one, in one batched beam search. Documents are
 sorted by length first, so the active documents of a step are a prefix of the
 group and slots stay full until the short documents run out.
 
-The source window of sentence j is the previous ``src_context`` sentences of
+The source window of sentence j is the previous ``src_context_sentences`` sentences of
 the same document (oldest first), each followed by ``<brk>``, then sentence j
 and ``</s>`` — the layout of ``ctxmt_cli.data.windows``; the oldest context
 sentences are dropped while the window exceeds ``max_window_tokens``.
@@ -13,7 +13,7 @@ sentences are dropped while the window exceeds ``max_window_tokens``.
 Target context:
 
 * ``prefix`` (default): the model's own translations of the previous
-  ``tgt_context`` sentences, each followed by ``<brk>``, are forced as the
+  ``tgt_context_sentences`` sentences, each followed by ``<brk>``, are forced as the
   decoder prefix after ``<s>`` (one parallel pass in ``init_state``); ``<brk>``
   is banned so only the current sentence is generated.
 * ``generate``: the whole target window is generated from ``<s>``, as Lupo et
@@ -63,8 +63,8 @@ class TranslationStats:
 class Plan:
     """How windows and lengths are built for one call."""
 
-    src_context: int
-    tgt_context: int
+    src_context_sentences: int
+    tgt_context_sentences: int
     max_window_tokens: int = 1024
     max_len_a: float = 1.5
     max_len_b: int = 10
@@ -129,8 +129,8 @@ def step_batch(
     src_rows, prefixes, max_len, expected, n_sent = [], [], [], [], []
     for sents, outs in zip(sources, outputs):
         current = len(sents[j])
-        src_rows.append(source_window(sents, j, plan.src_context, plan.max_window_tokens, sp))
-        ctx, c = target_context_ids(outs[:j], plan.tgt_context, plan.max_window_tokens, current, sp)
+        src_rows.append(source_window(sents, j, plan.src_context_sentences, plan.max_window_tokens, sp))
+        ctx, c = target_context_ids(outs[:j], plan.tgt_context_sentences, plan.max_window_tokens, current, sp)
         length = int(plan.max_len_a * current + plan.max_len_b)
         if mode == "generate":                                             # the model writes the context too
             prefixes.append([sp.bos])
@@ -166,7 +166,7 @@ def with_memory(step: StepInput, sources, memories, j: int, plan: Plan, sp: Voca
     rows, memory = [], []
     for sents, mem in zip(sources, memories):
         current = list(sents[j])
-        c = fit_context(sents[:j], plan.src_context, plan.max_window_tokens - len(current) - 1)
+        c = fit_context(sents[:j], plan.src_context_sentences, plan.max_window_tokens - len(current) - 1)
         rows.append(current + [sp.eos])
         memory.append(mem[len(mem) - c:] if c else [])
     batch = Batch(src=pad_rows(rows, sp.pad), tgt_prefix=step.batch.tgt_prefix, tgt_sentences=step.batch.tgt_sentences,
@@ -220,7 +220,7 @@ def translate_step(
     snapshot = None if memories is None else [list(m) for m in memories]
     step, enc = _step_input(model, sources, outputs, memories, j, plan, sp, search, mode)
     if memories is not None:
-        remember(memories, enc, plan.src_context)
+        remember(memories, enc, plan.src_context_sentences)
     if mode == "prefix":
         return _decode(model, step, search, [sp.brk], enc)
     generated = _decode(model, step, search, (), enc)
@@ -277,7 +277,7 @@ def _model_device(model) -> torch.device:
 
 
 def translate_documents(
-    model, tokenizer, documents: list[list[str]], *, src_context: int, tgt_context: int,
+    model, tokenizer, documents: list[list[str]], *, src_context_sentences: int, tgt_context_sentences: int,
     beam: int = 4, lenpen: float = 0.6, max_len_a: float = 1.5, max_len_b: int = 10,
     target_context: str = "prefix", batch_docs: int = 64, max_window_tokens: int = 1024,
     progress: Optional[Callable[[TranslationStats], None]] = None, stats: Optional[TranslationStats] = None,
@@ -296,7 +296,7 @@ def translate_documents(
         raise CtxmtError("max_window_tokens must be >= 2 and batch_docs >= 1")
     stats = stats if stats is not None else TranslationStats()
     started, sp = time.perf_counter(), VocabInfo.of(tokenizer)
-    plan = Plan(src_context, tgt_context, max_window_tokens, max_len_a, max_len_b)
+    plan = Plan(src_context_sentences, tgt_context_sentences, max_window_tokens, max_len_a, max_len_b)
     search = _Search(beam, lenpen, _model_device(model))
     encoded = [_encode_document(tokenizer, doc, max_window_tokens, stats) for doc in documents]
     stats.documents += len(documents)

@@ -77,7 +77,7 @@ class _Encoder:
 
 def _model_context(model, context: Optional[int]) -> tuple[int, int]:
     """Context sentences per side: the model's own, or ``context`` on each side that has context."""
-    own = model.cfg.src_context, model.cfg.tgt_context
+    own = model.cfg.src_context_sentences, model.cfg.tgt_context_sentences
     return own if context is None else tuple(side if side == 0 else context for side in own)
 
 

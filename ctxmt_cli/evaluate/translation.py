@@ -82,9 +82,10 @@ def translate_sources(loaded, sources: list[list[str]], beam: Optional[int] = No
 
     dec, cfg = loaded.recipe.decode, loaded.recipe.model
     return translate_documents(
-        loaded.model, loaded.tokenizer, sources, src_context=cfg.src_context, tgt_context=cfg.tgt_context,
+        loaded.model, loaded.tokenizer, sources, src_context_sentences=cfg.src_context_sentences,
+        tgt_context_sentences=cfg.tgt_context_sentences,
         beam=beam or dec.beam, lenpen=dec.lenpen, max_len_a=dec.max_len_a, max_len_b=dec.max_len_b,
-        target_context=dec.target_context, batch_docs=dec.batch_sentences,
+        target_context=dec.target_context, batch_docs=dec.batch_docs,
         max_window_tokens=loaded.recipe.data.max_window_tokens,
     )
 

@@ -5,7 +5,7 @@ One encoder is shared by the current and the context sentences; each sentence is
 encoded on its own (``s </s>``, positions from 0) and reduced by a
 :class:`~ctxmt_cli.core.shortening.Shortener` to its cache *entry* (every token,
 the mean, pooled groups, latent groups or selections). The context memory of a
-sentence is the entries of its previous ``context_sentences`` sentences, oldest
+sentence is the entries of its previous ``src_context_sentences`` sentences, oldest
 -> newest (plus its own entry for the aggregating reprs), each with a learned
 slot (segment) embedding and learned positions. The decoder reads it through a
 context-attention block (``sequential`` / ``parallel``, optional gate, eq. 5) or,
@@ -51,7 +51,7 @@ class Caching(EncoderDecoder):
         self.shortener = Shortener(cfg.repr, d, cfg.heads, pooling=cfg.pooling, pool_size=cfg.pool_size, groups=cfg.groups,
                                    normalizer=cfg.normalizer, hidden=cfg.categorizer_hidden,
                                    dropout=cfg.shortening_dropout, attention_dropout=cfg.attention_dropout)
-        self.segment = nn.Embedding(cfg.context_sentences + 1, d) if cfg.segment_embeddings else None
+        self.segment = nn.Embedding(cfg.src_context_sentences + 1, d) if cfg.segment_embeddings else None
         self.context_pos = nn.Embedding(cfg.max_positions, d) if cfg.context_positions else None
         self.context_layers = self.context_norm = None
         if cfg.encoder == "separate":
@@ -212,14 +212,14 @@ def split_sentences(src: Tensor, vocab: VocabInfo) -> tuple[Tensor, Tensor, Tens
 VARIANTS: dict[str, dict] = {
     "tokens": {"repr": "tokens"},
     "tokens-current-parallel": {"repr": "tokens", "include_current": True, "integration": "parallel"},
-    "tokens-concat": {"repr": "tokens", "integration": "concat", "context_sentences": 2},
+    "tokens-concat": {"repr": "tokens", "integration": "concat", "src_context_sentences": 2},
     "bare-tokens": {"repr": "tokens", "segment_embeddings": False, "context_positions": False},
-    "sentence": {"repr": "sentence", "context_sentences": 2},
+    "sentence": {"repr": "sentence", "src_context_sentences": 2},
     "sentence-no-current-gate": {"repr": "sentence", "include_current": False, "gate": True},
     "pooling": {"repr": "pooling", "pooling": "max", "pool_size": 2},
     "pooling-avg-parallel": {"repr": "pooling", "pooling": "avg", "pool_size": 3, "integration": "parallel"},
-    "pooling-linear": {"repr": "pooling", "pooling": "linear", "pool_size": 2, "context_sentences": 2},
-    "grouping": {"repr": "grouping", "groups": 2, "categorizer_hidden": 16, "context_sentences": 2},
+    "pooling-linear": {"repr": "pooling", "pooling": "linear", "pool_size": 2, "src_context_sentences": 2},
+    "grouping": {"repr": "grouping", "groups": 2, "categorizer_hidden": 16, "src_context_sentences": 2},
     "grouping-softmax-gate": {"repr": "grouping", "groups": 2, "categorizer_hidden": 16, "normalizer": "softmax",
                               "gate": True, "integration": "parallel"},
     "selecting": {"repr": "selecting", "groups": 2, "categorizer_hidden": 16},

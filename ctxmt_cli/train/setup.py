@@ -75,7 +75,7 @@ def resolve_recipe(recipe: Recipe, meta: dict) -> Recipe:
 
 def window_dataset(data, split: str, recipe: Recipe, vocab: VocabInfo, role: str) -> WindowDataset:
     """Context windows of ``split`` as the model family asks for them; an empty split is an error."""
-    spec = WindowSpec(recipe.model.src_context, recipe.model.tgt_context, recipe.data.max_window_tokens)
+    spec = WindowSpec(recipe.model.src_context_sentences, recipe.model.tgt_context_sentences, recipe.data.max_window_tokens)
     ds = WindowDataset(data.split(split), spec, vocab.brk, vocab.eos)
     if len(ds) == 0:
         raise CtxmtError(f"the {role} split {split!r} of {recipe.data.path} has no usable sentence pairs "

@@ -170,6 +170,20 @@ def test_average_bad_inputs(args, needles, ws, concat_checkpoint):
     check_bad_input(args, needles, ws, placeholders(ckpt=concat_checkpoint))
 
 
+EVALUATE = [
+    (["evaluate", "--hyp", "doc.txt", "--ref", "doc.txt", "--out", "adir"], ["--out adir is a directory"]),
+    (["evaluate", "--hyp", "doc.txt", "--ref", "doc.txt", "--out", "afile/bleu.json"], ["afile is a file"]),
+    (["evaluate", "--hyp", "doc.txt", "--ref", "doc.txt", "--out", "ro/bleu.json"], ["permission denied"]),
+    (["evaluate", "--hyp", "adir", "--ref", "doc.txt"], ["adir", "is a directory, not a file"]),
+    (["evaluate", "--hyp", "doc.txt", "--ref", "doc.txt", "--device", "tpu"], ["evaluate", "--device tpu"]),
+]
+
+
+@pytest.mark.parametrize("args,needles", EVALUATE)
+def test_evaluate_bad_inputs(args, needles, ws):
+    check_bad_input(args, needles, ws, placeholders())
+
+
 QUICKSTART_ROWS = [
     (["quickstart", "--out", "afile"], ["--out afile is a file"]),
     (["quickstart", "--out", "afile/q"], ["afile/q", "afile is a file"]),

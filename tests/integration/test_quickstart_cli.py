@@ -1,29 +1,69 @@
-"""`ctxmt quickstart` end to end on a tiny budget: every stage runs and results.json has the promised layout."""
+"""`ctxmt quickstart` on a tiny update budget: each chosen system trains exactly its budget, results.json has the
+promised layout, and two runs with the same seed give the same figures."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.integration.conftest import assert_user_error, run_cli
 
+SYSTEMS = ("sentence", "caching_tokens")
+UPDATES = 30
+#: what may differ between two runs of the same seed: wall time and where the files are
+RUN_SPECIFIC = {"seconds", "eval_seconds", "checkpoint", "data"}
 
-def test_quickstart_tiny_budget(tmp_path):
-    out = tmp_path / "qs"
-    result = run_cli("quickstart", "--out", out, "--docs", 41, "--minutes", 0.03)
-    assert result.exit_code == 0, result.output
-    results = json.loads((out / "results.json").read_text())
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory) -> list[tuple[Path, dict, str]]:
+    """The same tiny quickstart twice (same seed): (OUT, results.json, printed output) each."""
+    runs = []
+    for name in ("a", "b"):
+        out = tmp_path_factory.mktemp("qs") / name
+        result = run_cli("quickstart", "--out", out, "--docs", 41, "--systems", ",".join(SYSTEMS),
+                         "--updates", UPDATES, "--seed", 2)
+        assert result.exit_code == 0, result.output
+        runs.append((out, json.loads((out / "results.json").read_text()), result.output))
+    return runs
+
+
+def test_quickstart_trains_each_system_its_update_budget(two_runs):
+    out, results, output = two_runs[0]
     resolve = lambda path: Path(path) if Path(path).is_absolute() else out / path  # noqa: E731 - relative to OUT
     assert results["seconds"] > 0 and resolve(results["data"]).is_dir()
-    assert set(results["models"]) == {"concat", "sentence"}
-    assert results["models"]["concat"]["context_aware"] and not results["models"]["sentence"]["context_aware"]
-    for model in results["models"].values():
+    assert results["systems"] == list(SYSTEMS) and list(results["models"]) == list(SYSTEMS)
+    assert results["seed"] == 2 and results["docs"] == 41
+    models = results["models"]
+    assert [models[n]["family"] for n in SYSTEMS] == ["sentence", "caching"]
+    assert [models[n]["context_aware"] for n in SYSTEMS] == [False, True]
+    for name, model in models.items():
+        assert model["updates"] == UPDATES and model["threads"] == 2 and model["seconds"] > 0
+        steps = [json.loads(line)["step"] for line in (out / name / "metrics.jsonl").read_text().splitlines()]
+        assert max(steps) == UPDATES, name                 # the trainer's own log agrees
         assert 0.0 <= model["bleu"] <= 100.0 and resolve(model["checkpoint"]).is_file()
         assert {"pronoun", "deixis", "lex_cohesion", "ellipsis_vp"} <= set(model["contrastive"])
         assert all(0.0 <= acc <= 1.0 for row in model["contrastive"].values() for acc in row.values())
-    for name in ("BLEU", "pronoun", "sample document"):
-        assert name in result.output
+        assert len(results["sample"][name]) == len(results["sample"]["source"])
+    for text in ("BLEU", "pronoun", "sample document", *SYSTEMS):
+        assert text in output
     # a second run must not overwrite the first
     before = (out / "results.json").read_text()
     assert_user_error(run_cli("quickstart", "--out", out, "--docs", 41), "--force")
     assert (out / "results.json").read_text() == before
+
+
+def test_quickstart_same_seed_same_figures(two_runs):
+    def figures(run: tuple[Path, dict, str]) -> dict:
+        out, results, _ = run
+        models = {n: {k: v for k, v in m.items() if k not in RUN_SPECIFIC} for n, m in results["models"].items()}
+        valid = {n: [json.loads(line) for line in (out / n / "metrics.jsonl").read_text().splitlines()]
+                 for n in models}
+        losses = {n: [{k: v for k, v in r.items() if "per_s" not in k} for r in rows] for n, rows in valid.items()}
+        return {"models": models, "sample": results["sample"], "metrics": losses}
+
+    first, second = figures(two_runs[0]), figures(two_runs[1])
+    assert first["metrics"] == second["metrics"]           # every logged loss, bit for bit
+    assert first == second
+

@@ -33,7 +33,7 @@ BRK, EOS, BOS, PAD = 4, 3, 2, 0
 VOCAB = VocabInfo(src_size=40, tgt_size=40)
 D = 32
 TINY = {"preset": None, "d_model": D, "ffn_dim": 64, "heads": 4, "encoder_layers": 1, "decoder_layers": 2,
-        "dropout": 0.0, "family": "caching", "context_sentences": 2, "grad_context_sentences": 1,
+        "dropout": 0.0, "family": "caching", "src_context_sentences": 2, "grad_context_sentences": 1,
         "categorizer_hidden": 16}
 
 #: every option of the family appears in at least one config
@@ -322,7 +322,7 @@ def documents(seed=1, sizes=(4, 1, 3, 2)):
 
 
 def translate(model, tok, docs, cache, **kw):
-    args = {"src_context": 2, "tgt_context": 0, "beam": 2, "max_len_b": 5, "lenpen": 0.6}
+    args = {"src_context_sentences": 2, "tgt_context_sentences": 0, "beam": 2, "max_len_b": 5, "lenpen": 0.6}
     return translate_documents(model, tok, docs, cache=cache, **{**args, **kw})
 
 
@@ -337,7 +337,7 @@ def test_cached_translation_equals_recomputed_context(tokenizer, name):
     assert cached == fresh
     assert [len(d) for d in cached] == [len(d) for d in docs] and cached[0][1] == ""
     assert len({line for d in cached for line in d if line}) > 2            # outputs vary
-    assert cached != translate(model, tokenizer, docs, cache=True, src_context=0)  # and depend on the context
+    assert cached != translate(model, tokenizer, docs, cache=True, src_context_sentences=0)  # and depend on the context
     # a small window budget drops the oldest context sentences on both paths alike
     small = {"max_window_tokens": 14}
     assert translate(model, tokenizer, docs, True, **small) == translate(model, tokenizer, docs, False, **small)
@@ -532,7 +532,7 @@ def test_eq2_has_no_dropout_unless_asked(name):
 # ---- 9. any K at inference --------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["tokens", "grouping-sparsemax", "tokens-concat", "multi-encoder"])
 def test_a_model_for_one_context_sentence_accepts_three(name):
-    model = make_model(name, context_sentences=1, grad_context_sentences=0)
+    model = make_model(name, src_context_sentences=1, grad_context_sentences=0)
     c3 = [[5, 6], C1, C2]
     row = (c3, S0, [26, 27])
     with torch.no_grad():
@@ -554,10 +554,10 @@ def test_a_model_for_one_context_sentence_accepts_three(name):
 
 @pytest.mark.parametrize("name", ["tokens", "grouping-sparsemax", "multi-encoder"])
 def test_translation_with_more_context_than_trained_cache_equals_recompute(tokenizer, name):
-    model = tok_model(tokenizer, name, context_sentences=1, grad_context_sentences=0)
+    model = tok_model(tokenizer, name, src_context_sentences=1, grad_context_sentences=0)
     docs = documents(sizes=(5, 3))
-    cached = translate(model, tokenizer, docs, cache=True, src_context=3)
-    assert cached == translate(model, tokenizer, docs, cache=False, src_context=3)
+    cached = translate(model, tokenizer, docs, cache=True, src_context_sentences=3)
+    assert cached == translate(model, tokenizer, docs, cache=False, src_context_sentences=3)
 
 
 # ---- 10. rows without context -----------------------------------------------------------------
@@ -639,15 +639,15 @@ def test_context_attention_weights_skip_padding(name):
     ({"repr": "pooling", "pooling": "median"}, "pooling"),
     ({"repr": "pooling", "pooling": "avg", "pool_size": 0}, "pool_size"),
     ({"integration": "concat", "gate": True}, "gate"),
-    ({"context_sentences": 1, "grad_context_sentences": 2}, "grad_context_sentences"),
+    ({"src_context_sentences": 1, "grad_context_sentences": 2}, "grad_context_sentences"),
     ({"encoder": "both"}, "encoder"),
     ({"encoder": "separate", "integration": "concat", "grad_context_sentences": 0},
      "grad_context_sentences"),
     ({"repr": "tokens", "shortening_grad_context_sentences": 1}, "shortening_grad_context_sentences"),
     ({"repr": "sentence", "shortening_grad_context_sentences": 0}, "shortening_grad_context_sentences"),
-    ({"repr": "pooling", "pooling": "avg", "context_sentences": 1, "shortening_grad_context_sentences": 2},
+    ({"repr": "pooling", "pooling": "avg", "src_context_sentences": 1, "shortening_grad_context_sentences": 2},
      "shortening_grad_context_sentences"),
-    ({"repr": "grouping", "groups": 2, "context_sentences": 2, "grad_context_sentences": 2,
+    ({"repr": "grouping", "groups": 2, "src_context_sentences": 2, "grad_context_sentences": 2,
       "shortening_grad_context_sentences": 1}, "grad_context_sentences"),
     ({"repr": "tokens", "shortening_dropout": 0.1}, "shortening_dropout"),
     ({"repr": "grouping", "groups": 2, "shortening_dropout": 1.0}, "shortening_dropout"),
@@ -686,7 +686,7 @@ def test_contrastive_scores_equal_an_unbatched_forward_pass(tokenizer, name):
         items.append(ContrastiveItem(src_context, src, tgt_context, cands, tags={"distance": k}))
     ts = TestSet(name="toy", kind="jsonl", items=items)
     scores = score_testset(model, tokenizer, ts, normalize="none", max_tokens=120)
-    keep = model.cfg.context_sentences
+    keep = model.cfg.src_context_sentences
     for item, row in zip(items, scores):
         src = item.src_context[len(item.src_context) - keep:] + [item.src]
         for k, cand in enumerate(item.candidates):

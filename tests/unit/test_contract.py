@@ -81,7 +81,7 @@ def current_only(row: list[int]) -> list[int]:
 
 def sample(model, rows=(0, 1, 2)) -> Batch:
     """Teacher-forcing batch of ``rows``; target windows keep their context only where the model has it."""
-    tgt = [TGT[r] if model.cfg.tgt_context > 0 else current_only(TGT[r]) for r in rows]
+    tgt = [TGT[r] if model.cfg.tgt_context_sentences > 0 else current_only(TGT[r]) for r in rows]
     full = pad([[BOS] + t for t in tgt])
     return Batch(src=pad([SRC[r] for r in rows]), tgt_in=full[:, :-1], tgt_out=full[:, 1:])
 
@@ -150,7 +150,7 @@ def test_beam_one_equals_greedy(variant):
     model = Biased(make_model(variant, scale=0.35), eos=2.0).eval()
     batch = sample(model.inner)
     prefix = None
-    if model.cfg.tgt_context > 0:                                           # target context forced as a prefix
+    if model.cfg.tgt_context_sentences > 0:                                           # target context forced as a prefix
         prefix = pad([[BOS] + t[: len(t) - len(current_only(t))] for t in TGT])
     query = Batch(src=batch.src, tgt_prefix=prefix)
     with torch.no_grad():

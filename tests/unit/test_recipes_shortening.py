@@ -69,7 +69,7 @@ GRAD = {"grouping": 2, "selecting": 1}
 POOLING = {"max_pooling": "max", "avg_pooling": "avg", "linear_pooling": "linear"}
 #: every caching option, spelled out in each caching recipe (house style: no silent defaults)
 CACHING_KEYS = {
-    "context_sentences", "repr", "pooling", "pool_size", "groups", "normalizer", "categorizer_hidden",
+    "src_context_sentences", "repr", "pooling", "pool_size", "groups", "normalizer", "categorizer_hidden",
     "include_current", "integration", "gate", "encoder", "grad_context_sentences", "segment_embeddings",
     "context_positions", "shortening_grad_context_sentences", "shortening_dropout",
 }
@@ -142,7 +142,7 @@ def test_settings_match_file_name(path):
     assert r.name == f"shortening2023_{path.stem}"
     assert r.train.save_dir == f"runs/shortening2023/{path.stem}"
     assert r.data.path == f"data/{pair}_iwslt17_spm20k"
-    assert m.src_context == k and m.tgt_context == 0  # source-side context only (Tables 2-3 captions)
+    assert m.src_context_sentences == k and m.tgt_context_sentences == 0  # source-side context only (Tables 2-3 captions)
     if system == "sentence":
         assert m.family == "sentence"
         return
@@ -151,7 +151,7 @@ def test_settings_match_file_name(path):
         assert (m.src_context_sentences, m.tgt_context_sentences, m.cd) == (k, 0, 1.0)
         assert m.shift is None and m.segment is None and m.pse is None and not m.persistent
         return
-    assert m.family == "caching" and m.context_sentences == k
+    assert m.family == "caching" and m.src_context_sentences == k
     assert set(raw(path)["model"]) >= CACHING_KEYS | ARCH_KEYS | {"family"}, "every caching key is spelled out"
     separate = system == "multi_encoder"
     assert m.encoder == ("separate" if separate else "shared")

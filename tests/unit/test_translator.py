@@ -55,7 +55,7 @@ def documents(seed=1, sizes=(4, 1, 3)):
 
 
 def run(model, tok, docs, **kw):
-    args = {"src_context": 2, "tgt_context": 2, "beam": 3, "max_len_b": 6}
+    args = {"src_context_sentences": 2, "tgt_context_sentences": 2, "beam": 3, "max_len_b": 6}
     return translate_documents(model, tok, docs, **{**args, **kw})
 
 
@@ -111,7 +111,7 @@ def test_window_order_is_oldest_to_newest(tokenizer):
 
 def test_prefix_mode_without_context_equals_sentence_level_beam_search(tokenizer):
     model, docs = make_model(tokenizer, family="sentence"), documents(sizes=(3, 2))
-    out = run(model, tokenizer, docs, src_context=0, tgt_context=0)
+    out = run(model, tokenizer, docs, src_context_sentences=0, tgt_context_sentences=0)
     sp = VocabInfo.of(tokenizer)
     for doc, doc_out in zip(docs, out):
         for text, got in zip(doc, doc_out):
@@ -129,7 +129,7 @@ def test_generate_mode_falls_back_when_separators_are_missing(tokenizer):
     assert stats.fallbacks == 3 + 1                                         # every sentence with context
     assert generated == run(model, tokenizer, docs)                        # the fallback is prefix mode
     stats = TranslationStats()
-    run(model, tokenizer, docs, target_context="generate", tgt_context=0, stats=stats)
+    run(model, tokenizer, docs, target_context="generate", tgt_context_sentences=0, stats=stats)
     assert stats.fallbacks == 0
 
 
@@ -153,4 +153,4 @@ def test_generate_mode_keeps_the_text_after_the_last_separator(tokenizer):
 
 def test_bad_mode_is_a_one_line_error():
     with pytest.raises(CtxmtError, match="target_context"):
-        translate_documents(None, None, [], src_context=0, tgt_context=0, target_context="reference")
+        translate_documents(None, None, [], src_context_sentences=0, tgt_context_sentences=0, target_context="reference")

@@ -20,7 +20,7 @@ def split(tmp_path):
 
 
 def test_windows_oldest_first_and_never_cross_documents(split):
-    ds = WindowDataset(split, WindowSpec(src_context=2, tgt_context=1), BRK, EOS)
+    ds = WindowDataset(split, WindowSpec(src_context_sentences=2, tgt_context_sentences=1), BRK, EOS)
     assert ds.source(0).tolist() == [10, EOS]                         # document start: no context
     assert ds.source(3).tolist() == [11, 11, BRK, 12, BRK, 13, 13, 13, EOS]
     assert ds.target(3).tolist() == [62, BRK, 63, 63, 63, EOS]
@@ -30,14 +30,14 @@ def test_windows_oldest_first_and_never_cross_documents(split):
 
 
 def test_window_lengths_match_built_windows(split):
-    ds = WindowDataset(split, WindowSpec(src_context=3, tgt_context=3), BRK, EOS)
+    ds = WindowDataset(split, WindowSpec(src_context_sentences=3, tgt_context_sentences=3), BRK, EOS)
     for j in ds.indices:
         assert ds.src_len[j] == len(ds.source(j))
         assert ds.tgt_len[j] == len(ds.target(j)) + 1                 # + <s>
 
 
 def test_long_windows_lose_oldest_whole_sentences(split):
-    ds = WindowDataset(split, WindowSpec(src_context=3, tgt_context=0, max_window_tokens=7), BRK, EOS)
+    ds = WindowDataset(split, WindowSpec(src_context_sentences=3, tgt_context_sentences=0, max_window_tokens=7), BRK, EOS)
     assert ds.source(3).tolist() == [12, BRK, 13, 13, 13, EOS]        # 11 11 dropped whole, not cut
     tight = WindowDataset(split, WindowSpec(max_window_tokens=3), BRK, EOS)
     assert 3 not in tight.indices.tolist()                            # the sentence alone is too long
