@@ -272,8 +272,14 @@ class Recipe(Section):
     decode: DecodeConfig = Field(default_factory=DecodeConfig)
 
 
+#: recipe keys that were renamed: old name -> new name (an old recipe gets told the new one)
+RENAMED = {"context_sentences": "src_context_sentences", "batch_sentences": "batch_docs"}
+
+
 def _suggest(key: str, loc: tuple, raw: dict) -> str:
     """'did you mean' hint for an unknown key, from the keys its section allows."""
+    if key in RENAMED:
+        return f" (renamed to '{RENAMED[key]}')"
     node: Any = Recipe
     for part in loc[:-1]:
         field = node.model_fields.get(part) if isinstance(part, str) else None

@@ -102,3 +102,14 @@ def test_resolved_recipe_round_trips():
     import yaml
     again = validate_recipe(yaml.safe_load(dump_recipe(recipe)))
     assert again == recipe
+
+
+@pytest.mark.parametrize("key, new", [("model.context_sentences", "src_context_sentences"),
+                                      ("decode.batch_sentences", "batch_docs")])
+def test_renamed_keys_name_their_new_name(key, new):
+    section, name = key.split(".")
+    raw = {"model": {"family": "caching"}, section: {name: 2}} if section == "decode" else \
+        {"model": {"family": "caching", name: 2}}
+    with pytest.raises(CtxmtError, match=f"unknown key '{key}' \\(renamed to '{new}'\\)"):
+        validate_recipe(raw, "r.yaml")
+
