@@ -1,0 +1,69 @@
+"""Path checks made before any work: one line saying what is wrong with a path, and nothing created."""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import pytest
+
+from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.paths import check_input_file, check_output_dir, check_output_file, os_error_line
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "adir").mkdir()
+    return tmp_path
+
+
+BAD = [  # (check, path, keyword arguments, message fragments)
+    (check_input_file, "adir", {"what": "input", "hint": "fix it"}, ["input is a directory, not a file: adir"]),
+    (check_input_file, "none", {"what": "input", "hint": "fix it"}, ["input not found: none; fix it"]),
+    (check_output_dir, "afile", {"what": "--out"}, ["--out afile is a file, not a directory"]),
+    (check_output_dir, "afile/a/b", {"what": "--out"}, ["--out afile/a/b", "afile is a file"]),
+    (check_output_file, "adir", {"what": "-o"}, ["-o adir is a directory"]),
+    (check_output_file, "afile", {"what": "-o", "force": False}, ["-o afile already exists", "--force"]),
+    (check_output_file, "afile", {"what": "-o", "force": True, "inputs": ("afile",)}, ["-o afile is also an input"]),
+    (check_output_file, "afile/x", {"what": "-o"}, ["-o afile/x", "afile is a file"]),
+    (check_output_file, "none/x", {"what": "-o"}, ["-o none/x: directory none not found; create it first"]),
+]
+
+
+@pytest.mark.parametrize("check,path,kwargs,needles", BAD)
+def test_bad_paths_are_one_line_and_create_nothing(tree, check, path, kwargs, needles):
+    before = sorted(p.name for p in tree.rglob("*"))
+    with pytest.raises(CtxmtError) as err:
+        check(path, **kwargs)
+    for needle in needles:
+        assert needle in str(err.value), str(err.value)
+    assert sorted(p.name for p in tree.rglob("*")) == before
+
+
+def test_good_paths_pass(tree):
+    assert check_output_dir("adir", "--out").name == "adir"
+    assert check_output_dir("new/deeper", "--out").name == "deeper"        # created later, by the command
+    assert check_output_file("afile", "-o").name == "afile"                # force=None: always replaced
+    assert check_output_file("afile", "-o", force=True, inputs=("adir",)).name == "afile"
+    assert check_output_file("new/x.json", "-o", make_parents=True).name == "x.json"
+    assert not (tree / "new").exists()
+
+
+def test_unwritable_directory(tree):
+    os.chmod(tree / "adir", 0o555)
+    try:
+        if os.access(tree / "adir", os.W_OK):
+            pytest.skip("chmod does not stop this user (root) from writing")
+        for check, path in ((check_output_dir, "adir/sub"), (check_output_dir, "adir"), (check_output_file, "adir/f")):
+            with pytest.raises(CtxmtError, match="permission denied"):
+                check(path, "--out")
+    finally:
+        os.chmod(tree / "adir", 0o755)
+
+
+def test_os_error_line_names_the_file_and_what_to_do():
+    line = os_error_line(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "run/checkpoint_8.pt"))
+    assert line.startswith("no space left on device: run/checkpoint_8.pt; free some space")
+    assert "\n" not in line
