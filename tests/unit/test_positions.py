@@ -98,7 +98,8 @@ def test_decoder_start_token_takes_the_current_segment_but_keeps_position_0():
     assert codes[0, 0, :4].tolist() == [1, 0, 0, 0]                        # k = 1, the current sentence
     assert codes[0, 1, :4].tolist() == [0, 1, 0, 0]                        # context tokens keep k = 2
     assert torch.equal(codes[0, 0], codes[0, 3])
-    assert (enc(positions, seg) - sinusoid(positions, 16)).round()[0, 0, :4].tolist() == [0, 1, 0, 0]  # source: as laid out
+    source = (enc(positions, seg) - sinusoid(positions, 16)).round()      # the encoder side: as laid out
+    assert source[0, 0, :4].tolist() == [0, 1, 0, 0]
     pse = PositionEncoding(16, "onehot", 4, d_se=4, decoder=True)(positions, seg)
     assert torch.equal(pse[0, 0, :12], sinusoid(torch.tensor(0), 12)) and pse[0, 0, 12:].tolist() == [1, 0, 0, 0]
 
