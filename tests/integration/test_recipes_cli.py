@@ -3,7 +3,7 @@
 The recipes keep everything that changes the code path (family, context sizes, CD,
 shift values, segment kind, persistence, PSE, decoding mode); only the dimensions,
 step counts and batch budget are overridden. A PSE segment width that does not fit
-the tiny d_model (d_se 128 of seed 000 Table 8) is scaled down to 16.
+the tiny d_model (d_se 128 of Lupo et al. 2023, Table 8) is scaled down to 16.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every seed 002 recipe (recipes/shortening2023/) trains and translates through the CLI on tiny dims.
+"""Every sequence-shortening recipe (recipes/shortening2023/) trains and translates through the CLI on tiny dims.
 
 As tests/integration/test_recipes_cli.py: the recipes keep everything that changes
 the code path (family, context size, representation, pooling kind and size, group
@@ -7,7 +7,7 @@ sentence in the context, segment embeddings, context positions); only dimensions
 step counts, batch budget, accumulation and the decoding length are overridden.
 The categorising FFN of grouping/selecting shrinks to 16 hidden units.
 
-A dry run at full size also checks the parameter counts of seed 002 Table 5 (with
+A dry run at full size also checks the parameter counts of the sequence-shortening paper's Table 5 (with
 separate ~19.8k vocabularies per side, what its sentence-level 64.42M implies).
 """
 
@@ -33,7 +33,7 @@ TINY = [
     "train.warmup_steps=2", "train.update_freq=2", "data.max_tokens=400", "train.average_checkpoints=0",
     "decode.max_len_a=1.5", "decode.max_len_b=10", "train.threads=1",
 ]
-#: Table 5 of seed 002 (parameters per system; the same for every context size)
+#: Table 5 of the sequence-shortening paper (parameters per system; the same for every context size)
 TABLE5 = {
     "sentence": 64.42e6, "single_encoder": 64.42e6, "multi_encoder": 83.33e6, "caching_tokens": 71.25e6,
     "caching_sentence": 71.26e6, "max_pooling": 72.83e6, "avg_pooling": 72.83e6, "linear_pooling": 73.35e6,
@@ -78,7 +78,7 @@ COUNTED = [p for p in RECIPES if p.stem == "en_de_sentence" or (p.stem.startswit
 
 @pytest.mark.parametrize("recipe", COUNTED, ids=rel)
 def test_dry_run_parameter_count_matches_table5(recipe, tmp_path):
-    """Full-size models, counted on a vocabulary like the paper's: within 1.5% of seed 002 Table 5."""
+    """Full-size models, counted on a vocabulary like the paper's: within 1.5% of the paper's Table 5."""
     meta = tmp_path / "data"
     meta.mkdir()
     (meta / "meta.json").write_text(json.dumps({

@@ -1,4 +1,4 @@
-"""The seeds' aggregate formulas, recomputed from the per-subset columns of seed 000 Tables 10 and 11."""
+"""The papers' aggregate formulas, recomputed from the per-subset columns of Lupo et al. 2023, Tables 10 and 11."""
 
 import pytest
 
@@ -8,7 +8,7 @@ from ctxmt_cli.evaluate.testsets import ContrastiveItem, TestSet
 VOITA_SIZES = {"deixis": 2500, "lex_cohesion": 1500, "ellipsis_infl": 500, "ellipsis_vp": 500}
 CP_SIZES = {"0": 2400, "1": 7075, "2": 1510, "3": 573, ">3": 442}
 
-# seed 000 Table 10: deixis, lex co., ell. inf, ell. vp -> Voita, Voita_avg
+# Lupo et al. 2023, Table 10: deixis, lex co., ell. inf, ell. vp -> Voita, Voita_avg
 TABLE_10 = [
     ((50.00, 45.87, 51.80, 27.00), (46.64, 43.67)),          # base
     ((85.80, 46.13, 79.60, 73.20), (72.02, 71.18)),          # s4to4
@@ -16,7 +16,7 @@ TABLE_10 = [
     ((93.20, 47.40, 72.20, 64.40), (74.48, 69.30)),          # s4to4+CD lrn pers PSE
     ((86.84, 52.27, 84.60, 80.00), (75.56, 75.93)),          # s4to4+CD lrn pers
 ]
-# seed 000 Table 11: d=0, 1, 2, 3, >3 -> CP_{d>0}, CP_avg, CP
+# Lupo et al. 2023, Table 11: d=0, 1, 2, 3, >3 -> CP_{d>0}, CP_avg, CP
 TABLE_11 = [
     ((68.75, 32.89, 43.97, 47.99, 70.58), (37.27, 48.86, 43.57)),   # base
     ((75.20, 68.89, 74.96, 79.58, 87.78), (71.35, 77.80, 72.12)),   # s4to4

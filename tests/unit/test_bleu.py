@@ -1,4 +1,4 @@
-"""BLEU/chrF through ctxmt equal sacrebleu's own numbers; the seeds' conventions change scores as they should."""
+"""BLEU/chrF through ctxmt equal sacrebleu's own numbers; the papers' conventions change scores as they should."""
 
 from __future__ import annotations
 
