@@ -61,7 +61,8 @@ def open_prepared(recipe: Recipe):
 
     path = Path(recipe.data.path)
     if not path.is_dir():
-        raise CtxmtError(f"prepared data not found: {path} (data.path); run ctxmt prepare to create it, "
+        what = "is a file, not a directory" if path.exists() else "not found"
+        raise CtxmtError(f"prepared data {what}: {path} (data.path); run ctxmt prepare to create it, "
                          "or point data.path at a prepared directory")
     return PreparedData(path)
 

@@ -102,6 +102,7 @@ TRAIN = [
     (["train", "{recipe}", *tiny("afile")], ["train.save_dir afile", "is a file, not a directory"]),
     (["train", "{recipe}", *tiny("afile/sub/run")], ["afile/sub/run", "afile is a file"]),
     (["train", "{recipe}", *tiny("ro/run")], ["ro/run", "permission denied"]),
+    (["train", "{recipe}", *tiny("run"), "--set", "data.path=afile"], ["prepared data is a file, not a directory"]),
     (["train", "dup.yaml", "--dry-run"], ["dup.yaml:5", "'train'", "twice", "first at line 1"]),
     (["train", "latin1.yaml", "--dry-run"], ["latin1.yaml:1", "not UTF-8 text"]),
     (["train", "adir", "--dry-run"], ["recipe is a directory, not a file", "adir"]),
