@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ctxmt_cli.core.model import exp_shift_, logit_chunk_rows
+from ctxmt_cli.core.logits import exp_shift_, logit_chunk_rows
 
 
 class _ProjectedCrossEntropy(torch.autograd.Function):

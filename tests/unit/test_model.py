@@ -5,7 +5,8 @@ import torch
 
 from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.batch import Batch
-from ctxmt_cli.core.model import VocabInfo, log_partition
+from ctxmt_cli.core.logits import log_partition
+from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.core.positions import sinusoid, window_layout
 from ctxmt_cli.models import FAMILIES, build_model
 
@@ -131,11 +132,12 @@ def test_tied_embeddings_with_joint_vocabulary():
 @pytest.mark.parametrize("name", ["sentence", "concat", "learned-pse"])
 @pytest.mark.parametrize("rows,width", [(3, 7), (1000, 1000)])
 def test_target_logprobs_equal_log_softmax_of_forward_and_zero_off_the_mask(name, rows, width, monkeypatch):
+    from ctxmt_cli.core import logits as core_logits
     from ctxmt_cli.core import model as core_model
 
     monkeypatch.setattr(core_model, "SCORE_ROWS", rows)                  # row blocks of 3, vocabulary slices of 7
-    monkeypatch.setattr(core_model, "SCORE_MIN_WIDTH", width)
-    monkeypatch.setattr(core_model, "SCORE_SLICE_BYTES", 0)                 # slices of SCORE_MIN_WIDTH columns
+    monkeypatch.setattr(core_logits, "SCORE_MIN_WIDTH", width)
+    monkeypatch.setattr(core_logits, "SCORE_SLICE_BYTES", 0)                # slices of SCORE_MIN_WIDTH columns
     model, batch = make_model(VARIANTS[name]), sample()
     with torch.no_grad():
         full = model(batch).logits.log_softmax(-1).gather(2, batch.tgt_out.unsqueeze(2)).squeeze(2)  # (B, T)

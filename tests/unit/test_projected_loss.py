@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ctxmt_cli.core import model as core_model
+from ctxmt_cli.core import logits as core_logits
 from ctxmt_cli.train.projected_loss import projected_token_losses
 
 PAD = 0
@@ -38,7 +38,7 @@ def grads(fn, hidden, weight, target, smoothing):
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
 @pytest.mark.parametrize("chunk_rows", [1, 4, 1000])
 def test_values_and_gradients_equal_the_plain_loss(monkeypatch, smoothing, chunk_rows):
-    monkeypatch.setattr(core_model, "LOGIT_CHUNK_BYTES", chunk_rows * 4 * 50)  # rows per chunk with V = 50
+    monkeypatch.setattr(core_logits, "LOGIT_CHUNK_BYTES", chunk_rows * 4 * 50)  # rows per chunk with V = 50
     hidden, weight, target = case()
     fused = grads(lambda h, w, t, s: projected_token_losses(h, w, t, PAD, s), hidden, weight, target, smoothing)
     ref = grads(plain, hidden, weight, target, smoothing)
