@@ -28,14 +28,6 @@ _HINTS = {
 }
 
 
-def kind_of(path: Path) -> str:
-    """``'a directory'``, ``'a file'`` or ``'not found'``: what is at ``path``, for messages."""
-    path = Path(path)
-    if path.is_dir():
-        return "a directory"
-    return "a file" if path.exists() else "not found"
-
-
 def check_input_file(path: Path, what: str, hint: str) -> Path:
     """``path`` must be an existing file; a directory or a missing path is one line saying which."""
     path = Path(path)

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.paths import check_input_file
 
 Document = list[tuple[str, str]]
 FORMATS = ("text", "jsonl", "iwslt-tags", "iwslt-xml", "voita")
@@ -45,11 +46,7 @@ def fail(path: Path | str, lineno: int | None, what: str, fix: str) -> CtxmtErro
 
 def check_file(path: Path | str, role: str) -> Path:
     """Return ``path`` as a Path or raise a one-line error when it is not a readable file."""
-    p = Path(path)
-    if not p.is_file():
-        what = "is a directory, not a file" if p.is_dir() else "file not found"
-        raise CtxmtError(f"{role} {what}: {p}; check the path (and the language suffixes)")
-    return p
+    return check_input_file(Path(path), f"{role} file", "check the path (and the language suffixes)")
 
 
 def read_lines(path: Path, role: str = "input") -> Iterator[tuple[int, str]]:

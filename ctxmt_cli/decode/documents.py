@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.paths import check_input_file, check_output_file
 
 
 def _decode_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
@@ -50,10 +51,7 @@ def read_documents(path_or_dash: str | Path) -> list[list[str]]:
     """Documents of a text file (one sentence per line, a blank line between documents); ``-`` = stdin."""
     if str(path_or_dash) == "-":
         return split_documents(_decode_lines(sys.stdin.buffer, "<stdin>"))
-    path = Path(path_or_dash)
-    if not path.is_file():
-        what = "is a directory, not a file" if path.is_dir() else "not found"
-        raise CtxmtError(f"input file {what}: {path}; check the path (use - for stdin)")
+    path = check_input_file(Path(path_or_dash), "input file", "check the path (use - for stdin)")
     with open(path, "rb") as f:
         return split_documents(_decode_lines(f, str(path)))
 
@@ -82,10 +80,7 @@ def write_documents(docs: Sequence[Sequence[str]], path_or_dash: str | Path) -> 
             sys.stdout.write(text)
         return
     path = Path(path_or_dash)
-    if not path.parent.is_dir():
-        raise CtxmtError(f"output directory not found: {path.parent}; create it first")
-    if path.is_dir():
-        raise CtxmtError(f"--output {path} is a directory; give a file name")
+    check_output_file(path, "--output")                               # again: the path may have changed meanwhile
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
         tmp.write_text(text, encoding="utf-8")

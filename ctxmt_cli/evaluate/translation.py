@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.paths import check_input_file
 
 
 @dataclass
@@ -135,10 +136,7 @@ def _translate_corpus(req: EvalRequest) -> Corpus:
 
 def read_lines(path: Path, role: str) -> list[str]:
     """Lines of a UTF-8 text file (no line ends, BOM dropped); one-line errors for missing/non-UTF-8 files."""
-    path = Path(path)
-    if not path.is_file():
-        what = "is a directory, not a file" if path.is_dir() else "not found"
-        raise CtxmtError(f"{role} file {what}: {path}")
+    path = check_input_file(Path(path), f"{role} file", "check the path")
     data = path.read_bytes()
     try:
         text = data.decode("utf-8")
