@@ -18,7 +18,7 @@ from typing import List, Optional
 import typer
 
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.paths import USER_ERRNOS, check_output_dir, check_output_file, os_error_line
+from ctxmt_cli.paths import USER_ERRNOS, check_output_dir, os_error_line
 
 # click's usage error, whether typer uses click itself or its own copy of it
 UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
@@ -259,8 +259,6 @@ def evaluate(
     """BLEU and chrF (sacrebleu, signatures printed) of checkpoints on a prepared split, or of --hyp files against --ref."""
     from ctxmt_cli.evaluate.translation import EvalRequest, run_evaluate
 
-    if out is not None:
-        check_output_file(out, "--out", make_parents=True)
     request = EvalRequest(
         checkpoints=list(checkpoint or []), split=split, data=data, hyps=list(hyp or []), ref=ref, src=src,
         docids=docids, lowercase=lowercase, tokenize=tokenize, document_level=document_level,

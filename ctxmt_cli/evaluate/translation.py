@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.paths import check_input_file
+from ctxmt_cli.paths import check_input_file, check_output_file
 
 
 @dataclass
@@ -252,8 +252,8 @@ def _validate(req: EvalRequest) -> list[str]:
         check_seed(req.seed)
     if req.samples is not None and req.samples < 1:
         raise CtxmtError(f"--samples {req.samples}: give a positive number of resamples / trials")
-    if req.out is not None and Path(req.out).is_dir():
-        raise CtxmtError(f"--out {req.out} is a directory; give a file name such as {Path(req.out) / 'bleu.json'}")
+    if req.out is not None:                                         # before any work: a file we may write
+        check_output_file(Path(req.out), "--out", make_parents=True)
     if req.comet is not None:
         if req.hyps and req.src is None:
             raise CtxmtError("--comet needs the source sentences: give --src SOURCE_FILE (aligned with --ref)")
