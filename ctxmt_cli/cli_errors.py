@@ -1,0 +1,102 @@
+"""How the ``ctxmt`` command line reports what a user got wrong: one line on stderr, exit code 2, no traceback.
+
+Shared by every command module (``cli.py``, ``cli_analysis.py``): a :class:`CtxmtError`, an OS error the
+user can fix (a full disk, a permission) and a bad option value (click's usage error, which would
+otherwise print a usage box) all become ``ctxmt: error: ...``.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+from typing import Optional
+
+import typer
+
+from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.paths import USER_ERRNOS, os_error_line
+
+# click's usage error, whether typer uses click itself or its own copy of it
+UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
+
+
+def _given_value(argv: list[str], opts: list[str]) -> Optional[str]:
+    """The value the command line gave an option (its last occurrence), for the error line."""
+    found = None
+    for i, arg in enumerate(argv):
+        for opt in opts:
+            if arg == opt and i + 1 < len(argv):
+                found = argv[i + 1]
+            elif opt.startswith("--") and arg.startswith(opt + "="):
+                found = arg.split("=", 1)[1]
+    return found
+
+
+def usage_error_line(err, argv: list[str]) -> str:
+    """One line for a bad command line: the command, the option and the value given, what is wrong."""
+    sub = err.ctx.info_name if err.ctx is not None and err.ctx.parent is not None else None
+    param = getattr(err, "param", None)
+    if type(err) is typer.BadParameter and param is not None and param.param_type_name == "option":
+        value = _given_value(argv, param.opts)
+        what = f"{max(param.opts, key=len)}{'' if value is None else ' ' + value}: {err.message.rstrip('.')}"
+    else:                                                   # missing or unknown options, unknown commands
+        what = err.format_message().rstrip(".")
+    where = f"{sub}: " if sub else ""
+    return f"ctxmt: error: {where}{what}; see ctxmt {sub + ' ' if sub else ''}--help"
+
+
+class OneLineGroup(typer.core.TyperGroup):
+    """The command group, printing a bad command line as one line (exit 2) instead of a usage box."""
+
+    def main(self, args=None, *rest, **kwargs):
+        self._argv = list(sys.argv[1:] if args is None else args)
+        return super().main(args, *rest, **kwargs)
+
+    def _one_line(self, err) -> None:
+        if type(err).__name__ == "NoArgsIsHelpError":             # `ctxmt` or `ctxmt translate` alone: help
+            raise err
+        typer.echo(usage_error_line(err, getattr(self, "_argv", [])), err=True)
+        raise typer.Exit(code=CtxmtError.exit_code) from None
+
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except UsageError as err:                                  # `ctxmt --bogus`
+            self._one_line(err)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except UsageError as err:                                  # the command's options
+            self._one_line(err)
+
+
+def check_device(value: str) -> str:
+    """``--device``: cpu, cuda or cuda:N (checked before anything is loaded)."""
+    if not DEVICE.match(value):
+        raise typer.BadParameter("not a device ctxmt runs on; use cpu, cuda or cuda:N")
+    return value
+
+
+def user_errors(fn):
+    """Turn CtxmtError, and an OS error the user can fix, into one line on stderr and exit code 2 (no traceback)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except CtxmtError as err:
+            typer.echo(f"ctxmt: error: {err}", err=True)
+            raise typer.Exit(code=CtxmtError.exit_code) from None
+        except OSError as err:
+            if err.errno not in USER_ERRNOS:
+                raise
+            typer.echo(f"ctxmt: error: {os_error_line(err)}", err=True)
+            raise typer.Exit(code=CtxmtError.exit_code) from None
+        except KeyboardInterrupt:
+            typer.echo("ctxmt: interrupted", err=True)
+            raise typer.Exit(code=130) from None
+
+    return wrapper
