@@ -67,6 +67,7 @@ class Memory:
 
     states: Tensor                               # (B, M, C)
     mask: Tensor                                 # (B, M) bool, True = real entry
+    current: Optional[Tensor] = None             # (B, M) bool, entries of the current sentence (analysis)
 
     def rows(self) -> list[Tensor]:
         """The real vectors of each row: B tensors (M_i, C)."""
@@ -74,7 +75,8 @@ class Memory:
 
     def index_select(self, index: Tensor) -> "Memory":
         """Rows ``index`` (B',)."""
-        return Memory(self.states.index_select(0, index), self.mask.index_select(0, index))
+        current = None if self.current is None else self.current.index_select(0, index)
+        return Memory(self.states.index_select(0, index), self.mask.index_select(0, index), current)
 
 
 @dataclass
@@ -84,7 +86,7 @@ class EncoderOut:
     states: Tensor                               # (B, S, C)
     mask: Tensor                                 # (B, S) bool, True = real token
     shift: Tensor                                # (B,) long, segment shift used by the decoder
-    attention: Optional[list] = None             # per encoder layer (B, H, S, S), when asked for
+    current: Optional[Tensor] = None             # (B, S) bool, states of the current sentence (analysis)
     context: Optional[Memory] = None             # context memory read by context attention, (B, Mc, C)
     entry: Optional[Memory] = None               # what this sentence leaves in a document memory, (B, M, C)
 

@@ -6,12 +6,14 @@ contract, so none of them ever asks which family it runs. README.md, section
 
 Methods (the plain Transformer implements them; families do not copy them):
 
-* ``forward(batch, need_attention=False, project=True) -> ModelOutput`` — teacher-forced
+* ``forward(batch, probe=None, project=True) -> ModelOutput`` — teacher-forced
   logits (B, T, V) of ``batch.tgt_in`` (``project=False``: the decoder states (B, T, C)
-  instead, for the fused training loss), attention maps when asked, and the family's
-  loss terms (``ModelOutput.loss_terms``);
-* ``encode(batch) -> EncoderOut`` — states (B, S, C), mask (B, S), segment shift (B,),
-  and a family's typed additions (context memory, cache entry);
+  instead, for the fused training loss) and the family's loss terms
+  (``ModelOutput.loss_terms``); a ``probe`` (:mod:`ctxmt_cli.core.probe`) receives every
+  attention map, one layer and kind at a time, for analysis;
+* ``encode(batch, probe=None) -> EncoderOut`` — states (B, S, C), mask (B, S), segment
+  shift (B,), which states are the current sentence's, and a family's typed additions
+  (context memory, cache entry);
 * ``init_state(enc, batch) -> DecoderState`` — forces ``batch.tgt_prefix`` (default
   ``<s>``) in one parallel pass; its last token is left *pending* for the first step;
 * ``decode_step(tokens (B,), state) -> (logits (B, V), state)`` — one token per row;
@@ -39,7 +41,10 @@ overrides the smallest one:
 * ``source_shift`` / ``target_shift`` and the position-encoding modules passed to
   ``__init__`` — where each token sits in its window (concat);
 * ``context_attention`` passed to ``__init__`` and ``EncoderOut.context`` — a
-  context-attention block in each decoder layer over a context memory (caching).
+  context-attention block in each decoder layer over a context memory (caching);
+* attention probe — ``encode`` hands each encoder layer's self-attention to the probe
+  and the decoder each layer's self, cross and context attention; a family with other
+  weights worth analysing (caching: the grouping/selecting assignments) hands them too.
 """
 
 from __future__ import annotations
@@ -55,7 +60,8 @@ from ctxmt_cli.core.batch import Batch, DecoderState, EncoderOut, SharedRows
 from ctxmt_cli.core.layers import ContextAttention, DecoderLayer, EncoderLayer
 from ctxmt_cli.core.linear import Linear
 from ctxmt_cli.core.logits import SCORE_ROWS, log_partition
-from ctxmt_cli.core.positions import PositionEncoding, window_layout
+from ctxmt_cli.core.positions import PositionEncoding, current_sentence_mask, window_layout
+from ctxmt_cli.core.probe import AttentionProbe, AttentionView, report_decoder, target_current
 
 
 @dataclass(frozen=True)
@@ -105,7 +111,6 @@ class LossTerm:
 @dataclass
 class ModelOutput:
     logits: Optional[Tensor]                         # (B, T, V); None when forward(project=False)
-    attention: Optional[dict] = None                 # name -> list of (B, H, Tq, Tk) per layer
     hidden: Optional[Tensor] = None                  # (B, T, C) final decoder states, when project=False
     loss_terms: dict[str, LossTerm] = field(default_factory=dict)   # a family's extra terms (see LossTerm)
 
@@ -191,12 +196,14 @@ class EncoderDecoder(nn.Module):
         return torch.full_like(src_shift, self.shift[1])
 
     # ---- contract ----------------------------------------------------------------------------
-    def encode(self, batch: Batch, need_attention: bool = False) -> EncoderOut:
+    def encode(self, batch: Batch, probe: Optional[AttentionProbe] = None) -> EncoderOut:
         """Encode the source windows: (B, S) → states (B, S, C)."""
-        return self.encode_source(batch.src, need_attention)
+        return self.encode_source(batch.src, probe)
 
-    def encode_source(self, src: Tensor, need_attention: bool = False, layers=None, norm=None) -> EncoderOut:
-        """Run an encoder stack over token rows ``src`` (B, S); the model's own stack unless ``layers``/``norm`` are given."""
+    def encode_source(self, src: Tensor, probe: Optional[AttentionProbe] = None, layers=None, norm=None) -> EncoderOut:
+        """Run an encoder stack over token rows ``src`` (B, S); the model's own stack unless ``layers``/``norm`` are given.
+
+        ``probe`` receives each layer's self-attention (``encoder_self``)."""
         layers = self.encoder_layers if layers is None else layers
         mask = src != self.vocab.pad                                       # (B, S)
         shift = self.source_shift(src)
@@ -204,31 +211,36 @@ class EncoderDecoder(nn.Module):
         pe = self.src_pos(positions, seg)                                  # (B, S, C)
         x = self.dropout(self.src_embed(src) * self.scale + pe)
         again = self.src_pos.persisted(positions, seg, pe)                 # (B, S, C) or None: re-added per layer
-        attn_mask, weights = mask[:, None, None, :], []
+        attn_mask = mask[:, None, None, :]
+        current = current_sentence_mask(src, self.vocab.brk) & mask        # (B, S)
         for i, layer in enumerate(layers):
             if i > 0 and again is not None:
                 x = x + again
-            x, w = layer(x, attn_mask, need_attention)
-            weights.append(w)
+            x, w = layer(x, attn_mask, probe is not None)
+            if probe is not None:
+                probe(AttentionView("encoder_self", i, w, mask, mask, current, current))
         states = (self.encoder_norm if norm is None else norm)(x)
-        return EncoderOut(states, mask, self.target_shift(shift), attention=weights if need_attention else None)
+        return EncoderOut(states, mask, self.target_shift(shift), current=current)
 
-    def _decode_full(self, tokens: Tensor, enc: EncoderOut, cross_kv, n_sent=None, need_attention=False, context=None):
-        """Decoder over whole sequences ``tokens`` (B, T) with causal self-attention (``context``: see context_kv)."""
+    def _decode_full(self, tokens: Tensor, enc: EncoderOut, cross_kv, n_sent=None, probe=None, context=None):
+        """Decoder over whole sequences ``tokens`` (B, T) with causal self-attention (``context``: see context_kv);
+        ``probe`` receives each layer's maps."""
         positions, seg, _ = window_layout(tokens, self.vocab.brk, enc.shift, n_sent)
         pe = self.tgt_pos(positions, seg)                                  # (B, T, C)
         x = self.dropout(self.tgt_embed(tokens) * self.scale + pe)
         again = self.tgt_pos.persisted(positions, seg, pe)                 # (B, T, C) or None: re-added per layer
-        enc_mask, kvs, weights = enc.mask[:, None, None, :], [], {"self": [], "cross": [], "context": []}
+        enc_mask, kvs = enc.mask[:, None, None, :], []
+        if probe is not None:
+            real, current = tokens != self.vocab.pad, target_current(tokens, self.vocab.brk, self.vocab.pad)
         for i, layer in enumerate(self.decoder_layers):
             if i > 0 and again is not None:
                 x = x + again
             layer_context = None if context is None else (context[0][i], context[1][:, None, None, :], 1)
-            x, kv, w = layer(x, (cross_kv[i], enc_mask, 1), need_weights=need_attention, context=layer_context)
+            x, kv, w = layer(x, (cross_kv[i], enc_mask, 1), need_weights=probe is not None, context=layer_context)
             kvs.append(kv)
-            for name in weights:
-                weights[name].append(w.get(name))
-        return self.decoder_norm(x), kvs, weights
+            if probe is not None:
+                report_decoder(probe, i, w, real, current, enc)
+        return self.decoder_norm(x), kvs
 
     def cross_kv(self, enc: EncoderOut) -> list[tuple[Tensor, Tensor]]:
         """Cross-attention keys/values of every decoder layer, computed once per sentence."""
@@ -242,14 +254,14 @@ class EncoderDecoder(nn.Module):
         memory = enc.context
         return [layer.context.attn.project_kv(memory.states) for layer in self.decoder_layers], memory.mask
 
-    def forward(self, batch: Batch, need_attention: bool = False, project: bool = True) -> ModelOutput:
+    def forward(self, batch: Batch, probe: Optional[AttentionProbe] = None, project: bool = True) -> ModelOutput:
         """Teacher-forced logits (B, T, V) for ``batch.tgt_in``; ``project=False``: the decoder states
         (B, T, C) instead, for a loss that fuses the output projection (training goes through forward
-        so DDP sees the pass)."""
-        hidden, attention = self.decoder_hidden(batch, need_attention)
+        so DDP sees the pass). ``probe`` receives every attention map (:mod:`ctxmt_cli.core.probe`)."""
+        hidden = self.decoder_hidden(batch, probe)
         if not project:
-            return ModelOutput(None, attention, hidden)
-        return ModelOutput(self.output(hidden), attention)
+            return ModelOutput(None, hidden)
+        return ModelOutput(self.output(hidden))
 
     @torch.no_grad()
     def target_logprobs(self, batch: Batch, where: Optional[Tensor] = None) -> Tensor:
@@ -260,7 +272,7 @@ class EncoderDecoder(nn.Module):
         set scores the current sentence, not its target context) and no (N, V) logits are ever held
         (:func:`log_partition`): log p(y) = z_y - log Σ_v exp z_v.
         """
-        hidden, _ = self.decoder_hidden(batch)                              # (B, T, C)
+        hidden = self.decoder_hidden(batch)                                 # (B, T, C)
         if where is None:
             where = torch.ones_like(batch.tgt_out, dtype=torch.bool)
         result = torch.zeros(where.shape, dtype=torch.float32, device=hidden.device)   # (B, T)
@@ -273,24 +285,21 @@ class EncoderDecoder(nn.Module):
                          for i in range(0, states.size(0), SCORE_ROWS)])
         return result.masked_scatter_(where, picked - lse)
 
-    def decoder_hidden(self, batch: Batch, need_attention: bool = False) -> tuple[Tensor, Optional[dict]]:
-        """Final decoder states (B, T, C) for ``batch.tgt_in`` (teacher forcing) and the attention maps if asked."""
-        enc = self.encode(batch, need_attention)
+    def decoder_hidden(self, batch: Batch, probe: Optional[AttentionProbe] = None) -> Tensor:
+        """Final decoder states (B, T, C) for ``batch.tgt_in`` (teacher forcing); ``probe`` sees the attention."""
+        enc = self.encode(batch, probe)
         cross, context = self.cross_kv(enc), self.context_kv(enc)
         if batch.src_index is not None:  # target rows share source rows: expand after encoding each once
             idx = batch.src_index
             pick = lambda t: t.index_select(0, idx)  # noqa: E731
-            enc = replace(enc, states=pick(enc.states), mask=pick(enc.mask), shift=pick(enc.shift))
+            enc = replace(enc, states=pick(enc.states), mask=pick(enc.mask), shift=pick(enc.shift),
+                          current=None if enc.current is None else pick(enc.current),
+                          context=None if enc.context is None else enc.context.index_select(idx))
             cross = [(pick(k), pick(v)) for k, v in cross]
             if context is not None:
                 context = ([(pick(k), pick(v)) for k, v in context[0]], pick(context[1]))
-        hidden, _, weights = self._decode_full(batch.tgt_in, enc, cross, need_attention=need_attention, context=context)
-        attention = None
-        if need_attention:
-            attention = {"encoder_self": enc.attention, "decoder_self": weights["self"], "cross": weights["cross"]}
-            if context is not None:
-                attention["context"] = weights["context"]
-        return hidden, attention
+        hidden, _ = self._decode_full(batch.tgt_in, enc, cross, probe=probe, context=context)
+        return hidden
 
     def init_state(self, enc: EncoderOut, batch: Batch) -> DecoderState:
         """Decoder state after forcing ``batch.tgt_prefix`` (default ``<s>``), in one parallel pass."""
@@ -306,7 +315,7 @@ class EncoderDecoder(nn.Module):
         valid = torch.arange(cached.size(1), device=device).unsqueeze(0) < (lengths - 1).unsqueeze(1)
         cross, context = self.cross_kv(enc), self.context_kv(enc)
         if cached.size(1) > 0:
-            _, kvs, _ = self._decode_full(cached.masked_fill(~valid, self.vocab.pad), enc, cross, n_sent, context=context)
+            _, kvs = self._decode_full(cached.masked_fill(~valid, self.vocab.pad), enc, cross, n_sent, context=context)
         else:
             h, dh = self.cfg.heads, self.cfg.d_model // self.cfg.heads
             empty = enc.states.new_zeros(b, h, 0, dh)

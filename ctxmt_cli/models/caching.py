@@ -18,15 +18,17 @@ layout of every family) and split them here; translation passes only the current
 sentence plus the document's cached entries (``Batch.memory``), so no sentence is
 encoded twice. Both paths assemble the memory with the same code, in the same order.
 
-Hooks overridden on the core: ``encode`` (fills ``EncoderOut.context`` and ``entry``),
-``context_aware`` and ``document_mode = MEMORY``; ``__init__`` passes context-attention
-blocks into the decoder layers. Everything else is the core contract.
+Hooks overridden on the core: ``encode`` (fills ``EncoderOut.context`` and ``entry``, and
+hands the grouping/selecting weights of each current sentence to an attention probe as
+kind ``assignment``), ``context_aware`` and ``document_mode = MEMORY``; ``__init__`` passes
+context-attention blocks into the decoder layers. Everything else is the core contract.
 """
 
 from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import replace
+from typing import Optional
 
 import torch
 from torch import Tensor, nn
@@ -35,6 +37,7 @@ from ctxmt_cli.config import CachingConfig
 from ctxmt_cli.core.batch import Batch, EncoderOut, Memory
 from ctxmt_cli.core.layers import EncoderLayer
 from ctxmt_cli.core.model import DocumentMode, EncoderDecoder, VocabInfo
+from ctxmt_cli.core.probe import AttentionProbe, AttentionView
 from ctxmt_cli.core.shortening import Shortener
 
 
@@ -63,13 +66,20 @@ class Caching(EncoderDecoder):
                 nn.init.normal_(emb.weight, 0.0, d ** -0.5)
 
     # ---- entries ------------------------------------------------------------------------------
-    def entries_of(self, src: Tensor, current: EncoderOut) -> tuple[Tensor, Tensor]:
-        """Cache entries (N, M, C) and mask of sentences ``src`` (N, L); ``current`` = their shared-encoder output."""
+    def entries_of(self, src: Tensor, current: EncoderOut, probe: Optional[AttentionProbe] = None
+                   ) -> tuple[Tensor, Tensor]:
+        """Cache entries (N, M, C) and mask of sentences ``src`` (N, L); ``current`` = their shared-encoder output.
+
+        ``probe`` receives the grouping/selecting weights as kind ``assignment`` (queries = tokens, keys = groups).
+        """
         if self.context_layers is not None:
             enc = self.encode_source(src, layers=self.context_layers, norm=self.context_norm)
         else:
             enc = current
-        short, mask, _ = self.shortener(enc.states, enc.mask)
+        short, mask, info = self.shortener(enc.states, enc.mask)
+        if probe is not None and "weights" in info:
+            groups = mask.new_ones(mask.size(0), info["weights"].size(2))   # (N, K)
+            probe(AttentionView("assignment", 0, info["weights"].unsqueeze(1), enc.mask, groups, enc.mask, groups))
         return short, mask
 
     def _context_tokens(self, sent: Tensor, ids: Tensor, encoder_grad: bool, shortening_grad: bool
@@ -88,7 +98,7 @@ class Caching(EncoderDecoder):
         pos = torch.arange(mask.size(1), device=mask.device).expand_as(mask)
         return short[mask], ids.repeat_interleave(mask.sum(1)), pos[mask]
 
-    def _window_memory(self, cur_src: Tensor, entry, entry_mask, sent, row, dist) -> tuple[Tensor, Tensor]:
+    def _window_memory(self, cur_src: Tensor, entry, entry_mask, sent, row, dist) -> Memory:
         """Context memory of source windows: context sentences encoded (near ones with gradient), entries packed.
 
         The nearest ``grad_context_sentences`` (default 0, as the paper's code) train the encoder and the
@@ -120,7 +130,7 @@ class Caching(EncoderDecoder):
         return self.pack(values[order], row[ids], dist[ids], pos[order], cur_src.size(0))
 
     # ---- contract -----------------------------------------------------------------------------
-    def encode(self, batch: Batch, need_attention: bool = False) -> EncoderOut:
+    def encode(self, batch: Batch, probe: Optional[AttentionProbe] = None) -> EncoderOut:
         """Current sentence states, the context memory (``context``) and this sentence's cache entry (``entry``)."""
         if batch.memory is not None:                                        # translation: one sentence per row + cache
             cur_src = batch.src
@@ -128,24 +138,25 @@ class Caching(EncoderDecoder):
             sent, row, dist = split_sentences(batch.src, self.vocab)
             cur_src = sent[dist == 0]
             cur_src = cur_src[:, : int((cur_src != self.vocab.pad).sum(1).max())]   # (B, L)
-        cur = self.encode_source(cur_src, need_attention)
+        cur = self.encode_source(cur_src, probe)
         entry = entry_mask = None
-        if batch.memory is not None or self.cfg.current_in_context:     # the cache (or the context) needs this entry
-            entry, entry_mask = self.entries_of(cur_src, cur)
+        # the cache (or the context) needs this entry; an analysis wants its assignment weights
+        if batch.memory is not None or self.cfg.current_in_context or probe is not None:
+            entry, entry_mask = self.entries_of(cur_src, cur, probe)
         if batch.memory is not None:
             own = [entry[r][entry_mask[r]] for r in range(entry.size(0))]
-            context, context_mask = self.assemble(batch.memory, own if self.cfg.current_in_context else None)
+            memory = self.assemble(batch.memory, own if self.cfg.current_in_context else None)
         else:
-            context, context_mask = self._window_memory(cur_src, entry, entry_mask, sent, row, dist)
-        memory = Memory(context, context_mask)                              # (B, Mc, C)
+            memory = self._window_memory(cur_src, entry, entry_mask, sent, row, dist)   # (B, Mc, C)
         own_entry = None if entry is None else Memory(entry, entry_mask)
         if self.cfg.integration == "concat":                                # multi-encoder: one memory for cross-attention
-            states = torch.cat([context, cur.states], dim=1)               # (B, Mc + S, C)
-            mask = torch.cat([context_mask, cur.mask], dim=1)
-            return replace(cur, states=states, mask=mask, context=memory, entry=own_entry)
+            states = torch.cat([memory.states, cur.states], dim=1)         # (B, Mc + S, C)
+            mask = torch.cat([memory.mask, cur.mask], dim=1)
+            current = torch.cat([memory.current, cur.current], dim=1)
+            return replace(cur, states=states, mask=mask, current=current, context=memory, entry=own_entry)
         return replace(cur, context=memory, entry=own_entry)
 
-    def assemble(self, memory: list[list[Tensor]], own: list[Tensor] | None) -> tuple[Tensor, Tensor]:
+    def assemble(self, memory: list[list[Tensor]], own: list[Tensor] | None) -> Memory:
         """Context memory (B, Mc, C) and mask from cached entries (per row, oldest -> newest) [+ each row's own entry]."""
         parts, rows, slots = [], [], []
         for r, entries in enumerate(memory):
@@ -165,8 +176,9 @@ class Caching(EncoderDecoder):
         as_tensor = lambda xs: torch.tensor(xs, dtype=torch.long, device=ref.device).repeat_interleave(lengths)  # noqa: E731
         return self.pack(values, as_tensor(rows), as_tensor(slots), pos, len(memory))
 
-    def pack(self, values: Tensor, row: Tensor, slot: Tensor, pos: Tensor, batch_size: int) -> tuple[Tensor, Tensor]:
-        """Scatter context tokens (T, C), sorted by row, into (B, Mc, C) with slot and position embeddings added.
+    def pack(self, values: Tensor, row: Tensor, slot: Tensor, pos: Tensor, batch_size: int) -> Memory:
+        """Scatter context tokens (T, C), sorted by row, into a memory (B, Mc, C) with slot and position embeddings
+        added; slot 0 (the current sentence's own entry) is marked ``current``.
 
         A row without any token gets one zero entry (masked for ``concat``), so attention never sees an empty memory.
         """
@@ -181,9 +193,11 @@ class Caching(EncoderDecoder):
         out = ref.new_zeros(batch_size, width, ref.size(1)).index_put((row, rank), values.to(ref.dtype))  # (B, Mc, C)
         mask = torch.zeros(batch_size, width, dtype=torch.bool, device=ref.device)
         mask[row, rank] = True
+        current = torch.zeros_like(mask)
+        current[row, rank] = slot == 0
         if self.cfg.integration != "concat":
             mask[:, 0] |= counts == 0                                       # the zero "no context" entry
-        return out, mask
+        return Memory(out, mask, current)
 
 
 def split_sentences(src: Tensor, vocab: VocabInfo) -> tuple[Tensor, Tensor, Tensor]:

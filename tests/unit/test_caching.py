@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.probe import Collect
 from ctxmt_cli.data.batching import collate, pad_rows
 from ctxmt_cli.decode.search import beam_search, greedy_search
 from ctxmt_cli.decode.translator import TranslationStats, translate_documents
@@ -352,10 +353,10 @@ def test_no_sentence_is_encoded_twice_with_the_cache(tokenizer, monkeypatch, nam
     inner, seen = model.inner, []
     original = inner.encode_source
 
-    def spy(src, need_attention=False, layers=None, norm=None):
+    def spy(src, probe=None, layers=None, norm=None):
         kind = "main" if layers is None else "context"
         seen.extend((kind, tuple(t for t in row if t != PAD)) for row in src.tolist())
-        return original(src, need_attention, layers=layers, norm=norm)
+        return original(src, probe, layers=layers, norm=norm)
 
     monkeypatch.setattr(inner, "encode_source", spy)
     stats = TranslationStats()
@@ -389,8 +390,8 @@ def test_translation_builds_no_autograd_graph(tokenizer, monkeypatch, cache):
     inner, tracked = model.inner, []
     original = inner.encode_source
 
-    def spy(src, need_attention=False, layers=None, norm=None):
-        out = original(src, need_attention, layers=layers, norm=norm)
+    def spy(src, probe=None, layers=None, norm=None):
+        out = original(src, probe, layers=layers, norm=norm)
         tracked.append(out.states.requires_grad)
         return out
 
@@ -449,8 +450,8 @@ def test_blocked_sentences_are_encoded_without_autograd(name, monkeypatch):
     model = make_model(name).train()                                        # grad_context_sentences = 1
     calls, original = [], model.encode_source
 
-    def spy(src, need_attention=False, layers=None, norm=None):
-        out = original(src, need_attention, layers=layers, norm=norm)
+    def spy(src, probe=None, layers=None, norm=None):
+        out = original(src, probe, layers=layers, norm=norm)
         calls.append(([tuple(t for t in row if t != PAD) for row in src.tolist()], out.states.requires_grad))
         return out
 
@@ -616,13 +617,14 @@ def test_mixed_precision_forward_and_backward_stay_finite(name, dtype):
 @pytest.mark.parametrize("name", ["tokens", "tokens-parallel-gate", "grouping-sparsemax", "tokens-concat"])
 def test_context_attention_weights_skip_padding(name):
     model, batch = make_model(name), make_batch(ROWS)
+    probe = Collect()
     with torch.no_grad():
-        out = model(batch, need_attention=True)
+        model(batch, probe=probe)
         cmask = model.encode(batch).context.mask
     if model.cfg.integration == "concat":                                   # the context is cross-attention memory
-        assert "context" not in out.attention
+        assert "context" not in probe.maps
         return
-    for w in out.attention["context"]:                                      # per layer (B, H, T, Mc)
+    for w in probe.maps["context"]:                                         # per layer (B, H, T, Mc)
         assert w.shape == (len(ROWS), 4, batch.tgt_in.size(1), cmask.size(1))
         close(w.sum(-1), torch.ones(w.shape[:-1]))
         assert (w.masked_select(~cmask[:, None, None, :]) == 0).all()
