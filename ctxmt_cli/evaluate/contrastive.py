@@ -21,7 +21,7 @@ token budget (never one batch per item).
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, Optional, Union
 
 import numpy as np
 import torch
@@ -35,8 +35,10 @@ SPANS = ("all", "current")
 SCORE_DECIMALS = 6  # the scores file's precision (testsets.base.scores_lines)
 NORMALIZE = ("mean", "none")
 
+#: a sentence: text (encoded with the model's tokenizer) or a tuple of token ids (prepared data, used as is)
+Sentence = Union[str, tuple[int, ...]]
 # (source sentences, target sentences, how many trailing target sentences are scored)
-Row = tuple[list[str], list[str], int]
+Row = tuple[list[Sentence], list[Sentence], int]
 
 
 def candidate_rows(item: ContrastiveItem, k: int, src_keep: int, tgt_keep: int, span: str) -> list[Row]:
@@ -61,21 +63,25 @@ class _Encoder:
         self.tokenizer, self.pretokenized = tokenizer, pretokenized
         self.cache: dict[tuple[str, str], list[int]] = {}
 
-    def prime(self, side: str, sentences: Iterable[str]) -> None:
-        todo = sorted({s for s in sentences if (side, s) not in self.cache})
+    def prime(self, side: str, sentences: Iterable[Sentence]) -> None:
+        todo = sorted({s for s in sentences if isinstance(s, str) and (side, s) not in self.cache})
         for sentence, ids in zip(todo, self.tokenizer.encode_batch(todo, side, pretokenized=self.pretokenized)):
             self.cache[side, sentence] = ids
 
-    def window(self, side: str, sentences: list[str]) -> np.ndarray:
+    def ids(self, side: str, sentence: Sentence) -> list[int]:
+        """A text sentence's cached ids; a sentence given as ids (prepared data) as it is."""
+        return self.cache[side, sentence] if isinstance(sentence, str) else list(sentence)
+
+    def window(self, side: str, sentences: list[Sentence]) -> np.ndarray:
         """Ids of ``s_1 <brk> s_2 ... s_n </s>``."""
         tok = self.tokenizer
         parts: list[int] = []
         for sentence in sentences[:-1]:
-            parts += self.cache[side, sentence] + [tok.brk_id]
-        return np.asarray(parts + self.cache[side, sentences[-1]] + [tok.eos_id], dtype=np.int64)
+            parts += self.ids(side, sentence) + [tok.brk_id]
+        return np.asarray(parts + self.ids(side, sentences[-1]) + [tok.eos_id], dtype=np.int64)
 
 
-def _model_context(model, context: Optional[int]) -> tuple[int, int]:
+def model_context(model, context: Optional[int]) -> tuple[int, int]:
     """Context sentences per side: the model's own, or ``context`` on each side that has context."""
     own = model.cfg.src_context_sentences, model.cfg.tgt_context_sentences
     return own if context is None else tuple(side if side == 0 else context for side in own)
@@ -89,7 +95,7 @@ def score_testset(
     """Score every candidate of every item; per-item lists of scores (higher = better)."""
     if normalize not in NORMALIZE or span not in SPANS:
         raise CtxmtError(f"normalize={normalize!r} span={span!r}: choose normalize in {NORMALIZE} and span in {SPANS}")
-    src_keep, tgt_keep = _model_context(model, context)
+    src_keep, tgt_keep = model_context(model, context)
     rows, owners = [], []                                       # owners[r] = flat candidate index of row r
     offsets = np.cumsum([0] + [len(item.candidates) for item in testset.items])
     for i, item in enumerate(testset.items):
@@ -97,23 +103,37 @@ def score_testset(
             for row in candidate_rows(item, k, src_keep, tgt_keep, span):
                 rows.append(row)
                 owners.append(offsets[i] + k)
-    enc = _Encoder(tokenizer, testset.pretokenized)
+    logprob, tokens = score_rows(model, tokenizer, rows, pretokenized=testset.pretokenized, max_tokens=max_tokens,
+                                 progress=progress)
+    total, count = np.zeros(offsets[-1]), np.zeros(offsets[-1])
+    np.add.at(total, owners, logprob)
+    np.add.at(count, owners, tokens)
+    flat = total / count if normalize == "mean" else total
+    # rounded to what the scores file holds, so the publishers' scripts and ctxmt decide on the same numbers
+    flat = np.round(flat, SCORE_DECIMALS)
+    return [flat[offsets[i]: offsets[i + 1]].tolist() for i in range(len(testset.items))]
+
+
+@torch.inference_mode()
+def score_rows(
+    model, tokenizer, rows: list[Row], *, pretokenized: bool = False, max_tokens: int = 4096,
+    progress: Optional[Callable[[int], None]] = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Summed log-probability and token count (``</s>`` included) of each row's scored trailing target sentences.
+
+    Identical rows are scored once and get the very same numbers (publishers' duplicate candidates tie
+    exactly; a row that gets no context is the same row as its context-free twin).
+    """
+    enc = _Encoder(tokenizer, pretokenized)
     enc.prime("src", (s for r in rows for s in r[0]))
     enc.prime("tgt", (s for r in rows for s in r[1]))
-    # identical rows (publishers' duplicate candidates, shared contexts) are scored once, so they tie exactly
     distinct: dict[tuple, int] = {}
     row_of = np.array([distinct.setdefault((tuple(r[0]), tuple(r[1]), r[2]), len(distinct)) for r in rows], dtype=np.int64)
     unique_rows = list(distinct)
     sources = [enc.window("src", list(r[0])) for r in unique_rows]
     targets = [enc.window("tgt", list(r[1])) for r in unique_rows]
     logprob, tokens = _score_rows(model, tokenizer, sources, targets, [r[2] for r in unique_rows], max_tokens, progress)
-    total, count = np.zeros(offsets[-1]), np.zeros(offsets[-1])
-    np.add.at(total, owners, logprob[row_of])
-    np.add.at(count, owners, tokens[row_of])
-    flat = total / count if normalize == "mean" else total
-    # rounded to what the scores file holds, so the publishers' scripts and ctxmt decide on the same numbers
-    flat = np.round(flat, SCORE_DECIMALS)
-    return [flat[offsets[i]: offsets[i + 1]].tolist() for i in range(len(testset.items))]
+    return logprob[row_of], tokens[row_of]
 
 
 def shared_source_batches(src_key: np.ndarray, src_len: np.ndarray, tgt_len: np.ndarray, max_tokens: int) -> list[np.ndarray]:

@@ -1,0 +1,1 @@
+"""Analyses of trained models: attention statistics, context usage (CXMI), training curves."""

@@ -1,0 +1,278 @@
+"""Conditional cross-mutual information: how much a model uses its context (Fernandes et al. 2021).
+
+CXMI(C -> Y | X) = H(Y | X) - H(Y | X, C), estimated with one model on a test split:
+the same model scores each reference sentence y given its source x with no context and
+with up to K context sentences C (the gold previous source and target sentences of the
+same document, fewer at a document start, the oldest dropped when the window would
+exceed the recipe's ``max_window_tokens``, exactly as in training), and
+
+    CXMI = mean over sentences of  log q(y | x, C) - log q(y | x).
+
+Two normalisations are reported: per sentence (the difference of summed token
+log-probabilities, the paper's formula) and per token (the difference of the sentences'
+mean token log-probabilities, as the authors' public script). The scored tokens are the
+current target sentence and its ``</s>``, identical in both rows. Per-sentence values
+(P-CXMI) go to a JSON-lines file.
+
+``random_context``: the control. The context of each sentence is drawn (seeded) from
+another document: as many consecutive sentence pairs as the gold context could have, the
+source and target sides kept aligned; the window limit applies as for gold context.
+
+Both rows of every sentence go through the contrastive scorer
+(:func:`ctxmt_cli.evaluate.contrastive.score_rows`), which scores identical rows once: a
+sentence-level model reads no context, so its two rows are the same row and its CXMI is
+exactly 0; a sentence at a document start has no context and contributes exactly 0.
+
+On the synthetic benchmark the per-sentence discourse events (which phenomenon, at which
+distance) are re-derived from the source by the generator's own translation rules and
+checked against the reference; the figures are then also given per tag (``by_tag``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+
+from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.paths import check_output_file
+
+DEFINITION = ("CXMI = mean over sentences of log q(y|x,C) - log q(y|x) (Fernandes et al. 2021), nats; per_token: "
+              "difference of the sentence's mean token log-probabilities (current target sentence + </s>), "
+              "per_sentence: difference of their sums; C = up to K previous gold (or, with random context, "
+              "another document's) source and target sentences, fewer at a document start; a sentence without "
+              "context counts 0")
+TAGS = ("synthetic benchmark: the discourse events of each sentence, re-derived from the source by the generator's "
+        "translation rules; context-dependent = an event whose antecedent is >= 1 sentence back (by phenomenon, "
+        "and by the farthest such distance d), other = the rest")
+
+# a document: (source ids, target ids) per sentence
+Document = list[tuple[tuple[int, ...], tuple[int, ...]]]
+
+
+@dataclass
+class CxmiRequest:
+    """What ``ctxmt cxmi`` was asked to do (the CLI's options, one field each)."""
+
+    checkpoint: Path
+    data: Optional[Path] = None
+    split: str = "test"
+    context: Optional[int] = None
+    random_context: bool = False
+    seed: int = 1
+    max_tokens: int = 4096
+    device: str = "cpu"
+    out: Optional[Path] = None
+    per_sentence: Optional[Path] = None
+
+
+@dataclass(frozen=True)
+class SentencePair:
+    """One reference sentence: its scoring row without and with context, and the context sizes it got."""
+
+    doc: int
+    sentence: int
+    plain: tuple
+    contextual: tuple
+    context: tuple[int, int]                       # (source, target) context sentences in ``contextual``
+
+
+def document_pairs(split) -> list[Document]:
+    """The split's documents as (source ids, target ids) per sentence."""
+    return [[(tuple(split.src(i).tolist()), tuple(split.tgt(i).tolist())) for i in range(start, end)]
+            for start, end in split.documents()]
+
+
+def random_donor(docs: list[Document], keep: int, rng: np.random.Generator) -> Callable[[int, int], list]:
+    """Context of sentence ``j`` of document ``d`` drawn from another document: as many consecutive
+    pairs as the gold context could hold (``min(keep, j)``), from a random start."""
+    if len(docs) < 2:
+        raise CtxmtError("--random-context draws context from another document, but the split has one; "
+                         "use a split with several documents")
+
+    def donor(d: int, j: int) -> list:
+        wanted = min(keep, j)
+        if wanted == 0:
+            return []
+        other = int(rng.integers(len(docs) - 1))
+        other += other >= d                                              # any document but d
+        start = int(rng.integers(max(len(docs[other]) - wanted, 0) + 1))
+        return docs[other][start:start + wanted]
+
+    return donor
+
+
+def sentence_pairs(docs: list[Document], keep: tuple[int, int], limit: int,
+                   donor: Optional[Callable[[int, int], list]] = None) -> list[SentencePair]:
+    """Rows without and with context for every sentence; ``donor(d, j)`` replaces the gold previous pairs."""
+    from ctxmt_cli.decode.translator import fit_context
+
+    pairs = []
+    for d, doc in enumerate(docs):
+        for j, (x, y) in enumerate(doc):
+            previous = doc[:j] if donor is None else donor(d, j)                  # (src, tgt) pairs, oldest first
+            sides = [[p[0] for p in previous], [p[1] for p in previous]]
+            c_src = fit_context(sides[0], keep[0], limit - len(x) - 1)          # the window limit of training
+            c_tgt = fit_context(sides[1], keep[1], limit - len(y) - 1)
+            contextual = (sides[0][len(previous) - c_src:] + [x], sides[1][len(previous) - c_tgt:] + [y], 1)
+            pairs.append(SentencePair(d, j, ([x], [y], 1), contextual, (c_src, c_tgt)))
+    return pairs
+
+
+def score_pairs(model, tokenizer, pairs: list[SentencePair], max_tokens: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Summed log-probabilities without and with context, and the scored token counts, per sentence."""
+    from ctxmt_cli.evaluate.contrastive import score_rows
+
+    rows = [p.plain for p in pairs] + [p.contextual for p in pairs]
+    logprob, tokens = score_rows(model, tokenizer, rows, max_tokens=max_tokens)
+    n = len(pairs)
+    return logprob[:n], logprob[n:], tokens[:n]
+
+
+def figures(plain: np.ndarray, contextual: np.ndarray, tokens: np.ndarray) -> dict:
+    """CXMI per token and per sentence over the given sentences."""
+    if len(plain) == 0:
+        return {"cxmi_per_token": None, "cxmi_per_sentence": None, "n": 0}
+    delta = contextual - plain
+    return {"cxmi_per_token": float(np.mean(delta / tokens)), "cxmi_per_sentence": float(np.mean(delta)),
+            "n": int(len(plain))}
+
+
+def synthetic_tags(prepared, split: str, docs: list[Document]) -> Optional[list[list[str]]]:
+    """Per-sentence tags of a prepared synthetic benchmark split, or None when they cannot be re-derived.
+
+    Tags: ``context-dependent`` or ``other``; for each context-dependent event its phenomenon, and
+    ``d=N`` (``d>3``) for the farthest antecedent.
+    """
+    from ctxmt_cli.decode.documents import read_documents as read_text_documents
+    from ctxmt_cli.synthetic.lexicon import build_lexicon, translate_document
+
+    source = prepared.meta.get("source") or {}
+    raw = prepared.dir / str(source.get("raw", "raw"))
+    if source.get("format") != "synthetic" or not (raw / f"{split}.src").is_file():
+        return None
+    src_docs, tgt_docs = (read_text_documents(raw / f"{split}.{side}") for side in ("src", "tgt"))
+    src_docs, tgt_docs = [d for d in src_docs if d], [d for d in tgt_docs if d]
+    if [len(d) for d in src_docs] != [len(d) for d in docs] or [len(d) for d in tgt_docs] != [len(d) for d in docs]:
+        return None
+    lexicon = build_lexicon(int(source.get("seed", 1)))
+    tags = []
+    for src, tgt in zip(src_docs, tgt_docs):
+        translated = translate_document(src, lexicon)
+        if [t for t, _ in translated] != tgt:                              # not the generator's output (edited?)
+            return None
+        for _, events in translated:
+            far = [(p, dist) for p, dist in events if dist >= 1]
+            if not far:
+                tags.append(["other"])
+                continue
+            top = max(dist for _, dist in far)
+            tags.append(["context-dependent", *sorted({p for p, _ in far}), f"d={top}" if top <= 3 else "d>3"])
+    return [tags[start:start + len(d)] for start, d in zip(np.cumsum([0] + [len(d) for d in docs]), docs)]
+
+
+def _check_request(req: CxmiRequest) -> None:
+    """Checks that need no model or data: run before any work."""
+    if req.context is not None and req.context < 0:
+        raise CtxmtError(f"--context {req.context}: give a number of context sentences >= 0")
+    if req.max_tokens < 16:
+        raise CtxmtError(f"--max-tokens {req.max_tokens}: give a token budget >= 16")
+    for path, what in ((req.out, "--out"), (req.per_sentence, "--per-sentence")):
+        if path is not None:
+            check_output_file(Path(path), what, inputs=(req.checkpoint,), make_parents=True)
+    if req.out is not None and req.per_sentence is not None and Path(req.out).resolve() == Path(req.per_sentence).resolve():
+        raise CtxmtError(f"--out and --per-sentence are the same file {req.out}; give two file names")
+
+
+def run_cxmi(req: CxmiRequest) -> dict:
+    """Score the split without and with context; returns the figures and writes --out / --per-sentence."""
+    import torch
+
+    from ctxmt_cli.data.store import PreparedData
+    from ctxmt_cli.evaluate.contrastive import model_context
+    from ctxmt_cli.evaluate.translation import check_vocabulary
+    from ctxmt_cli.models.loading import load_model
+
+    _check_request(req)
+    if req.device.startswith("cuda") and not torch.cuda.is_available():
+        raise CtxmtError(f"--device {req.device}: CUDA is not available on this machine; use --device cpu")
+    loaded = load_model(req.checkpoint, device=torch.device(req.device))
+    prepared = PreparedData(Path(req.data or loaded.recipe.data.path))
+    docs = document_pairs(prepared.split(req.split))
+    check_vocabulary(loaded, prepared, req.checkpoint)
+    keep = model_context(loaded.model, req.context)
+    donor = random_donor(docs, max(keep), np.random.default_rng(req.seed)) if req.random_context else None
+    pairs = sentence_pairs(docs, keep, loaded.recipe.data.max_window_tokens, donor)
+    plain, contextual, tokens = score_pairs(loaded.model, loaded.tokenizer, pairs, req.max_tokens)
+    tags = synthetic_tags(prepared, req.split, docs)
+    flat_tags = None if tags is None else [t for doc in tags for t in doc]
+    result = summarize(plain, contextual, tokens, pairs, flat_tags)
+    result.update({
+        "context": max(keep) if req.context is None else req.context,
+        "context_sentences": {"src": keep[0], "tgt": keep[1]}, "random_context": req.random_context,
+        "seed": req.seed if req.random_context else None, "checkpoint": str(req.checkpoint),
+        "data": str(prepared.dir), "split": req.split, "definition": DEFINITION,
+    })
+    if req.per_sentence is not None:
+        _write(Path(req.per_sentence), "".join(json.dumps(line) + "\n"
+                                               for line in per_sentence_lines(plain, contextual, tokens, pairs, flat_tags)))
+    if req.out is not None:
+        _write(Path(req.out), json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def summarize(plain, contextual, tokens, pairs: list[SentencePair], tags: Optional[list[list[str]]]) -> dict:
+    """The overall figures, those of the sentences that had context, and (with tags) per tag."""
+    had = np.array([max(p.context) > 0 for p in pairs], dtype=bool)
+    result = {**figures(plain, contextual, tokens), "tokens": int(tokens.sum()), "n_with_context": int(had.sum()),
+              "with_context": figures(plain[had], contextual[had], tokens[had])}
+    if tags is not None:
+        names = sorted({t for ts in tags for t in ts}, key=lambda t: (t not in ("context-dependent", "other"), t))
+        result["by_tag"] = {name: figures(*(a[[name in ts for ts in tags]] for a in (plain, contextual, tokens)))
+                            for name in names}
+        result["tags"] = TAGS
+    return result
+
+
+def per_sentence_lines(plain, contextual, tokens, pairs: list[SentencePair], tags) -> list[dict]:
+    """P-CXMI: one record per sentence (document and sentence index from 0)."""
+    lines = []
+    for i, pair in enumerate(pairs):
+        delta = float(contextual[i] - plain[i])
+        line = {"doc": pair.doc, "sentence": pair.sentence, "p_cxmi_per_token": delta / float(tokens[i]),
+                "p_cxmi_per_sentence": delta, "tokens": int(tokens[i]), "has_context": max(pair.context) > 0,
+                "context_sentences": list(pair.context),
+                "logprob": {"context": float(contextual[i]), "no_context": float(plain[i])}}
+        if tags is not None:
+            line["tags"] = tags[i]
+        lines.append(line)
+    return lines
+
+
+def _write(path: Path, text: str) -> None:
+    """Write through a temporary file and a rename: a crash never leaves half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def render(result: dict) -> str:
+    """The printed report: one row per group of sentences."""
+    side = result["context_sentences"]
+    kind = f"random context from other documents (seed {result['seed']})" if result["random_context"] else "gold context"
+    lines = [f"CXMI, split {result['split']}: K = {result['context']} (source {side['src']}, target {side['tgt']} "
+             f"context sentences), {kind}; {result['n']} sentences, {result['n_with_context']} with context, "
+             f"{result['tokens']} tokens",
+             f"{'sentences':<20}{'n':>7}{'per token':>13}{'per sentence':>15}"]
+    groups = {"all": result, "with context": result["with_context"], **result.get("by_tag", {})}
+    for name, fig in groups.items():
+        values = [f"{fig[k]:.4f}" if fig[k] is not None else "-" for k in ("cxmi_per_token", "cxmi_per_sentence")]
+        lines.append(f"{name:<20}{fig['n']:>7}{values[0]:>13}{values[1]:>15}")
+    if "tags" in result:
+        lines.append(f"tags: {result['tags']}")
+    return "\n".join(lines)
