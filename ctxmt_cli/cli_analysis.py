@@ -45,7 +45,7 @@ COMMANDS["cxmi"] = cxmi
 
 
 def plot(
-    run_dirs: list[Path] = typer.Argument(..., metavar="RUN_DIR...", help="training directories (train.save_dir) "
+    run_dirs: list[Path] = typer.Argument(..., metavar="RUN_DIR", help="training directories (train.save_dir) "
                                           "holding metrics.jsonl; several are overlaid, one colour each"),
     out: Optional[Path] = typer.Option(None, help="directory for the PNGs (default: RUN_DIR/plots of the first run)"),
     force: bool = typer.Option(False, help="overwrite PNGs that already exist"),
