@@ -81,6 +81,11 @@ def train_command(
         typer.echo(f"best checkpoint: {result.best}" + (f"\naveraged: {result.averaged}" if result.averaged else ""))
 
 
+CONTEXT_HELP = ("K context sentences per side that has context, instead of the model's own (windows of K+1 "
+                "sentences for sKtoK; sKto1 grows the source side only; caching: K cached sentences); "
+                "refused for a sentence-level model")
+
+
 @app.command()
 @user_errors
 def translate(
@@ -91,13 +96,14 @@ def translate(
     lenpen: Optional[float] = typer.Option(None, min=0.0, help="length penalty (default: recipe)"),
     target_context: Optional[str] = typer.Option(None, help="prefix (own outputs forced) | generate (regenerate the window)"),
     batch_docs: Optional[int] = typer.Option(None, min=1, help="documents decoded in parallel"),
+    context: Optional[int] = typer.Option(None, min=0, help=CONTEXT_HELP),
     device: str = typer.Option("cpu", callback=check_device, help="cpu | cuda | cuda:N"),
 ):
-    """Translate whole documents sentence by sentence, with the model's own context."""
+    """Translate whole documents sentence by sentence, with the model's own context (or --context K)."""
     from ctxmt_cli.commands import translate_file
 
     count = translate_file(input, output, checkpoint, beam=beam, lenpen=lenpen, target_context=target_context,
-                           batch_docs=batch_docs, device=device)
+                           batch_docs=batch_docs, device=device, context=context)
     typer.echo(f"translated {count} sentences", err=True)
 
 
@@ -169,6 +175,8 @@ def evaluate(
     comet: Optional[Path] = typer.Option(None, help="local COMET model folder or .ckpt; needs the optional unbabel-comet (extra: comet)"),
     out: Optional[Path] = typer.Option(None, help="write every figure to this JSON file"),
     beam: Optional[int] = typer.Option(None, help="beam size (default: the recipe's decode.beam)"),
+    context: Optional[str] = typer.Option(None, metavar="K[,K...]", help="with --checkpoint: translate once per K "
+                                          "(comma-separated) and print BLEU/chrF per K. " + CONTEXT_HELP),
     device: str = typer.Option("cpu", callback=check_device, help="cpu | cuda | cuda:N"),
 ):
     """BLEU and chrF (sacrebleu, signatures printed) of checkpoints on a prepared split, or of --hyp files against --ref."""
@@ -178,6 +186,7 @@ def evaluate(
         checkpoints=list(checkpoint or []), split=split, data=data, hyps=list(hyp or []), ref=ref, src=src,
         docids=docids, lowercase=lowercase, tokenize=tokenize, document_level=document_level,
         significance=significance, samples=samples, seed=seed, comet=comet, out=out, beam=beam, device=device,
+        context=context,
     )
     typer.echo(run_evaluate(request))
 

@@ -43,10 +43,14 @@ def _device(name: str):
 
 
 def translate_file(input: str, output: str, checkpoint: Path, *, beam=None, lenpen=None, target_context=None,
-                   batch_docs=None, device: str = "cpu") -> int:
-    """Translate a document file with a checkpoint; returns the number of sentences."""
+                   batch_docs=None, device: str = "cpu", context=None) -> int:
+    """Translate a document file with a checkpoint; returns the number of sentences.
+
+    ``context`` K: decode with K context sentences per side instead of the model's own (see
+    :func:`~ctxmt_cli.decode.translator.context_sentences`).
+    """
     from ctxmt_cli.decode.documents import read_documents, write_documents
-    from ctxmt_cli.decode.translator import translate_documents
+    from ctxmt_cli.decode.translator import context_sentences, translate_documents
     from ctxmt_cli.models.loading import load_model
 
     if target_context not in (None, "prefix", "generate"):
@@ -55,10 +59,10 @@ def translate_file(input: str, output: str, checkpoint: Path, *, beam=None, lenp
         check_output_file(Path(output), "--output", inputs=(checkpoint,) + (() if input == "-" else (input,)))
     documents = read_documents(input)  # read first: a bad input must not cost a model load
     loaded = load_model(checkpoint, device=_device(device))
-    dec, cfg = loaded.recipe.decode, loaded.recipe.model
+    dec = loaded.recipe.decode
+    src_context, tgt_context = context_sentences(loaded.recipe.model, context)
     outputs = translate_documents(
-        loaded.model, loaded.tokenizer, documents, src_context_sentences=cfg.src_context_sentences,
-        tgt_context_sentences=cfg.tgt_context_sentences,
+        loaded.model, loaded.tokenizer, documents, src_context_sentences=src_context, tgt_context_sentences=tgt_context,
         beam=beam or dec.beam, lenpen=dec.lenpen if lenpen is None else lenpen, max_len_a=dec.max_len_a,
         max_len_b=dec.max_len_b, target_context=target_context or dec.target_context,
         batch_docs=batch_docs or dec.batch_docs, max_window_tokens=loaded.recipe.data.max_window_tokens,

@@ -41,6 +41,7 @@ class EvalRequest:
     out: Optional[Path] = None
     beam: Optional[int] = None
     device: str = "cpu"
+    context: Optional[str] = None           # "K[,K...]": translate once per context size K
 
 
 @dataclass
@@ -51,6 +52,7 @@ class Corpus:
     references: list[list[str]]
     sources: Optional[list[list[str]]]
     has_documents: bool
+    context_of: dict[str, tuple[str, int]] = field(default_factory=dict)   # system -> (checkpoint name, K)
 
 
 def _flat(documents) -> list[str]:
@@ -77,14 +79,16 @@ def split_documents(prepared, split: str):
     return sources, references
 
 
-def translate_sources(loaded, sources: list[list[str]], beam: Optional[int] = None) -> list[list[str]]:
-    """Translate source documents with a loaded checkpoint and its recipe's decoding settings."""
-    from ctxmt_cli.decode.translator import translate_documents
+def translate_sources(loaded, sources: list[list[str]], beam: Optional[int] = None,
+                      context: Optional[int] = None) -> list[list[str]]:
+    """Translate source documents with a loaded checkpoint and its recipe's decoding settings
+    (``context`` K: K context sentences per side instead of the model's own)."""
+    from ctxmt_cli.decode.translator import context_sentences, translate_documents
 
-    dec, cfg = loaded.recipe.decode, loaded.recipe.model
+    dec = loaded.recipe.decode
+    src_context, tgt_context = context_sentences(loaded.recipe.model, context)
     return translate_documents(
-        loaded.model, loaded.tokenizer, sources, src_context_sentences=cfg.src_context_sentences,
-        tgt_context_sentences=cfg.tgt_context_sentences,
+        loaded.model, loaded.tokenizer, sources, src_context_sentences=src_context, tgt_context_sentences=tgt_context,
         beam=beam or dec.beam, lenpen=dec.lenpen, max_len_a=dec.max_len_a, max_len_b=dec.max_len_b,
         target_context=dec.target_context, batch_docs=dec.batch_docs,
         max_window_tokens=loaded.recipe.data.max_window_tokens,
@@ -118,6 +122,7 @@ def _unique_names(paths) -> list[str]:
 
 def _translate_corpus(req: EvalRequest) -> Corpus:
     from ctxmt_cli.data.store import PreparedData
+    from ctxmt_cli.decode.translator import context_sentences
     from ctxmt_cli.models.loading import load_model
 
     device = _device(req.device)
@@ -126,10 +131,46 @@ def _translate_corpus(req: EvalRequest) -> Corpus:
     prepared.split(req.split)  # an unknown split fails here, listing the available ones, before decoding
     for ckpt, loaded in zip(req.checkpoints, models):
         check_vocabulary(loaded, prepared, ckpt)
+    contexts = parse_contexts(req.context)
+    names = _unique_names(req.checkpoints)
+    for loaded in models:                                  # a refused K fails here, before any decoding
+        for k in contexts:
+            context_sentences(loaded.recipe.model, k)
     sources, references = split_documents(prepared, req.split)
-    systems = {name: translate_sources(loaded, sources, req.beam)
-               for name, loaded in zip(_unique_names(req.checkpoints), models)}
-    return Corpus(systems, references, sources, has_documents=True)
+    systems, context_of = {}, {}
+    for name, loaded in zip(names, models):
+        for k in contexts:
+            system = name if k is None else f"{name} K={k}"
+            systems[system] = translate_sources(loaded, sources, req.beam, k)
+            if k is not None:
+                context_of[system] = (name, k)
+    return Corpus(systems, references, sources, has_documents=True, context_of=context_of)
+
+
+def parse_contexts(text: Optional[str]) -> list[Optional[int]]:
+    """``--context 1,2,3,4`` -> [1, 2, 3, 4]; no option -> [None] (the model's own context)."""
+    if text is None:
+        return [None]
+    parts = [p.strip() for p in str(text).split(",")]
+    if not all(p.isdigit() for p in parts):
+        raise CtxmtError(f"--context {text!r}: give context sizes K >= 0, comma-separated, e.g. --context 1,2,3,4")
+    values = [int(p) for p in parts]
+    if len(set(values)) != len(values):
+        raise CtxmtError(f"--context {text!r}: each K once")
+    return values
+
+
+def context_table(corpus: Corpus, metrics: dict) -> tuple[dict, list[str]]:
+    """BLEU and chrF per checkpoint and context size K: ``{checkpoint: {K: {metric: value}}}`` and printed rows."""
+    by: dict = {}
+    for system, (name, k) in corpus.context_of.items():
+        by.setdefault(name, {})[str(k)] = metrics[system]
+    if not by:
+        return {}, []
+    lines = ["", "per context size K (context sentences per side):", f"{'K':>4}{'BLEU':>9}{'chrF':>9}  system"]
+    for name, rows in by.items():
+        lines += [f"{k:>4}{row['BLEU']:>9.2f}{row['chrF']:>9.2f}  {name}" for k, row in rows.items()]
+    return by, lines
 
 
 # ---- reading hypothesis / reference / source files ----------------------------------------------
@@ -238,6 +279,10 @@ def _validate(req: EvalRequest) -> list[str]:
         raise CtxmtError("give either --checkpoint (translate a split) or --hyp/--ref (score files), not both")
     if req.hyps and req.ref is None:
         raise CtxmtError("--hyp needs --ref REFERENCE_FILE")
+    if req.hyps and req.context is not None:
+        raise CtxmtError("--context sets the context a checkpoint translates with; give it with --checkpoint, "
+                         "not with --hyp files")
+    parse_contexts(req.context)
     if not req.hyps:
         if req.ref is not None:
             raise CtxmtError("--ref needs at least one --hyp HYPOTHESIS_FILE")
@@ -326,9 +371,12 @@ def run_evaluate(req: EvalRequest) -> str:
                          f"--ref {req.ref} and every --hyp, or --docids FILE")
     metrics, signatures, lines = _system_scores(corpus, req, _comet_scores(corpus, req))
     significance, sig_lines = _significance(corpus, req, tests)
+    by_context, context_lines = context_table(corpus, metrics)
     payload = {"systems": list(corpus.systems), "metrics": metrics, "signatures": signatures,
                "significance": significance, "segments": len(_flat(corpus.references)),
                "documents": len(corpus.references) if corpus.has_documents else None}
+    if by_context:
+        payload["by_context"] = by_context
     if req.out is not None:
         _write_json(req.out, payload)
-    return "\n".join(lines + sig_lines)
+    return "\n".join(lines + context_lines + sig_lines)

@@ -13,6 +13,7 @@ from ctxmt_cli.decode.search import beam_search
 from ctxmt_cli.decode.translator import (
     Plan,
     TranslationStats,
+    context_sentences,
     split_generated,
     step_batch,
     translate_documents,
@@ -154,3 +155,32 @@ def test_generate_mode_keeps_the_text_after_the_last_separator(tokenizer):
 def test_bad_mode_is_a_one_line_error():
     with pytest.raises(CtxmtError, match="target_context"):
         translate_documents(None, None, [], src_context_sentences=0, tgt_context_sentences=0, target_context="reference")
+
+
+def test_context_option_resizes_each_side_that_has_context(tokenizer):
+    config = lambda **model: validate_recipe({"model": {**TINY, **model}}).model  # noqa: E731
+    s2to2 = config(family="concat", src_context_sentences=2, tgt_context_sentences=2)
+    assert [context_sentences(s2to2, k) for k in (None, 0, 1, 4)] == [(2, 2), (0, 0), (1, 1), (4, 4)]
+    s2to1 = config(family="concat", src_context_sentences=2, tgt_context_sentences=0)
+    assert context_sentences(s2to1, 4) == (4, 0)                             # sKto1: only the source side grows
+    assert context_sentences(config(family="caching", src_context_sentences=1), 3) == (3, 0)   # 3 cached sentences
+    sentence_level = config(family="sentence")
+    assert context_sentences(sentence_level) == context_sentences(sentence_level, 0) == (0, 0)
+    with pytest.raises(CtxmtError, match="reads no context"):
+        context_sentences(sentence_level, 2)
+    # a model trained with 2 context sentences per side, decoded with K = 4: windows of 5 sentences
+    sp = VocabInfo.of(tokenizer)
+    src, out = [[10 + j] for j in range(6)], [[30 + j] for j in range(5)]
+    step = step_batch([src], [out], 5, Plan(*context_sentences(s2to2, 4)), sp)
+    assert step.batch.src[0].tolist() == [11, sp.brk, 12, sp.brk, 13, sp.brk, 14, sp.brk, 15, sp.eos]
+    assert step.batch.tgt_prefix[0].tolist() == [sp.bos, 31, sp.brk, 32, sp.brk, 33, sp.brk, 34, sp.brk]
+
+
+def test_context_zero_translates_every_sentence_as_if_alone(tokenizer):
+    model, docs = make_model(tokenizer), documents(sizes=(4, 3))
+    no_context = run(model, tokenizer, docs, src_context_sentences=0, tgt_context_sentences=0)
+    alone = run(model, tokenizer, [[s] for doc in docs for s in doc])
+    assert [s for doc in no_context for s in doc] == [doc[0] for doc in alone]
+    assert no_context != run(model, tokenizer, docs)                       # the trained window does see context
+    wider = run(model, tokenizer, docs, src_context_sentences=3, tgt_context_sentences=3)
+    assert [len(d) for d in wider] == [4, 3] and all(line for d in wider for line in d)

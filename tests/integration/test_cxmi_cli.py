@@ -1,0 +1,64 @@
+"""`ctxmt cxmi` through the CLI: exact 0 for a sentence-level model, context usage of a concat model, the
+random-context control, P-CXMI lines, synthetic tags, user errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.integration.conftest import ROOT, assert_user_error, run_cli, tiny_sets
+
+
+@pytest.fixture(scope="module")
+def sentence_checkpoint(synthetic_dir, tmp_path_factory):
+    save = tmp_path_factory.mktemp("cli") / "sentence"
+    result = run_cli("train", ROOT / "recipes" / "lupo2022_focused_concat" / "en_de_base.yaml",
+                     *tiny_sets(synthetic_dir, save), "--set", "train.early_stop_on=window_loss")
+    assert result.exit_code == 0, result.output
+    return save / "checkpoint_best.pt"
+
+
+def cxmi(tmp_path, checkpoint, *args, name="cxmi"):
+    out, lines = tmp_path / f"{name}.json", tmp_path / f"{name}.jsonl"
+    result = run_cli("cxmi", "-c", checkpoint, "--out", out, "--per-sentence", lines, *args)
+    assert result.exit_code == 0, result.output
+    return result.stdout, json.loads(out.read_text()), [json.loads(x) for x in lines.read_text().splitlines()]
+
+
+def test_sentence_level_model_gives_exactly_zero(sentence_checkpoint, synthetic_dir, tmp_path):
+    printed, result, lines = cxmi(tmp_path, sentence_checkpoint, "--data", synthetic_dir, "--context", 3)
+    assert result["cxmi_per_token"] == 0.0 and result["cxmi_per_sentence"] == 0.0
+    assert result["context_sentences"] == {"src": 0, "tgt": 0} and result["n_with_context"] == 0
+    assert len(lines) == result["n"] > 0 and all(x["p_cxmi_per_sentence"] == 0.0 for x in lines)
+    assert "0.0000" in printed.splitlines()[2]                                    # the "all" row
+
+
+def test_concat_model_uses_its_context_and_random_context_differs(concat_checkpoint, synthetic_dir, tmp_path):
+    printed, gold, lines = cxmi(tmp_path, concat_checkpoint)                      # data: the recipe's data.path
+    assert gold["context"] == 3 and gold["context_sentences"] == {"src": 3, "tgt": 3} and gold["split"] == "test"
+    assert gold["cxmi_per_token"] != 0.0 and gold["cxmi_per_sentence"] != 0.0
+    assert len(lines) == gold["n"] and sum(x["has_context"] for x in lines) == gold["n_with_context"] < gold["n"]
+    assert all(x["p_cxmi_per_sentence"] == 0.0 for x in lines if not x["has_context"])   # document starts
+    assert gold["cxmi_per_sentence"] == pytest.approx(sum(x["p_cxmi_per_sentence"] for x in lines) / len(lines))
+    # the synthetic benchmark: every sentence is context-dependent or other
+    tags = gold["by_tag"]
+    assert tags["context-dependent"]["n"] + tags["other"]["n"] == gold["n"] and "context-dependent" in printed
+    _, control, control_lines = cxmi(tmp_path, concat_checkpoint, "--random-context", "--seed", 3, name="random")
+    assert control["random_context"] and control["seed"] == 3 and control["n"] == gold["n"]
+    assert control["cxmi_per_token"] != gold["cxmi_per_token"]
+    assert [x["context_sentences"] for x in control_lines] == [x["context_sentences"] for x in lines]
+    _, one, _ = cxmi(tmp_path, concat_checkpoint, "--context", 1, name="one")
+    assert one["context_sentences"] == {"src": 1, "tgt": 1} and one["cxmi_per_token"] != gold["cxmi_per_token"]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--split", "nosuch"], "nosuch"),
+    (["--context", "-1"], "--context"),
+    (["--max-tokens", "2"], "--max-tokens"),
+])
+def test_bad_inputs_are_one_line_errors(concat_checkpoint, tmp_path, args, needle):
+    out = tmp_path / "keep.json"
+    out.write_text("kept\n")
+    assert_user_error(run_cli("cxmi", "-c", concat_checkpoint, "--out", out, *args), needle)
+    assert out.read_text() == "kept\n"                                            # nothing overwritten
