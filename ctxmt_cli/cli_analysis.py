@@ -8,14 +8,73 @@ a readable size. Like every command, each parses its options and calls one funct
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
 from ctxmt_cli.cli_errors import check_device, user_errors
+from ctxmt_cli.errors import CtxmtError
 
 #: command name -> function; each is registered on the app by :func:`register`
 COMMANDS: dict = {}
+
+
+def _show(value: Optional[str]) -> tuple[int, ...]:
+    """``--show 0,5`` -> (0, 5)."""
+    if not value:
+        return ()
+    try:
+        return tuple(int(v) for v in value.split(","))
+    except ValueError:
+        raise typer.BadParameter("give window numbers, comma-separated (e.g. 0 or 0,5)") from None
+
+
+def analyze_attention(
+    runs: Optional[List[str]] = typer.Argument(None, metavar="[compare RUN_A RUN_B]",
+                                               help="'compare' and two --out directories: approximate randomisation"),
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="model checkpoint"),
+    data: Optional[Path] = typer.Option(None, help="prepared dir (default: the checkpoint recipe's data.path)"),
+    split: str = typer.Option("test", help="prepared split, teacher-forced over its references"),
+    src: Optional[Path] = typer.Option(None, help="source documents (blank line between documents) instead of a split"),
+    ref: Optional[Path] = typer.Option(None, help="their reference translations, aligned with --src"),
+    context: Optional[int] = typer.Option(None, help="K context sentences per side that has context (default: the "
+                                          "model's own; for sKtoK windows of K+1 sentences)"),
+    max_sentences: Optional[int] = typer.Option(None, min=1, help="analyse the first N windows only"),
+    show: Optional[str] = typer.Option(None, help="window numbers (comma-separated) to draw as heat maps"),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="draw the PNGs (needs matplotlib)"),
+    out: Optional[Path] = typer.Option(None, help="directory for analysis.json, sentences.jsonl and the PNGs "
+                                       "(default: analysis-SPLIT beside the checkpoint)"),
+    force: bool = typer.Option(False, help="overwrite an earlier analysis in --out"),
+    trials: int = typer.Option(1000, min=1, help="compare: permutations of approximate randomisation"),
+    seed: int = typer.Option(1, help="compare: seed of the permutations"),
+    max_tokens: int = typer.Option(4096, min=16, help="token budget per batch"),
+    device: str = typer.Option("cpu", callback=check_device, help="cpu | cuda | cuda:N"),
+):
+    """Attention entropy and current-sentence share per kind, layer and head (Lupo et al. 2022, Table 5 and
+    Figure 2), group usage of the caching family, heat maps.
+
+    `ctxmt analyze-attention compare RUN_A RUN_B` tests the summary numbers of two runs by approximate
+    randomisation over sentences.
+    """
+    from ctxmt_cli.analysis import attention_run
+
+    if runs:
+        if runs[0] != "compare" or len(runs) != 3:
+            raise CtxmtError("usage: ctxmt analyze-attention compare RUN_A RUN_B (two directories written with --out), "
+                             "or ctxmt analyze-attention -c CKPT [options]")
+        typer.echo(attention_run.render_compare(attention_run.compare_runs(Path(runs[1]), Path(runs[2]), trials, seed)))
+        return
+    if checkpoint is None:
+        raise CtxmtError("analyze-attention needs --checkpoint CKPT (or: compare RUN_A RUN_B)")
+    default_out = checkpoint.parent / f"analysis-{split if src is None else 'files'}"
+    request = attention_run.AttentionRequest(
+        checkpoint=checkpoint, out=out or default_out, data=data, split=split, src=src, ref=ref, context=context,
+        max_sentences=max_sentences, show=_show(show), plots=plots, max_tokens=max_tokens, device=device, force=force)
+    typer.echo(attention_run.render(attention_run.run_attention(request)))
+    typer.echo(f"wrote {request.out}/analysis.json", err=True)
+
+
+COMMANDS["analyze-attention"] = analyze_attention
 
 
 def cxmi(

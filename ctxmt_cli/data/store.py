@@ -222,3 +222,43 @@ class PreparedData:
             raise CtxmtError(f"the SentencePiece model(s) in {self.dir} do not match its "
                              "meta.json fingerprint; re-run `ctxmt prepare --force`")
         return tok
+
+
+class MemorySplit:
+    """A split held in memory, with :class:`SplitArrays`' read interface: documents of (source ids, target ids).
+
+    For commands that read raw text files (``--src``/``--ref``) and then window and batch them exactly as
+    a prepared split.
+    """
+
+    def __init__(self, documents: Sequence[Sequence[tuple[Sequence[int], Sequence[int]]]], name: str = "files"):
+        self.name = name
+        pairs = [pair for doc in documents for pair in doc]
+        self._src = [np.asarray(s, dtype=np.int64) for s, _ in pairs]
+        self._tgt = [np.asarray(t, dtype=np.int64) for _, t in pairs]
+        self.doc_offsets = np.cumsum([0] + [len(doc) for doc in documents]).astype(np.int64)
+        self.src_lengths = np.asarray([len(s) for s in self._src], dtype=np.int64)
+        self.tgt_lengths = np.asarray([len(t) for t in self._tgt], dtype=np.int64)
+        counts = np.diff(self.doc_offsets)
+        self.doc_index = np.repeat(np.arange(len(documents), dtype=np.int64), counts)
+
+    @property
+    def n_sentences(self) -> int:
+        return len(self._src)
+
+    @property
+    def n_documents(self) -> int:
+        return len(self.doc_offsets) - 1
+
+    def src(self, i: int) -> np.ndarray:
+        """Token ids of source sentence ``i``."""
+        return self._src[i]
+
+    def tgt(self, i: int) -> np.ndarray:
+        """Token ids of target sentence ``i``."""
+        return self._tgt[i]
+
+    def documents(self) -> Iterator[tuple[int, int]]:
+        """``(start, end)`` sentence ranges of the documents, in order (end exclusive)."""
+        for k in range(self.n_documents):
+            yield int(self.doc_offsets[k]), int(self.doc_offsets[k + 1])

@@ -55,6 +55,13 @@ class LoadedModel:
     meta: dict
 
 
+def torch_device(name: str) -> torch.device:
+    """The device a ``--device`` value names; CUDA asked for where there is none is a one-line error."""
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise CtxmtError(f"--device {name}: CUDA is not available on this machine; use --device cpu")
+    return torch.device(name)
+
+
 def load_model(path: Path, device: str | torch.device = "cpu") -> LoadedModel:
     """Rebuild the model of a checkpoint (eval mode, on ``device``) without the prepared data."""
     from ctxmt_cli.data.tokenize import Tokenizer

@@ -1,0 +1,209 @@
+"""``ctxmt analyze-attention``: teacher-forced attention statistics of a checkpoint over a split, and their figures.
+
+The split's windows (the model's own context, or ``--context K`` sentences per side) are
+length-bucketed into token-budget batches and run through ``forward`` with an
+:class:`~ctxmt_cli.analysis.attention.AttentionStats` probe, which reduces each layer's
+map as soon as it exists. Writes ``analysis.json`` (summary, per kind × layer × head, group
+usage for the caching family, every definition), ``sentences.jsonl`` (the per-sentence sums
+that ``analyze-attention compare`` tests) and, unless ``plots`` is off, PNGs: the layer × head
+grids of entropy and current share, and for each ``--show N`` window its attention per layer
+(averaged over heads, sentence boundaries drawn) and its grouping/selecting assignment.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+
+from ctxmt_cli.analysis.attention import COLUMNS, AttentionStats, approximate_randomization
+from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.paths import check_output_dir
+
+OUTPUTS = ("analysis.json", "sentences.jsonl")
+
+
+@dataclass
+class AttentionRequest:
+    """Everything ``analyze-attention`` was asked (the CLI's options)."""
+
+    checkpoint: Path
+    out: Path
+    data: Optional[Path] = None
+    split: str = "test"
+    src: Optional[Path] = None
+    ref: Optional[Path] = None
+    context: Optional[int] = None
+    max_sentences: Optional[int] = None
+    show: tuple[int, ...] = ()
+    plots: bool = True
+    max_tokens: int = 4096
+    device: str = "cpu"
+    force: bool = False
+
+
+def _check(req: AttentionRequest) -> None:
+    """Refuse a bad request before any work (one line each)."""
+    if (req.src is None) != (req.ref is None):
+        raise CtxmtError("--src and --ref go together (a source file and its reference translation)")
+    if req.src is not None and req.data is not None:
+        raise CtxmtError("give either --data DIR --split S or --src F --ref F, not both")
+    if req.context is not None and req.context < 0:
+        raise CtxmtError(f"--context {req.context}: give a number of context sentences >= 0")
+    check_output_dir(req.out, "--out")
+    taken = [name for name in OUTPUTS if (Path(req.out) / name).exists()]
+    if taken and not req.force:
+        raise CtxmtError(f"--out {req.out} already holds {', '.join(taken)}; pass --force to overwrite or choose another --out")
+    if req.plots:
+        from ctxmt_cli.analysis.figures import require_matplotlib
+
+        require_matplotlib()
+
+
+def read_split(loaded, req: AttentionRequest):
+    """The split to analyse: a prepared split (vocabulary checked) or the ``--src``/``--ref`` files tokenised."""
+    from ctxmt_cli.data.store import MemorySplit, PreparedData
+    from ctxmt_cli.decode.documents import read_documents
+
+    if req.src is None:
+        from ctxmt_cli.evaluate.translation import check_vocabulary
+
+        prepared = PreparedData(req.data or Path(loaded.recipe.data.path))
+        check_vocabulary(loaded, prepared, req.checkpoint)
+        return prepared.split(req.split)
+    src, ref = read_documents(req.src), read_documents(req.ref)
+    shape = lambda docs: [len(d) for d in docs]  # noqa: E731
+    if shape(src) != shape(ref):
+        raise CtxmtError(f"--src {req.src} and --ref {req.ref} differ in documents or sentences per document "
+                         f"({sum(shape(src))} vs {sum(shape(ref))} sentences); give aligned files")
+    tok = loaded.tokenizer
+    ids_src = tok.encode_batch([s for d in src for s in d], "src")
+    ids_ref = tok.encode_batch([s for d in ref for s in d], "tgt")
+    docs, i = [], 0
+    for doc in src:
+        docs.append(list(zip(ids_src[i:i + len(doc)], ids_ref[i:i + len(doc)])))
+        i += len(doc)
+    return MemorySplit(docs, name=Path(req.src).name)
+
+
+def window_dataset(loaded, split, context: Optional[int]):
+    """Windows of ``split`` with the model's context, or ``context`` sentences on each side that has context."""
+    from ctxmt_cli.data.windows import WindowDataset, WindowSpec
+    from ctxmt_cli.evaluate.contrastive import model_context
+
+    if context and not loaded.model.context_aware:
+        raise CtxmtError(f"--context {context}: {loaded.recipe.model.family} is a sentence-level model; it reads no context")
+    src_ctx, tgt_ctx = model_context(loaded.model, context)
+    spec = WindowSpec(src_ctx, tgt_ctx, loaded.recipe.data.max_window_tokens)
+    return WindowDataset(split, spec, loaded.vocab.brk, loaded.vocab.eos)
+
+
+@torch.no_grad()
+def collect_statistics(model, dataset, indices: np.ndarray, max_tokens: int, device) -> AttentionStats:
+    """Run every window of ``indices`` through ``model`` with a statistics probe, batch by batch."""
+    from ctxmt_cli.data.batching import token_batches, window_batch
+
+    stats = AttentionStats()
+    vocab = model.vocab
+    for group in token_batches(dataset.src_len, dataset.tgt_len, indices, max_tokens, shuffle=False):
+        batch = window_batch(dataset, group, vocab.pad, vocab.bos).to(device)
+        stats.rows = [int(j) for j in group]
+        model(batch, probe=stats, project=False)
+    return stats
+
+
+def run_attention(req: AttentionRequest) -> dict:
+    """Analyse, write the outputs, return ``analysis.json``'s content."""
+    from ctxmt_cli.models.loading import load_model, torch_device
+
+    _check(req)
+    loaded = load_model(req.checkpoint, torch_device(req.device))
+    dataset = window_dataset(loaded, read_split(loaded, req), req.context)
+    indices = dataset.indices if req.max_sentences is None else dataset.indices[: req.max_sentences]
+    if len(indices) == 0:
+        raise CtxmtError(f"no sentence to analyse in split {dataset.split.name!r}")
+    for n in req.show:
+        if not 0 <= n < len(indices):
+            raise CtxmtError(f"--show {n}: the split has windows 0..{len(indices) - 1}")
+    stats = collect_statistics(loaded.model, dataset, indices, req.max_tokens, next(loaded.model.parameters()).device)
+    result = stats.to_json()
+    src_ctx, tgt_ctx = dataset.spec.src_context_sentences, dataset.spec.tgt_context_sentences
+    result.update(checkpoint=str(req.checkpoint), family=loaded.recipe.model.family, split=dataset.split.name,
+                  context={"src": src_ctx, "tgt": tgt_ctx})
+    out = Path(req.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "analysis.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    doc = dataset.split.doc_index
+    lines = [json.dumps({"sentence": sid, "doc": int(doc[sid]), **dict(zip(COLUMNS, row.tolist()))})
+             for sid, row in sorted(stats.sentences.items())]
+    (out / "sentences.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if req.plots:
+        from ctxmt_cli.analysis.attention_figures import draw_grids, draw_window
+
+        result["figures"] = [str(p) for p in draw_grids(result, out)]
+        for n in req.show:
+            result["figures"] += [str(p) for p in draw_window(loaded, dataset, int(indices[n]), n, out)]
+    return result
+
+
+def render(result: dict) -> str:
+    """The printed report: the summary numbers with their definition, then each kind's layer means."""
+    s = result["summary"]
+    fmt = lambda x: "n/a" if x is None else f"{x:.4f}"  # noqa: E731
+    lines = [f"{result['family']} on {result['split']} ({result['sentences']} sentences, context "
+             f"{result['context']['src']}/{result['context']['tgt']})",
+             f"entropy {fmt(s['entropy'])} nats   current share {fmt(s['current_share'])}   "
+             f"current share (self-attention) {fmt(s['current_share_self'])}",
+             f"  ({s['definition']})"]
+    for kind, v in result["by_kind"].items():
+        means = [np.nanmean(np.asarray(layer, dtype=float)) for layer in v["entropy"]]
+        shares = [np.nanmean(np.asarray(layer, dtype=float)) for layer in v["current_share"]]
+        lines.append(f"{kind:>13}: entropy per layer {' '.join(f'{m:.3f}' for m in means)}; "
+                     f"current share {' '.join(f'{m:.3f}' for m in shares)}")
+    if "assignment" in result:
+        a = result["assignment"]
+        lines.append(f"   assignment: {a['groups_used_per_sentence']:.2f} of {a['groups']} groups carry weight "
+                     f"per sentence; {a['groups_used']} used over the split")
+    return "\n".join(lines)
+
+
+def _read_sentences(run: Path) -> dict[int, np.ndarray]:
+    path = Path(run) / "sentences.jsonl"
+    if not path.is_file():
+        raise CtxmtError(f"{run} holds no sentences.jsonl; give a directory written by `ctxmt analyze-attention --out`")
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return {r["sentence"]: np.asarray([r[c] for c in COLUMNS], dtype=float) for r in rows}
+
+
+def compare_runs(run_a: Path, run_b: Path, trials: int = 1000, seed: int = 1) -> dict:
+    """Approximate randomisation on the summary numbers of two runs over the same sentences."""
+    a, b = _read_sentences(run_a), _read_sentences(run_b)
+    if a.keys() != b.keys():
+        raise CtxmtError(f"{run_a} and {run_b} analysed different sentences ({len(a)} vs {len(b)}); "
+                         "run both on the same split and --max-sentences")
+    ids = sorted(a)
+    xa, xb = np.stack([a[i] for i in ids]), np.stack([b[i] for i in ids])   # (N, 6)
+    out = {"sentences": len(ids), "trials": trials, "seed": seed, "runs": [str(run_a), str(run_b)]}
+    for name, (s, c) in {"entropy": (0, 1), "current_share": (2, 3), "current_share_self": (4, 5)}.items():
+        if xa[:, c].sum() == 0 or xb[:, c].sum() == 0:
+            continue
+        va, vb = xa[:, s].sum() / xa[:, c].sum(), xb[:, s].sum() / xb[:, c].sum()
+        p = approximate_randomization(xa[:, [s, c]], xb[:, [s, c]], trials, seed)
+        out[name] = {"a": float(va), "b": float(vb), "difference": float(vb - va), "p_value": p}
+    return out
+
+
+def render_compare(result: dict) -> str:
+    """The comparison as lines: each summary number for both runs, the difference and its p-value."""
+    a, b = result["runs"]
+    lines = [f"approximate randomisation, {result['trials']} trials (seed {result['seed']}), "
+             f"{result['sentences']} sentences", f"A = {a}", f"B = {b}"]
+    for name in ("entropy", "current_share", "current_share_self"):
+        if name in result:
+            r = result[name]
+            lines.append(f"{name:>19}: A {r['a']:.4f}  B {r['b']:.4f}  B-A {r['difference']:+.4f}  p = {r['p_value']:.4f}")
+    return "\n".join(lines)
