@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import importlib
 import random
+from dataclasses import replace
 
+import numpy as np
 import pytest
 import torch
 import yaml
 
+from ctxmt_cli.analysis.attention import AttentionStats
 from ctxmt_cli.config import recipe_to_dict, validate_recipe
 from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.probe import Collect
+from ctxmt_cli.data.batching import collate
 from ctxmt_cli.decode.search import beam_search, greedy_search
 from ctxmt_cli.evaluate.contrastive import score_testset
 from ctxmt_cli.evaluate.testsets import ContrastiveItem, TestSet
@@ -142,6 +147,58 @@ def test_padding_and_batch_composition_change_nothing(variant):
     for r, t in real_positions(together):
         torch.testing.assert_close(both[r, t], alone[r][t], atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(reordered[(r + 1) % 3, t], alone[r][t], atol=1e-5, rtol=1e-5)
+
+
+# ---- attention probe -----------------------------------------------------------------------------
+@pytest.mark.parametrize("variant", IDS)
+def test_attention_probe_sees_distributions_and_changes_nothing(variant):
+    """Each layer reports each kind once; every real query's map is a distribution over its real (and, causal,
+    past) keys; the current-sentence masks lie inside the masks; the probed pass gives the same logits."""
+    model = make_model(variant)
+    batch, probe = sample(model), Collect()
+    with torch.no_grad():
+        plain = model(batch).logits
+        probed = model(batch, probe=probe).logits
+    torch.testing.assert_close(probed, plain, atol=1e-5, rtol=1e-5)
+    layers = {"encoder_self": model.cfg.encoder_layers, "decoder_self": model.cfg.decoder_layers,
+              "cross": model.cfg.decoder_layers}
+    for kind, n in layers.items():
+        assert [v.layer for v in probe.views[kind]] == list(range(n)), kind
+    for kind, views in probe.views.items():
+        for v in views:
+            w = v.weights                                                   # (B, H, Tq, Tk)
+            if kind == "assignment" and model.cfg.repr == "selecting":     # each group: a distribution over tokens
+                w = w.transpose(-1, -2)                                     # (B, 1, K, L)
+                v = replace(v, query_mask=v.key_mask, key_mask=v.query_mask, query_current=v.key_current,
+                            key_current=v.query_current)
+            real = v.query_mask[:, None, :].expand(w.shape[:3])
+            torch.testing.assert_close(w.sum(-1)[real], torch.ones(int(real.sum())), atol=1e-5, rtol=0)
+            w = w * real[..., None]                                         # padded queries' rows are never read
+            assert (w.masked_select(~v.key_mask[:, None, None, :]) == 0).all(), kind
+            if v.causal:
+                assert (w.triu(1) == 0).all(), kind
+            assert not (v.query_current & ~v.query_mask).any() and not (v.key_current & ~v.key_mask).any()
+
+
+@pytest.mark.parametrize("variant", IDS)
+def test_attention_statistics_ignore_padding_and_batch_composition(variant):
+    """Per-sentence entropy and share sums of a window are the same in a padded batch and alone."""
+    model = make_model(variant)
+    tgt = [TGT[r] if model.cfg.tgt_context_sentences > 0 else current_only(TGT[r]) for r in range(3)]
+
+    def windows(rows):                                                      # as the data pipeline collates them
+        return collate([np.asarray(SRC[r]) for r in rows], [np.asarray(tgt[r]) for r in rows], PAD, BOS)
+
+    together, alone = AttentionStats(), AttentionStats()
+    with torch.no_grad():
+        together.rows = [0, 1, 2]
+        model(windows([0, 1, 2]), probe=together)
+        for r in range(3):
+            alone.rows = [r]
+            model(windows([r]), probe=alone)
+    for r in range(3):
+        torch.testing.assert_close(torch.tensor(together.sentences[r]), torch.tensor(alone.sentences[r]),
+                                   atol=1e-4, rtol=1e-5)
 
 
 # ---- beam 1 = greedy ------------------------------------------------------------------------------
