@@ -64,7 +64,7 @@ Row = tuple[list[str], str, list[str], list[str]]  # src_context, src, tgt_conte
 
 _IGNORED = re.compile(r"[\s\"'`\u00b4]")  # whitespace and quotes, as mjpost's json2text.py compares
 _OPUS_DOC = re.compile(rb"(\d{4})/(\d+)/(\d+)\.xml")
-_CHECK_HINT = "re-run the extraction with this json (or pass check_source=False to skip this check)"
+_CHECK_HINT = "re-run the publisher's json2text_and_context.pl with this json"
 
 
 def load_records(path: Path, required: tuple[str, ...]) -> list[dict]:
@@ -113,9 +113,14 @@ def record_tags(record: dict) -> dict:
     return tags
 
 
+def text_key(text: str) -> str:
+    """The text with whitespace and quote characters removed: what :func:`same_text` compares."""
+    return _IGNORED.sub("", text)
+
+
 def same_text(a: str, b: str) -> bool:
     """Equal once whitespace and quote characters are ignored."""
-    return _IGNORED.sub("", a) == _IGNORED.sub("", b)
+    return text_key(a) == text_key(b)
 
 
 def file_lines(path: Path, role: str) -> list[str]:
@@ -283,8 +288,7 @@ def rows_from_documents(records: list[dict], documents: Path, k: int, langs: tup
                              f"{record['document id']} ({len(src_doc)} lines); use the OpenSubtitles2018 release")
         if check and not same_text(src_doc[seg - 1], record["src segment"]):
             raise fail(where, seg, f"differs from 'src segment' of json record {number}",
-                       "use the documents of OpenSubtitles2018 de-en as setup_opensubs.sh builds them "
-                       "(or pass check_source=False)")
+                       "use the documents of OpenSubtitles2018 de-en as setup_opensubs.sh builds them")
         back = range(seg - k, seg)
         sc, tc = trim_context([src_doc[i - 1] if i >= 1 else "" for i in back],
                               [tgt_doc[i - 1] if i >= 1 else "" for i in back])

@@ -11,15 +11,17 @@ rbawden/Large-contrastive-pronoun-testset-EN-FR on GitHub (README, folders
   ``PREFIX.current.{src,trg}`` with, per example, the correct line (document
   source, document target) then the contrastive line (same source, the json's
   first ``errors`` ``contrastive``): correct and contrastive lines alternate;
-  ``PREFIX.context.{src,trg}`` with N lines per current line, oldest first (all N
-  empty when the example is fewer than N lines into its document). The
-  repository ships them as ``extracted/{OpenSubs,UN-corpus}.current.*`` and
-  ``extracted/*.c{N}.context.*`` (N = 1-3 OpenSubs, 1-5 UN); ``process.sh`` names
-  them ``testset.N.{current,context}.*``.
-* Order: the script groups the json's examples by ``"document id"`` (documents
-  in order of first appearance, examples in json order inside each), which
-  differs from json order when the json is not sorted by document
-  (``filter_examples.py`` writes OpenSubs pronoun by pronoun).
+  ``PREFIX.context.{src,trg}`` with N lines per current line (so 2N per
+  example), oldest first; all N are empty when the example is fewer than N
+  lines into its document (``segment id < N``), so trimming a ``c3`` file to
+  one line is not the ``c1`` file. The repository ships them as
+  ``extracted/{OpenSubs,UN-corpus}.current.*`` and ``extracted/*.c{N}.context.*``
+  (N = 1-3 OpenSubs, 1-5 UN); ``process.sh`` names them ``testset.N.{current,context}.*``.
+* Order: the script groups the json's examples by ``"document id"``, examples
+  in json order inside each document; the older version writes documents in
+  order of first appearance in the json, the current one in sorted-id order.
+  Both differ from json order (``filter_examples.py`` writes OpenSubs pronoun
+  by pronoun).
 * JSON records (ContraPro's layout): ``"document id"`` (no language suffix),
   ``"segment id"`` (0-based line), ``"src segment"``, ``"ref segment"``
   (tokenized for OpenSubs, so the extracted lines are what gets scored),
@@ -36,15 +38,21 @@ rbawden/Large-contrastive-pronoun-testset-EN-FR on GitHub (README, folders
 
 Here: one :class:`TestSet` per extracted prefix, named by it (``OpenSubs``); with
 the json (option ``json``, else a single ``*testset*.json`` in the folder or its
-parent) items follow json order -- so the scores file is what ``evaluate.py``
-reads -- with ContraPro's tags; without it, file order, and ``pronoun`` is the
-French pronoun that the contrastive line changes.
+parent, announced in one line) items follow json order -- so the scores file is
+what ``evaluate.py`` reads -- with ContraPro's tags. Each example of the files is
+matched to its record by content (source and contrastive line), so files of
+either script version (or in json order) are read alike. Without the json: file
+order, and ``pronoun`` is the French pronoun that the contrastive line changes.
+Without an explicit ``context``, ``model_context`` (the model's context size)
+picks the ``cN`` file of that size.
 """
 
 from __future__ import annotations
 
 import glob
+import logging
 import re
+from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Optional
 
@@ -59,29 +67,31 @@ from ctxmt_cli.evaluate.testsets.contrapro import (
     file_lines,
     load_records,
     record_tags,
-    same_text,
+    text_key,
     trim_context,
 )
 
 PRONOUNS = {"il": "it", "elle": "it", "ils": "they", "elles": "they"}
 _WORD = re.compile(r"\w+")
-_CHECK_HINT = "give the json these files were extracted from (json=PATH), or pass check_source=False"
+_JSON_HINT = "give the json these files were extracted from with --json PATH, or --json none to read the files alone"
+log = logging.getLogger(__name__)
 
 
 def read_lopes(path: Path, **options) -> list[TestSet]:
     """Every extracted set at ``path`` (a folder of ``*.current.{src,trg}``, a prefix, or one of the files).
 
-    Options: ``context`` (sentences to keep; default the largest ``cN`` file or
-    what ``PREFIX.context.*`` holds), ``json`` (the publisher's test-set json;
-    False ignores any), ``check_source`` (default True), ``src_lang``/``tgt_lang`` (en/fr).
+    Options: ``context`` (sentences to keep; default: the ``cN`` file of ``model_context`` sentences, else the
+    largest ``cN`` file or what ``PREFIX.context.*`` holds), ``model_context`` (the scoring model's context
+    size), ``json`` (the publisher's test-set json; False or "none" ignores any), ``check_source`` (default
+    True; False assumes the older script's order unchecked), ``src_lang``/``tgt_lang`` (en/fr).
     """
     context = context_option(options.get("context"))
+    model_context = context_option(options.get("model_context"))
     langs = (options.get("src_lang") or "en", options.get("tgt_lang") or "fr")
-    json_option = options.get("json")
     sets = []
     for prefix in _prefixes(Path(path)):
-        json_path = None if json_option is False else Path(json_option) if json_option else _find_json(prefix.parent)
-        sets.append(_read_set(prefix, context, json_path, options.get("check_source", True), langs))
+        json_path = _json_for(prefix, options.get("json"))
+        sets.append(_read_set(prefix, (context, model_context), json_path, options.get("check_source", True), langs))
     return sets
 
 
@@ -102,6 +112,24 @@ def _prefixes(path: Path) -> list[Path]:
     return [path]
 
 
+def _json_for(prefix: Path, option) -> Optional[Path]:
+    """The json to read: ``option`` (a path, or False/"none" for none), else one found and announced."""
+    if option is False or (isinstance(option, str) and option.lower() == "none"):
+        return None
+    if option:
+        path = Path(option)
+        if not path.is_file():
+            raise CtxmtError(f"--json {option}: no such file; give the publisher's test-set json "
+                             "(OpenSubs/testset-en-fr.json), or --json none to read the files alone")
+        return path
+    found = _find_json(prefix.parent)
+    if found is not None:
+        where = "beside" if found.parent == prefix.parent else "one folder above"
+        log.warning("lopes %s: item order and tags from %s (found %s the extracted files; --json PATH for another, "
+                    "--json none to read the files alone)", prefix.name, found, where)
+    return found
+
+
 def _find_json(folder: Path) -> Optional[Path]:
     """The publisher's json next to the extracted files or one folder up (``OpenSubs/testset-en-fr.json``)."""
     for where in (folder, folder.parent):
@@ -111,13 +139,13 @@ def _find_json(folder: Path) -> Optional[Path]:
             return (preferred or found)[0]
         if found:
             raise CtxmtError(f"several test-set json files in {where}: {', '.join(p.name for p in found)}; "
-                             "pass json=PATH")
+                             "choose one with --json PATH")
     return None
 
 
-def _context_files(prefix: Path, context: Optional[int]) -> tuple[Path, Path]:
-    """``PREFIX.cN.context.*`` (N = context, else the smallest above it; no context: the largest), else
-    ``PREFIX.context.*`` (the script's own name)."""
+def _context_files(prefix: Path, want: Optional[int], explicit: bool) -> tuple[Path, Path]:
+    """``PREFIX.cN.context.*`` for N = ``want`` (else the smallest above it; ``want`` None: the largest; a model
+    wider than every file: the largest), else ``PREFIX.context.*`` (the script's own name)."""
     numbered = {}
     pattern = re.compile(re.escape(prefix.name) + r"\.c(\d+)\.context\.src")
     for path in prefix.parent.glob(f"{glob.escape(prefix.name)}.c*.context.src"):
@@ -125,22 +153,22 @@ def _context_files(prefix: Path, context: Optional[int]) -> tuple[Path, Path]:
         if match and path.with_name(path.name[:-4] + ".trg").is_file():
             numbered[int(match.group(1))] = (path, path.with_name(path.name[:-4] + ".trg"))
     plain = (Path(f"{prefix}.context.src"), Path(f"{prefix}.context.trg"))
-    if context in numbered:
-        return numbered[context]
-    bigger = sorted(n for n in numbered if context is None or n > context)
-    if bigger:
-        return numbered[bigger[-1] if context is None else bigger[0]]
+    if want in numbered:
+        return numbered[want]
+    bigger = sorted(n for n in numbered if want is None or n > want)
+    if bigger or (numbered and not explicit):
+        return numbered[bigger[0] if bigger and want is not None else max(numbered)]
     if all(p.is_file() for p in plain):
         return plain
     have = f" (only c{', c'.join(map(str, sorted(numbered)))})" if numbered else ""
-    raise CtxmtError(f"missing context files for {prefix}: no {prefix.name}.c{context or 'N'}.context.src/.trg{have} "
+    raise CtxmtError(f"missing context files for {prefix}: no {prefix.name}.c{want or 'N'}.context.src/.trg{have} "
                      f"nor {prefix.name}.context.src/.trg; run the publisher's extract_current_and_context.py "
-                     f"-c {context or 'N'}, or pass context=0")
+                     f"-c {want or 'N'}, or pass --context 0")
 
 
-def _read_set(prefix: Path, context: Optional[int], json_path: Optional[Path], check: bool,
+def _read_set(prefix: Path, contexts: tuple[Optional[int], Optional[int]], json_path: Optional[Path], check: bool,
               langs: tuple[str, str]) -> TestSet:
-    """One extracted set, with its json when there is one."""
+    """One extracted set, with its json when there is one; ``contexts`` = (asked for, the model's)."""
     cur_src, cur_trg = Path(f"{prefix}.current.src"), Path(f"{prefix}.current.trg")
     src, trg = file_lines(cur_src, "Lopes current"), file_lines(cur_trg, "Lopes current")
     fix = "re-run the publisher's extract_current_and_context.py"
@@ -154,14 +182,14 @@ def _read_set(prefix: Path, context: Optional[int], json_path: Optional[Path], c
             raise fail(cur_src, line + 2, "source differs from the line before",
                        f"each example is a correct then a contrastive line with the same source; {fix}")
     files = [cur_src, cur_trg]
-    rows = _rows(src, trg, prefix, context, files)
+    rows = _rows(src, trg, prefix, contexts, files)
     if json_path is None:
         items = [ContrastiveItem(src_context=sc, src=s, tgt_context=tc, candidates=c, tags=_derived_tags(c))
                  for sc, s, tc, c in rows]
         groupings: tuple[str, ...] = ("pronoun",)
     else:
         records = load_records(json_path, ("src segment", "errors", "document id"))
-        position = _match_records(records, src, trg, cur_src, cur_trg, json_path, check)
+        position = _match_records(records, src, trg, cur_src, json_path, check)
         # json order; a record's further errors (none in the published sets) join as evaluate.py reads them
         items = [ContrastiveItem(src_context=rows[p][0], src=rows[p][1], tgt_context=rows[p][2],
                                  candidates=rows[p][3] + [e["contrastive"] for e in errors_of(r)[1:]],
@@ -171,20 +199,23 @@ def _read_set(prefix: Path, context: Optional[int], json_path: Optional[Path], c
                    files=files, src_lang=langs[0], tgt_lang=langs[1])
 
 
-def _rows(src: list[str], trg: list[str], prefix: Path, context: Optional[int], files: list[Path]) -> list[Row]:
+def _rows(src: list[str], trg: list[str], prefix: Path, contexts: tuple[Optional[int], Optional[int]],
+          files: list[Path]) -> list[Row]:
     """(src_context, src, tgt_context, [correct, contrastive]) per example, in file order."""
-    if context == 0:
+    context, model_context = contexts
+    want = model_context if context is None else context
+    if want == 0:
         return [([], src[i], [], trg[i: i + 2]) for i in range(0, len(src), 2)]
-    ctx_src_path, ctx_trg_path = _context_files(prefix, context)
+    ctx_src_path, ctx_trg_path = _context_files(prefix, want, explicit=context is not None)
     ctx_src, ctx_trg = file_lines(ctx_src_path, "Lopes context"), file_lines(ctx_trg_path, "Lopes context")
     per = len(ctx_src) // max(len(src), 1)
     if per == 0 or per * len(src) != len(ctx_src):
         raise fail(ctx_src_path, None, f"{len(ctx_src)} lines is not a multiple of the {len(src)} current lines",
                    "the extraction writes N context lines per current line; re-run it")
     check_count(ctx_trg_path, len(ctx_trg), len(ctx_src), ctx_src_path.name, "re-run the extraction")
-    k = per if context is None else context
+    k = per if want is None else want if context is not None else min(want, per)
     if k > per:
-        raise CtxmtError(f"{ctx_src_path}: holds {per} context line(s) per example, {k} asked for; "
+        raise CtxmtError(f"{ctx_src_path}: holds {per} context line(s) per current line, {k} asked for; "
                          f"use the c{k} files or re-extract with -c {k}")
     files += [ctx_src_path, ctx_trg_path]
     rows = []
@@ -196,50 +227,83 @@ def _rows(src: list[str], trg: list[str], prefix: Path, context: Optional[int], 
 
 
 def extraction_order(records: list[dict]) -> list[int]:
-    """Record indices in the extraction script's order: grouped by document, first appearance first."""
+    """Record indices in the older extraction script's order: grouped by document, first appearance first."""
     groups: dict[str, list[int]] = {}
     for index, record in enumerate(records):
         groups.setdefault(str(record["document id"]), []).append(index)
     return [index for group in groups.values() for index in group]
 
 
-def _match_records(records, src, trg, cur_src: Path, cur_trg: Path, json_path: Path, check: bool) -> list[int]:
-    """For each record (json order), the position of its example in the files."""
+def _match_records(records, src, trg, cur_src: Path, json_path: Path, check: bool) -> list[int]:
+    """For each record (json order), the position of its example in the files.
+
+    Examples are matched by content (source and contrastive line, whitespace and quotes ignored), so the
+    older script's order, the current script's and json order all read alike. Records that share both
+    lines go, in json order, to the examples of their own document where a neighbouring example tells it.
+    """
     if len(records) * 2 != len(src):
         raise fail(cur_src, None, f"{len(src) // 2} examples but {json_path.name} has {len(records)} records",
-                   "give the json these files were extracted from (json=PATH)")
-    first_error = None
-    for order in (extraction_order(records), list(range(len(records)))):
-        error = _mismatch(order, records, src, trg, cur_src, cur_trg, json_path) if check else None
-        if error is None:
-            position = [0] * len(records)
-            for pair, index in enumerate(order):
-                position[index] = pair
-            return position
-        first_error = first_error or error
-    raise first_error
+                   _JSON_HINT)
+    if not check:
+        order = extraction_order(records)
+        return [pair for pair, _ in sorted(enumerate(order), key=lambda pi: pi[1])]
+    waiting: dict[tuple[str, str], list[int]] = {}
+    for index, record in enumerate(records):
+        key = (text_key(record["src segment"]), text_key(errors_of(record)[0]["contrastive"]))
+        waiting.setdefault(key, []).append(index)
+    keys = [(text_key(src[2 * pair]), text_key(trg[2 * pair + 1])) for pair in range(len(src) // 2)]
+    owner: list[Optional[int]] = [None] * len(keys)
+    for pair, key in enumerate(keys):       # pass 1: examples whose lines only one record has
+        if len(waiting.get(key, ())) == 1:
+            owner[pair] = waiting[key].pop()
+    for pair, key in enumerate(keys):       # pass 2: shared lines, by the document of the nearest placed neighbour
+        if owner[pair] is None:
+            owner[pair] = _take(waiting.get(key), records, _neighbour_docs(owner, records, pair))
+            if owner[pair] is None:
+                raise fail(cur_src, 2 * pair + 1, f"example {pair + 1} (this source, contrastive on line "
+                           f"{2 * pair + 2} of the .trg) matches no record of {json_path.name}", _JSON_HINT)
+    position = [0] * len(records)
+    for pair, index in enumerate(owner):
+        position[index] = pair
+    return position
 
 
-def _mismatch(order, records, src, trg, cur_src, cur_trg, json_path) -> Optional[CtxmtError]:
-    """The first example that does not match its record under ``order``, as an error."""
-    for pair, index in enumerate(order):
-        record = records[index]
-        if not same_text(src[2 * pair], record["src segment"]):
-            return fail(cur_src, 2 * pair + 1, f"source differs from 'src segment' of {json_path.name} "
-                        f"record {index + 1}", _CHECK_HINT)
-        if not same_text(trg[2 * pair + 1], errors_of(record)[0]["contrastive"]):
-            return fail(cur_trg, 2 * pair + 2, f"contrastive differs from {json_path.name} record {index + 1}",
-                        _CHECK_HINT)
-    return None
+def _neighbour_docs(owner: list[Optional[int]], records: list[dict], pair: int) -> list[str]:
+    """The documents of the nearest placed examples before and after ``pair`` (documents are contiguous)."""
+    docs = []
+    for side in (range(pair - 1, -1, -1), range(pair + 1, len(owner))):
+        placed = next((owner[other] for other in side if owner[other] is not None), None)
+        if placed is not None:
+            docs.append(str(records[placed]["document id"]))
+    return docs
+
+
+def _take(candidates: Optional[list[int]], records: list[dict], docs: list[str]) -> Optional[int]:
+    """Remove and return the first candidate record of the first of ``docs`` that has one, else the first one."""
+    if not candidates:
+        return None
+    ranked = [[i for i in candidates if str(records[i]["document id"]) == doc] for doc in docs] + [candidates]
+    chosen = next(group for group in ranked if group)[0]
+    candidates.remove(chosen)
+    return chosen
 
 
 def changed_pronoun(correct: str, contrastive: str) -> Optional[str]:
-    """The French subject pronoun (il/elle/ils/elles) that the contrastive line replaces."""
+    """The French subject pronoun (il/elle/ils/elles) of ``correct`` that the contrastive line replaces.
+
+    Read from the words that differ, wherever they are: a contrastive line may also change an agreeing
+    word earlier in the sentence ("longue et ardue, et elle" -> "long et ardue, et il").
+    """
     a, b = _WORD.findall(correct.lower()), _WORD.findall(contrastive.lower())
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return next((w for w in a[i: i + 3] if w in PRONOUNS), None)
-    return None
+    changed = []
+    for op, i1, i2, j1, j2 in SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if op == "replace" and i2 - i1 == j2 - j1:
+            swapped = [x for x, y in zip(a[i1:i2], b[j1:j2]) if x in PRONOUNS and y in PRONOUNS and x != y]
+            if swapped:
+                return swapped[0]
+        if op in ("replace", "delete"):
+            changed += a[i1:i2]
+    return next((w for w in changed if w in PRONOUNS), None)
 
 
 def _derived_tags(candidates: list[str]) -> dict:
