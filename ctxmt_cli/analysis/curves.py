@@ -154,11 +154,14 @@ def read_metrics(run_dir: Path) -> list[dict]:
 def run_labels(run_dirs: list[Path]) -> list[str]:
     """A label per run: the directory's name, with as many parent names as it takes to tell runs apart."""
     parts = [Path(d).resolve().parts for d in run_dirs]
-    for depth in range(1, max((len(p) for p in parts), default=1) + 1):
-        labels = ["/".join(p[-depth:]) for p in parts]
-        if len(set(labels)) == len(labels):
-            return labels
-    return [f"{label} ({i + 1})" for i, label in enumerate(labels)]  # the same directory given twice
+    distinct = set(parts)
+    depth = 1
+    while len({p[-depth:] for p in distinct}) < len(distinct):
+        depth += 1
+    labels = ["/".join(p[-depth:]) for p in parts]
+    if len(set(labels)) < len(labels):                          # the same directory given twice: number them
+        labels = [f"{label} ({i + 1})" for i, label in enumerate(labels)]
+    return labels
 
 
 def _line(rows: list[dict], kind: str, read: Callable[[dict], Optional[float]]) -> Optional[Line]:
