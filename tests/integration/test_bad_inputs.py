@@ -202,6 +202,23 @@ def test_quickstart_bad_inputs(args, needles, ws):
     check_bad_input(args, needles, ws, placeholders())
 
 
+PLOT = [
+    (["plot", "adir"], ["no metrics.jsonl in adir", "train.save_dir"]),
+    (["plot", "afile"], ["run directory afile is a file, not a directory"]),
+    (["plot", "nowhere"], ["run directory nowhere not found"]),
+    (["plot", "{run}", "adir", "--out", "p"], ["no metrics.jsonl in adir"]),
+    (["plot", "{run}", "--out", "afile"], ["--out afile is a file"]),
+    (["plot", "{run}", "--out", "afile/p"], ["afile/p", "afile is a file"]),
+    (["plot", "{run}", "--out", "ro/p"], ["ro/p", "permission denied"]),
+]
+
+
+@pytest.mark.parametrize("args,needles", PLOT)
+def test_plot_bad_inputs(args, needles, ws, concat_checkpoint):
+    pytest.importorskip("matplotlib", reason="matplotlib is in the test extra: pip install -e '.[test]'")
+    check_bad_input(args, needles, ws, placeholders(ckpt=concat_checkpoint))
+
+
 # ---- a full disk: one line, the previous output still there and loadable, no partial or temp file -----------
 
 def _full_disk(path) -> None:
