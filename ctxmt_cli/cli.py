@@ -120,6 +120,7 @@ def contrastive(
     split: Optional[str] = typer.Option(None, help="scat: train | valid | test (default test)"),
     dev: bool = typer.Option(False, help="voita: the dev sets instead of the test sets"),
     documents: Optional[Path] = typer.Option(None, help="contrapro: OPUS OpenSubtitles documents/ folder to extract context from"),
+    json_file: Optional[str] = typer.Option(None, "--json", metavar="PATH|none", help="lopes: the publisher's test-set json the files were extracted from (default: the one *testset*.json beside the extracted folder or one up, announced); none: the files alone, in file order"),
     max_tokens: int = typer.Option(4096, min=16, help="token budget per scoring batch"),
     device: str = typer.Option("cpu", callback=check_device, help="cpu | cuda | cuda:N"),
 ):
@@ -141,15 +142,19 @@ def contrastive(
         raise CtxmtError(f"unexpected arguments {[str(r) for r in runs]}; give one TESTSET (or 'compare RUN_A RUN_B')")
     if checkpoint is None:
         raise CtxmtError("contrastive scoring needs --checkpoint CKPT")
+    if json_file is not None and testset.partition(":")[0] != "lopes":
+        raise CtxmtError(f"--json is read by the lopes test set only, not {testset.partition(':')[0]!r}; drop it")
     if out is not None:
         check_output_dir(out, "--out")
-    from ctxmt_cli.evaluate.contrastive_report import render, run_contrastive
+    from ctxmt_cli.evaluate.contrastive_report import render, run_contrastive, warning_lines
 
     results = run_contrastive(
         testset, checkpoint, data=data, out=out, force=force, device=device, context=context, normalize=normalize,
-        span=score_span, max_tokens=max_tokens, split=split, dev=dev or None, documents=documents,
+        span=score_span, max_tokens=max_tokens, split=split, dev=dev or None, documents=documents, json=json_file,
     )
     Console().print(render(results))
+    for line in warning_lines(results):  # ties or unknown tokens decided the accuracy: one line each, on stderr
+        typer.echo(f"ctxmt: warning: {line}", err=True)
 
 
 app.command()(user_errors(contrastive))

@@ -3,7 +3,9 @@
 Output directory (``--out DIR``):
 
 * ``results.json`` -- ``{"sets": {SET: {"accuracy", "n", "by": {GROUPING: {KEY: acc}}, "tie_rule",
-  "checksums"}}, "aggregates": {...}, "checkpoint": {"path", "sha256"}, "options": {...}}``
+  "ties", "strict_accuracy", "unknown_share": {"tgt", "src"}, "warning", "checksums"}}, "aggregates": {...},
+  "definitions": {...}, "checkpoint": {"path", "sha256"}, "options": {...}}`` (ties, strict accuracy and
+  unknown-token shares: :mod:`ctxmt_cli.evaluate.artefacts`)
 * ``SET.scores`` -- the publisher's layout: one ``-log p`` per line (lower = better), items in file
   order, candidates in the publisher's order, so their own evaluation script gives ctxmt's accuracy
 * ``SET.decisions.jsonl`` -- one ``{"correct": bool, "tags": {...}}`` per item, for ``contrastive compare``
@@ -18,6 +20,7 @@ from typing import Optional
 
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.aggregates import aggregates
+from ctxmt_cli.evaluate.artefacts import DEFINITIONS, RecordingTokenizer, artefact_report
 from ctxmt_cli.evaluate.contrastive import decisions, score_testset, summarize
 from ctxmt_cli.evaluate.testsets import TestSet, load_testsets, scores_lines
 
@@ -42,14 +45,21 @@ def file_sha256(path: Path) -> str:
 
 def score_sets(loaded, testsets: list[TestSet], *, context=None, normalize="mean", span="all",
                max_tokens=4096, progress=None) -> tuple[dict, dict, dict]:
-    """(scores, decisions, summaries) per set name."""
+    """(scores, decisions, summaries) per set name; a summary also says how far ties and unknown tokens decided it."""
     scores, decided, summaries = {}, {}, {}
+    tokenizer = RecordingTokenizer(loaded.tokenizer)  # the unknown-token shares reuse the scorer's encodings
     for ts in testsets:
-        scores[ts.name] = score_testset(loaded.model, loaded.tokenizer, ts, context=context, normalize=normalize,
+        scores[ts.name] = score_testset(loaded.model, tokenizer, ts, context=context, normalize=normalize,
                                         span=span, max_tokens=max_tokens, progress=progress)
         decided[ts.name] = decisions(ts, scores[ts.name])
-        summaries[ts.name] = {**summarize(ts, decided[ts.name]), "tie_rule": ts.tie_rule, "checksums": ts.checksums()}
+        summaries[ts.name] = {**summarize(ts, decided[ts.name]), "tie_rule": ts.tie_rule,
+                              **artefact_report(ts, scores[ts.name], tokenizer), "checksums": ts.checksums()}
     return scores, decided, summaries
+
+
+def model_context(model) -> int:
+    """Context sentences the model reads (the wider side): readers with one file per context size pick by it."""
+    return max(model.cfg.src_context_sentences, model.cfg.tgt_context_sentences)
 
 
 def run_contrastive(spec: str, checkpoint: Path, *, data: Optional[Path] = None, out: Optional[Path] = None,
@@ -65,16 +75,17 @@ def run_contrastive(spec: str, checkpoint: Path, *, data: Optional[Path] = None,
     reader_options = {k: v for k, v in options.items() if v is not None}
     if score_options.get("context") is not None:  # readers that extract context (ContraPro documents) use K too
         reader_options["context"] = score_options["context"]
-    testsets = load_testsets(spec, data, **reader_options)
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise CtxmtError(f"--device {device}: CUDA is not available on this machine; use --device cpu")
     loaded = load_model(checkpoint, device=torch.device(device))
+    # without --context, a reader with one file per context size (Lopes' cN) takes the model's size
+    testsets = load_testsets(spec, data, model_context=model_context(loaded.model), **reader_options)
     for ts in testsets:
         check_language_pair(ts, loaded.tokenizer, checkpoint)
     with _progress(testsets, show) as progress:
         scores, decided, summaries = score_sets(loaded, testsets, progress=progress, **score_options)
     results = {
-        "sets": summaries, "aggregates": aggregates(testsets, decided),
+        "sets": summaries, "aggregates": aggregates(testsets, decided), "definitions": DEFINITIONS,
         "checkpoint": {"path": str(checkpoint), "sha256": file_sha256(checkpoint)},
         "options": {"testset": spec, "data": None if data is None else str(data), **score_options},
     }
@@ -117,21 +128,35 @@ class _progress:
 
 
 def render(results: dict):
-    """A rich table: one row per set (accuracy, n, every grouping) and the aggregates."""
+    """A rich table: one row per set (accuracy under the publisher's tie rule and the strict one, ties,
+    unknown-token shares, n, every grouping) and the aggregates."""
     from rich.table import Table
 
     table = Table(title="contrastive accuracy (%)")
-    for column in ("set", "n", "accuracy", "by"):
+    columns = ("set", "n", "accuracy", "strict", "ties", "unk tgt/src", "by")
+    for column in columns:
         table.add_column(column, justify="left" if column in ("set", "by") else "right")
     for name, res in results["sets"].items():
         groups = []
         for grouping, cells in res["by"].items():
             if "/" not in grouping:  # compound groupings stay in results.json; the terminal gets the margins
                 groups.append(f"{grouping}: " + "  ".join(f"{k} {100 * a:.1f}" for k, a in cells.items()))
-        table.add_row(name, str(res["n"]), f"{100 * res['accuracy']:.2f}", "\n".join(groups))
+        unknown = res.get("unknown_share") or {}
+        table.add_row(name, str(res["n"]), f"{100 * res['accuracy']:.2f} ({res.get('tie_rule', '')})",
+                      _percent(res.get("strict_accuracy")), str(res.get("ties", "")),
+                      f"{_percent(unknown.get('tgt'), 1)}/{_percent(unknown.get('src'), 1)}", "\n".join(groups))
     for name, value in results["aggregates"].items():
-        table.add_row(f"[bold]{name}[/bold]", "", f"{100 * value:.2f}", "aggregate")
+        table.add_row(f"[bold]{name}[/bold]", "", f"{100 * value:.2f}", "", "", "", "aggregate")
     return table
+
+
+def _percent(value: Optional[float], decimals: int = 2) -> str:
+    return "" if value is None else f"{100 * value:.{decimals}f}"
+
+
+def warning_lines(results: dict) -> list[str]:
+    """The one-line warnings of the scored sets (ties or unknown tokens deciding the accuracy)."""
+    return [res["warning"] for res in results["sets"].values() if res.get("warning")]
 
 
 def render_compare(result: dict, run_a: Path, run_b: Path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -73,3 +74,53 @@ def test_user_errors(concat_checkpoint, synthetic_dir, two_runs, tmp_path):
     assert_user_error(run_cli("contrastive", "compare", two_runs[0], tmp_path), "decisions")
     assert_user_error(run_cli("contrastive", "synthetic", "--data", synthetic_dir, "-c", concat_checkpoint,
                               "--score-span", "middle"), "span")
+
+
+VOITA = ROOT.parent / "shared" / "data" / "voita_consistency"
+
+
+def test_a_model_without_the_sets_language_reports_ties_and_unknown_tokens(concat_checkpoint, tmp_path):
+    """A model trained on the synthetic languages has no Russian vocabulary: Voita's deixis candidates turn into
+    the same unknown tokens, tie, and Voita's rule (first index on ties, true_ind 0) calls that a win."""
+    if not VOITA.is_dir():
+        pytest.skip(f"real Voita sets not found at {VOITA} (see ../shared/data/README.md)")
+    groups = json.loads((VOITA / "deixis_test.json").read_text(encoding="utf-8"))[:60]
+    (tmp_path / "deixis_test.json").write_text(json.dumps(groups, ensure_ascii=False), encoding="utf-8")
+    result = run_cli("contrastive", f"voita:{tmp_path / 'deixis_test.json'}", "-c", concat_checkpoint,
+                     "--out", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    res = json.loads((tmp_path / "out" / "results.json").read_text())["sets"]["deixis_test"]
+    print(f"synthetic model on 60 deixis groups: accuracy {res['accuracy']:.3f} (first_index), strict "
+          f"{res['strict_accuracy']:.3f}, ties {res['ties']}, unknown tgt {res['unknown_share']['tgt']:.3f} "
+          f"src {res['unknown_share']['src']:.3f}")
+    assert res["n"] == 60 and res["tie_rule"] == "first_index"
+    assert res["ties"] > 0.05 * res["n"] and res["unknown_share"]["tgt"] > 0.05
+    assert res["accuracy"] - res["strict_accuracy"] == pytest.approx(res["ties"] / res["n"])  # true_ind is 0 throughout
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("ctxmt: warning: deixis_test:")]
+    assert len(warnings) == 1 and "unknown to the model's vocabulary" in warnings[0] and "are ties" in warnings[0]
+    assert "strict" in result.stdout and "unk tgt/src" in result.stdout
+
+
+def test_json_option_belongs_to_lopes(concat_checkpoint, synthetic_dir):
+    assert_user_error(run_cli("contrastive", "synthetic", "--data", synthetic_dir, "-c", concat_checkpoint,
+                              "--json", "x.json"), "--json", "lopes")
+
+
+def test_lopes_without_context_uses_the_file_of_the_models_size(concat_checkpoint, sentence_checkpoint, tmp_path):
+    """Without --context the reader takes the cN file of the model's context size: the quickstart-shaped model
+    reads 3 sentences (the fixture's largest file, c2, is read whole), the sentence-level one none; --context 1
+    reads c1; the current script's order is read with the json found one folder up; --json none: file order."""
+    lopes = ROOT / "tests" / "fixtures" / "lopes"
+    cases = ((concat_checkpoint, (), ["Tiny.c2.context.src"]), (concat_checkpoint, ("--context", "1"), ["Tiny.c1.context.src"]),
+             (sentence_checkpoint, (), []))
+    for n, (ckpt, args, context_files) in enumerate(cases):
+        out = tmp_path / f"out{n}"
+        result = run_cli("contrastive", f"lopes:{lopes / 'extracted-current'}", "-c", ckpt, "--out", out, *args)
+        assert result.exit_code == 0, result.output
+        res = json.loads((out / "results.json").read_text())["sets"]["Tiny"]
+        assert res["n"] == 6 and res["strict_accuracy"] == res["accuracy"] and "ties" in res
+        read = sorted(Path(path).name for path in res["checksums"])
+        assert [name for name in read if ".context." in name and name.endswith(".src")] == context_files
+        assert "testset-en-fr.json" in read
+    result = run_cli("contrastive", f"lopes:{lopes / 'extracted'}", "-c", concat_checkpoint, "--json", "none")
+    assert result.exit_code == 0, result.output
