@@ -216,7 +216,7 @@ def _rows(src: list[str], trg: list[str], prefix: Path, contexts: tuple[Optional
     k = per if want is None else want if context is not None else min(want, per)
     if k > per:
         raise CtxmtError(f"{ctx_src_path}: holds {per} context line(s) per current line, {k} asked for; "
-                         f"use the c{k} files or re-extract with -c {k}")
+                         f"use the c{k} files or re-run the publisher's extract_current_and_context.py -c {k}")
     files += [ctx_src_path, ctx_trg_path]
     rows = []
     for line in range(0, len(src), 2):
