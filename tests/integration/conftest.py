@@ -82,6 +82,16 @@ def concat_checkpoint(synthetic_dir, tmp_path_factory) -> Path:
     return save / "checkpoint_best.pt"
 
 
+@pytest.fixture(scope="session")
+def sentence_level_checkpoint(synthetic_dir, tmp_path_factory) -> Path:
+    """A tiny sentence-level model (reads no context) trained on ``synthetic_dir``."""
+    save = tmp_path_factory.mktemp("cli") / "sentence"
+    result = run_cli("train", ROOT / "recipes" / "lupo2022_focused_concat" / "en_de_base.yaml",
+                     *tiny_sets(synthetic_dir, save), "--set", "train.early_stop_on=window_loss")
+    assert result.exit_code == 0, result.output
+    return save / "checkpoint_best.pt"
+
+
 @pytest.fixture
 def two_documents(synthetic_dir, tmp_path) -> Path:
     lines = (synthetic_dir / "raw" / "test.src").read_text().split("\n\n")

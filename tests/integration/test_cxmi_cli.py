@@ -7,16 +7,7 @@ import json
 
 import pytest
 
-from tests.integration.conftest import ROOT, assert_user_error, run_cli, tiny_sets
-
-
-@pytest.fixture(scope="module")
-def sentence_checkpoint(synthetic_dir, tmp_path_factory):
-    save = tmp_path_factory.mktemp("cli") / "sentence"
-    result = run_cli("train", ROOT / "recipes" / "lupo2022_focused_concat" / "en_de_base.yaml",
-                     *tiny_sets(synthetic_dir, save), "--set", "train.early_stop_on=window_loss")
-    assert result.exit_code == 0, result.output
-    return save / "checkpoint_best.pt"
+from tests.integration.conftest import assert_user_error, run_cli
 
 
 def cxmi(tmp_path, checkpoint, *args, name="cxmi"):
@@ -26,8 +17,8 @@ def cxmi(tmp_path, checkpoint, *args, name="cxmi"):
     return result.stdout, json.loads(out.read_text()), [json.loads(x) for x in lines.read_text().splitlines()]
 
 
-def test_sentence_level_model_gives_exactly_zero(sentence_checkpoint, synthetic_dir, tmp_path):
-    printed, result, lines = cxmi(tmp_path, sentence_checkpoint, "--data", synthetic_dir, "--context", 3)
+def test_sentence_level_model_gives_exactly_zero(sentence_level_checkpoint, synthetic_dir, tmp_path):
+    printed, result, lines = cxmi(tmp_path, sentence_level_checkpoint, "--data", synthetic_dir, "--context", 3)
     assert result["cxmi_per_token"] == 0.0 and result["cxmi_per_sentence"] == 0.0
     assert result["context_sentences"] == {"src": 0, "tgt": 0} and result["n_with_context"] == 0
     assert len(lines) == result["n"] > 0 and all(x["p_cxmi_per_sentence"] == 0.0 for x in lines)
