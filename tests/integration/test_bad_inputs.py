@@ -129,6 +129,7 @@ TRANSLATE = [
     (["translate", "doc.txt", "-c", "{ckpt}", "--beam", "0"], ["translate", "--beam 0", "1"]),
     (["translate", "doc.txt", "-c", "{ckpt}", "--lenpen", "-1"], ["translate", "--lenpen -1", "0"]),
     (["translate", "doc.txt", "-c", "{ckpt}", "--batch-docs", "0"], ["translate", "--batch-docs 0", "1"]),
+    (["translate", "doc.txt", "-c", "{ckpt}", "--context", "-1"], ["translate", "--context -1", "0"]),
     (["translate", "doc.txt", "-c", "{ckpt}", "--beam", "two"], ["translate", "--beam two"]),
     (["translate", "doc.txt", "--bogus"], ["translate", "--bogus"]),
 ]
@@ -177,6 +178,7 @@ EVALUATE = [
     (["evaluate", "--hyp", "doc.txt", "--ref", "doc.txt", "--out", "ro/bleu.json"], ["permission denied"]),
     (["evaluate", "--hyp", "adir", "--ref", "doc.txt"], ["adir", "is a directory, not a file"]),
     (["evaluate", "--hyp", "doc.txt", "--ref", "doc.txt", "--device", "tpu"], ["evaluate", "--device tpu"]),
+    (["evaluate", "--hyp", "doc.txt", "--ref", "doc.txt", "--context", "1"], ["--context", "--checkpoint"]),
 ]
 
 
@@ -217,6 +219,25 @@ PLOT = [
 def test_plot_bad_inputs(args, needles, ws, concat_checkpoint):
     pytest.importorskip("matplotlib", reason="matplotlib is in the test extra: pip install -e '.[test]'")
     check_bad_input(args, needles, ws, placeholders(ckpt=concat_checkpoint))
+
+
+CXMI = [
+    (["cxmi", "-c", "{ckpt}", "--out", "adir"], ["--out adir is a directory"]),
+    (["cxmi", "-c", "{ckpt}", "--per-sentence", "afile/p.jsonl"], ["afile/p.jsonl", "afile is a file"]),
+    (["cxmi", "-c", "{ckpt}", "--out", "ro/c.json"], ["ro/c.json", "permission denied"]),
+    (["cxmi", "-c", "{ckpt}", "--out", "{ckpt}"], ["is also an input"]),
+    (["cxmi", "-c", "{ckpt}", "--out", "c.json", "--per-sentence", "c.json"], ["the same file", "c.json"]),
+    (["cxmi", "-c", "adir"], ["checkpoint is a directory, not a file", "adir"]),
+    (["cxmi", "-c", "{ckpt}", "--data", "notprep"], ["notprep", "not a prepared dataset"]),
+    (["cxmi", "-c", "{ckpt}", "--split", "dev"], ["'dev'", "available"]),
+    (["cxmi", "-c", "{ckpt}", "--context", "-1"], ["--context -1"]),
+    (["cxmi", "-c", "{ckpt}", "--device", "tpu"], ["cxmi", "--device tpu"]),
+]
+
+
+@pytest.mark.parametrize("args,needles", CXMI)
+def test_cxmi_bad_inputs(args, needles, ws, synthetic_dir, concat_checkpoint):
+    check_bad_input(args, needles, ws, placeholders(data=synthetic_dir, ckpt=concat_checkpoint))
 
 
 # ---- a full disk: one line, the previous output still there and loadable, no partial or temp file -----------
