@@ -26,7 +26,7 @@ def _show(value: Optional[str]) -> tuple[int, ...]:
     try:
         return tuple(int(v) for v in value.split(","))
     except ValueError:
-        raise typer.BadParameter("give window numbers, comma-separated (e.g. 0 or 0,5)") from None
+        raise CtxmtError(f"--show {value}: give window numbers, comma-separated (e.g. 0 or 0,5)") from None
 
 
 def analyze_attention(
