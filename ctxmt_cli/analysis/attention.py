@@ -32,8 +32,12 @@ SUMMARY_KINDS = ("encoder_self", "decoder_self", "cross")
 SELF_KINDS = ("encoder_self", "decoder_self")
 #: an (token, group) assignment weight at or above this "carries weight"
 ASSIGNED = 0.05
-#: per-sentence columns: pooled entropy sum and count, share sum and count, self-attention share sum and count
-COLUMNS = ("entropy_sum", "entropy_count", "share_sum", "share_count", "self_share_sum", "self_share_count")
+#: per-sentence columns: pooled sums over (query, head, layer) of the summary kinds, and their counts
+COLUMNS = ("entropy_sum", "entropy_count", "entropy_current_sum", "share_sum", "share_count", "self_share_sum",
+           "self_share_count")
+#: summary number -> (sum column, count column)
+SUMMARY = {"entropy": ("entropy_sum", "entropy_count"), "entropy_current": ("entropy_current_sum", "share_count"),
+           "current_share": ("share_sum", "share_count"), "current_share_self": ("self_share_sum", "self_share_count")}
 
 DEFINITIONS = {
     "entropy": "per query H = -sum_k a_k ln a_k over its unmasked keys (nats); mean over real queries",
@@ -43,6 +47,7 @@ DEFINITIONS = {
                      "mean over current-sentence queries",
     "summary.entropy": "mean of the per-query entropy over every (query, head, layer, kind) pair, kinds "
                        "encoder_self, decoder_self and cross pooled (Lupo et al. 2022, Table 5)",
+    "summary.entropy_current": "the same mean entropy over the current-sentence queries only",
     "summary.current_share": "mean share over every (current query, head, layer, kind) pair of the same three kinds",
     "summary.current_share_self": "the same over encoder_self and decoder_self only (Lupo et al. 2022, Figure 2)",
     "positions": "source tokens belong to their sentence (<brk> closes its sentence); a decoder position "
@@ -125,22 +130,22 @@ class AttentionStats:
             float(q.sum()), float(cq.sum()))
         if view.kind not in SUMMARY_KINDS:
             return
-        per_row = torch.stack([(entropy * q).sum((1, 2)), q.sum((1, 2)) * heads,
+        per_row = torch.stack([(entropy * q).sum((1, 2)), q.sum((1, 2)) * heads, (entropy * cq).sum((1, 2)),
                                (share * cq).sum((1, 2)), cq.sum((1, 2)) * heads], 1).double().numpy(force=True)
         is_self = view.kind in SELF_KINDS
         for r, sid in enumerate(self.rows):
             acc = self.sentences.setdefault(sid, np.zeros(len(COLUMNS)))
-            acc[:4] += per_row[r]
+            acc[:5] += per_row[r]
             if is_self:
-                acc[4:] += per_row[r, 2:]
+                acc[5:] += per_row[r, 3:]
 
     def summary(self) -> dict:
         """The pooled summary numbers (module docstring) with their definitions."""
         total = np.sum(list(self.sentences.values()), axis=0) if self.sentences else np.zeros(len(COLUMNS))
-        ratio = lambda s, c: float(s / c) if c else None  # noqa: E731
-        return {"entropy": ratio(total[0], total[1]), "current_share": ratio(total[2], total[3]),
-                "current_share_self": ratio(total[4], total[5]),
-                "definition": DEFINITIONS["summary.entropy"] + "; current_share: " + DEFINITIONS["summary.current_share"]}
+        column = {name: total[i] for i, name in enumerate(COLUMNS)}
+        out = {name: float(column[s] / column[c]) if column[c] else None for name, (s, c) in SUMMARY.items()}
+        out["definition"] = DEFINITIONS["summary.entropy"] + "; current_share: " + DEFINITIONS["summary.current_share"]
+        return out
 
     def to_json(self) -> dict:
         """``analysis.json``'s statistics: summary, per kind × layer × head, assignment, definitions."""

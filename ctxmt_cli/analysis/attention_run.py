@@ -20,7 +20,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from ctxmt_cli.analysis.attention import COLUMNS, AttentionStats, approximate_randomization
+from ctxmt_cli.analysis.attention import COLUMNS, SUMMARY, AttentionStats, approximate_randomization
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.paths import check_output_dir
 
@@ -156,8 +156,8 @@ def render(result: dict) -> str:
     fmt = lambda x: "n/a" if x is None else f"{x:.4f}"  # noqa: E731
     lines = [f"{result['family']} on {result['split']} ({result['sentences']} sentences, context "
              f"{result['context']['src']}/{result['context']['tgt']})",
-             f"entropy {fmt(s['entropy'])} nats   current share {fmt(s['current_share'])}   "
-             f"current share (self-attention) {fmt(s['current_share_self'])}",
+             f"entropy {fmt(s['entropy'])} nats (current-sentence queries {fmt(s['entropy_current'])})   "
+             f"current share {fmt(s['current_share'])} (self-attention {fmt(s['current_share_self'])})",
              f"  ({s['definition']})"]
     for kind, v in result["by_kind"].items():
         means = [np.nanmean(np.asarray(layer, dtype=float)) for layer in v["entropy"]]
@@ -186,9 +186,10 @@ def compare_runs(run_a: Path, run_b: Path, trials: int = 1000, seed: int = 1) ->
         raise CtxmtError(f"{run_a} and {run_b} analysed different sentences ({len(a)} vs {len(b)}); "
                          "run both on the same split and --max-sentences")
     ids = sorted(a)
-    xa, xb = np.stack([a[i] for i in ids]), np.stack([b[i] for i in ids])   # (N, 6)
+    xa, xb = np.stack([a[i] for i in ids]), np.stack([b[i] for i in ids])   # (N, columns)
     out = {"sentences": len(ids), "trials": trials, "seed": seed, "runs": [str(run_a), str(run_b)]}
-    for name, (s, c) in {"entropy": (0, 1), "current_share": (2, 3), "current_share_self": (4, 5)}.items():
+    for name, columns in SUMMARY.items():
+        s, c = (COLUMNS.index(col) for col in columns)
         if xa[:, c].sum() == 0 or xb[:, c].sum() == 0:
             continue
         va, vb = xa[:, s].sum() / xa[:, c].sum(), xb[:, s].sum() / xb[:, c].sum()
@@ -202,7 +203,7 @@ def render_compare(result: dict) -> str:
     a, b = result["runs"]
     lines = [f"approximate randomisation, {result['trials']} trials (seed {result['seed']}), "
              f"{result['sentences']} sentences", f"A = {a}", f"B = {b}"]
-    for name in ("entropy", "current_share", "current_share_self"):
+    for name in SUMMARY:
         if name in result:
             r = result[name]
             lines.append(f"{name:>19}: A {r['a']:.4f}  B {r['b']:.4f}  B-A {r['difference']:+.4f}  p = {r['p_value']:.4f}")

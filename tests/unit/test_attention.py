@@ -71,6 +71,8 @@ def test_two_layer_example_by_kind_summary_and_sentences():
     shares = [direct(w, b, h, q)[2] for w in (LAYER0, LAYER1) for h in range(2) for b, q in current] * 2
     assert result["summary"]["current_share"] == pytest.approx(np.mean(shares))
     assert result["summary"]["current_share_self"] == pytest.approx(np.mean(shares[: len(shares) // 2]))
+    current_entropy = [direct(w, b, h, q)[0] for w in (LAYER0, LAYER1) for h in range(2) for b, q in current]
+    assert result["summary"]["entropy_current"] == pytest.approx(np.mean(current_entropy))
     row1 = stats.sentences[11]                                              # entropy sum and count of row 1 alone
     mine = [direct(w, 1, h, q)[0] for w in (LAYER0, LAYER1) for h in range(2) for q in range(2)] * 2
     assert row1[0] == pytest.approx(sum(mine)) and row1[1] == len(mine)
