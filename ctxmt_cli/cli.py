@@ -81,9 +81,9 @@ def train_command(
         typer.echo(f"best checkpoint: {result.best}" + (f"\naveraged: {result.averaged}" if result.averaged else ""))
 
 
-CONTEXT_HELP = ("K context sentences per side that has context, instead of the model's own (windows of K+1 "
-                "sentences for sKtoK; sKto1 grows the source side only; caching: K cached sentences); "
-                "refused for a sentence-level model")
+CONTEXT_HELP = ("K context sentences per side that has context, instead of the model's own: concatenation windows "
+                "of K+1 sentences (--context 3 = s4to4; an sNto1 model grows its source side only), caching: K cached "
+                "sentences; refused for a sentence-level model")
 
 
 @app.command()

@@ -82,8 +82,8 @@ class StepInput:
 def context_sentences(cfg, context: Optional[int] = None) -> tuple[int, int]:
     """(source, target) context sentences to decode with: the model config's own, or ``context`` = K on each
     side that has context (Lupo et al. 2022, Figure 4: a model tested with other window sizes than it was
-    trained on). An sKtoK concatenation model then reads windows of K+1 sentences, an sKto1 model grows its
-    source side only, a caching model caches K sentences. A model that reads no context refuses K > 0.
+    trained on). A concatenation model then reads windows of K+1 sentences (K = 3: s4to4), an sNto1 model
+    grows its source side only, a caching model caches K sentences. A model that reads no context refuses K > 0.
     """
     own = (cfg.src_context_sentences, cfg.tgt_context_sentences)
     if context is None:
