@@ -34,13 +34,6 @@ def dry_run_report(recipe) -> str:
     return f"{dump_recipe(resolved)}\n# family: {model_cfg.family}\n# parameters: {model.num_parameters():,} ({where})"
 
 
-def _device(name: str):
-    import torch
-
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise CtxmtError(f"--device {name}: CUDA is not available on this machine; use --device cpu")
-    return torch.device(name)
-
 
 def translate_file(input: str, output: str, checkpoint: Path, *, beam=None, lenpen=None, target_context=None,
                    batch_docs=None, device: str = "cpu", context=None) -> int:
@@ -51,14 +44,14 @@ def translate_file(input: str, output: str, checkpoint: Path, *, beam=None, lenp
     """
     from ctxmt_cli.decode.documents import read_documents, write_documents
     from ctxmt_cli.decode.translator import context_sentences, translate_documents
-    from ctxmt_cli.models.loading import load_model
+    from ctxmt_cli.models.loading import load_model, torch_device
 
     if target_context not in (None, "prefix", "generate"):
         raise CtxmtError(f"--target-context {target_context!r}: choose prefix or generate")
     if output != "-":                  # before any work: a bad -o must not cost a whole translation
         check_output_file(Path(output), "--output", inputs=(checkpoint,) + (() if input == "-" else (input,)))
     documents = read_documents(input)  # read first: a bad input must not cost a model load
-    loaded = load_model(checkpoint, device=_device(device))
+    loaded = load_model(checkpoint, device=torch_device(device))
     dec = loaded.recipe.decode
     src_context, tgt_context = context_sentences(loaded.recipe.model, context)
     outputs = translate_documents(

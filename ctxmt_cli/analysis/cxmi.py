@@ -190,17 +190,14 @@ def _check_request(req: CxmiRequest) -> None:
 
 def run_cxmi(req: CxmiRequest) -> dict:
     """Score the split without and with context; returns the figures and writes --out / --per-sentence."""
-    import torch
 
     from ctxmt_cli.data.store import PreparedData
     from ctxmt_cli.evaluate.contrastive import model_context
     from ctxmt_cli.evaluate.translation import check_vocabulary
-    from ctxmt_cli.models.loading import load_model
+    from ctxmt_cli.models.loading import load_model, torch_device
 
     _check_request(req)
-    if req.device.startswith("cuda") and not torch.cuda.is_available():
-        raise CtxmtError(f"--device {req.device}: CUDA is not available on this machine; use --device cpu")
-    loaded = load_model(req.checkpoint, device=torch.device(req.device))
+    loaded = load_model(req.checkpoint, device=torch_device(req.device))
     prepared = PreparedData(Path(req.data or loaded.recipe.data.path))
     docs = document_pairs(prepared.split(req.split))
     check_vocabulary(loaded, prepared, req.checkpoint)

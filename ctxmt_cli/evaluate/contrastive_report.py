@@ -65,9 +65,8 @@ def model_context(model) -> int:
 def run_contrastive(spec: str, checkpoint: Path, *, data: Optional[Path] = None, out: Optional[Path] = None,
                     force: bool = False, device: str = "cpu", show: bool = True, **options) -> dict:
     """Score the sets named by ``spec`` and return (and with ``out``, write) the results."""
-    import torch
 
-    from ctxmt_cli.models.loading import load_model
+    from ctxmt_cli.models.loading import load_model, torch_device
 
     score_options = {k: options.pop(k) for k in ("context", "normalize", "span", "max_tokens") if k in options}
     if out is not None and (Path(out) / "results.json").exists() and not force:
@@ -75,9 +74,7 @@ def run_contrastive(spec: str, checkpoint: Path, *, data: Optional[Path] = None,
     reader_options = {k: v for k, v in options.items() if v is not None}
     if score_options.get("context") is not None:  # readers that extract context (ContraPro documents) use K too
         reader_options["context"] = score_options["context"]
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise CtxmtError(f"--device {device}: CUDA is not available on this machine; use --device cpu")
-    loaded = load_model(checkpoint, device=torch.device(device))
+    loaded = load_model(checkpoint, device=torch_device(device))
     # without --context, a reader with one file per context size (Lopes' cN) takes the model's size
     testsets = load_testsets(spec, data, model_context=model_context(loaded.model), **reader_options)
     for ts in testsets:

@@ -101,13 +101,6 @@ def translate_split(loaded, prepared, split: str, beam: Optional[int] = None):
     return _flat(translate_sources(loaded, sources, beam)), _flat(references)
 
 
-def _device(name: str):
-    import torch
-
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise CtxmtError(f"--device {name}: CUDA is not available on this machine; use --device cpu")
-    return torch.device(name)
-
 
 def _unique_names(paths) -> list[str]:
     # the same file given twice must still be two systems in the tables and the JSON
@@ -123,9 +116,9 @@ def _unique_names(paths) -> list[str]:
 def _translate_corpus(req: EvalRequest) -> Corpus:
     from ctxmt_cli.data.store import PreparedData
     from ctxmt_cli.decode.translator import context_sentences
-    from ctxmt_cli.models.loading import load_model
+    from ctxmt_cli.models.loading import load_model, torch_device
 
-    device = _device(req.device)
+    device = torch_device(req.device)
     models = [load_model(ckpt, device=device) for ckpt in req.checkpoints]
     prepared = PreparedData(Path(req.data or models[0].recipe.data.path))
     prepared.split(req.split)  # an unknown split fails here, listing the available ones, before decoding
