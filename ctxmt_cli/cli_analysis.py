@@ -82,7 +82,7 @@ def cxmi(
     data: Optional[Path] = typer.Option(None, help="prepared dir (default: the checkpoint recipe's data.path)"),
     split: str = typer.Option("test", help="prepared split whose reference sentences are scored"),
     context: Optional[int] = typer.Option(None, help="K context sentences per side that has context (default: the "
-                                          "model's own); a sentence-level model reads none, so its CXMI is 0"),
+                                          "model's own); a sentence-level model reads none: its CXMI is 0"),
     random_context: bool = typer.Option(False, "--random-context", help="control: context sentences (source and "
                                         "target, aligned) drawn from another document, seeded"),
     seed: int = typer.Option(1, help="seed of --random-context"),

@@ -43,7 +43,8 @@ def translate_file(input: str, output: str, checkpoint: Path, *, beam=None, lenp
     :func:`~ctxmt_cli.decode.translator.context_sentences`).
     """
     from ctxmt_cli.decode.documents import read_documents, write_documents
-    from ctxmt_cli.decode.translator import context_sentences, translate_documents
+    from ctxmt_cli.decode.translator import translate_documents
+    from ctxmt_cli.models import context_sentences
     from ctxmt_cli.models.loading import load_model, torch_device
 
     if target_context not in (None, "prefix", "generate"):

@@ -93,11 +93,9 @@ def read_split(loaded, req: AttentionRequest):
 def window_dataset(loaded, split, context: Optional[int]):
     """Windows of ``split`` with the model's context, or ``context`` sentences on each side that has context."""
     from ctxmt_cli.data.windows import WindowDataset, WindowSpec
-    from ctxmt_cli.evaluate.contrastive import model_context
+    from ctxmt_cli.models import context_sentences
 
-    if context and not loaded.model.context_aware:
-        raise CtxmtError(f"--context {context}: {loaded.recipe.model.family} is a sentence-level model; it reads no context")
-    src_ctx, tgt_ctx = model_context(loaded.model, context)
+    src_ctx, tgt_ctx = context_sentences(loaded.recipe.model, context)
     spec = WindowSpec(src_ctx, tgt_ctx, loaded.recipe.data.max_window_tokens)
     return WindowDataset(split, spec, loaded.vocab.brk, loaded.vocab.eos)
 

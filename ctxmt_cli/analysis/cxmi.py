@@ -192,8 +192,8 @@ def run_cxmi(req: CxmiRequest) -> dict:
     """Score the split without and with context; returns the figures and writes --out / --per-sentence."""
 
     from ctxmt_cli.data.store import PreparedData
-    from ctxmt_cli.evaluate.contrastive import model_context
     from ctxmt_cli.evaluate.translation import check_vocabulary
+    from ctxmt_cli.models import context_sentences
     from ctxmt_cli.models.loading import load_model, torch_device
 
     _check_request(req)
@@ -201,7 +201,7 @@ def run_cxmi(req: CxmiRequest) -> dict:
     prepared = PreparedData(Path(req.data or loaded.recipe.data.path))
     docs = document_pairs(prepared.split(req.split))
     check_vocabulary(loaded, prepared, req.checkpoint)
-    keep = model_context(loaded.model, req.context)
+    keep = context_sentences(loaded.recipe.model, req.context)
     donor = random_donor(docs, max(keep), np.random.default_rng(req.seed)) if req.random_context else None
     pairs = sentence_pairs(docs, keep, loaded.recipe.data.max_window_tokens, donor)
     plain, contextual, tokens = score_pairs(loaded.model, loaded.tokenizer, pairs, req.max_tokens)

@@ -79,23 +79,6 @@ class StepInput:
     expected: list[int] = field(default_factory=list)  # context sentences in each row's target window
 
 
-def context_sentences(cfg, context: Optional[int] = None) -> tuple[int, int]:
-    """(source, target) context sentences to decode with: the model config's own, or ``context`` = K on each
-    side that has context (Lupo et al. 2022, Figure 4: a model tested with other window sizes than it was
-    trained on). A concatenation model then reads windows of K+1 sentences (K = 3: s4to4), an sNto1 model
-    grows its source side only, a caching model caches K sentences. A model that reads no context refuses K > 0.
-    """
-    own = (cfg.src_context_sentences, cfg.tgt_context_sentences)
-    if context is None:
-        return own
-    if context < 0:
-        raise CtxmtError(f"--context {context}: give a number of context sentences >= 0")
-    if context > 0 and own == (0, 0):
-        raise CtxmtError(f"--context {context}: this {cfg.family} model reads no context, so there is no window "
-                         "to resize; leave --context out (or give 0), or use a context-aware checkpoint")
-    return (context if own[0] else 0, context if own[1] else 0)
-
-
 # ---- windows ----------------------------------------------------------------------------------
 def fit_context(previous: Sequence[Sequence[int]], wanted: int, budget: int) -> int:
     """How many of the most recent ``previous`` sentences fit: at most ``wanted``, and their

@@ -30,6 +30,7 @@ from ctxmt_cli.core.positions import sentence_index
 from ctxmt_cli.data.batching import collate
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet
+from ctxmt_cli.models import context_sentences
 
 SPANS = ("all", "current")
 SCORE_DECIMALS = 6  # the scores file's precision (testsets.base.scores_lines)
@@ -81,12 +82,6 @@ class _Encoder:
         return np.asarray(parts + self.ids(side, sentences[-1]) + [tok.eos_id], dtype=np.int64)
 
 
-def model_context(model, context: Optional[int]) -> tuple[int, int]:
-    """Context sentences per side: the model's own, or ``context`` on each side that has context."""
-    own = model.cfg.src_context_sentences, model.cfg.tgt_context_sentences
-    return own if context is None else tuple(side if side == 0 else context for side in own)
-
-
 @torch.inference_mode()
 def score_testset(
     model, tokenizer, testset: TestSet, *, max_tokens: int = 4096, normalize: str = "mean", span: str = "all",
@@ -95,7 +90,7 @@ def score_testset(
     """Score every candidate of every item; per-item lists of scores (higher = better)."""
     if normalize not in NORMALIZE or span not in SPANS:
         raise CtxmtError(f"normalize={normalize!r} span={span!r}: choose normalize in {NORMALIZE} and span in {SPANS}")
-    src_keep, tgt_keep = model_context(model, context)
+    src_keep, tgt_keep = context_sentences(model.cfg, context)
     rows, owners = [], []                                       # owners[r] = flat candidate index of row r
     offsets = np.cumsum([0] + [len(item.candidates) for item in testset.items])
     for i, item in enumerate(testset.items):

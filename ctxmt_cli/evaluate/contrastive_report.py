@@ -57,15 +57,11 @@ def score_sets(loaded, testsets: list[TestSet], *, context=None, normalize="mean
     return scores, decided, summaries
 
 
-def model_context(model) -> int:
-    """Context sentences the model reads (the wider side): readers with one file per context size pick by it."""
-    return max(model.cfg.src_context_sentences, model.cfg.tgt_context_sentences)
-
-
 def run_contrastive(spec: str, checkpoint: Path, *, data: Optional[Path] = None, out: Optional[Path] = None,
                     force: bool = False, device: str = "cpu", show: bool = True, **options) -> dict:
     """Score the sets named by ``spec`` and return (and with ``out``, write) the results."""
 
+    from ctxmt_cli.models import context_sentences
     from ctxmt_cli.models.loading import load_model, torch_device
 
     score_options = {k: options.pop(k) for k in ("context", "normalize", "span", "max_tokens") if k in options}
@@ -76,7 +72,8 @@ def run_contrastive(spec: str, checkpoint: Path, *, data: Optional[Path] = None,
         reader_options["context"] = score_options["context"]
     loaded = load_model(checkpoint, device=torch_device(device))
     # without --context, a reader with one file per context size (Lopes' cN) takes the model's size
-    testsets = load_testsets(spec, data, model_context=model_context(loaded.model), **reader_options)
+    # readers with one file per context size (Lopes' cN) pick by the model's (wider side)
+    testsets = load_testsets(spec, data, model_context=max(context_sentences(loaded.recipe.model)), **reader_options)
     for ts in testsets:
         check_language_pair(ts, loaded.tokenizer, checkpoint)
     with _progress(testsets, show) as progress:

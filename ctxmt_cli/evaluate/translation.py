@@ -83,7 +83,8 @@ def translate_sources(loaded, sources: list[list[str]], beam: Optional[int] = No
                       context: Optional[int] = None) -> list[list[str]]:
     """Translate source documents with a loaded checkpoint and its recipe's decoding settings
     (``context`` K: K context sentences per side instead of the model's own)."""
-    from ctxmt_cli.decode.translator import context_sentences, translate_documents
+    from ctxmt_cli.decode.translator import translate_documents
+    from ctxmt_cli.models import context_sentences
 
     dec = loaded.recipe.decode
     src_context, tgt_context = context_sentences(loaded.recipe.model, context)
@@ -115,7 +116,7 @@ def _unique_names(paths) -> list[str]:
 
 def _translate_corpus(req: EvalRequest) -> Corpus:
     from ctxmt_cli.data.store import PreparedData
-    from ctxmt_cli.decode.translator import context_sentences
+    from ctxmt_cli.models import context_sentences
     from ctxmt_cli.models.loading import load_model, torch_device
 
     device = torch_device(req.device)

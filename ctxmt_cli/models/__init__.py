@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 from ctxmt_cli.core.model import EncoderDecoder, VocabInfo
+from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.caching import Caching
 from ctxmt_cli.models.concat import Concat
 from ctxmt_cli.models.sentence import Sentence
@@ -22,3 +25,20 @@ def build_model(cfg, vocab: VocabInfo) -> EncoderDecoder:
 def resolve_model_config(cfg, meta: dict):
     """Fill data-dependent values (e.g. ``shift: auto``) from the prepared data's meta.json."""
     return FAMILIES[cfg.family].resolve(cfg, meta)
+
+
+def context_sentences(cfg, context: Optional[int] = None) -> tuple[int, int]:
+    """(source, target) context sentences to decode with: the model config's own, or ``context`` = K on each
+    side that has context (Lupo et al. 2022, Figure 4: a model tested with other window sizes than it was
+    trained on). A concatenation model then reads windows of K+1 sentences (K = 3: s4to4), an sNto1 model
+    grows its source side only, a caching model caches K sentences. A model that reads no context refuses K > 0.
+    """
+    own = (cfg.src_context_sentences, cfg.tgt_context_sentences)
+    if context is None:
+        return own
+    if context < 0:
+        raise CtxmtError(f"--context {context}: give a number of context sentences >= 0")
+    if context > 0 and own == (0, 0):
+        raise CtxmtError(f"--context {context}: this {cfg.family} model reads no context, so there is no window "
+                         "to resize; leave --context out (or give 0), or use a context-aware checkpoint")
+    return (context if own[0] else 0, context if own[1] else 0)

@@ -18,7 +18,7 @@ def cxmi(tmp_path, checkpoint, *args, name="cxmi"):
 
 
 def test_sentence_level_model_gives_exactly_zero(sentence_level_checkpoint, synthetic_dir, tmp_path):
-    printed, result, lines = cxmi(tmp_path, sentence_level_checkpoint, "--data", synthetic_dir, "--context", 3)
+    printed, result, lines = cxmi(tmp_path, sentence_level_checkpoint, "--data", synthetic_dir)
     assert result["cxmi_per_token"] == 0.0 and result["cxmi_per_sentence"] == 0.0
     assert result["context_sentences"] == {"src": 0, "tgt": 0} and result["n_with_context"] == 0
     assert len(lines) == result["n"] > 0 and all(x["p_cxmi_per_sentence"] == 0.0 for x in lines)

@@ -24,8 +24,7 @@ from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.data.batching import collate
 from ctxmt_cli.data.store import PreparedData
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.evaluate.contrastive import model_context
-from ctxmt_cli.models import build_model
+from ctxmt_cli.models import build_model, context_sentences
 
 TINY = {"preset": None, "d_model": 32, "ffn_dim": 64, "heads": 4, "encoder_layers": 1, "decoder_layers": 1}
 
@@ -50,8 +49,10 @@ def make_model(tokenizer, family: str, **model):
 def test_sentence_model_gets_identical_rows_and_exactly_zero(data, one_thread):
     store, docs = data
     model = make_model(store.tokenizer, "sentence")
-    keep = model_context(model, 3)                              # a sentence-level model keeps no context at any K
+    keep = context_sentences(model.cfg)                         # a sentence-level model reads no context
     assert keep == (0, 0)
+    with pytest.raises(CtxmtError, match="reads no context"):
+        context_sentences(model.cfg, 3)
     pairs = sentence_pairs(docs, keep, 1024)
     assert all(p.plain == p.contextual for p in pairs)
     plain, contextual, tokens = score_pairs(model, store.tokenizer, pairs, max_tokens=256)
@@ -85,7 +86,7 @@ def test_concat_scores_equal_a_direct_forward_pass_and_context_changes_them(data
     store, docs = data
     tok = store.tokenizer
     model = make_model(tok, "concat")
-    pairs = sentence_pairs(docs, model_context(model, None), 1024)
+    pairs = sentence_pairs(docs, context_sentences(model.cfg), 1024)
     plain, contextual, tokens = score_pairs(model, tok, pairs, max_tokens=300)
     for i in (0, 3, 7):                                               # a document start and two sentences with context
         for row, score in ((pairs[i].plain, plain[i]), (pairs[i].contextual, contextual[i])):

@@ -13,13 +13,12 @@ from ctxmt_cli.decode.search import beam_search
 from ctxmt_cli.decode.translator import (
     Plan,
     TranslationStats,
-    context_sentences,
     split_generated,
     step_batch,
     translate_documents,
 )
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.models import build_model
+from ctxmt_cli.models import build_model, context_sentences
 from tests.unit.biased_model import Biased
 from tests.unit.tiny_text import sentence
 
