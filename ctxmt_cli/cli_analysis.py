@@ -53,8 +53,7 @@ def analyze_attention(
     """Attention entropy and current-sentence share per kind, layer and head (Lupo et al. 2022, Table 5 and
     Figure 2), group usage of the caching family, heat maps.
 
-    `ctxmt analyze-attention compare RUN_A RUN_B` tests the summary numbers of two runs by approximate
-    randomisation over sentences.
+    `ctxmt analyze-attention compare RUN_A RUN_B` tests the summary numbers of two runs by approximate randomisation.
     """
     from ctxmt_cli.analysis import attention_run
 
@@ -62,10 +61,14 @@ def analyze_attention(
         if runs[0] != "compare" or len(runs) != 3:
             raise CtxmtError("usage: ctxmt analyze-attention compare RUN_A RUN_B (two directories written with --out), "
                              "or ctxmt analyze-attention -c CKPT [options]")
+        if checkpoint is not None or out is not None or show is not None:
+            raise CtxmtError("compare reads two finished runs; --checkpoint, --out and --show belong to an analysis")
         typer.echo(attention_run.render_compare(attention_run.compare_runs(Path(runs[1]), Path(runs[2]), trials, seed)))
         return
     if checkpoint is None:
         raise CtxmtError("analyze-attention needs --checkpoint CKPT (or: compare RUN_A RUN_B)")
+    if (trials, seed) != (1000, 1):
+        raise CtxmtError("--trials and --seed belong to `analyze-attention compare RUN_A RUN_B`")
     default_out = checkpoint.parent / f"analysis-{split if src is None else 'files'}"
     request = attention_run.AttentionRequest(
         checkpoint=checkpoint, out=out or default_out, data=data, split=split, src=src, ref=ref, context=context,

@@ -150,12 +150,14 @@ def test_bad_requests_are_one_line(checkpoints, tmp_path, monkeypatch):
     assert_user_error(run_cli("analyze-attention", "-c", ckpt, "--src", tmp_path / "x.txt", "--out", tmp_path / "o"),
                       "--src and --ref")
     assert_user_error(run_cli("analyze-attention", "-c", checkpoints["sentence"], "--context", "2", "--out",
-                              tmp_path / "s"), "sentence-level")
+                              tmp_path / "s"), "reads no context")
     assert_user_error(run_cli("analyze-attention", "-c", ckpt, "--show", "100000", "--out", tmp_path / "w",
                               "--no-plots"), "--show 100000")
     assert_user_error(run_cli("analyze-attention", "-c", ckpt, "--show", "x", "--out", tmp_path / "w"), "--show")
     assert_user_error(run_cli("analyze-attention", "compare", tmp_path), "compare RUN_A RUN_B")
     assert_user_error(run_cli("analyze-attention"), "--checkpoint")
+    assert_user_error(run_cli("analyze-attention", "-c", ckpt, "--trials", "5", "--out", tmp_path / "t"), "--trials")
+    assert_user_error(run_cli("analyze-attention", "compare", tmp_path, tmp_path, "-c", ckpt), "--checkpoint")
     out = tmp_path / "done"
     analyze(ckpt, out, "--max-sentences", "3", "--no-plots")
     before = (out / "analysis.json").read_text()
