@@ -186,6 +186,11 @@ def averaging_steps(steps: list[int], best_step: Optional[int], n: int) -> list[
     return [best_step] + [s for s in sorted(steps) if s > best_step][:n]
 
 
+def last_steps(steps: list[int], n: int) -> list[int]:
+    """The (up to) ``n`` newest step checkpoints, as Morishita et al. (2021, App. A.2) average the last eight."""
+    return sorted(steps)[-n:] if n > 0 else []
+
+
 def prune_checkpoints(save_dir: Path, keep: int, best_step: Optional[int], average_n: int) -> list[Path]:
     """Delete old step checkpoints beyond the newest ``keep``, sparing the best and those averaging needs."""
     found = step_checkpoints(save_dir)

@@ -26,7 +26,7 @@ import torch
 
 from ctxmt_cli.config import Recipe, recipe_to_dict
 from ctxmt_cli.core.model import VocabInfo
-from ctxmt_cli.data.batching import shard_batches, token_batches, window_batch
+from ctxmt_cli.data.batching import plan_batches, shard_batches, window_batch
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models import build_model
 from ctxmt_cli.models.loading import load_state_strict
@@ -37,6 +37,7 @@ from ctxmt_cli.train.checkpoint import (
     average_checkpoints,
     averaging_steps,
     capture_rng,
+    last_steps,
     model_payload,
     prune_checkpoints,
     remove_stale_temps,
@@ -56,7 +57,7 @@ from ctxmt_cli.train.distributed import (
 )
 from ctxmt_cli.train.progress import make_reporter
 from ctxmt_cli.train.schedule import InverseSqrtSchedule
-from ctxmt_cli.train.step import LossSettings, Updater, make_optimizer, make_scaler
+from ctxmt_cli.train.step import LossSettings, Updater, core_model, make_optimizer, make_scaler
 from ctxmt_cli.train.telemetry import TrainLog
 from ctxmt_cli.train.validate import Validator
 
@@ -106,7 +107,7 @@ class Trainer:
         self._build(ckpt)
         self.loss = LossSettings.from_recipe(self.recipe, self.vocab, self.model)
         self.validator = Validator(valid_ds, recipe.data.max_tokens, recipe.data.bucket_width, env, self.loss,
-                                   self.cfg.amp, self.vocab.pad, self.vocab.bos)
+                                   self.cfg.amp, self.vocab.pad, self.vocab.bos, core_model(self.model).batch_scheme)
         self.updater = Updater(self.model, self.optimizer, self.scaler, env, self.loss, self.cfg.amp, self.cfg.clip_norm,
                                self.cfg.compile)
         if env.is_main:
@@ -154,8 +155,9 @@ class Trainer:
         """This rank's micro-batches (index arrays) of ``epoch``; depends on (seed, epoch) only."""
         if self._epoch_cache[0] != epoch:
             ds, data = self.train_ds, self.recipe.data
-            every = token_batches(ds.src_len, ds.tgt_len, ds.indices, data.max_tokens, data.bucket_width,
-                                  self.cfg.seed, epoch)
+            ds.set_epoch(epoch)                     # context_order random: this epoch's context draw
+            every = plan_batches(core_model(self.model).batch_scheme, ds, ds.indices, data.max_tokens,
+                                 data.bucket_width, self.cfg.seed, epoch)
             mine = shard_batches(every, self.env.rank, self.env.world)
             if not mine:
                 raise CtxmtError(f"the train split gives {len(every)} batches, fewer than the {self.env.world} "
@@ -280,13 +282,14 @@ class Trainer:
         prune_checkpoints(self.save_dir, self.cfg.keep_checkpoints, self.state.best_step, self.cfg.average_checkpoints)
 
     def _average(self) -> Optional[Path]:
-        """checkpoint_avg.pt from the best and the ``average_checkpoints`` step checkpoints after it."""
-        n, out = self.cfg.average_checkpoints, self.save_dir / "checkpoint_avg.pt"
-        if n == 0 or self.state.best_step is None:
+        """checkpoint_avg.pt from the best and the ``average_checkpoints`` step checkpoints after it, or from the
+        last ``average_last`` step checkpoints."""
+        n, last, out = self.cfg.average_checkpoints, self.cfg.average_last, self.save_dir / "checkpoint_avg.pt"
+        if (n == 0 or self.state.best_step is None) and last == 0:
             return None
         if self.env.is_main:
             found = step_checkpoints(self.save_dir)
-            steps = averaging_steps(list(found), self.state.best_step, n)
+            steps = last_steps(list(found), last) if last else averaging_steps(list(found), self.state.best_step, n)
             paths = [found.get(s, self.save_dir / "checkpoint_best.pt") for s in steps]
             average_checkpoints(paths, out)
             self.reporter.message(f"averaged {len(paths)} checkpoints (steps {steps}) into {out}")

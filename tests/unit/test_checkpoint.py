@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from ctxmt_cli.core.batch import Batch
+from ctxmt_cli.data.windows import WindowDataset
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.loading import load_model, read_checkpoint
 from ctxmt_cli.train.checkpoint import (
@@ -17,12 +18,13 @@ from ctxmt_cli.train.checkpoint import (
     average_checkpoints,
     averaging_steps,
     capture_rng,
+    last_steps,
     prune_checkpoints,
     restore_rng,
     step_checkpoints,
 )
 from ctxmt_cli.train.trainer import train
-from tests.unit.train_fixtures import copy_prepared, recipe, weights
+from tests.unit.train_fixtures import assert_same_weights, copy_prepared, recipe, weights
 
 
 def no_temp_files(directory):
@@ -155,3 +157,41 @@ def test_resume_after_a_kill_before_the_best_copy_restores_best_and_cleans_temps
     assert result.best.is_file() and read_checkpoint(result.best)["state"]["best_step"] == 3
     assert result.best.read_bytes() == result.last.read_bytes() == (save / "checkpoint_3.pt").read_bytes()
     assert no_temp_files(save)
+
+
+def test_last_steps_and_pruning_keep_them(tmp_path):
+    assert last_steps([200, 400, 600, 800], 3) == [400, 600, 800]
+    assert last_steps([600, 200], 8) == [200, 600]                          # fewer when not there
+    assert last_steps([200, 400], 0) == []
+    for step in (10, 20, 30, 40, 50):
+        atomic_save({"step": step}, tmp_path / f"checkpoint_{step}.pt")
+    prune_checkpoints(tmp_path, keep=3, best_step=10, average_n=0)          # keep >= average_last (schema)
+    assert last_steps(list(step_checkpoints(tmp_path)), 3) == [30, 40, 50]
+
+
+def test_average_last_is_the_mean_of_the_last_n_and_survives_a_resume(prepared, tmp_path, monkeypatch):
+    """average_last 3 over checkpoints at 4, 8, 12, 16: the mean of exactly 8, 12 and 16, bit for bit the same
+    when the run stopped at step 8 and resumed; with context_order random (re-drawn at the epoch boundary, ~12
+    updates per epoch here) the resumed run must draw the same context, and the draw changes the weights."""
+    model = {"src_context_sentences": 1, "tgt_context_sentences": 0, "context_order": "random"}
+    settings = dict(model=model, max_steps=16, valid_every=4, average_last=3, keep_checkpoints=10)
+    draws, real = [], WindowDataset.set_epoch
+    monkeypatch.setattr(WindowDataset, "set_epoch", lambda ds, e: (draws.append((ds.spec.context_order, e)),
+                                                                     real(ds, e))[1])
+    whole = train(recipe(prepared, tmp_path / "whole", **settings), show_progress=False)
+    assert ("random", 1) in draws                                           # the trainer re-draws per epoch
+    assert sorted(step_checkpoints(tmp_path / "whole")) == [4, 8, 12, 16]
+    trained = weights(whole.averaged)
+    mean = {k: sum(weights(tmp_path / "whole" / f"checkpoint_{s}.pt")[k].double() for s in (8, 12, 16)) / 3
+            for k in trained}
+    for key in trained:
+        torch.testing.assert_close(trained[key], mean[key].float(), rtol=0, atol=1e-7)
+    with_4 = {k: (mean[k] * 3 + weights(tmp_path / "whole" / "checkpoint_4.pt")[k].double()) / 4 for k in trained}
+    assert any(not torch.allclose(trained[k].double(), with_4[k], atol=1e-6) for k in trained)
+    train(recipe(prepared, tmp_path / "resumed", **{**settings, "max_steps": 8}), show_progress=False)
+    resumed = train(recipe(prepared, tmp_path / "resumed", **settings), resume=True, show_progress=False)
+    assert_same_weights(weights(resumed.averaged), trained)
+    ordered = train(recipe(prepared, tmp_path / "ordered", **{**settings, "model": {**model, "context_order":
+                                                                                        "previous"}}),
+                    show_progress=False)
+    assert any(not torch.equal(weights(ordered.averaged)[k], trained[k]) for k in trained)

@@ -44,6 +44,22 @@ def test_cross_field_checks():
     check_error({"model": {"family": "concat", "segment": "onehot", "pse": {"d_se": 2}}}, "d_se")
 
 
+def test_average_last_and_context_order():
+    train = validate_recipe({"train": {"average_last": 8, "keep_checkpoints": 8}}).train
+    assert (train.average_last, train.average_checkpoints) == (8, 0)
+    check_error({"train": {"average_last": 8, "average_checkpoints": 4}}, "train", "set one of them to 0")
+    check_error({"train": {"average_last": 12}}, "train", "keep_checkpoints >= 12", "it is 10")
+    check_error({"train": {"average_last": -1}}, "train.average_last")
+    model = validate_recipe({"model": {"family": "concat", "src_context_sentences": 1, "tgt_context_sentences": 0,
+                                       "context_order": "random"}}).model
+    assert model.context_order == "random"
+    assert validate_recipe({"model": {"family": "concat"}}).model.context_order == "previous"
+    check_error({"model": {"family": "concat", "context_order": "shuffled"}}, "model.context_order")
+    check_error({"model": {"family": "concat", "src_context_sentences": 0, "tgt_context_sentences": 0,
+                           "context_order": "random"}}, "context_order: random", "src_context_sentences")
+    check_error({"model": {"family": "sentence", "context_order": "random"}}, "model.context_order")
+
+
 def test_shift_forms():
     assert validate_recipe({"model": {"family": "concat", "shift": "auto"}}).model.shift == "auto"
     assert validate_recipe({"model": {"family": "concat", "shift": 8}}).model.shift == 8
