@@ -118,6 +118,10 @@ class ConcatConfig(ModelBase):
     segment: Optional[Literal["onehot", "sinusoidal", "learned"]] = None
     persistent: bool = Field(False, description="add the position/segment encodings to every layer's input")
     pse: Optional[PSEConfig] = None
+    context_order: Literal["previous", "random"] = Field(
+        "previous", description="training windows' context: the previous sentences, or sentences drawn at random "
+        "from the same document, re-drawn each epoch (Morishita et al. 2021, footnote 3: for corpora whose "
+        "in-document order is lost); validation, translation and scoring use the previous sentences")
 
     @model_validator(mode="after")
     def _check_concat(self) -> "ConcatConfig":
@@ -132,6 +136,9 @@ class ConcatConfig(ModelBase):
             raise ValueError("cd < 1 discounts target context, but tgt_context_sentences is 0")
         if self.shift is not None and isinstance(self.shift, int) and self.shift < 0:
             raise ValueError("shift must be >= 0")
+        if self.context_order == "random" and self.max_segments == 1:
+            raise ValueError("context_order: random draws context sentences, but src_context_sentences and "
+                             "tgt_context_sentences are 0: set one of them >= 1 (or context_order: previous)")
         return self
 
     @property
@@ -214,8 +221,32 @@ class CachingConfig(ModelBase):
                              f"repr: {self.repr} has no eq. 2: set it to 0")
 
 
+class MbeConfig(ModelBase):
+    """Mini-batch Embedding (Morishita et al. 2021): a summary z of the sentences of one document group."""
+
+    family: Literal["mbe"] = "mbe"
+    placement: Literal["encoder", "decoder", "both"] = Field(
+        "encoder", description="where z is an extra input position (eq. 3): encoder, decoder or both")
+    gate: bool = Field(True, description="z~ = P(same document | z) * z (eqs. 5-8); false = MBE w/o Gate")
+    classifier_weight: float = Field(1.0, ge=0.0, description="lambda of eq. 7: L = L_NMT + lambda * L_MB")
+    classifier_loss: Literal["per_sentence", "per_group"] = Field(
+        "per_sentence", description="the classifier's loss per sentence, label-smoothed (the public code), or per group")
+    classifier_label_smoothing: float = Field(0.1, ge=0.0, lt=1.0, description="per_sentence: label smoothing")
+    mixed_groups: float = Field(
+        0.5, ge=0.0, lt=1.0, description="gate: share of training sentences in mixed-document groups (1:1 = 0.5)")
+    group_tokens: int = Field(3000, ge=8, description="a training group's budget (padded tokens); larger "
+                              "documents are length-sorted and split into several groups")
+    summary_dropout: Optional[float] = Field(None, ge=0.0, lt=1.0, description="dropout on z (default: dropout)")
+
+    @model_validator(mode="after")
+    def _check_mbe(self) -> "MbeConfig":
+        if not self.gate and self.mixed_groups > 0 and "mixed_groups" in self.model_fields_set:
+            raise ValueError("mixed_groups trains the gate's classifier; with gate: false there is none (set 0)")
+        return self
+
+
 #: The model section: one config class per family, chosen by ``family``.
-ModelConfig = Annotated[Union[SentenceConfig, ConcatConfig, CachingConfig], Field(discriminator="family")]
+ModelConfig = Annotated[Union[SentenceConfig, ConcatConfig, CachingConfig, MbeConfig], Field(discriminator="family")]
 #: family name -> its config class (derived from ModelConfig, so a family is listed once)
 FAMILY_CONFIGS: dict[str, type[ModelBase]] = {
     cls.model_fields["family"].default: cls for cls in get_args(get_args(ModelConfig)[0])
@@ -243,11 +274,23 @@ class TrainConfig(Section):
     early_stop_on: Literal["window_loss", "discounted_loss", "current_loss"] = "window_loss"
     keep_checkpoints: int = Field(10, ge=1, description="step checkpoints kept on disk")
     average_checkpoints: int = Field(0, ge=0, description="average the best and the N following checkpoints")
+    average_last: int = Field(0, ge=0, description="average the last N step checkpoints (Morishita et al. 2021: "
+                                                   "saved every 200 updates, the last 8); excludes average_checkpoints")
     amp: Literal["off", "bf16", "fp16"] = "off"
     compile: bool = Field(False, description="torch.compile the training forward (inductor, dynamic shapes); "
                                             "the first updates spend a minute or more compiling")
     log_every: int = Field(50, ge=1)
     threads: Optional[int] = Field(None, ge=1, description="torch CPU threads (default: torch's choice)")
+
+    @model_validator(mode="after")
+    def _check_averaging(self) -> "TrainConfig":
+        if self.average_last and self.average_checkpoints:
+            raise ValueError(f"average_last ({self.average_last}) and average_checkpoints "
+                             f"({self.average_checkpoints}) are two ways to average: set one of them to 0")
+        if self.average_last > self.keep_checkpoints:
+            raise ValueError(f"average_last ({self.average_last}) needs that many step checkpoints kept: set "
+                             f"keep_checkpoints >= {self.average_last} (it is {self.keep_checkpoints})")
+        return self
 
 
 class DecodeConfig(Section):
