@@ -15,7 +15,7 @@ and ``DecoderState.context`` (its keys/values per layer).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Optional
 
 import torch
@@ -45,6 +45,8 @@ class Batch:
     ids: Optional[Tensor] = None                 # (B,) long, sentence/item index of each row
     src_index: Optional[Tensor] = None           # (B_tgt,) long, source row of each target row
     memory: Optional[list] = None                # context memory: per row, cached entries (M_i, C), oldest first
+    groups: Optional[Tensor] = None              # (B,) long, group of each source row (rows of a group share a summary)
+    mixed: Optional[Tensor] = None               # (G,) bool, training: whether group g mixes documents
 
     def to(self, device: torch.device | str) -> "Batch":
         """Move every tensor field to ``device``."""
@@ -87,6 +89,8 @@ class EncoderOut:
     mask: Tensor                                 # (B, S) bool, True = real token
     shift: Tensor                                # (B,) long, segment shift used by the decoder
     current: Optional[Tensor] = None             # (B, S) bool, states of the current sentence (analysis)
+    prefix: Optional[Tensor] = None              # (B, P, C) vectors the decoder puts before its input (input prefix)
+    loss_terms: dict = field(default_factory=dict)   # terms computed while encoding (name -> LossTerm)
     context: Optional[Memory] = None             # context memory read by context attention, (B, Mc, C)
     entry: Optional[Memory] = None               # what this sentence leaves in a document memory, (B, M, C)
 

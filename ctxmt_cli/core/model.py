@@ -29,6 +29,9 @@ overrides the smallest one:
 * ``resolve(cfg, meta)`` (classmethod) — fill data-dependent config values from the
   prepared data's ``meta.json`` (concat: ``shift: auto``); default: ``cfg`` unchanged;
 * ``context_aware`` — whether the model reads context (reports, quickstart); default False;
+* ``batch_scheme`` — how sentences are put into batches (:class:`BatchScheme`): length-bucketed rows
+  (default), or whole groups of one document's sentences (``Batch.groups``) for a family that
+  summarises a group (MBE); training, validation, translation and scoring follow it;
 * ``document_mode`` — how translation treats a document (:class:`DocumentMode`):
   ``WINDOWS`` re-encodes each sentence's source window (default), ``MEMORY`` encodes each
   sentence once and keeps its ``EncoderOut.entry`` in a per-document context memory
@@ -85,6 +88,20 @@ class VocabInfo:
                    joint=tokenizer.joint)
 
 
+@dataclass(frozen=True)
+class BatchScheme:
+    """How sentences are put into batches (the ``batch_scheme`` hook): training, validation, translation, scoring.
+
+    Default: length-bucketed rows under a token budget. ``groups``: whole groups of one document's sentences
+    (``Batch.groups``), several per batch, each within ``group_tokens`` padded tokens; ``mixed_share`` of the
+    training sentences go into groups that mix documents (``Batch.mixed``), for a classifier that tells them apart.
+    """
+
+    groups: bool = False
+    group_tokens: int = 0
+    mixed_share: float = 0.0
+
+
 class DocumentMode(enum.Enum):
     """How translation feeds a document's context to the model (the ``document_mode`` hook)."""
 
@@ -112,6 +129,7 @@ class LossTerm:
 class ModelOutput:
     logits: Optional[Tensor]                         # (B, T, V); None when forward(project=False)
     hidden: Optional[Tensor] = None                  # (B, T, C) final decoder states, when project=False
+    # a family's extra terms (see LossTerm), e.g. those its encoder computed (EncoderOut.loss_terms)
     loss_terms: dict[str, LossTerm] = field(default_factory=dict)   # a family's extra terms (see LossTerm)
 
 
@@ -124,6 +142,8 @@ class EncoderDecoder(nn.Module):
     document_mode: ClassVar[DocumentMode] = DocumentMode.WINDOWS
     #: names of the extra loss terms :meth:`loss_terms` returns, fixed for the whole run
     loss_term_names: ClassVar[tuple[str, ...]] = ()
+    #: how sentences are batched (see :class:`BatchScheme`); a family reading its group overrides it
+    batch_scheme: ClassVar[BatchScheme] = BatchScheme()
 
     def __init__(
         self, cfg, vocab: VocabInfo, src_pos: Optional[PositionEncoding] = None,
@@ -200,19 +220,30 @@ class EncoderDecoder(nn.Module):
         """Encode the source windows: (B, S) → states (B, S, C)."""
         return self.encode_source(batch.src, probe)
 
-    def encode_source(self, src: Tensor, probe: Optional[AttentionProbe] = None, layers=None, norm=None) -> EncoderOut:
+    def embed_source(self, src: Tensor) -> tuple[Tensor, Optional[Tensor]]:
+        """Encoder input of token rows ``src`` (B, S): embeddings + positions, after dropout (B, S, C), and the
+        persistent part re-added before every later layer (or None)."""
+        positions, seg, _ = window_layout(src, self.vocab.brk, self.source_shift(src))
+        pe = self.src_pos(positions, seg)                                  # (B, S, C)
+        x = self.dropout(self.src_embed(src) * self.scale + pe)
+        return x, self.src_pos.persisted(positions, seg, pe)
+
+    def encode_source(self, src: Tensor, probe: Optional[AttentionProbe] = None, layers=None, norm=None,
+                      prefix: Optional[Tensor] = None, embedded=None) -> EncoderOut:
         """Run an encoder stack over token rows ``src`` (B, S); the model's own stack unless ``layers``/``norm`` are given.
 
-        ``probe`` receives each layer's self-attention (``encoder_self``)."""
+        ``probe`` receives each layer's self-attention (``encoder_self``). ``prefix`` (B, P, C): vectors put
+        before the tokens without positional encoding (the input-prefix hook, e.g. a document summary); they
+        are keys of every layer and of cross-attention, and part of the returned states (never current).
+        ``embedded``: :meth:`embed_source`'s output when the caller already computed it."""
         layers = self.encoder_layers if layers is None else layers
         mask = src != self.vocab.pad                                       # (B, S)
         shift = self.source_shift(src)
-        positions, seg, _ = window_layout(src, self.vocab.brk, shift)
-        pe = self.src_pos(positions, seg)                                  # (B, S, C)
-        x = self.dropout(self.src_embed(src) * self.scale + pe)
-        again = self.src_pos.persisted(positions, seg, pe)                 # (B, S, C) or None: re-added per layer
-        attn_mask = mask[:, None, None, :]
+        x, again = self.embed_source(src) if embedded is None else embedded
         current = current_sentence_mask(src, self.vocab.brk) & mask        # (B, S)
+        if prefix is not None:
+            x, again, mask, current = _with_prefix(prefix, x, again, mask, current)   # (B, P + S, ...)
+        attn_mask = mask[:, None, None, :]
         for i, layer in enumerate(layers):
             if i > 0 and again is not None:
                 x = x + again
@@ -230,8 +261,11 @@ class EncoderDecoder(nn.Module):
         x = self.dropout(self.tgt_embed(tokens) * self.scale + pe)
         again = self.tgt_pos.persisted(positions, seg, pe)                 # (B, T, C) or None: re-added per layer
         enc_mask, kvs = enc.mask[:, None, None, :], []
-        if probe is not None:
-            real, current = tokens != self.vocab.pad, target_current(tokens, self.vocab.brk, self.vocab.pad)
+        real, current = tokens != self.vocab.pad, target_current(tokens, self.vocab.brk, self.vocab.pad)
+        keys = real
+        if enc.prefix is not None:                                         # prepended positions, output dropped
+            x, again, keys, current = _with_prefix(enc.prefix, x, again, real, current)
+            real = torch.cat([torch.zeros_like(enc.prefix[..., 0], dtype=torch.bool), real], 1)
         for i, layer in enumerate(self.decoder_layers):
             if i > 0 and again is not None:
                 x = x + again
@@ -239,8 +273,9 @@ class EncoderDecoder(nn.Module):
             x, kv, w = layer(x, (cross_kv[i], enc_mask, 1), need_weights=probe is not None, context=layer_context)
             kvs.append(kv)
             if probe is not None:
-                report_decoder(probe, i, w, real, current, enc)
-        return self.decoder_norm(x), kvs
+                report_decoder(probe, i, w, real, current, enc, keys)
+        p = 0 if enc.prefix is None else enc.prefix.size(1)
+        return self.decoder_norm(x[:, p:]), kvs
 
     def cross_kv(self, enc: EncoderOut) -> list[tuple[Tensor, Tensor]]:
         """Cross-attention keys/values of every decoder layer, computed once per sentence."""
@@ -258,10 +293,10 @@ class EncoderDecoder(nn.Module):
         """Teacher-forced logits (B, T, V) for ``batch.tgt_in``; ``project=False``: the decoder states
         (B, T, C) instead, for a loss that fuses the output projection (training goes through forward
         so DDP sees the pass). ``probe`` receives every attention map (:mod:`ctxmt_cli.core.probe`)."""
-        hidden = self.decoder_hidden(batch, probe)
+        hidden, terms = self.decoder_hidden(batch, probe)
         if not project:
-            return ModelOutput(None, hidden)
-        return ModelOutput(self.output(hidden))
+            return ModelOutput(None, hidden, terms)
+        return ModelOutput(self.output(hidden), loss_terms=terms)
 
     @torch.no_grad()
     def target_logprobs(self, batch: Batch, where: Optional[Tensor] = None) -> Tensor:
@@ -272,7 +307,7 @@ class EncoderDecoder(nn.Module):
         set scores the current sentence, not its target context) and no (N, V) logits are ever held
         (:func:`log_partition`): log p(y) = z_y - log Σ_v exp z_v.
         """
-        hidden = self.decoder_hidden(batch)                                 # (B, T, C)
+        hidden, _ = self.decoder_hidden(batch)                              # (B, T, C)
         if where is None:
             where = torch.ones_like(batch.tgt_out, dtype=torch.bool)
         result = torch.zeros(where.shape, dtype=torch.float32, device=hidden.device)   # (B, T)
@@ -285,8 +320,9 @@ class EncoderDecoder(nn.Module):
                          for i in range(0, states.size(0), SCORE_ROWS)])
         return result.masked_scatter_(where, picked - lse)
 
-    def decoder_hidden(self, batch: Batch, probe: Optional[AttentionProbe] = None) -> Tensor:
-        """Final decoder states (B, T, C) for ``batch.tgt_in`` (teacher forcing); ``probe`` sees the attention."""
+    def decoder_hidden(self, batch: Batch, probe: Optional[AttentionProbe] = None) -> tuple[Tensor, dict]:
+        """Final decoder states (B, T, C) for ``batch.tgt_in`` (teacher forcing) and the loss terms the encoder
+        produced (``EncoderOut.loss_terms``); ``probe`` sees the attention."""
         enc = self.encode(batch, probe)
         cross, context = self.cross_kv(enc), self.context_kv(enc)
         if batch.src_index is not None:  # target rows share source rows: expand after encoding each once
@@ -294,12 +330,13 @@ class EncoderDecoder(nn.Module):
             pick = lambda t: t.index_select(0, idx)  # noqa: E731
             enc = replace(enc, states=pick(enc.states), mask=pick(enc.mask), shift=pick(enc.shift),
                           current=None if enc.current is None else pick(enc.current),
+                          prefix=None if enc.prefix is None else pick(enc.prefix),
                           context=None if enc.context is None else enc.context.index_select(idx))
             cross = [(pick(k), pick(v)) for k, v in cross]
             if context is not None:
                 context = ([(pick(k), pick(v)) for k, v in context[0]], pick(context[1]))
         hidden, _ = self._decode_full(batch.tgt_in, enc, cross, probe=probe, context=context)
-        return hidden
+        return hidden, enc.loss_terms
 
     def init_state(self, enc: EncoderOut, batch: Batch) -> DecoderState:
         """Decoder state after forcing ``batch.tgt_prefix`` (default ``<s>``), in one parallel pass."""
@@ -314,8 +351,11 @@ class EncoderDecoder(nn.Module):
         cached = prefix[:, :-1]                                            # (B, P-1): all but the last column
         valid = torch.arange(cached.size(1), device=device).unsqueeze(0) < (lengths - 1).unsqueeze(1)
         cross, context = self.cross_kv(enc), self.context_kv(enc)
-        if cached.size(1) > 0:
-            _, kvs = self._decode_full(cached.masked_fill(~valid, self.vocab.pad), enc, cross, n_sent, context=context)
+        if enc.prefix is not None:                                          # the prefix is cached from the first step
+            valid = torch.cat([valid.new_ones(b, enc.prefix.size(1)), valid], 1)
+        if cached.size(1) > 0 or enc.prefix is not None:
+            _, kvs = self._decode_full(cached.masked_fill(~valid[:, valid.size(1) - cached.size(1):], self.vocab.pad),
+                                       enc, cross, n_sent, context=context)
         else:
             h, dh = self.cfg.heads, self.cfg.d_model // self.cfg.heads
             empty = enc.states.new_zeros(b, h, 0, dh)
@@ -323,7 +363,8 @@ class EncoderDecoder(nn.Module):
         return DecoderState(
             self_k=[k for k, _ in kvs], self_v=[v for _, v in kvs], cross=SharedRows.one_per_row(cross, enc.mask),
             self_mask=valid, pos=lengths - 1,
-            sent_idx=((cached == self.vocab.brk) & valid).sum(1), n_sent=n_sent, shift=enc.shift,
+            sent_idx=(cached == self.vocab.brk).logical_and(valid[:, valid.size(1) - cached.size(1):]).sum(1),
+            n_sent=n_sent, shift=enc.shift,
             pending=prefix.gather(1, (lengths - 1).unsqueeze(1)).squeeze(1),
             context=None if context is None else SharedRows.one_per_row(*context),
         )
@@ -363,3 +404,14 @@ class EncoderDecoder(nn.Module):
     def num_parameters(self) -> int:
         """Number of distinct trainable parameters (tied weights counted once)."""
         return sum(p.numel() for p in self.parameters() if p.requires_grad)
+
+
+def _with_prefix(prefix: Tensor, x: Tensor, again: Optional[Tensor], mask: Tensor, current: Tensor):
+    """Put ``prefix`` (B, P, C) before ``x`` (B, T, C): no positions (``again`` gets zeros), real, not current."""
+    b, p = prefix.shape[:2]
+    x = torch.cat([prefix.to(x.dtype), x], 1)                               # (B, P + T, C)
+    if again is not None:
+        again = torch.cat([again.new_zeros(b, p, again.size(2)), again], 1)
+    mask = torch.cat([mask.new_ones(b, p), mask], 1)
+    current = torch.cat([current.new_zeros(b, p), current], 1)
+    return x, again, mask, current

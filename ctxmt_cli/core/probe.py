@@ -69,9 +69,12 @@ def target_current(tokens: Tensor, brk: int, pad: int) -> Tensor:
 
 
 def report_decoder(probe: AttentionProbe, layer: int, weights: dict, query_mask: Tensor, query_current: Tensor,
-                   enc) -> None:
-    """Hand one decoder layer's maps (``weights``: self, cross, context) to ``probe``; ``enc`` is the EncoderOut."""
-    probe(AttentionView("decoder_self", layer, weights["self"], query_mask, query_mask, query_current, query_current,
+                   enc, key_mask: Tensor) -> None:
+    """Hand one decoder layer's maps (``weights``: self, cross, context) to ``probe``; ``enc`` is the EncoderOut.
+
+    ``key_mask`` of the self-attention differs from ``query_mask`` where the decoder has prefix positions: keys
+    every query sees, but no query of their own (their output is dropped)."""
+    probe(AttentionView("decoder_self", layer, weights["self"], query_mask, key_mask, query_current, query_current,
                         causal=True))
     probe(AttentionView("cross", layer, weights["cross"], query_mask, enc.mask, query_current, enc.current))
     if weights.get("context") is not None:

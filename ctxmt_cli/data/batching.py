@@ -6,6 +6,7 @@ sees exactly the batches an uninterrupted run would.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -69,6 +70,100 @@ def collate(sources: list[np.ndarray], targets: list[np.ndarray], pad: int, bos:
     )
 
 
-def window_batch(dataset, indices: np.ndarray, pad: int, bos: int) -> Batch:
-    """Collate the windows of sentences ``indices`` of a :class:`WindowDataset`."""
-    return collate([dataset.source(j) for j in indices], [dataset.target(j) for j in indices], pad, bos, indices)
+def window_batch(dataset, plan, pad: int, bos: int) -> Batch:
+    """Collate the windows of a :class:`WindowDataset`: sentences ``plan`` (an index array), or a
+    :class:`GroupedBatch` (its groups and mixed-document labels go into ``Batch.groups`` / ``Batch.mixed``)."""
+    indices = plan.indices if isinstance(plan, GroupedBatch) else plan
+    batch = collate([dataset.source(j) for j in indices], [dataset.target(j) for j in indices], pad, bos, indices)
+    if isinstance(plan, GroupedBatch):
+        batch.groups, batch.mixed = torch.as_tensor(plan.groups), torch.as_tensor(plan.mixed)
+    return batch
+
+
+# ---- groups: whole groups of one document's sentences (Batching.GROUPS) ---------------------------
+@dataclass
+class GroupedBatch:
+    """One micro-batch of whole groups: sentence indices, the group of each (0..G-1), whether each group mixes
+    documents."""
+
+    indices: np.ndarray                          # (B,) sentence (window) indices
+    groups: np.ndarray                           # (B,) group of each row
+    mixed: np.ndarray                            # (G,) bool
+
+
+def _cut(order: np.ndarray, size: np.ndarray, budget: int) -> list[np.ndarray]:
+    """Consecutive runs of ``order`` whose padded size (rows × longest) stays within ``budget``."""
+    runs, start, width = [], 0, 0
+    for pos, item in enumerate(order):
+        if pos > start and max(width, int(size[item])) * (pos - start + 1) > budget:
+            runs.append(order[start:pos])
+            start, width = pos, 0
+        width = max(width, int(size[item]))
+    if start < len(order):
+        runs.append(order[start:])
+    return runs
+
+
+def sentence_groups(doc_index: np.ndarray, size: np.ndarray, indices: np.ndarray, group_tokens: int,
+                    mixed_share: float, rng: np.random.Generator, shuffle: bool) -> list[tuple[np.ndarray, bool]]:
+    """(sentences, mixed) groups of ``indices`` (Morishita et al. 2021, §3.1 and §3.3).
+
+    A same-document group is one document's sentences (order ignored); a document whose padded size exceeds
+    ``group_tokens`` is length-sorted and cut into several groups, documents are never mixed. With
+    ``mixed_share`` > 0, whole documents (drawn at random) holding that share of the tokens go to a pool whose
+    sentences, sorted by length (random among equal lengths), are cut into mixed groups of near-equal lengths.
+    """
+    docs = np.unique(doc_index[indices])
+    if shuffle:
+        docs = rng.permutation(docs)
+    by_doc = {d: indices[doc_index[indices] == d] for d in docs}
+    total, pooled, mixed_pool, groups = float(size[indices].sum()), 0.0, [], []
+    for d in docs:
+        sentences = by_doc[d]
+        if pooled < mixed_share * total:
+            mixed_pool.append(sentences)
+            pooled += float(size[sentences].sum())
+            continue
+        order = sentences[np.lexsort((rng.random(len(sentences)), size[sentences]))]
+        groups += [(run, False) for run in _cut(order, size, group_tokens)]
+    if mixed_pool:
+        pool = np.concatenate(mixed_pool)
+        order = pool[np.lexsort((rng.random(len(pool)), size[pool]))]
+        groups += [(run, len(np.unique(doc_index[run])) > 1) for run in _cut(order, size, group_tokens)]
+    return groups
+
+
+def group_batches(doc_index: np.ndarray, src_len: np.ndarray, tgt_len: np.ndarray, indices: np.ndarray,
+                  max_tokens: int, group_tokens: int, mixed_share: float = 0.0, seed: int = 1, epoch: int = 0,
+                  shuffle: bool = True) -> list[GroupedBatch]:
+    """Micro-batches of whole groups (:func:`sentence_groups`) under ``max_tokens`` padded tokens; a group is
+    never split across batches (a group over the budget is a batch of its own). Drawn from ``(seed, epoch)``
+    alone, like :func:`token_batches`; under DDP :func:`shard_batches` then keeps every group on one rank."""
+    rng = np.random.default_rng([seed, epoch, 1])
+    size = np.maximum(src_len, tgt_len)
+    groups = sentence_groups(doc_index, size, indices, group_tokens, mixed_share, rng, shuffle)
+    if shuffle:
+        groups = [groups[i] for i in rng.permutation(len(groups))]
+    batches, current, rows, width = [], [], 0, 0
+    for members, mixed in groups:
+        longest = int(size[members].max())
+        if current and max(width, longest) * (rows + len(members)) > max_tokens:
+            batches.append(current)
+            current, rows, width = [], 0, 0
+        current.append((members, mixed))
+        rows, width = rows + len(members), max(width, longest)
+    if current:
+        batches.append(current)
+    return [GroupedBatch(np.concatenate([m for m, _ in b]),
+                         np.repeat(np.arange(len(b)), [len(m) for m, _ in b]),
+                         np.asarray([x for _, x in b], dtype=bool)) for b in batches]
+
+
+def plan_batches(scheme, dataset, indices: np.ndarray, max_tokens: int, bucket_width: int = 1, seed: int = 1,
+                 epoch: int = 0, shuffle: bool = True) -> list:
+    """Micro-batches of a :class:`WindowDataset`'s ``indices`` as the model's ``batch_scheme`` asks: index arrays
+    (:func:`token_batches`) or :class:`GroupedBatch` es (:func:`group_batches`); :func:`window_batch` collates both."""
+    if not scheme.groups:
+        return token_batches(dataset.src_len, dataset.tgt_len, indices, max_tokens, bucket_width, seed, epoch, shuffle)
+    return group_batches(np.asarray(dataset.split.doc_index), dataset.src_len, dataset.tgt_len, indices, max_tokens,
+                         scheme.group_tokens, scheme.mixed_share, seed, epoch, shuffle)

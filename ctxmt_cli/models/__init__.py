@@ -8,12 +8,14 @@ from ctxmt_cli.core.model import EncoderDecoder, VocabInfo
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.caching import Caching
 from ctxmt_cli.models.concat import Concat
+from ctxmt_cli.models.mbe import Mbe
 from ctxmt_cli.models.sentence import Sentence
 
 FAMILIES: dict[str, type[EncoderDecoder]] = {
     "sentence": Sentence,
     "concat": Concat,
     "caching": Caching,
+    "mbe": Mbe,
 }
 
 

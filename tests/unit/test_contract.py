@@ -201,6 +201,31 @@ def test_attention_statistics_ignore_padding_and_batch_composition(variant):
                                    atol=1e-4, rtol=1e-5)
 
 
+@pytest.mark.parametrize("variant", IDS)
+def test_group_packing_changes_nothing(variant):
+    """Rows that share a group (``Batch.groups``: a family that summarises its group reads all of them) give
+    the same outputs whatever else shares the batch, in whatever order and padding; incremental decoding too."""
+    model = make_model(variant)
+
+    def grouped(rows, groups):
+        batch = sample(model, rows)
+        return replace(batch, groups=torch.tensor(groups))
+
+    with torch.no_grad():
+        packed = model(grouped((0, 1, 2), [0, 0, 1])).logits                # two groups in one batch
+        apart = [model(grouped((0, 1), [0, 0])).logits, model(grouped((2,), [0])).logits]
+        shuffled = model(grouped((2, 0, 1), [1, 0, 0])).logits
+        batch = grouped((0, 1, 2), [0, 0, 1])
+        state = model.init_state(model.encode(batch), Batch(src=batch.src, groups=batch.groups,
+                                                            tgt_sentences=n_target_sentences(batch)))
+        first, _ = model.decode_step(state.pending, state)
+    expected = {0: apart[0][0], 1: apart[0][1], 2: apart[1][0]}
+    for r, t in real_positions(batch):
+        torch.testing.assert_close(packed[r, t], expected[r][t], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(shuffled[(r + 1) % 3, t], expected[r][t], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(first, packed[:, 0], atol=1e-5, rtol=1e-5)
+
+
 # ---- beam 1 = greedy ------------------------------------------------------------------------------
 @pytest.mark.parametrize("variant", IDS)
 def test_beam_one_equals_greedy(variant):

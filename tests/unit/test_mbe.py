@@ -1,0 +1,155 @@
+"""The Mini-batch Embedding family (ctxmt_cli/models/mbe.py) and group batching (data/batching.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from ctxmt_cli.config import validate_recipe
+from ctxmt_cli.core.batch import Batch
+from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.data.batching import group_batches, sentence_groups
+from ctxmt_cli.models import build_model
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+PAD, EOS = 0, 3
+VOCAB = VocabInfo(src_size=40, tgt_size=40)
+TINY = {"family": "mbe", "preset": None, "d_model": 32, "ffn_dim": 64, "heads": 4, "encoder_layers": 1,
+        "decoder_layers": 1, "dropout": 0.0}
+
+
+def make(**spec):
+    torch.manual_seed(0)
+    return build_model(validate_recipe({"model": {**TINY, **spec}}).model, VOCAB).eval()
+
+
+def rows(*sentences, width=None) -> torch.Tensor:
+    width = width or max(len(s) for s in sentences) + 1
+    out = torch.full((len(sentences), width), PAD)
+    for i, s in enumerate(sentences):
+        out[i, : len(s) + 1] = torch.tensor(list(s) + [EOS])
+    return out
+
+
+def summary(model, src, groups):
+    with torch.no_grad():
+        embedded, _ = model.embed_source(src)
+        return model.summarize(embedded, src != PAD, torch.tensor(groups))
+
+
+def test_z_ignores_padding_and_is_not_zero_for_equal_lengths():
+    model = make()
+    a, b = [5, 6, 7], [8, 9, 10]                                            # equal lengths: the public code gets z = 0
+    z, _ = summary(model, rows(a, b), [0, 0])
+    z_padded, _ = summary(model, rows(a, b, width=12), [0, 0])
+    torch.testing.assert_close(z, z_padded, atol=1e-6, rtol=1e-6)
+    assert z.abs().sum() > 0
+    alone, _ = summary(model, rows(a), [0])
+    assert alone.abs().sum() > 0                                            # one sentence: z = its own v
+    mean_of_two = (alone + summary(model, rows(b), [0])[0]) / 2
+    torch.testing.assert_close(z, mean_of_two, atol=1e-6, rtol=1e-6)        # eq. 2: the mean of the v_i
+
+
+@pytest.mark.parametrize("placement", ["encoder", "decoder", "both"])
+def test_the_group_decides_what_a_row_reads(placement):
+    model = make(placement=placement)
+    src = rows([5, 6, 7], [11, 12, 13, 14])
+    tgt = torch.tensor([[2, 20, 21], [2, 22, 23]])
+    with torch.no_grad():
+        together = model(Batch(src=src, tgt_in=tgt, groups=torch.tensor([0, 0]))).logits
+        apart = model(Batch(src=src, tgt_in=tgt, groups=torch.tensor([0, 1]))).logits
+    assert not torch.allclose(together[0], apart[0])                        # row 0 reads row 1 only when grouped
+
+
+def test_gate_classifier_learns_both_labels():
+    """Both labels reach the loss: on a toy where same- and mixed-document groups differ in their tokens the
+    classifier goes past 95% and alpha separates. (W z is linear in a mean, so it can only tell groups apart
+    by what their sentences' average shows; the public code never trains the mixed label at all.)"""
+    model = make().train()
+    rng = np.random.default_rng(0)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+
+    def batch():
+        sents, groups, mixed = [], [], []
+        for g in range(8):
+            is_mixed = g % 2 == 1
+            low, high = (20, 40) if is_mixed else (5, 20)
+            sents += [rng.integers(low, high, rng.integers(3, 8)).tolist() for _ in range(3)]
+            groups += [g] * 3
+            mixed.append(is_mixed)
+        return Batch(src=rows(*sents), groups=torch.tensor(groups), mixed=torch.tensor(mixed))
+
+    for _ in range(150):
+        terms = model.encode(batch()).loss_terms
+        optimizer.zero_grad()
+        terms["classifier_loss"].sum.backward()
+        optimizer.step()
+    model.eval()
+    with torch.no_grad():
+        terms = model.encode(batch()).loss_terms
+    mean = {k: float(t.sum / t.count) for k, t in terms.items()}
+    assert mean["classifier_accuracy"] > 0.95
+    assert mean["alpha_same"] > 0.8 and mean["alpha_mixed"] < 0.2
+
+
+def test_classifier_loss_per_sentence_and_per_group_by_hand():
+    logits = torch.tensor([[0.0, 2.0], [1.0, -1.0]])                        # group 0 says same, group 1 says mixed
+    groups, mixed = torch.tensor([0, 0, 1]), torch.tensor([False, True])
+    alpha = logits.softmax(-1)[:, 1]
+    for kind, expected_count in (("per_sentence", 3), ("per_group", 2)):
+        model = make(classifier_loss=kind, classifier_label_smoothing=0.0)
+        terms = model.classifier_terms(logits, alpha, groups, mixed)
+        logp = logits.log_softmax(-1)
+        per_group = [-logp[0, 1], -logp[1, 0]]
+        expected = (2 * per_group[0] + per_group[1]) if kind == "per_sentence" else sum(per_group)
+        torch.testing.assert_close(terms["classifier_loss"].sum, expected)
+        assert float(terms["classifier_loss"].count) == expected_count
+        assert float(terms["classifier_accuracy"].sum) == 2.0
+        torch.testing.assert_close(terms["alpha_mixed"].sum / terms["alpha_mixed"].count, alpha[1])
+
+
+def test_without_gate_there_is_no_classifier_and_no_term():
+    model = make(gate=False, mixed_groups=0.0)
+    assert model.classifier is None and model.loss_term_names == () and model.batch_scheme.mixed_share == 0.0
+    assert model.encode(Batch(src=rows([5, 6]))).loss_terms == {}
+
+
+# ---- groups --------------------------------------------------------------------------------------
+DOCS = np.repeat(np.arange(6), [3, 5, 2, 8, 4, 6])                           # document of each of 28 sentences
+SIZE = np.random.default_rng(1).integers(4, 20, size=len(DOCS))
+
+
+def test_same_document_groups_never_mix_and_big_documents_are_split():
+    groups = sentence_groups(DOCS, SIZE, np.arange(len(DOCS)), 60, 0.0, np.random.default_rng(0), True)
+    seen = np.concatenate([g for g, _ in groups])
+    assert sorted(seen) == list(range(len(DOCS)))                           # every sentence exactly once
+    for members, mixed in groups:
+        assert not mixed and len(set(DOCS[members])) == 1
+        assert len(members) == 1 or SIZE[members].max() * len(members) <= 60
+    assert sum(len(set(DOCS[g])) for g, _ in groups) > len(set(DOCS))       # some document was split
+
+
+def test_mixed_groups_hold_their_share_and_are_near_equal_length():
+    groups = sentence_groups(DOCS, SIZE, np.arange(len(DOCS)), 60, 0.5, np.random.default_rng(0), True)
+    mixed_tokens = sum(SIZE[g].sum() for g, m in groups if m)
+    assert 0.3 * SIZE.sum() <= mixed_tokens <= 0.8 * SIZE.sum()
+    for members, mixed in groups:
+        if mixed:
+            assert len(set(DOCS[members])) > 1
+            assert SIZE[members].max() - SIZE[members].min() <= 6
+
+
+def test_group_batches_keep_groups_whole_and_depend_on_seed_and_epoch_only():
+    args = (DOCS, SIZE, SIZE, np.arange(len(DOCS)), 150, 60, 0.5)
+    first = group_batches(*args, seed=3, epoch=1)
+    again = group_batches(*args, seed=3, epoch=1)
+    other = group_batches(*args, seed=3, epoch=2)
+    assert [b.indices.tolist() for b in first] == [b.indices.tolist() for b in again]
+    assert [b.indices.tolist() for b in first] != [b.indices.tolist() for b in other]
+    assert sorted(np.concatenate([b.indices for b in first])) == list(range(len(DOCS)))
+    for b in first:
+        assert b.groups.max() + 1 == len(b.mixed)
+        for g, mixed in enumerate(b.mixed):
+            assert mixed == (len(set(DOCS[b.indices[b.groups == g]])) > 1)
