@@ -15,7 +15,7 @@ from typing import List, Optional
 
 import typer
 
-from ctxmt_cli import cli_analysis
+from ctxmt_cli import cli_analysis, cli_docrepair
 from ctxmt_cli.cli_errors import OneLineGroup, check_device, user_errors
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.paths import check_output_dir
@@ -29,7 +29,10 @@ app = typer.Typer(
 @app.command()
 @user_errors
 def prepare(
-    fmt: str = typer.Argument(..., metavar="FORMAT", help="synthetic | text | jsonl | iwslt-tags | iwslt-xml | voita"),
+    ctx: typer.Context,
+    fmt: str = typer.Argument(..., metavar="FORMAT", help="synthetic | text | jsonl | iwslt-tags | iwslt-xml | voita; "
+                              "from a prepared --data DIR: docrepair (DocRepair's round-trip corpus) | reverse "
+                              "(source and target swapped)"),
     out: Path = typer.Option(..., "--out", help="prepared dataset directory to write"),
     train: Optional[Path] = typer.Option(None, help="train PATH (prefix: PATH.L1/PATH.L2; jsonl: the file)"),
     valid: Optional[Path] = typer.Option(None, help="valid PATH"),
@@ -44,9 +47,28 @@ def prepare(
     seed: int = typer.Option(1, help="random seed"),
     docs: int = typer.Option(2000, min=41, help="synthetic: number of documents (>= 41)"),
     force: bool = typer.Option(False, help="overwrite an existing output directory"),
+    data: Optional[Path] = typer.Option(None, help="docrepair, reverse: the prepared dataset to read"),
+    splits: str = typer.Option("train,valid", help="docrepair: splits to round-trip translate, comma-separated"),
+    reverse: Optional[Path] = typer.Option(None, help="docrepair: target → source checkpoint (trained on "
+                                           "`ctxmt prepare reverse`)"),
+    forward: Optional[Path] = typer.Option(None, help="docrepair: source → target checkpoint"),
+    group_size: int = typer.Option(4, min=1, help="docrepair: sentences per group (Voita et al. 2019: 4)"),
+    stride: Optional[int] = typer.Option(None, min=1, help="docrepair: a group starts every N sentences "
+                                         "(default: the group size, disjoint groups)"),
+    beam: Optional[int] = typer.Option(None, min=1, help="docrepair: beam of both translations (default: each "
+                                       "checkpoint recipe's)"),
+    device: str = typer.Option("cpu", callback=check_device, help="docrepair: cpu | cuda | cuda:N"),
 ):
-    """Read a corpus (or generate the synthetic benchmark) into the prepared binary layout."""
+    """Read a corpus (or generate the synthetic benchmark) into the prepared binary layout; or derive one from
+    a prepared dataset (docrepair, reverse)."""
+    from ctxmt_cli.cli_docrepair import DERIVED_FORMATS, check_options, prepare_derived
     from ctxmt_cli.data.pipeline import prepare_from_cli
+
+    if fmt in DERIVED_FORMATS:
+        typer.echo(prepare_derived(ctx, fmt, out, data=data, splits=splits, reverse=reverse, forward=forward,
+                                   group_size=group_size, stride=stride, beam=beam, device=device, force=force))
+        return
+    check_options(ctx, fmt)
 
     meta = prepare_from_cli(
         fmt, out, {"train": train, "valid": valid, "test": test}, src_lang=src_lang, tgt_lang=tgt_lang,
@@ -98,12 +120,18 @@ def translate(
     batch_docs: Optional[int] = typer.Option(None, min=1, help="documents decoded in parallel"),
     context: Optional[int] = typer.Option(None, min=0, help=CONTEXT_HELP),
     device: str = typer.Option("cpu", callback=check_device, help="cpu | cuda | cuda:N"),
+    repair: Optional[Path] = typer.Option(None, help="DocRepair: rewrite the translations with this repair checkpoint "
+                                          "(`ctxmt prepare docrepair`), in groups of 4 consecutive sentences"),
+    group_sentences: Optional[int] = typer.Option(None, min=1, help="mbe: sentences per group (default: the whole "
+                                                  "document is one group)"),
+    group_order: str = typer.Option("consecutive", help="mbe: consecutive | length (groups of length-sorted sentences)"),
 ):
     """Translate whole documents sentence by sentence, with the model's own context (or --context K)."""
     from ctxmt_cli.commands import translate_file
 
     count = translate_file(input, output, checkpoint, beam=beam, lenpen=lenpen, target_context=target_context,
-                           batch_docs=batch_docs, device=device, context=context)
+                           batch_docs=batch_docs, device=device, context=context, repair=repair,
+                           group_sentences=group_sentences, group_order=group_order)
     typer.echo(f"translated {count} sentences", err=True)
 
 
@@ -284,6 +312,7 @@ def benchmark(
 
 
 cli_analysis.register(app)
+cli_docrepair.register(app)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -36,11 +36,14 @@ def dry_run_report(recipe) -> str:
 
 
 def translate_file(input: str, output: str, checkpoint: Path, *, beam=None, lenpen=None, target_context=None,
-                   batch_docs=None, device: str = "cpu", context=None) -> int:
+                   batch_docs=None, device: str = "cpu", context=None, repair=None, group_sentences=None,
+                   group_order: str = "consecutive") -> int:
     """Translate a document file with a checkpoint; returns the number of sentences.
 
     ``context`` K: decode with K context sentences per side instead of the model's own (see
-    :func:`~ctxmt_cli.decode.translator.context_sentences`).
+    :func:`~ctxmt_cli.decode.translator.context_sentences`). ``repair``: a DocRepair checkpoint that rewrites
+    the translations in groups (:mod:`ctxmt_cli.decode.repair`). ``group_sentences`` / ``group_order``: how a
+    model that reads its sentence group (mbe) groups a document (:mod:`ctxmt_cli.decode.groups`).
     """
     from ctxmt_cli.decode.documents import read_documents, write_documents
     from ctxmt_cli.decode.translator import translate_documents
@@ -49,10 +52,14 @@ def translate_file(input: str, output: str, checkpoint: Path, *, beam=None, lenp
 
     if target_context not in (None, "prefix", "generate"):
         raise CtxmtError(f"--target-context {target_context!r}: choose prefix or generate")
+    if group_order not in ("consecutive", "length"):
+        raise CtxmtError(f"--group-order {group_order!r}: choose consecutive or length")
     if output != "-":                  # before any work: a bad -o must not cost a whole translation
-        check_output_file(Path(output), "--output", inputs=(checkpoint,) + (() if input == "-" else (input,)))
+        check_output_file(Path(output), "--output", inputs=(checkpoint,) + (() if input == "-" else (input,))
+                          + (() if repair is None else (repair,)))
     documents = read_documents(input)  # read first: a bad input must not cost a model load
     loaded = load_model(checkpoint, device=torch_device(device))
+    repairer = None if repair is None else _repair_model(loaded, checkpoint, Path(repair), device)
     dec = loaded.recipe.decode
     src_context, tgt_context = context_sentences(loaded.recipe.model, context)
     outputs = translate_documents(
@@ -60,9 +67,40 @@ def translate_file(input: str, output: str, checkpoint: Path, *, beam=None, lenp
         beam=beam or dec.beam, lenpen=dec.lenpen if lenpen is None else lenpen, max_len_a=dec.max_len_a,
         max_len_b=dec.max_len_b, target_context=target_context or dec.target_context,
         batch_docs=batch_docs or dec.batch_docs, max_window_tokens=loaded.recipe.data.max_window_tokens,
+        group_sentences=group_sentences, group_order=group_order,
     )
+    if repairer is not None:
+        outputs = _repair(repairer, outputs)
     write_documents(outputs, output)
     return sum(len(doc) for doc in documents)
+
+
+def _repair_model(first, checkpoint: Path, repair: Path, device: str):
+    """Load and check a DocRepair checkpoint before any translation; returns (model, group size)."""
+    from ctxmt_cli.decode.repair import check_repair_pair, repair_group_size
+    from ctxmt_cli.models.loading import load_model, torch_device
+
+    loaded = load_model(repair, device=torch_device(device))
+    size = repair_group_size(loaded, repair)
+    check_repair_pair(first, loaded, checkpoint, repair)
+    return loaded, size
+
+
+def _repair(repairer, outputs):
+    """DocRepair's second pass over first-pass ``outputs``; one line on stderr when groups kept their first pass."""
+    import sys
+
+    from ctxmt_cli.decode.repair import RepairStats, repair_documents
+
+    loaded, size = repairer
+    stats = RepairStats()
+    repaired = repair_documents(loaded, outputs, group_size=size, stats=stats)
+    kept = stats.fallbacks + stats.too_long
+    if kept:
+        print(f"ctxmt: warning: --repair: {kept} of {stats.groups + stats.too_long} groups kept their first-pass "
+              f"translation ({stats.fallbacks} rewritten with a wrong number of sentences, {stats.too_long} too "
+              "long for the repair model)", file=sys.stderr)
+    return repaired
 
 
 def average_files(paths: list[Path], output: Path, *, force: bool = False) -> Path:

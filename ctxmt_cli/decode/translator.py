@@ -276,19 +276,43 @@ def _model_device(model) -> torch.device:
     return param.device if param is not None else torch.device("cpu")
 
 
+def _translate_as_groups(model, tokenizer, encoded, results, plan: Plan, search: _Search, stats, progress,
+                         batch_docs: int, group_sentences, group_order) -> None:
+    """Translate every document group by group (:func:`~ctxmt_cli.decode.groups.translate_groups`) into ``results``."""
+    from ctxmt_cli.decode.groups import translate_groups
+
+    def done(n: int) -> None:
+        stats.sentences += n
+        stats.steps += 1
+        if progress is not None:
+            progress(stats)
+
+    sp = model.vocab
+    outs = translate_groups(model, [ids for _, ids in encoded], eos=sp.eos, pad=sp.pad, banned=[sp.brk],
+                            beam=search.beam, lenpen=search.lenpen, device=search.device,
+                            max_len=lambda n: int(plan.max_len_a * n + plan.max_len_b), group_sentences=group_sentences,
+                            group_order=group_order, max_sentences=max(batch_docs, 1) * 8, progress=done)
+    for (lines, _), doc_out, doc_results in zip(encoded, outs, results):
+        for line, tokens in zip(lines, doc_out):
+            doc_results[line] = tokenizer.decode_tgt(tokens)
+
+
 def translate_documents(
     model, tokenizer, documents: list[list[str]], *, src_context_sentences: int, tgt_context_sentences: int,
     beam: int = 4, lenpen: float = 0.6, max_len_a: float = 1.5, max_len_b: int = 10,
     target_context: str = "prefix", batch_docs: int = 64, max_window_tokens: int = 1024,
     progress: Optional[Callable[[TranslationStats], None]] = None, stats: Optional[TranslationStats] = None,
-    cache: bool = True,
+    cache: bool = True, group_sentences: Optional[int] = None, group_order: str = "consecutive",
 ) -> list[list[str]]:
     """Translate ``documents`` (lists of sentences); one output string per input sentence, same nesting.
 
     ``batch_docs`` documents are decoded in parallel; ``progress(stats)`` is
     called after every step; pass ``stats`` to read the counters (fallbacks…)
     afterwards. ``cache``: models whose ``document_mode`` is ``MEMORY`` encode each sentence once and
-    reuse its cached entry as context; ``False`` re-encodes the windows (for checks).
+    reuse its cached entry as context; ``False`` re-encodes the windows (for checks). A model that reads a
+    summary of its sentence group (``batch_scheme.groups``) translates each document as groups instead
+    (:mod:`ctxmt_cli.decode.groups`: ``group_sentences`` per group, None = the whole document, in
+    ``group_order``); a model of another kind refuses ``group_sentences``.
     """
     if target_context not in MODES:
         raise CtxmtError(f"target_context {target_context!r}: choose prefix or generate")
@@ -306,6 +330,13 @@ def translate_documents(
     was_training = model.training
     model.eval()
     try:
+        if model.batch_scheme.groups:
+            _translate_as_groups(model, tokenizer, encoded, results, plan, search, stats, progress, batch_docs,
+                                 group_sentences, group_order)
+            return results
+        if group_sentences is not None:
+            raise CtxmtError(f"--group-sentences {group_sentences}: this model does not read sentence groups "
+                             "(only a family like mbe does); leave it out")
         for start in range(0, len(order), batch_docs):
             group = order[start:start + batch_docs]
             docs = [encoded[d][1] for d in group]
