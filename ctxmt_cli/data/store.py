@@ -8,6 +8,16 @@ Layout of a prepared directory (``ctxmt prepare`` writes it, everything else rea
     {split}.src.idx {split}.tgt.idx int64 offsets into the .bin files, n+1 entries
     {split}.docs                    int64 sentence index of each document start, d+1 entries
 
+First-pass streams (``ctxmt first-pass``, ``ctxmt prepare docrepair``) sit beside their split: a
+translation of one side of it, sentence for sentence, with the split's documents::
+
+    {split}.{name}.stream.bin       flat token ids (no BOS/EOS) in the vocabulary of the stream's side
+    {split}.{name}.stream.idx       int64 offsets into the .bin file, n+1 entries (n = the split's sentences)
+    {split}.{name}.stream.txt       the same translations as text: one line per sentence, a blank line
+                                    between documents (the ``ctxmt translate`` layout)
+    {split}.{name}.stream.json      what was translated, by which checkpoint, which side the ids are in;
+                                    written last, so a stream without it is unfinished
+
 Opening costs a few small reads whatever the corpus size; arrays are views into
 ``np.memmap`` objects and are only paged in when touched.
 """
@@ -27,6 +37,7 @@ from ctxmt_cli.errors import CtxmtError
 
 FORMAT_VERSION = 1
 SPLIT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+STREAM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")      # no '.': {split}.{name} stays unambiguous
 _TYPECODES = {"uint16": "H", "int32": "i"}
 
 
@@ -170,6 +181,54 @@ class SplitArrays:
             yield int(offs[k]), int(offs[k + 1])
 
 
+class StreamArrays:
+    """Read-only view of a finished first-pass stream of one split: per-sentence ids, the split's documents.
+
+    ``side`` is the vocabulary the ids are in (``"tgt"``: a translation into the target language, which can
+    stand in for the split's target side; ``"src"``: a back-translation); ``info`` is its ``.stream.json``.
+    """
+
+    def __init__(self, directory: Path, split: SplitArrays, name: str, dtype: str):
+        d = Path(directory)
+        info_path = d / f"{split.name}.{name}.stream.json"
+        try:
+            self.info = json.loads(info_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise CtxmtError(f"{info_path} is not valid JSON ({e}); write the stream again with --force") from None
+        self.name, self.split, self.side = name, split.name, self.info.get("side")
+        self.data = _map(d / f"{split.name}.{name}.stream.bin", dtype)
+        self.offsets = _map(d / f"{split.name}.{name}.stream.idx", "int64")
+        self.doc_offsets = split.doc_offsets
+        if (self.side not in ("src", "tgt") or len(self.offsets) != split.n_sentences + 1
+                or int(self.offsets[-1]) != len(self.data)):
+            raise CtxmtError(f"first-pass stream {name!r} of split {split.name!r} in {d} does not match the split "
+                             f"({len(self.offsets) - 1} sentences for {split.n_sentences}); write it again with "
+                             "--force")
+
+    @property
+    def n_sentences(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def n_documents(self) -> int:
+        return len(self.doc_offsets) - 1
+
+    def sentence(self, i: int) -> np.ndarray:
+        """Token ids of translated sentence ``i`` (a view into the memmap, no BOS/EOS)."""
+        return self.data[self.offsets[i]:self.offsets[i + 1]]
+
+    @cached_property
+    def lengths(self) -> np.ndarray:
+        """Sentence lengths in tokens, int64, shape (n,)."""
+        return np.asarray(np.diff(self.offsets))
+
+    def documents(self) -> Iterator[tuple[int, int]]:
+        """``(start, end)`` sentence ranges of the documents (the split's), in order (end exclusive)."""
+        offs = self.doc_offsets
+        for k in range(self.n_documents):
+            yield int(offs[k]), int(offs[k + 1])
+
+
 def write_meta(directory: Path, meta: dict) -> None:
     """Write ``meta.json`` (pretty, UTF-8)."""
     text = json.dumps(meta, indent=2, ensure_ascii=False, sort_keys=False)
@@ -210,6 +269,21 @@ class PreparedData:
         if name not in self._splits:
             self._splits[name] = SplitArrays(self.dir, name, self.meta["dtype"])
         return self._splits[name]
+
+    def stream(self, split: str, name: str) -> StreamArrays:
+        """Open the finished first-pass stream ``name`` of ``split``; a missing one is a one-line error."""
+        store = self.split(split)
+        if not (self.dir / f"{split}.{name}.stream.json").is_file():
+            have = self.streams(split)
+            raise CtxmtError(f"split {split!r} of {self.dir} has no finished first-pass stream {name!r} (streams: "
+                             f"{', '.join(have) or 'none'}); write it with `ctxmt first-pass`")
+        return StreamArrays(self.dir, store, name, self.meta["dtype"])
+
+    def streams(self, split: str) -> list[str]:
+        """Names of the finished first-pass streams of ``split``, sorted."""
+        suffix = ".stream.json"
+        return sorted(p.name[len(split) + 1:-len(suffix)] for p in self.dir.glob(f"{split}.*{suffix}")
+                      if STREAM_NAME.match(p.name[len(split) + 1:-len(suffix)]))
 
     @cached_property
     def tokenizer(self):

@@ -38,7 +38,7 @@ STEP_FILE = re.compile(r"^checkpoint_(\d+)\.pt$")
 TMP_PREFIX = ".tmp-"
 #: meta.json keys a checkpoint keeps (no local paths, no file names of the prepared dir)
 META_KEYS = ("src_lang", "tgt_lang", "joint", "moses", "vocab_size", "specials", "max_sentence_tokens",
-             "mean_sentence_length", "tokenizer_fingerprint", "splits")
+             "mean_sentence_length", "tokenizer_fingerprint", "splits", "docrepair")
 
 
 # ---- atomic files ------------------------------------------------------------------------------

@@ -1,0 +1,107 @@
+"""The DocRepair pipeline on the ``ctxmt`` command line: ``first-pass``, ``prepare docrepair``, ``prepare reverse``.
+
+``first-pass`` is registered on the app by :func:`register`; ``prepare`` (in ``cli.py``) hands its two
+derived formats to :func:`prepare_derived`. They read a prepared dataset instead of a raw corpus, so each
+takes its own options and refuses the raw-corpus ones (and ``prepare`` refuses theirs for a corpus format):
+an option that would be silently ignored is an error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ctxmt_cli.cli_errors import check_device, user_errors
+from ctxmt_cli.errors import CtxmtError
+
+DERIVED_FORMATS = ("docrepair", "reverse")
+#: options of `ctxmt prepare` that only the derived formats read, and which of them each format reads
+DERIVED_OPTIONS = ("data", "splits", "reverse", "forward", "group_size", "stride", "beam", "device")
+READS = {"docrepair": {"fmt", "out", "force", *DERIVED_OPTIONS}, "reverse": {"fmt", "out", "force", "data"}}
+
+
+def _given(ctx) -> list:
+    """The parameters of ``ctx`` the command line (not a default) set."""
+    from click.core import ParameterSource
+
+    return [p for p in ctx.command.params if ctx.get_parameter_source(p.name) == ParameterSource.COMMANDLINE]
+
+
+def check_options(ctx, fmt: str) -> None:
+    """Refuse options ``prepare FORMAT`` would not read."""
+    allowed = READS.get(fmt)
+    for param in _given(ctx):
+        wrong = param.name not in allowed if allowed is not None else param.name in DERIVED_OPTIONS
+        if wrong:
+            reads = (f"it reads {', '.join('--' + n.replace('_', '-') for n in sorted(allowed - {'fmt'}))}"
+                     if allowed is not None else f"it is read by {' and '.join(DERIVED_FORMATS)} only")
+            raise CtxmtError(f"{max(param.opts, key=len)} does not apply to `ctxmt prepare {fmt}` ({reads}); drop it")
+
+
+def prepare_derived(ctx, fmt: str, out: Path, *, data: Optional[Path], splits: str, reverse: Optional[Path],
+                    forward: Optional[Path], group_size: int, stride: Optional[int], beam: Optional[int], device: str,
+                    force: bool) -> str:
+    """``ctxmt prepare docrepair|reverse``; the summary line to print."""
+    check_options(ctx, fmt)
+    if data is None:
+        raise CtxmtError(f"ctxmt prepare {fmt} needs --data DIR, a prepared dataset")
+    if fmt == "reverse":
+        from ctxmt_cli.data.docrepair import reverse_prepared
+
+        meta = reverse_prepared(data, out, force=force)
+        return f"prepared {out} ({meta['src_lang']} → {meta['tgt_lang']}: {data} with its sides swapped)"
+    if reverse is None or forward is None:
+        raise CtxmtError("ctxmt prepare docrepair needs --reverse CKPT (target → source) and --forward CKPT "
+                         "(source → target)")
+    from ctxmt_cli.decode.first_pass import PassSettings, RoundTrip, round_trip_corpus
+
+    names = tuple(s.strip() for s in splits.split(",") if s.strip())
+    if not names or len(set(names)) != len(names):
+        raise CtxmtError(f"--splits {splits!r}: give prepared split names, comma-separated, each once (e.g. train,valid)")
+    job = RoundTrip(data, out, reverse, forward, names, group_size, stride, device=device)
+    meta = round_trip_corpus(job, PassSettings(beam=beam, force=force), say=_say)
+    sizes = ", ".join(f"{k}: {v['sentences']} groups / {v['documents']} docs" for k, v in meta["splits"].items())
+    return f"prepared {out} (DocRepair, {meta['tgt_lang']} → {meta['tgt_lang']}, groups of {group_size}; {sizes})"
+
+
+def _say(line: str) -> None:
+    typer.echo(line, err=True)
+
+
+@user_errors
+def first_pass(
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="the model that translates (sentence-level "
+                                    "for DocRepair; any family works)"),
+    data: Path = typer.Option(..., help="prepared dataset directory"),
+    split: str = typer.Option(..., help="prepared split to translate"),
+    name: str = typer.Option("first-pass", help="stream name: files {split}.{name}.stream.* beside the split"),
+    from_: str = typer.Option("src", "--from", help="src (the split's source side) | tgt (its target side, with a "
+                              "target → source model) | NAME (another stream of the split)"),
+    beam: Optional[int] = typer.Option(None, min=1, help="beam size (default: the checkpoint recipe's decode.beam)"),
+    batch_docs: Optional[int] = typer.Option(None, min=1, help="documents decoded in parallel"),
+    chunk_docs: int = typer.Option(1024, min=1, help="documents translated between two appends (the resume unit)"),
+    device: str = typer.Option("cpu", callback=check_device, help="cpu | cuda | cuda:N"),
+    force: bool = typer.Option(False, help="replace an existing stream (finished, or unfinished from other settings)"),
+):
+    """Translate one side of a prepared split sentence by sentence and store it beside the split as a stream
+    (token ids + text, the split's documents); an interrupted run resumes where it stopped."""
+    from ctxmt_cli.data.store import PreparedData
+    from ctxmt_cli.data.streams import check_stream_name
+    from ctxmt_cli.decode.first_pass import PassSettings, write_first_pass
+    from ctxmt_cli.models.loading import load_model, torch_device
+
+    check_stream_name(name)
+    prepared = PreparedData(data)
+    prepared.split(split)
+    loaded = load_model(checkpoint, device=torch_device(device))
+    record = write_first_pass(prepared, split, name, loaded, checkpoint, source=from_,
+                              settings=PassSettings(beam, batch_docs, chunk_docs, force), say=_say)
+    typer.echo(f"wrote {data / f'{split}.{name}.stream.bin'} and .txt ({record['sentences']} sentences, "
+               f"{record['documents']} documents, {record['language']})")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``first-pass`` to the app."""
+    app.command(name="first-pass")(first_pass)
