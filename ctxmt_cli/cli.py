@@ -210,6 +210,9 @@ def evaluate(
     beam: Optional[int] = typer.Option(None, help="beam size (default: the recipe's decode.beam)"),
     context: Optional[str] = typer.Option(None, metavar="K[,K...]", help="with --checkpoint: translate once per K "
                                           "(comma-separated) and print BLEU/chrF per K. " + CONTEXT_HELP),
+    group_sentences: Optional[str] = typer.Option(None, metavar="N[,N...|all]", help="mbe: translate once per number "
+                                                  "of sentences per group and print BLEU/chrF per N (Morishita et al. "
+                                                  "2021, Figure 4; with --out also a PNG)"),
     device: str = typer.Option("cpu", callback=check_device, help="cpu | cuda | cuda:N"),
 ):
     """BLEU and chrF (sacrebleu, signatures printed) of checkpoints on a prepared split, or of --hyp files against --ref."""
@@ -219,7 +222,7 @@ def evaluate(
         checkpoints=list(checkpoint or []), split=split, data=data, hyps=list(hyp or []), ref=ref, src=src,
         docids=docids, lowercase=lowercase, tokenize=tokenize, document_level=document_level,
         significance=significance, samples=samples, seed=seed, comet=comet, out=out, beam=beam, device=device,
-        context=context,
+        context=context, group_sentences=group_sentences,
     )
     typer.echo(run_evaluate(request))
 

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ctxmt_cli.core.positions import sentence_index
-from ctxmt_cli.data.batching import collate
+from ctxmt_cli.data.batching import collate, pad_rows
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet
 from ctxmt_cli.models import context_sentences
@@ -91,6 +91,8 @@ def score_testset(
     if normalize not in NORMALIZE or span not in SPANS:
         raise CtxmtError(f"normalize={normalize!r} span={span!r}: choose normalize in {NORMALIZE} and span in {SPANS}")
     src_keep, tgt_keep = context_sentences(model.cfg, context)
+    if model.batch_scheme.groups and context is None:   # the item's context sentences join its group (source side)
+        src_keep = max((len(item.src_context) for item in testset.items), default=0)
     rows, owners = [], []                                       # owners[r] = flat candidate index of row r
     offsets = np.cumsum([0] + [len(item.candidates) for item in testset.items])
     for i, item in enumerate(testset.items):
@@ -166,6 +168,8 @@ def _score_rows(model, tokenizer, sources, targets, scored, max_tokens, progress
             first = {k: j for j, k in zip(ids[::-1], src_key[ids][::-1])}  # a row holding each distinct source
             batch = collate([sources[first[k]] for k in unique], [targets[j] for j in ids], pad, bos)
             batch.src_index = torch.from_numpy(src_index.reshape(-1))
+        if model.batch_scheme.groups:                                   # each source window: one group of sentences
+            batch = _as_groups(batch, tokenizer)
         batch = batch.to(device)
         index, n_sent = sentence_index(batch.tgt_out, brk)                            # (B, T), (B,)
         last = torch.as_tensor(np.asarray(scored)[ids], device=device)                # (B,)
@@ -176,6 +180,25 @@ def _score_rows(model, tokenizer, sources, targets, scored, max_tokens, progress
         if progress is not None:
             progress(len(ids))
     return logprob, tokens
+
+
+def _as_groups(batch, tokenizer):
+    """A batch whose source windows ``c1 <brk> c2 <brk> s </s>`` become groups of sentences (each closed by
+    ``</s>``, as when translated), for a model that reads its group (mbe): every target row is decoded from its
+    window's last sentence, which reads the summary of the whole window."""
+    pad, brk, eos = tokenizer.pad_id, tokenizer.brk_id, tokenizer.eos_id
+    sentences, groups, last = [], [], []
+    for g, row in enumerate(batch.src.tolist()):
+        ids = [t for t in row if t != pad][:-1]                                        # drop the final </s>
+        cuts = [i for i, t in enumerate(ids) if t == brk]
+        for start, end in zip([0] + [c + 1 for c in cuts], cuts + [len(ids)]):
+            sentences.append(np.asarray(ids[start:end] + [eos], dtype=np.int64))
+            groups.append(g)
+        last.append(len(sentences) - 1)
+    index = torch.arange(batch.src.size(0)) if batch.src_index is None else batch.src_index
+    batch.src, batch.groups = pad_rows(sentences, pad), torch.tensor(groups)
+    batch.src_index = torch.tensor(last)[index]
+    return batch
 
 
 def decisions(testset: TestSet, scores: list[list[float]]) -> list[bool]:

@@ -42,6 +42,7 @@ class EvalRequest:
     beam: Optional[int] = None
     device: str = "cpu"
     context: Optional[str] = None           # "K[,K...]": translate once per context size K
+    group_sentences: Optional[str] = None   # "N[,N...|all]": mbe, translate once per group size N
 
 
 @dataclass
@@ -52,7 +53,7 @@ class Corpus:
     references: list[list[str]]
     sources: Optional[list[list[str]]]
     has_documents: bool
-    context_of: dict[str, tuple[str, int]] = field(default_factory=dict)   # system -> (checkpoint name, K)
+    sweep_of: dict[str, tuple[str, str]] = field(default_factory=dict)   # system -> (checkpoint name, K or N)
 
 
 def _flat(documents) -> list[str]:
@@ -80,9 +81,10 @@ def split_documents(prepared, split: str):
 
 
 def translate_sources(loaded, sources: list[list[str]], beam: Optional[int] = None,
-                      context: Optional[int] = None) -> list[list[str]]:
+                      context: Optional[int] = None, group_sentences: Optional[int] = None) -> list[list[str]]:
     """Translate source documents with a loaded checkpoint and its recipe's decoding settings
-    (``context`` K: K context sentences per side instead of the model's own)."""
+    (``context`` K: K context sentences per side instead of the model's own; ``group_sentences`` N: mbe's
+    groups of N sentences instead of whole documents)."""
     from ctxmt_cli.decode.translator import translate_documents
     from ctxmt_cli.models import context_sentences
 
@@ -92,7 +94,7 @@ def translate_sources(loaded, sources: list[list[str]], beam: Optional[int] = No
         loaded.model, loaded.tokenizer, sources, src_context_sentences=src_context, tgt_context_sentences=tgt_context,
         beam=beam or dec.beam, lenpen=dec.lenpen, max_len_a=dec.max_len_a, max_len_b=dec.max_len_b,
         target_context=dec.target_context, batch_docs=dec.batch_docs,
-        max_window_tokens=loaded.recipe.data.max_window_tokens,
+        max_window_tokens=loaded.recipe.data.max_window_tokens, group_sentences=group_sentences,
     )
 
 
@@ -125,20 +127,36 @@ def _translate_corpus(req: EvalRequest) -> Corpus:
     prepared.split(req.split)  # an unknown split fails here, listing the available ones, before decoding
     for ckpt, loaded in zip(req.checkpoints, models):
         check_vocabulary(loaded, prepared, ckpt)
-    contexts = parse_contexts(req.context)
+    contexts, groups = parse_contexts(req.context), parse_group_sentences(req.group_sentences)
     names = _unique_names(req.checkpoints)
-    for loaded in models:                                  # a refused K fails here, before any decoding
+    for ckpt, loaded in zip(req.checkpoints, models):      # a refused setting fails here, before any decoding
         for k in contexts:
             context_sentences(loaded.recipe.model, k)
+        if req.group_sentences is not None and not loaded.model.batch_scheme.groups:
+            raise CtxmtError(f"--group-sentences: {ckpt} does not read sentence groups (only a family like mbe does)")
     sources, references = split_documents(prepared, req.split)
-    systems, context_of = {}, {}
+    systems, sweep_of = {}, {}
     for name, loaded in zip(names, models):
         for k in contexts:
-            system = name if k is None else f"{name} K={k}"
-            systems[system] = translate_sources(loaded, sources, req.beam, k)
-            if k is not None:
-                context_of[system] = (name, k)
-    return Corpus(systems, references, sources, has_documents=True, context_of=context_of)
+            for n in groups:
+                label = None if k is None and req.group_sentences is None else \
+                    (f"K={k}" if k is not None else f"N={'all' if n is None else n}")
+                system = name if label is None else f"{name} {label}"
+                systems[system] = translate_sources(loaded, sources, req.beam, k, n)
+                if label is not None:
+                    sweep_of[system] = (name, label.split("=", 1)[1])
+    return Corpus(systems, references, sources, has_documents=True, sweep_of=sweep_of)
+
+
+def parse_group_sentences(text: Optional[str]) -> list[Optional[int]]:
+    """``--group-sentences 1,2,4,all`` -> [1, 2, 4, None] (None: the whole document); no option -> [None]."""
+    if text is None:
+        return [None]
+    parts = [p.strip() for p in str(text).split(",")]
+    if not all(p.isdigit() and int(p) > 0 or p == "all" for p in parts) or len(set(parts)) != len(parts):
+        raise CtxmtError(f"--group-sentences {text!r}: give sentences per group N >= 1 or all, each once, "
+                         "comma-separated, e.g. 1,2,4,8,all")
+    return [None if p == "all" else int(p) for p in parts]
 
 
 def parse_contexts(text: Optional[str]) -> list[Optional[int]]:
@@ -154,14 +172,17 @@ def parse_contexts(text: Optional[str]) -> list[Optional[int]]:
     return values
 
 
-def context_table(corpus: Corpus, metrics: dict) -> tuple[dict, list[str]]:
-    """BLEU and chrF per checkpoint and context size K: ``{checkpoint: {K: {metric: value}}}`` and printed rows."""
+def sweep_table(corpus: Corpus, metrics: dict, req: EvalRequest) -> tuple[dict, list[str]]:
+    """BLEU and chrF per checkpoint and swept setting (context size K, or sentences per group N):
+    ``{checkpoint: {K or N: {metric: value}}}`` and printed rows."""
     by: dict = {}
-    for system, (name, k) in corpus.context_of.items():
-        by.setdefault(name, {})[str(k)] = metrics[system]
+    for system, (name, value) in corpus.sweep_of.items():
+        by.setdefault(name, {})[value] = metrics[system]
     if not by:
         return {}, []
-    lines = ["", "per context size K (context sentences per side):", f"{'K':>4}{'BLEU':>9}{'chrF':>9}  system"]
+    title, key = (("per context size K (context sentences per side):", "K") if req.group_sentences is None
+                  else ("per number of sentences per group N (Morishita et al. 2021, Figure 4):", "N"))
+    lines = ["", title, f"{key:>4}{'BLEU':>9}{'chrF':>9}  system"]
     for name, rows in by.items():
         lines += [f"{k:>4}{row['BLEU']:>9.2f}{row['chrF']:>9.2f}  {name}" for k, row in rows.items()]
     return by, lines
@@ -277,6 +298,14 @@ def _validate(req: EvalRequest) -> list[str]:
         raise CtxmtError("--context sets the context a checkpoint translates with; give it with --checkpoint, "
                          "not with --hyp files")
     parse_contexts(req.context)
+    parse_group_sentences(req.group_sentences)
+    if req.group_sentences is not None and (req.hyps or req.context is not None):
+        raise CtxmtError("--group-sentences sweeps how a checkpoint groups sentences; give it with --checkpoint, "
+                         "without --hyp and without --context")
+    if req.group_sentences is not None and req.out is not None:
+        from ctxmt_cli.analysis.figures import require_matplotlib
+
+        require_matplotlib()                               # the Figure 4 PNG beside --out
     if not req.hyps:
         if req.ref is not None:
             raise CtxmtError("--ref needs at least one --hyp HYPOTHESIS_FILE")
@@ -365,12 +394,25 @@ def run_evaluate(req: EvalRequest) -> str:
                          f"--ref {req.ref} and every --hyp, or --docids FILE")
     metrics, signatures, lines = _system_scores(corpus, req, _comet_scores(corpus, req))
     significance, sig_lines = _significance(corpus, req, tests)
-    by_context, context_lines = context_table(corpus, metrics)
+    by_setting, sweep_lines = sweep_table(corpus, metrics, req)
     payload = {"systems": list(corpus.systems), "metrics": metrics, "signatures": signatures,
                "significance": significance, "segments": len(_flat(corpus.references)),
                "documents": len(corpus.references) if corpus.has_documents else None}
-    if by_context:
-        payload["by_context"] = by_context
+    if by_setting:
+        payload["by_context" if req.group_sentences is None else "by_group_sentences"] = by_setting
     if req.out is not None:
         _write_json(req.out, payload)
-    return "\n".join(lines + context_lines + sig_lines)
+        if req.group_sentences is not None:
+            sweep_lines.append(f"figure: {_draw_group_sweep(by_setting, req.out)}")
+    return "\n".join(lines + sweep_lines + sig_lines)
+
+
+def _draw_group_sweep(by_setting: dict, out: Path) -> Path:
+    """BLEU per sentences per group, one series per checkpoint (Figure 4), beside the --out JSON."""
+    from ctxmt_cli.analysis.figures import bar_chart
+
+    categories = list(next(iter(by_setting.values())))
+    series = {name: [rows[c]["BLEU"] for c in categories] for name, rows in by_setting.items()}
+    path = Path(out).with_suffix(".group_sentences.png")
+    bar_chart(categories, series, "BLEU by sentences per group", path, "BLEU", xlabel="sentences per group")
+    return path
