@@ -153,3 +153,16 @@ def test_group_batches_keep_groups_whole_and_depend_on_seed_and_epoch_only():
         assert b.groups.max() + 1 == len(b.mixed)
         for g, mixed in enumerate(b.mixed):
             assert mixed == (len(set(DOCS[b.indices[b.groups == g]])) > 1)
+
+
+def test_scoring_windows_become_groups_decoded_from_the_current_sentence():
+    from types import SimpleNamespace
+
+    from ctxmt_cli.evaluate.contrastive import _as_groups
+
+    tok = SimpleNamespace(pad_id=PAD, brk_id=4, eos_id=EOS)
+    src = torch.tensor([[5, 6, 4, 7, 4, 8, 9, EOS], [10, EOS, PAD, PAD, PAD, PAD, PAD, PAD]])
+    batch = _as_groups(Batch(src=src, src_index=torch.tensor([0, 0, 1])), tok)
+    assert batch.src.tolist() == [[5, 6, EOS], [7, EOS, PAD], [8, 9, EOS], [10, EOS, PAD]]
+    assert batch.groups.tolist() == [0, 0, 0, 1]
+    assert batch.src_index.tolist() == [2, 2, 3]                            # each target row: its current sentence
