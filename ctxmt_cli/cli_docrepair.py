@@ -23,10 +23,10 @@ READS = {"docrepair": {"fmt", "out", "force", *DERIVED_OPTIONS}, "reverse": {"fm
 
 
 def _given(ctx) -> list:
-    """The parameters of ``ctx`` the command line (not a default) set."""
-    from click.core import ParameterSource
-
-    return [p for p in ctx.command.params if ctx.get_parameter_source(p.name) == ParameterSource.COMMANDLINE]
+    """The parameters of ``ctx`` the command line (not a default) set (by the enum's name: typer may bring its own
+    copy of click, whose ParameterSource is another class)."""
+    sources = {p.name: ctx.get_parameter_source(p.name) for p in ctx.command.params}
+    return [p for p in ctx.command.params if getattr(sources[p.name], "name", None) == "COMMANDLINE"]
 
 
 def check_options(ctx, fmt: str) -> None:

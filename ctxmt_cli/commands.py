@@ -98,7 +98,7 @@ def _repair(repairer, outputs):
     kept = stats.fallbacks + stats.too_long
     if kept:
         print(f"ctxmt: warning: --repair: {kept} of {stats.groups + stats.too_long} groups kept their first-pass "
-              f"translation ({stats.fallbacks} rewritten with a wrong number of sentences, {stats.too_long} too "
+              f"translation ({stats.fallbacks} rewritten with a wrong or empty sentence, {stats.too_long} too "
               "long for the repair model)", file=sys.stderr)
     return repaired
 

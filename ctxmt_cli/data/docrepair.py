@@ -54,7 +54,8 @@ def group_bounds(n: int, size: int = GROUP_SIZE, stride: int | None = None) -> l
     """
     stride = size if stride is None else stride
     if size < 1 or not 1 <= stride <= size:
-        raise ValueError(f"need size >= 1 and 1 <= stride <= size, got size={size}, stride={stride}")
+        raise CtxmtError(f"--group-size {size} --stride {stride}: give a group size >= 1 and a stride from 1 to the "
+                         "group size (a larger stride would skip sentences)")
     if n <= 0:
         return []
     groups = [(s, s + size) for s in range(0, max(n - size, 0) + 1, stride)]

@@ -8,8 +8,9 @@ the repair model in one batched beam search over many groups, and the output cut
 sentences, in document order.
 
 Empty lines stay empty and take no place in a group (as in the first pass). A group whose rewrite does not
-hold one sentence per input sentence (a wrong number of ``<brk>``), or that is longer than the repair model
-reads, keeps its first-pass sentences; :class:`RepairStats` counts both.
+hold one non-empty sentence per input sentence (a wrong number of ``<brk>``, or an empty sentence, which would
+read as a document boundary in the output), or that is longer than the repair model reads, keeps its
+first-pass sentences; :class:`RepairStats` counts both.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class RepairStats:
     """Counters of one :func:`repair_documents` call."""
 
     groups: int = 0               # groups rewritten by the repair model
-    fallbacks: int = 0            # rewrites with a wrong sentence count: first pass kept
+    fallbacks: int = 0            # rewrites with a wrong sentence count or an empty sentence: first pass kept
     too_long: int = 0             # groups longer than the repair model reads: first pass kept
 
 
@@ -106,13 +107,13 @@ def repair_documents(loaded, documents: list[list[str]], *, group_size: int, bea
             hyps = beam_search(model, batch.to(device), beam=beam or dec.beam, lenpen=dec.lenpen,
                                max_len=max_len.to(device), banned=())
             for (d, lines, _), hyp in zip(chunk, hyps):
-                parts = split_groups(hyp.tokens, sp.brk)
+                texts = [tok.decode_tgt(part) for part in split_groups(hyp.tokens, sp.brk)]
                 stats.groups += 1
-                if len(parts) != len(lines):
+                if len(texts) != len(lines) or not all(t.strip() for t in texts):
                     stats.fallbacks += 1
                     continue
-                for line, part in zip(lines, parts):
-                    out[d][line] = tok.decode_tgt(part)
+                for line, text in zip(lines, texts):
+                    out[d][line] = text
     finally:
         model.train(was_training)
     return out

@@ -90,6 +90,12 @@ PREPARE = [
     (["prepare", "synthetic", "--docs", "41", "--out", "afile/p"], ["afile/p", "afile is a file"]),
     (["prepare", "text", "--train", "small", "--src-lang", "en", "--tgt-lang", "de", "--out", "ro/p"],
      ["ro/p", "permission denied"]),
+    (["prepare", "text", "--train", "small", "--src-lang", "en", "--tgt-lang", "de", "--out", "p", "--reverse",
+      "r.pt"], ["--reverse does not apply to `ctxmt prepare text`", "docrepair"]),
+    (["prepare", "reverse", "--out", "p"], ["prepare reverse needs --data DIR"]),
+    (["prepare", "reverse", "--data", "notprep", "--out", "p"], ["notprep", "not a prepared dataset"]),
+    (["prepare", "reverse", "--data", "notprep", "--out", "p", "--vocab-size", "100"],
+     ["--vocab-size does not apply to `ctxmt prepare reverse`", "--data"]),
 ]
 
 
@@ -132,6 +138,9 @@ TRANSLATE = [
     (["translate", "doc.txt", "-c", "{ckpt}", "--context", "-1"], ["translate", "--context -1", "0"]),
     (["translate", "doc.txt", "-c", "{ckpt}", "--beam", "two"], ["translate", "--beam two"]),
     (["translate", "doc.txt", "--bogus"], ["translate", "--bogus"]),
+    (["translate", "doc.txt", "-c", "{ckpt}", "--repair", "{ckpt}"], ["not a DocRepair model", "prepare docrepair"]),
+    (["translate", "doc.txt", "-c", "{ckpt}", "--repair", "none.pt"], ["checkpoint not found", "none.pt"]),
+    (["translate", "doc.txt", "-c", "{ckpt}", "--repair", "{ckpt}", "-o", "{ckpt}"], ["is also an input"]),
 ]
 
 
@@ -238,6 +247,65 @@ CXMI = [
 @pytest.mark.parametrize("args,needles", CXMI)
 def test_cxmi_bad_inputs(args, needles, ws, synthetic_dir, concat_checkpoint):
     check_bad_input(args, needles, ws, placeholders(data=synthetic_dir, ckpt=concat_checkpoint))
+
+
+DOCREPAIR = [
+    (["first-pass", "-c", "{ckpt}", "--data", "{data}", "--split", "dev"], ["split 'dev' is not in", "available"]),
+    (["first-pass", "-c", "{ckpt}", "--data", "notprep", "--split", "test"], ["notprep", "not a prepared dataset"]),
+    (["first-pass", "-c", "{ckpt}", "--data", "{data}", "--split", "test", "--name", "a.b"], ["--name 'a.b'"]),
+    (["first-pass", "-c", "{ckpt}", "--data", "{data}", "--split", "test", "--from", "tgt"],
+     ["translates src → tgt", "the tgt side", "tgt → src model"]),
+    (["first-pass", "-c", "{ckpt}", "--data", "{data}", "--split", "test", "--from", "back"],
+     ["no finished first-pass stream 'back'", "ctxmt first-pass"]),
+    (["first-pass", "-c", "{ckpt}", "--data", "{data}", "--split", "test", "--from", "fp", "--name", "fp"],
+     ["--from fp names the stream being written"]),
+    (["first-pass", "-c", "adir", "--data", "{data}", "--split", "test"], ["checkpoint is a directory", "adir"]),
+    (["first-pass", "-c", "{ckpt}", "--data", "{data}", "--split", "test", "--device", "tpu"], ["--device tpu"]),
+    (["first-pass", "-c", "{ckpt}", "--data", "{data}", "--split", "test", "--chunk-docs", "0"], ["--chunk-docs 0"]),
+    (["prepare", "docrepair", "--data", "{data}", "--forward", "{ckpt}", "--out", "dr"], ["needs --reverse CKPT"]),
+    (["prepare", "docrepair", "--reverse", "{ckpt}", "--forward", "{ckpt}", "--out", "dr"], ["needs --data DIR"]),
+    (["prepare", "docrepair", "--data", "{data}", "--reverse", "{ckpt}", "--forward", "{ckpt}", "--out", "dr"],
+     ["translates src → tgt", "the tgt side", "tgt → src model"]),          # a forward model as --reverse
+    (["prepare", "docrepair", "--data", "{data}", "--reverse", "{ckpt}", "--forward", "{ckpt}", "--out", "dr",
+      "--moses"], ["--moses does not apply to `ctxmt prepare docrepair`"]),
+    (["prepare", "docrepair", "--data", "{data}", "--reverse", "{ckpt}", "--forward", "{ckpt}", "--out", "dr",
+      "--stride", "5"], ["--group-size 4 --stride 5"]),
+    (["prepare", "docrepair", "--data", "{data}", "--reverse", "{ckpt}", "--forward", "{ckpt}", "--out", "dr",
+      "--splits", "train,train"], ["--splits 'train,train'", "each once"]),
+    (["prepare", "docrepair", "--data", "{data}", "--reverse", "{ckpt}", "--forward", "{ckpt}", "--out", "dr",
+      "--splits", "train,dev"], ["split 'dev' is not in"]),
+    (["prepare", "docrepair", "--data", "{data}", "--reverse", "{ckpt}", "--forward", "{ckpt}", "--out", "afile"],
+     ["afile already exists", "--force"]),
+    (["prepare", "docrepair", "--data", "{data}", "--reverse", "{ckpt}", "--forward", "{ckpt}", "--out", "dr",
+      "--device", "tpu"], ["--device tpu"]),
+    (["prepare", "reverse", "--data", "{data}", "--out", "{data}", "--force"], ["is the --data directory"]),
+    (["prepare", "reverse", "--data", "{data}", "--out", "r", "--splits", "train"],
+     ["--splits does not apply to `ctxmt prepare reverse`"]),
+]
+
+
+@pytest.mark.parametrize("args,needles", DOCREPAIR)
+def test_docrepair_bad_inputs(args, needles, ws, synthetic_dir, concat_checkpoint):
+    check_bad_input(args, needles, ws, placeholders(data=synthetic_dir, ckpt=concat_checkpoint))
+
+
+def test_first_pass_refuses_an_existing_stream_and_another_vocabulary(ws, synthetic_dir, concat_checkpoint):
+    from ctxmt_cli.data.store import PreparedData
+    from ctxmt_cli.data.streams import StreamWriter
+
+    data = shutil.copytree(synthetic_dir, ws / "withstream", ignore=shutil.ignore_patterns("raw"))
+    store = PreparedData(data).split("valid")
+    writer = StreamWriter(data, "valid", "fp", PreparedData(data).meta["dtype"], {"side": "tgt"})
+    writer.start(force=False)
+    writer.append([[store.tgt(i).tolist() for i in range(a, b)] for a, b in store.documents()],
+                  [["x"] * (b - a) for a, b in store.documents()])
+    writer.finish({"side": "tgt"})
+    found = placeholders(ckpt=concat_checkpoint)
+    check_bad_input(["first-pass", "-c", "{ckpt}", "--data", "withstream", "--split", "valid", "--name", "fp"],
+                    ["stream 'fp' of split 'valid' exists already", "--force"], ws, found)
+    assert run_cli("prepare", "synthetic", "--docs", "41", "--seed", "2", "--out", ws / "other").exit_code == 0
+    check_bad_input(["first-pass", "-c", "{ckpt}", "--data", "other", "--split", "test"],
+                    ["was trained with another vocabulary than other"], ws, found)
 
 
 # ---- a full disk: one line, the previous output still there and loadable, no partial or temp file -----------

@@ -49,7 +49,7 @@ def test_every_sentence_is_grouped_in_order(size, stride):
 
 def test_bad_sizes_are_refused():
     for size, stride in ((0, None), (4, 0), (4, 5)):
-        with pytest.raises(ValueError):
+        with pytest.raises(CtxmtError, match="--group-size"):
             group_bounds(8, size, stride)
 
 

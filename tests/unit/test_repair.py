@@ -30,8 +30,24 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+class WordEach(Biased):
+    """Writes one sentence per input sentence: a word first, then ``<brk>`` while sentences are due, then the last
+    sentence's words and ``</s>`` (decoding only; the words are the real model's choice)."""
+
+    def decode_step(self, tokens, state):
+        logits, state = self.inner.decode_step(tokens, state)
+        logits, v = self._bias(logits), self.vocab                        # (B, V)
+        start = (tokens == v.bos) | (tokens == v.brk)                     # (B,) a sentence begins: a word first
+        due = ~start & (state.sent_idx < state.n_sent - 1)                # (B,) its word is written: <brk> next
+        logits[start, v.brk] = logits[start, v.eos] = float("-inf")
+        logits[due] = float("-inf")
+        logits[due, v.brk] = 0.0
+        logits[~start & ~due, v.brk] = float("-inf")
+        return logits, state
+
+
 def repair_model(tokenizer, brk_rule: str, max_window_tokens: int = 1024) -> LoadedModel:
-    """A tiny sentence-level model; ``script`` writes exactly one ``<brk>`` per sentence boundary, ``ban`` none."""
+    """A tiny sentence-level model; ``words`` writes one sentence per input sentence, ``ban`` never a ``<brk>``."""
     torch.manual_seed(0)
     recipe = validate_recipe({"model": {"family": "sentence", **TINY}, "data": {"max_window_tokens": max_window_tokens},
                               "decode": {"beam": 2, "max_len_b": 4}})
@@ -41,7 +57,7 @@ def repair_model(tokenizer, brk_rule: str, max_window_tokens: int = 1024) -> Loa
         for p in model.parameters():
             if p.dim() >= 2:
                 p.normal_(0.0, 0.35)
-    biased = Biased(model, eos=2.0, brk_rule=brk_rule).eval()
+    biased = (WordEach(model, eos=2.0) if brk_rule == "words" else Biased(model, eos=2.0, brk_rule=brk_rule)).eval()
     return LoadedModel(biased, recipe, tokenizer, vocab, {"docrepair": {"group_size": 4}})
 
 
@@ -61,7 +77,7 @@ def alone(loaded, lines: list[str]) -> list[str]:
 
 
 def test_each_group_is_rewritten_as_if_alone_in_document_order(tokenizer):
-    loaded, docs = repair_model(tokenizer, "script"), documents()
+    loaded, docs = repair_model(tokenizer, "words"), documents()
     stats = RepairStats()
     out = repair_documents(loaded, docs, group_size=4, batch_groups=3, stats=stats)
     assert [len(d) for d in out] == [len(d) for d in docs]
@@ -80,8 +96,18 @@ def test_a_rewrite_with_the_wrong_sentence_count_keeps_the_first_pass(tokenizer)
     assert (stats.groups, stats.fallbacks) == (3, 2)
 
 
+def test_a_rewrite_with_an_empty_sentence_keeps_the_first_pass(tokenizer):
+    """``script`` writes its separators first: the count is right but the first sentences are empty, which
+    would print as blank lines, i.e. as document boundaries."""
+    loaded, docs = repair_model(tokenizer, "script"), documents((5,))
+    stats = RepairStats()
+    out = repair_documents(loaded, docs, group_size=4, stats=stats)
+    assert out[0][:4] == docs[0][:4] and out[0][4] == alone(loaded, docs[0][4:])[0]
+    assert (stats.groups, stats.fallbacks) == (2, 1) and all(line.strip() for line in out[0])
+
+
 def test_empty_lines_stay_empty_and_take_no_place_in_a_group(tokenizer):
-    loaded, docs = repair_model(tokenizer, "script"), documents((6,))
+    loaded, docs = repair_model(tokenizer, "words"), documents((6,))
     with_blank = [docs[0][:2] + [""] + docs[0][2:]]
     out = repair_documents(loaded, with_blank, group_size=4)[0]
     assert out[2] == ""
@@ -89,14 +115,14 @@ def test_empty_lines_stay_empty_and_take_no_place_in_a_group(tokenizer):
 
 
 def test_groups_longer_than_the_model_reads_keep_the_first_pass(tokenizer):
-    loaded, docs = repair_model(tokenizer, "script", max_window_tokens=12), documents((8,))
+    loaded, docs = repair_model(tokenizer, "words", max_window_tokens=12), documents((8,))
     stats = RepairStats()
     out = repair_documents(loaded, docs, group_size=4, stats=stats)
     assert stats.too_long == 2 and out == docs
 
 
 def test_a_checkpoint_of_another_corpus_is_not_a_repair_model(tokenizer):
-    loaded = repair_model(tokenizer, "script")
+    loaded = repair_model(tokenizer, "words")
     assert repair_group_size(loaded, "r.pt") == 4
     loaded.meta = {}
     with pytest.raises(CtxmtError, match="not a DocRepair model"):
