@@ -200,21 +200,27 @@ def build_repair_corpus(prepared: PreparedData, streams: Mapping[str, str], out:
             with SplitWriter(tmp, split, dtype) as writer:
                 _write_repair_split(writer, store, stream, document_groups(store.doc_offsets, group_size, stride), brk)
             counts[split] = writer.close()
-        first = counts.get("train") or next(iter(counts.values()))
-        mean = {side: first[f"{side}_tokens"] / max(first["sentences"], 1) for side in ("src", "tgt")}
-        meta = {
-            "format_version": FORMAT_VERSION, "src_lang": meta0["tgt_lang"], "tgt_lang": meta0["tgt_lang"],
-            "joint": True, "moses": meta0["moses"], "spm": {"src": "spm.model", "tgt": "spm.model"},
-            "vocab_size": {"src": tok.tgt_vocab_size, "tgt": tok.tgt_vocab_size},
-            "specials": meta0["specials"], "user_symbols": meta0.get("user_symbols", ["<brk>"]), "dtype": dtype,
-            "max_sentence_tokens": group_size * (meta0["max_sentence_tokens"] + 1),
-            "truncated": {split: 0 for split in counts}, "splits": counts, "mean_sentence_length": mean,
-            "tokenizer_fingerprint": tok.fingerprint(),
-            "docrepair": {"group_size": group_size, "stride": stride, "separator": "<brk>",
-                          "round_trip_streams": dict(streams)},
-            "source": {"format": "docrepair", "data": str(prepared.dir.resolve()), **(provenance or {})},
-        }
+        meta = _repair_meta(prepared, tok, dtype, counts, {"group_size": group_size, "stride": stride,
+                                                           "separator": "<brk>", "round_trip_streams": dict(streams)})
+        meta["source"].update(provenance or {})
         write_meta(tmp, meta)
         return meta
 
     return _in_temp_dir(out, force, build)
+
+
+def _repair_meta(prepared: PreparedData, tok, dtype: str, counts: dict, grouping: dict) -> dict:
+    """``meta.json`` of a repair corpus: the target language on both sides, one SentencePiece model."""
+    meta0 = prepared.meta
+    first = counts.get("train") or next(iter(counts.values()))
+    return {
+        "format_version": FORMAT_VERSION, "src_lang": meta0["tgt_lang"], "tgt_lang": meta0["tgt_lang"],
+        "joint": True, "moses": meta0["moses"], "spm": {"src": "spm.model", "tgt": "spm.model"},
+        "vocab_size": {"src": tok.tgt_vocab_size, "tgt": tok.tgt_vocab_size},
+        "specials": meta0["specials"], "user_symbols": meta0.get("user_symbols", ["<brk>"]), "dtype": dtype,
+        "max_sentence_tokens": grouping["group_size"] * (meta0["max_sentence_tokens"] + 1),
+        "truncated": {split: 0 for split in counts}, "splits": counts,
+        "mean_sentence_length": {side: first[f"{side}_tokens"] / max(first["sentences"], 1) for side in ("src", "tgt")},
+        "tokenizer_fingerprint": tok.fingerprint(), "docrepair": grouping,
+        "source": {"format": "docrepair", "data": str(prepared.dir.resolve())},
+    }
