@@ -122,3 +122,19 @@ def test_reversed_dataset_swaps_sides_and_keeps_the_vocabulary(data, tmp_path):
     assert rev.streams("train") == []                                       # streams belong to the original
     with pytest.raises(CtxmtError, match="--data directory"):
         reverse_prepared(data.dir, data.dir, force=True)
+
+
+def test_reversing_separate_vocabularies_swaps_the_models(prepared, tmp_path):
+    from ctxmt_cli.data.prepare import PrepareSpec, SplitInput, prepare_corpus
+
+    raw = prepared.parent / "raw"                                           # the shared corpus' raw text
+    spec = PrepareSpec(fmt="text", splits={"train": SplitInput(raw / "train.src", raw / "train.tgt")},
+                       src_lang="src", tgt_lang="tgt", out=tmp_path / "sep", vocab_size=120, joint=False)
+    prepare_corpus(spec)
+    sep = PreparedData(tmp_path / "sep")
+    reverse_prepared(sep.dir, tmp_path / "rev")
+    rev = PreparedData(tmp_path / "rev")
+    line = sep.tokenizer.decode_tgt(sep.split("train").tgt(0).tolist())
+    assert rev.tokenizer.encode_src(line) == sep.tokenizer.encode_tgt(line) != sep.tokenizer.encode_src(line)
+    assert rev.tokenizer.fingerprint() == reversed_tokenizer(sep.tokenizer).fingerprint() != sep.tokenizer.fingerprint()
+    assert reversed_tokenizer(rev.tokenizer).fingerprint() == sep.tokenizer.fingerprint()
