@@ -13,7 +13,7 @@ grids of entropy and current share, and for each ``--show N`` window its attenti
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
 
@@ -103,13 +103,14 @@ def window_dataset(loaded, split, context: Optional[int]):
 @torch.no_grad()
 def collect_statistics(model, dataset, indices: np.ndarray, max_tokens: int, device) -> AttentionStats:
     """Run every window of ``indices`` through ``model`` with a statistics probe, batch by batch."""
-    from ctxmt_cli.data.batching import token_batches, window_batch
+    from ctxmt_cli.data.batching import plan_batches, window_batch
 
     stats = AttentionStats()
     vocab = model.vocab
-    for group in token_batches(dataset.src_len, dataset.tgt_len, indices, max_tokens, shuffle=False):
-        batch = window_batch(dataset, group, vocab.pad, vocab.bos).to(device)
-        stats.rows = [int(j) for j in group]
+    scheme = replace(model.batch_scheme, mixed_share=0.0)                  # a model reading its group: real documents
+    for plan in plan_batches(scheme, dataset, indices, max_tokens, shuffle=False):
+        batch = window_batch(dataset, plan, vocab.pad, vocab.bos).to(device)
+        stats.rows = [int(j) for j in batch.ids]
         model(batch, probe=stats, project=False)
     return stats
 

@@ -21,7 +21,7 @@ from ctxmt_cli.data.windows import WindowDataset, WindowSpec
 from ctxmt_cli.models.loading import load_model
 from tests.integration.conftest import ROOT, assert_user_error, run_cli, tiny_sets
 
-RECIPES = {"concat": "concat.yaml", "sentence": "sentence.yaml", "caching": "grouping.yaml"}
+RECIPES = {"concat": "concat.yaml", "sentence": "sentence.yaml", "caching": "grouping.yaml", "mbe": "mbe.yaml"}
 TWO_LAYERS = ["--set", "model.encoder_layers=2", "--set", "model.decoder_layers=2"]
 
 
@@ -61,6 +61,8 @@ def test_every_family_gets_bounded_figures_and_pngs(checkpoints, family, tmp_pat
     assert summary["entropy"] > 0 and 0 <= summary["current_share"] <= 1 and "Table 5" in summary["definition"]
     if family == "sentence":                                                # no context: all mass stays home
         assert summary["current_share"] == pytest.approx(1.0)
+    if family == "mbe":                                                     # z is a key that is not the sentence
+        assert summary["current_share"] < 1.0
     if family == "caching":
         groups = result["assignment"]["groups"]
         assert 1 <= result["assignment"]["groups_used_per_sentence"] <= groups
