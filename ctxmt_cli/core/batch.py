@@ -35,6 +35,8 @@ class Batch:
     ``src_index`` (scoring) lets several target rows share one source row:
     target row ``r`` is conditioned on ``src[src_index[r]]``, so each distinct
     source window is encoded once (contrastive candidates of one item).
+    ``groups`` (a family that reads a summary of its sentence group, ``batch_scheme.groups``): the group
+    of each source row; ``mixed`` (training) whether each group mixes documents.
     """
 
     src: Tensor                                  # (B, S) long

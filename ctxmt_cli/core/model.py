@@ -45,6 +45,10 @@ overrides the smallest one:
   ``__init__`` — where each token sits in its window (concat);
 * ``context_attention`` passed to ``__init__`` and ``EncoderOut.context`` — a
   context-attention block in each decoder layer over a context memory (caching);
+* input prefix — ``encode_source(src, prefix=…)`` puts vectors before the encoder's tokens and
+  ``EncoderOut.prefix`` before the decoder's (no positional encoding; the decoder's are cached
+  from the first step, so incremental decoding stays exact): a summary the model reads (MBE's z);
+  ``EncoderOut.loss_terms`` carries terms computed while encoding (MBE's classifier);
 * attention probe — ``encode`` hands each encoder layer's self-attention to the probe
   and the decoder each layer's self, cross and context attention; a family with other
   weights worth analysing (caching: the grouping/selecting assignments) hands them too.
