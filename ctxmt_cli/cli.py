@@ -259,8 +259,9 @@ def quickstart(
 
 
 BENCHMARKS = {"context-scaling": "context_scaling.py", "train": "train.py", "score": "score.py", "decode": "decode.py",
-              "document": "document.py"}
-PEER_BENCHMARKS = ("train", "score", "decode", "document")                         # ctxmt vs peers: one shared Settings
+              "document": "document.py", "mbe": "mbe.py"}
+CONTEXT_SCALING_OUT = Path("out/context_scaling")
+PEER_BENCHMARKS = ("train", "score", "decode", "document", "mbe")             # one shared Settings (bench_util)
 
 
 def _load_benchmark(name: str):
@@ -288,7 +289,7 @@ def benchmark(
     name: str = typer.Argument(..., metavar="NAME", help=f"benchmark to run: {' | '.join(BENCHMARKS)}"),
     contexts: Optional[str] = typer.Option(None, help="context sizes K in sentences, comma-separated "
                                            "[default: 1,2,4,8,16; --quick 1,4,8]"),
-    out: Path = typer.Option(Path("out/context_scaling"), "--out", help="directory for the JSON results and the PNG plot"),
+    out: Path = typer.Option(CONTEXT_SCALING_OUT, "--out", help="directory for the JSON results and the PNG plot"),
     docs: Optional[int] = typer.Option(None, min=1, help="documents timed (decoded in parallel) [default: 4; --quick 2]"),
     sentences: Optional[int] = typer.Option(None, min=1, help="first N sentences of each timed document "
                                             "[default: 32; --quick 16]"),
@@ -304,9 +305,17 @@ def benchmark(
                                                    "sentences): under 3 minutes"),
 ):
     """Run a benchmark from benchmarks/ (a source checkout): context-scaling = time and memory vs context size;
-    train / score / decode = tokens/s or pairs/s of ctxmt vs torch.nn.Transformer and HF Marian, with ratio lines."""
+    train / score / decode = tokens/s or pairs/s of ctxmt vs torch.nn.Transformer and HF Marian, with ratio lines;
+    mbe = training tokens/s of Mini-batch Embedding vs the sentence-level model of the same dims."""
     module = _load_benchmark(name)
     if name in PEER_BENCHMARKS:
+        ignored = [flag for flag, given in (("--contexts", contexts is not None), ("--docs", docs is not None),
+                                            ("--sentences", sentences is not None), ("--beam", beam != 1),
+                                            ("--device", device != "cpu"), ("--out", out != CONTEXT_SCALING_OUT))
+                   if given]
+        if ignored:
+            raise CtxmtError(f"benchmark {name} takes --preset, --quick, --threads and --repeats only; "
+                             f"{', '.join(ignored)} apply to context-scaling (remove them)")
         defaults = module.Settings()
         module.run(module.Settings(preset, quick, threads or defaults.threads, repeats or defaults.repeats))
         return

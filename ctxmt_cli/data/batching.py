@@ -138,12 +138,21 @@ def group_batches(doc_index: np.ndarray, src_len: np.ndarray, tgt_len: np.ndarra
                   shuffle: bool = True) -> list[GroupedBatch]:
     """Micro-batches of whole groups (:func:`sentence_groups`) under ``max_tokens`` padded tokens; a group is
     never split across batches (a group over the budget is a batch of its own). Drawn from ``(seed, epoch)``
-    alone, like :func:`token_batches`; under DDP :func:`shard_batches` then keeps every group on one rank."""
+    alone, like :func:`token_batches`; under DDP :func:`shard_batches` then keeps every group on one rank.
+
+    Groups are packed by length, as :func:`token_batches` packs sentences: sorted by their longest sentence,
+    then by the sum of their longest source and target (random order among equals), cut into batches, and the
+    batch order shuffled. Packed in random order instead, a batch is as wide as the longest sentence of any of
+    its groups: on the synthetic benchmark 45% of the target tokens were padding, 22% by length (the spread of
+    lengths inside one document's group, 21%, is the floor). Which groups share a batch changes no output.
+    """
     rng = np.random.default_rng([seed, epoch, 1])
     size = np.maximum(src_len, tgt_len)
     groups = sentence_groups(doc_index, size, indices, group_tokens, mixed_share, rng, shuffle)
-    if shuffle:
-        groups = [groups[i] for i in rng.permutation(len(groups))]
+    widest = np.array([size[m].max() for m, _ in groups], dtype=np.int64)                      # (G,)
+    both = np.array([src_len[m].max() + tgt_len[m].max() for m, _ in groups], dtype=np.int64)   # (G,)
+    noise = rng.random(len(groups)) if shuffle else np.arange(len(groups))
+    groups = [groups[i] for i in np.lexsort((noise, both, widest))]
     batches, current, rows, width = [], [], 0, 0
     for members, mixed in groups:
         longest = int(size[members].max())
@@ -154,6 +163,8 @@ def group_batches(doc_index: np.ndarray, src_len: np.ndarray, tgt_len: np.ndarra
         rows, width = rows + len(members), max(width, longest)
     if current:
         batches.append(current)
+    if shuffle:
+        batches = [batches[i] for i in rng.permutation(len(batches))]
     return [GroupedBatch(np.concatenate([m for m, _ in b]),
                          np.repeat(np.arange(len(b)), [len(m) for m, _ in b]),
                          np.asarray([x for _, x in b], dtype=bool)) for b in batches]

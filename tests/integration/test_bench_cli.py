@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import run_cli
+from tests.integration.conftest import assert_user_error, run_cli
 
 HAS_HF = importlib.util.find_spec("transformers") is not None
 HAS_CT2 = importlib.util.find_spec("ctranslate2") is not None
@@ -87,3 +87,26 @@ def test_document_benchmark_prints_its_ratio_lines():
     ratios = result.stdout.splitlines()[-2:]
     assert re.match(r"^ratio: document-tiny s4to4-prefix/sentence = \d+\.\d\d \(target <= 1\.6\)$", ratios[0]), ratios
     assert re.match(r"^ratio: document-tiny s4to4-generate/s4to4-prefix = \d+\.\d\d \(target >= 2\)$", ratios[1]), ratios
+
+
+def test_mbe_benchmark_prints_padding_and_ratio_lines():
+    """MBE vs sentence-level training on the tiny synthetic corpus through the real trainer: formats only."""
+    result = run_cli("benchmark", "mbe", "--preset", "tiny", "--quick", "--repeats", 1, "--threads", 1)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert re.match(r"^ratio: train-tiny-synthetic mbe-sentence-batches/sentence = \d+\.\d\d ", lines[-3]), lines[-3:]
+    assert re.match(r"^ratio: train-tiny-synthetic mbe/mbe-sentence-batches = \d+\.\d\d ", lines[-2]), lines[-3:]
+    assert re.match(r"^ratio: train-tiny-synthetic mbe/sentence = \d+\.\d\d \(target >= 0\.90\)$", lines[-1]), lines[-1]
+    padding = re.compile(r"^padding: train-tiny-synthetic (sentence|mbe) target (\d+\.\d)% source (\d+\.\d)% over the "
+                         r"epoch's \d+ batches; target \d+\.\d% source \d+\.\d% in the timed batches$")
+    shares = {m.group(1): (float(m.group(2)), float(m.group(3))) for m in map(padding.match, lines[-5:-3]) if m}
+    assert set(shares) == {"sentence", "mbe"}, lines[-5:-3]
+    assert all(0 <= share < 100 for pair in shares.values() for share in pair)
+    assert sum(line.count(" train-tiny-synthetic ") for line in lines if "│" in line) == 3   # three table rows
+
+
+@pytest.mark.parametrize("name, option", [("mbe", ("--beam", "4")), ("mbe", ("--docs", "2")),
+                                          ("mbe", ("--out", "elsewhere")), ("train", ("--contexts", "1"))])
+def test_peer_benchmarks_refuse_options_they_ignore(name, option):
+    """An option only context-scaling reads is refused with one line, not silently ignored."""
+    assert_user_error(run_cli("benchmark", name, *option), f"benchmark {name} takes --preset", option[0])

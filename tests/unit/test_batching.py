@@ -54,3 +54,24 @@ def test_collate_teacher_forcing():
     assert batch.tgt_in.tolist() == [[2, 8, 9], [2, 0, 0]]
     assert batch.tgt_out.tolist() == [[8, 9, 3], [3, 0, 0]]
     assert batch.src.dtype == torch.long and batch.src.tolist() == [[5, 6, 3], [7, 3, 0]]
+
+
+def test_groups_are_packed_by_length():
+    """Whole groups go into batches by their longest sentence, as sentences do: no two batches' ranges of group
+    widths interleave, so padding stays near the spread inside the groups themselves (random packing: far above)."""
+    from ctxmt_cli.data.batching import group_batches
+
+    rng = np.random.default_rng(0)
+    docs = np.repeat(np.arange(300), rng.integers(2, 12, 300))            # document of each sentence
+    src, tgt = rng.integers(3, 30, len(docs)), rng.integers(3, 30, len(docs))
+    size = np.maximum(src, tgt)
+    batches = group_batches(docs, src, tgt, np.arange(len(docs)), 600, 120, mixed_share=0.5, seed=2, epoch=1)
+    widths = []
+    for b in batches:
+        groups = [b.indices[b.groups == g] for g in range(len(b.mixed))]
+        widths.append((min(size[g].max() for g in groups), max(size[g].max() for g in groups)))
+    widths.sort()
+    assert all(hi <= lo for (_, hi), (lo, _) in zip(widths, widths[1:])), widths
+    groups = [b.indices[b.groups == g] for b in batches for g in range(len(b.mixed))]
+    inside = padding(size, groups)                                         # the floor: padding within each group
+    assert padding(size, [b.indices for b in batches]) < inside + 0.05

@@ -128,3 +128,57 @@ def test_ddp_training_equals_single_process_accumulation(prepared, tmp_path):
     assert valid == pytest.approx(single.history[-1]["window_loss"], abs=1e-5)
     lines = [json.loads(x) for x in (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in lines if r["kind"] == "train"] == [1, 2, 3]  # rank 0 alone writes logs
+
+
+# ---- Mini-batch Embedding: whole groups per rank --------------------------------------------------------
+# small groups, so documents are split into several groups, and half of the tokens in mixed-document groups
+MBE_MODEL = {"family": "mbe", "group_tokens": 48, "mixed_groups": 0.5}
+
+
+def _mbe_train(env: DistEnv, data: str, save_dir: str, plan_out: str, **train_cfg):
+    """Train the tiny MBE recipe as ``train`` does, first writing this rank's epoch-0 plan (rows, group, mixed)."""
+    from ctxmt_cli.train.trainer import Trainer
+
+    trainer = Trainer(recipe(data, save_dir, MBE_MODEL, **DDP_TRAIN, **train_cfg), env, False, False)
+    try:
+        plan = [[b.indices.tolist(), b.groups.tolist(), b.mixed.tolist()] for b in trainer._epoch_batches(0)]
+        with open(plan_out, "w") as f:
+            json.dump(plan, f)
+        return trainer.run()
+    finally:
+        trainer.close()
+
+
+def _mbe_worker(rank: int, world: int, port: int, data: str, save_dir: str, plans: str) -> None:
+    dist_env(rank, world, port)
+    env = setup_distributed()
+    try:
+        _mbe_train(env, data, save_dir, f"{plans}/plan{rank}.json")
+    finally:
+        teardown_distributed(env)
+
+
+def _groups(plan: list) -> list[frozenset]:
+    """The sentence set of every group of every batch of a recorded plan."""
+    return [frozenset(np.asarray(rows)[np.asarray(group) == g].tolist()) for rows, group, _ in plan for g in set(group)]
+
+
+def test_ddp_mbe_keeps_every_group_on_one_rank_and_equals_single_process_accumulation(prepared, tmp_path):
+    """world 2: each rank takes whole batches of whole groups of the global plan; the weights, the validation
+    and the classifier's terms equal 1 process × update_freq 2."""
+    mp.spawn(_mbe_worker, args=(2, free_port(), str(prepared), str(tmp_path / "ddp"), str(tmp_path)),
+             nprocs=2, join=True)
+    single = _mbe_train(DistEnv(), str(prepared), str(tmp_path / "single"), str(tmp_path / "single.json"),
+                        update_freq=2)
+    whole = json.loads((tmp_path / "single.json").read_text())
+    ranks = [json.loads((tmp_path / f"plan{r}.json").read_text()) for r in (0, 1)]
+    usable = len(whole) - len(whole) % 2
+    assert ranks == [whole[0:usable:2], whole[1:usable:2]]                # the global plan, whole batches each
+    on_rank = [frozenset().union(*_groups(plan)) for plan in ranks]
+    assert not on_rank[0] & on_rank[1]                                     # no sentence (so no group) on two ranks
+    assert set(_groups(ranks[0]) + _groups(ranks[1])) <= set(_groups(whole))
+    assert any(any(mixed) for plan in ranks for *_, mixed in plan[:3])      # the updates saw mixed groups
+    assert_same_weights(weights(tmp_path / "ddp" / "checkpoint_last.pt"), weights(single.last), atol=1e-6)
+    valid = torch.load(tmp_path / "ddp" / "checkpoint_last.pt", weights_only=True)["state"]["history"][-1]
+    for key in ("window_loss", "classifier_loss", "classifier_accuracy", "alpha_same", "alpha_mixed"):
+        assert valid[key] == pytest.approx(single.history[-1][key], abs=1e-5), key

@@ -1,0 +1,156 @@
+"""Training speed of Mini-batch Embedding (Morishita et al. 2021) against the sentence-level model of the same dims.
+
+Morishita et al. (2021) report that their MBE model trains at about half its baseline's speed. Here both
+models train, in one process, on the same data: the synthetic benchmark (generated and prepared into a
+temporary directory, the quickstart's corpus), real windows, each through the real trainer
+(:class:`ctxmt_cli.train.trainer.Trainer`: its epoch batch plan from the model's ``batch_scheme``, its
+collation and its update with the learning-rate schedule and logging). The ``sentence`` model takes
+length-bucketed sentence batches; the ``mbe`` model (MBE Enc: z as an extra encoder position, gate on,
+half of the training tokens in mixed-document groups, 1000 tokens per group as in the quickstart) takes
+whole document groups. A third system, ``mbe-sentence-batches``, is the same MBE model updated on the
+sentence model's very batches (every sentence its own group), so the figure splits into what the model
+costs (the summary layer and the classifier) and what group batching costs (padding: a group's sentences
+share a batch whatever their lengths).
+
+Each system first runs :data:`WARMUP` updates, then every timed run is the same fixed run of updates
+(``--quick``: 8, else 16) on the batches that follow in its epoch plan, round-robin over the systems,
+``--repeats`` times; collation is done beforehand (the trainer overlaps it with the previous update).
+The figure is real (non-padding) target tokens per second, the median over the repeats.
+
+    ctxmt benchmark mbe [--quick] [--preset small] [--threads 2] [--repeats 5]
+
+Prints ``padding:`` lines (target and source padding shares of the whole epoch plan and of the timed batches),
+then ``ratio: train-PRESET-synthetic mbe-sentence-batches/sentence`` (the model's cost),
+``ratio: train-PRESET-synthetic mbe/mbe-sentence-batches`` (group batching's cost) and last
+``ratio: train-PRESET-synthetic mbe/sentence = X.XX (target >= 0.90)``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+try:
+    import bench_util as bu
+finally:
+    sys.path.pop(0)
+
+from ctxmt_cli.config import validate_recipe  # noqa: E402
+from ctxmt_cli.data.batching import GroupedBatch  # noqa: E402
+from ctxmt_cli.train.distributed import DistEnv  # noqa: E402
+from ctxmt_cli.train.trainer import Trainer  # noqa: E402
+
+Settings = bu.Settings
+TARGET = 0.90                     # issue: MBE trains at >= 0.9x the sentence-level model's target tokens/s
+WARMUP = 2                        # updates before the timed runs (allocator, oneDNN kernels)
+GROUP_TOKENS = 1000               # the quickstart's MBE recipe: a synthetic document fits in one group
+DOCS = {"tiny": 60}               # synthetic documents; 2000 (the quickstart's corpus) unless listed
+SYNTHETIC_SEED = 1                # the quickstart's corpus
+MAX_TOKENS = {"tiny": 384}        # padded tokens per batch; 4096 (the recipe default) unless listed
+NEVER = 10 ** 9                   # no validation, log line or stop inside the benchmark
+
+
+def recipe(family: str, preset: str, data: Path, save_dir: Path, threads: int):
+    """A recipe of ``family`` with the preset's dims on ``data`` (MBE Enc with the gate for ``mbe``)."""
+    model = {"family": family, "preset": preset}
+    if family == "mbe":
+        model.update(placement="encoder", gate=True, mixed_groups=0.5, group_tokens=GROUP_TOKENS)
+    train = {"save_dir": str(save_dir), "max_steps": NEVER, "valid_every": NEVER, "log_every": NEVER,
+             "threads": threads, "patience": 0, "average_checkpoints": 0}
+    return validate_recipe({"data": {"path": str(data), "max_tokens": MAX_TOKENS.get(preset, 4096)},
+                            "model": model, "train": train}, "mbe benchmark")
+
+
+def timed_updates(settings: Settings) -> int:
+    """Updates per timed run: 1 on the smoke-test path (tiny), 8 with --quick, 16 otherwise."""
+    return 1 if settings.preset == "tiny" else 8 if settings.quick else 16
+
+
+def padding(trainer: Trainer, plan: list) -> tuple[float, float]:
+    """(target, source) padding shares of ``plan``'s batches as collated: rows x longest row per side."""
+    ds, real, padded = trainer.train_ds, [0, 0], [0, 0]
+    for item in plan:
+        rows = item.indices if isinstance(item, GroupedBatch) else item
+        for side, lengths in enumerate((ds.tgt_len[rows], ds.src_len[rows])):
+            real[side] += int(lengths.sum())
+            padded[side] += len(rows) * int(lengths.max())
+    return 1 - real[0] / padded[0], 1 - real[1] / padded[1]
+
+
+class System:
+    """One model in its trainer, with the collated batches of its warm-up and of its timed run."""
+
+    def __init__(self, trainer: Trainer, plan: list, timed: int):
+        self.trainer, self.epoch_size = trainer, len(plan)
+        batches = [trainer._collate([item]) for item in plan[:WARMUP + timed]]   # one micro-batch per update
+        self.warm, self.timed = batches[:WARMUP], batches[WARMUP:]
+        self.timed_plan = plan[WARMUP:WARMUP + timed]
+        self.tokens = sum(int((b.tgt_out != trainer.vocab.pad).sum()) for micro in self.timed for b in micro)
+
+    def run(self, batches: list) -> None:
+        """The trainer's update (schedule, step, bookkeeping) on each micro-batch list of ``batches``."""
+        for micro in batches:
+            self.trainer._update(micro, 1, self.epoch_size)
+
+
+def build(settings: Settings, root: Path) -> tuple[dict[str, System], dict[str, tuple]]:
+    """The three systems, and the padding shares (epoch plan, timed batches) of each batching."""
+    from ctxmt_cli.data.pipeline import prepare_synthetic
+
+    data, timed = root / "data", timed_updates(settings)
+    prepare_synthetic(data, seed=SYNTHETIC_SEED, docs=DOCS.get(settings.preset, 2000), vocab_size=400)
+    trainers = {family: Trainer(recipe(family, settings.preset, data, root / family, settings.threads), DistEnv(),
+                                resume=False, show_progress=False) for family in ("sentence", "mbe")}
+    plans = {family: trainer._epoch_batches(0) for family, trainer in trainers.items()}
+    if min(len(p) for p in plans.values()) < WARMUP + timed:
+        raise RuntimeError(f"the benchmark's corpus gives fewer than {WARMUP + timed} batches per epoch")
+    systems = {"sentence": System(trainers["sentence"], plans["sentence"], timed),
+               "mbe": System(trainers["mbe"], plans["mbe"], timed),
+               "mbe-sentence-batches": System(trainers["mbe"], plans["sentence"], timed)}
+    shares = {name: (padding(trainers[name], plans[name]), padding(trainers[name], systems[name].timed_plan))
+              for name in ("sentence", "mbe")}
+    return systems, shares
+
+
+def report_lines(figure: str, rates: dict[str, list[float]], shares: dict[str, tuple], epoch: dict) -> list[str]:
+    """The padding lines, then the ratio lines (the headline last)."""
+    lines = [f"padding: {figure} {name} target {plan[0]:.1%} source {plan[1]:.1%} over the epoch's {epoch[name]} "
+             f"batches; target {timed[0]:.1%} source {timed[1]:.1%} in the timed batches"
+             for name, (plan, timed) in shares.items()]
+    median = {name: statistics.median(values) for name, values in rates.items()}
+    return lines + [
+        f"ratio: {figure} mbe-sentence-batches/sentence = "
+        f"{median['mbe-sentence-batches'] / median['sentence']:.2f} (the model: summary layer, gate)",
+        f"ratio: {figure} mbe/mbe-sentence-batches = {median['mbe'] / median['mbe-sentence-batches']:.2f} "
+        "(group batching)",
+        f"ratio: {figure} mbe/sentence = {median['mbe'] / median['sentence']:.2f} (target >= {TARGET:.2f})"]
+
+
+def run(settings: Settings) -> dict[str, list[float]]:
+    """Time the three systems, print the table, the padding lines and the ratio lines; target tokens/s each."""
+    bu.check(settings)
+    figure = f"train-{settings.preset}-synthetic"
+    with tempfile.TemporaryDirectory(prefix="ctxmt-bench-mbe-") as tmp, bu.torch_threads(settings.threads):
+        systems, shares = build(settings, Path(tmp))
+        epoch = {name: systems[name].epoch_size for name in shares}
+        print(f"mbe {settings.preset}: {bu.Dims.of(settings.preset).describe().rsplit(' vocab', 1)[0]}, synthetic "
+              f"benchmark (joint vocab {systems['sentence'].trainer.vocab.src_size}), fp32, {settings.threads} torch "
+              f"threads; {len(systems['sentence'].timed)} timed updates per run ("
+              + ", ".join(f"{n} {s.tokens} target tokens" for n, s in systems.items())
+              + f") after {WARMUP} warm-up updates, {settings.timed_repeats()} runs each, round-robin")
+        seconds = bu.time_round_robin({n: (lambda s=s: s.run(s.timed)) for n, s in systems.items()},
+                                      settings.timed_repeats(), {n: (lambda s=s: s.run(s.warm)) for n, s in systems.items()})
+        for trainer in {id(s.trainer): s.trainer for s in systems.values()}.values():
+            trainer.close()
+    rates = {name: [systems[name].tokens / t for t in values] for name, values in seconds.items()}
+    table = bu.new_table("training: real target tokens/s, sentence-level vs MBE (same dims, same data)", "tok/s")
+    bu.add_rows(table, figure, rates)
+    bu.print_report(table, report_lines(figure, rates, shares, epoch))
+    return rates
+
+
+if __name__ == "__main__":
+    bu.main(run, __doc__)
