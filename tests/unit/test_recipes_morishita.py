@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ctxmt_cli.config import load_recipe
+from tests.unit.test_recipes import header
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "recipes" / "morishita2021_mbe"
@@ -26,16 +27,6 @@ BASELINES = {
 }
 #: App. A.2: ~280k tokens per update on eight GPUs
 TOKENS_PER_UPDATE, GPUS = 280_000, 8
-
-
-def header(path: Path) -> str:
-    """The leading block of comment lines."""
-    lines = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.startswith("#"):
-            break
-        lines.append(line)
-    return "\n".join(lines)
 
 
 def test_every_baseline_row_has_a_recipe():

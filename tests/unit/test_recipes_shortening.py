@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from ctxmt_cli.config import load_recipe
+from tests.unit.test_recipes import header
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "recipes" / "shortening2023"
@@ -89,16 +90,6 @@ def recipe(path: Path):
 @lru_cache(maxsize=None)
 def raw(path: Path) -> dict:
     return yaml.safe_load(path.read_text(encoding="utf-8"))
-
-
-def header(path: Path) -> str:
-    """The leading block of comment lines."""
-    lines = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.startswith("#"):
-            break
-        lines.append(line)
-    return "\n".join(lines)
 
 
 def parse(path: Path) -> tuple[str, str, int]:

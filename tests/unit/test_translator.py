@@ -25,13 +25,7 @@ from tests.unit.tiny_text import sentence
 TINY = {"preset": None, "d_model": 32, "ffn_dim": 64, "heads": 4, "encoder_layers": 2, "decoder_layers": 2}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # Tiny matmuls on a shared 2-core machine: intra-op threads only contend.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/unit/conftest.py
 
 
 def make_model(tokenizer, family="concat", eos_bias=2.0, brk="free", seed=0):
