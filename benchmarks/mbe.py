@@ -13,9 +13,10 @@ costs (the summary layer and the classifier) and what group batching costs (padd
 share a batch whatever their lengths).
 
 Each system first runs :data:`WARMUP` updates, then every timed run is the same fixed run of updates
-(``--quick``: 8, else 16) on the batches that follow in its epoch plan, round-robin over the systems,
-``--repeats`` times; collation is done beforehand (the trainer overlaps it with the previous update).
-The figure is real (non-padding) target tokens per second, the median over the repeats.
+(``--quick``: 4, else 16) on the batches that follow in its epoch plan, ``--repeats`` runs each; the systems
+take turns update by update (a shared machine's load drifts within a run); collation is done beforehand (the
+trainer overlaps it with the previous update). The figure is real (non-padding) target tokens per second of a
+run, the median over the runs.
 
     ctxmt benchmark mbe [--quick] [--preset small] [--threads 2] [--repeats 5]
 
@@ -65,8 +66,8 @@ def recipe(family: str, preset: str, data: Path, save_dir: Path, threads: int):
 
 
 def timed_updates(settings: Settings) -> int:
-    """Updates per timed run: 1 on the smoke-test path (tiny), 8 with --quick, 16 otherwise."""
-    return 1 if settings.preset == "tiny" else 8 if settings.quick else 16
+    """Updates per timed run: 1 on the smoke-test path (tiny), 4 with --quick, 16 otherwise."""
+    return 1 if settings.preset == "tiny" else 4 if settings.quick else 16
 
 
 def padding(trainer: Trainer, plan: list) -> tuple[float, float]:
@@ -89,11 +90,17 @@ class System:
         self.warm, self.timed = batches[:WARMUP], batches[WARMUP:]
         self.timed_plan = plan[WARMUP:WARMUP + timed]
         self.tokens = sum(int((b.tgt_out != trainer.vocab.pad).sum()) for micro in self.timed for b in micro)
+        self.done = 0                                                      # timed updates run so far
 
-    def run(self, batches: list) -> None:
-        """The trainer's update (schedule, step, bookkeeping) on each micro-batch list of ``batches``."""
-        for micro in batches:
+    def warm_up(self) -> None:
+        """The warm-up updates."""
+        for micro in self.warm:
             self.trainer._update(micro, 1, self.epoch_size)
+
+    def next_update(self) -> None:
+        """The trainer's update (schedule, step, bookkeeping) on the next batch of the timed run (cyclic)."""
+        self.trainer._update(self.timed[self.done % len(self.timed)], 1, self.epoch_size)
+        self.done += 1
 
 
 def build(settings: Settings, root: Path) -> tuple[dict[str, System], dict[str, tuple]]:
@@ -140,12 +147,17 @@ def run(settings: Settings) -> dict[str, list[float]]:
               f"benchmark (joint vocab {systems['sentence'].trainer.vocab.src_size}), fp32, {settings.threads} torch "
               f"threads; {len(systems['sentence'].timed)} timed updates per run ("
               + ", ".join(f"{n} {s.tokens} target tokens" for n, s in systems.items())
-              + f") after {WARMUP} warm-up updates, {settings.timed_repeats()} runs each, round-robin")
-        seconds = bu.time_round_robin({n: (lambda s=s: s.run(s.timed)) for n, s in systems.items()},
-                                      settings.timed_repeats(), {n: (lambda s=s: s.run(s.warm)) for n, s in systems.items()})
+              + f") after {WARMUP} warm-up updates, {settings.timed_repeats()} runs each, "
+              "round-robin per update")
+        updates = len(systems["sentence"].timed)
+        # round-robin per update, not per run: a shared machine's load changes within a run, so every
+        # system's k-th update runs right after the others' (a run = the sum of its `updates` updates)
+        seconds = bu.time_round_robin({n: s.next_update for n, s in systems.items()}, settings.timed_repeats() * updates,
+                                      {n: s.warm_up for n, s in systems.items()})
         for trainer in {id(s.trainer): s.trainer for s in systems.values()}.values():
             trainer.close()
-    rates = {name: [systems[name].tokens / t for t in values] for name, values in seconds.items()}
+    rates = {name: [systems[name].tokens / sum(values[i:i + updates]) for i in range(0, len(values), updates)]
+             for name, values in seconds.items()}
     table = bu.new_table("training: real target tokens/s, sentence-level vs MBE (same dims, same data)", "tok/s")
     bu.add_rows(table, figure, rates)
     bu.print_report(table, report_lines(figure, rates, shares, epoch))
