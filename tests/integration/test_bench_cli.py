@@ -1,4 +1,5 @@
-"""`ctxmt benchmark train|score|decode|document`: the peer benchmarks run end to end on tiny dims.
+"""`ctxmt benchmark train|score|decode|document|mbe`: the peer benchmarks and MBE vs sentence-level training run
+end to end on tiny dims.
 
 A smoke test of the output's shape only: benchmarks are not tests, so no timing value is asserted.
 The torch peer always runs; the HF peer only where ``transformers`` is installed (else one note line).
