@@ -90,7 +90,7 @@ class EncoderOut:
     states: Tensor                               # (B, S, C)
     mask: Tensor                                 # (B, S) bool, True = real token
     shift: Tensor                                # (B,) long, segment shift used by the decoder
-    current: Optional[Tensor] = None             # (B, S) bool, states of the current sentence (analysis)
+    current: Optional[Tensor] = None             # (B, S) bool, states of the current sentence (set when a probe asks)
     prefix: Optional[Tensor] = None              # (B, P, C) vectors the decoder puts before its input (input prefix)
     loss_terms: dict = field(default_factory=dict)   # terms computed while encoding (name -> LossTerm)
     context: Optional[Memory] = None             # context memory read by context attention, (B, Mc, C)

@@ -244,7 +244,7 @@ class EncoderDecoder(nn.Module):
         mask = src != self.vocab.pad                                       # (B, S)
         shift = self.source_shift(src)
         x, again = self.embed_source(src) if embedded is None else embedded
-        current = current_sentence_mask(src, self.vocab.brk) & mask        # (B, S)
+        current = None if probe is None else current_sentence_mask(src, self.vocab.brk) & mask   # (B, S)
         if prefix is not None:
             x, again, mask, current = _with_prefix(prefix, x, again, mask, current)   # (B, P + S, ...)
         attn_mask = mask[:, None, None, :]
@@ -265,11 +265,14 @@ class EncoderDecoder(nn.Module):
         x = self.dropout(self.tgt_embed(tokens) * self.scale + pe)
         again = self.tgt_pos.persisted(positions, seg, pe)                 # (B, T, C) or None: re-added per layer
         enc_mask, kvs = enc.mask[:, None, None, :], []
-        real, current = tokens != self.vocab.pad, target_current(tokens, self.vocab.brk, self.vocab.pad)
-        keys = real
+        real = current = keys = None                                       # the probe's masks, only when asked
+        if probe is not None:
+            real = keys = tokens != self.vocab.pad
+            current = target_current(tokens, self.vocab.brk, self.vocab.pad)
         if enc.prefix is not None:                                         # prepended positions, output dropped
-            x, again, keys, current = _with_prefix(enc.prefix, x, again, real, current)
-            real = torch.cat([torch.zeros_like(enc.prefix[..., 0], dtype=torch.bool), real], 1)
+            x, again, keys, current = _with_prefix(enc.prefix, x, again, keys, current)
+            if real is not None:                                           # prefix positions: keys, never queries
+                real = torch.cat([torch.zeros_like(enc.prefix[..., 0], dtype=torch.bool), real], 1)
         for i, layer in enumerate(self.decoder_layers):
             if i > 0 and again is not None:
                 x = x + again
@@ -410,12 +413,14 @@ class EncoderDecoder(nn.Module):
         return sum(p.numel() for p in self.parameters() if p.requires_grad)
 
 
-def _with_prefix(prefix: Tensor, x: Tensor, again: Optional[Tensor], mask: Tensor, current: Tensor):
-    """Put ``prefix`` (B, P, C) before ``x`` (B, T, C): no positions (``again`` gets zeros), real, not current."""
+def _with_prefix(prefix: Tensor, x: Tensor, again: Optional[Tensor], mask: Optional[Tensor],
+                 current: Optional[Tensor]):
+    """Put ``prefix`` (B, P, C) before ``x`` (B, T, C): no positions (``again`` gets zeros), real, not current
+    (a mask left None, because nobody reads it, stays None)."""
     b, p = prefix.shape[:2]
     x = torch.cat([prefix.to(x.dtype), x], 1)                               # (B, P + T, C)
     if again is not None:
         again = torch.cat([again.new_zeros(b, p, again.size(2)), again], 1)
-    mask = torch.cat([mask.new_ones(b, p), mask], 1)
-    current = torch.cat([current.new_zeros(b, p), current], 1)
+    mask = None if mask is None else torch.cat([mask.new_ones(b, p), mask], 1)
+    current = None if current is None else torch.cat([current.new_zeros(b, p), current], 1)
     return x, again, mask, current

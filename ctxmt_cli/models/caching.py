@@ -152,7 +152,7 @@ class Caching(EncoderDecoder):
         if self.cfg.integration == "concat":                                # multi-encoder: one memory for cross-attention
             states = torch.cat([memory.states, cur.states], dim=1)         # (B, Mc + S, C)
             mask = torch.cat([memory.mask, cur.mask], dim=1)
-            current = torch.cat([memory.current, cur.current], dim=1)
+            current = None if cur.current is None else torch.cat([memory.current, cur.current], dim=1)   # (analysis)
             return replace(cur, states=states, mask=mask, current=current, context=memory, entry=own_entry)
         return replace(cur, context=memory, entry=own_entry)
 
