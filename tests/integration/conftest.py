@@ -66,6 +66,23 @@ def assert_trains_and_translates(recipe: Path, overrides: list[str], docs: Path,
     assert [i for i, s in enumerate(src) if not s.strip()] == [i for i, h in enumerate(hyp) if not h.strip()]
 
 
+def dry_run_parameters(recipe: Path, tmp_path: Path, vocab: int, mean_length: tuple[float, float]) -> int:
+    """``ctxmt train RECIPE --dry-run``'s parameter count on a nominal prepared directory with ``vocab`` pieces
+    per side (separate vocabularies) and the given mean sentence lengths (for ``shift: auto``)."""
+    import json
+
+    meta = tmp_path / "data"
+    meta.mkdir()
+    (meta / "meta.json").write_text(json.dumps({
+        "vocab_size": {"src": vocab, "tgt": vocab}, "joint": False,
+        "mean_sentence_length": {"src": mean_length[0], "tgt": mean_length[1]}}))
+    result = run_cli("train", recipe, "--dry-run", "--set", f"data.path={meta}")
+    assert result.exit_code == 0, result.output
+    count = [line for line in result.output.splitlines() if line.startswith("# parameters:")]
+    assert count, result.output
+    return int(count[0].split(":")[1].split("(")[0].replace(",", ""))
+
+
 @pytest.fixture(scope="session")
 def synthetic_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("cli") / "data"

@@ -8,7 +8,6 @@ each header quotes from the paper's Table 3 (separate 32k vocabularies per side,
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pytest
 
 from ctxmt_cli.config import load_recipe
 from ctxmt_cli.models.loading import read_checkpoint
-from tests.integration.conftest import assert_trains_and_translates, prepare_recipe_corpus, run_cli
+from tests.integration.conftest import assert_trains_and_translates, dry_run_parameters, prepare_recipe_corpus
 
 pytest.importorskip("ctxmt_cli.train.trainer")
 pytest.importorskip("ctxmt_cli.decode.translator")
@@ -62,15 +61,6 @@ def _quoted(path: Path) -> int | None:
 @pytest.mark.parametrize("recipe", [p for p in RECIPES if _quoted(p)], ids=rel)
 def test_dry_run_parameter_count_matches_table3(recipe, tmp_path):
     """Full-size models on 32k pieces per side: within 1% of the count the header quotes from Table 3."""
-    meta = tmp_path / "data"
-    meta.mkdir()
-    (meta / "meta.json").write_text(json.dumps({
-        "vocab_size": {"src": VOCAB, "tgt": VOCAB}, "joint": False,
-        "mean_sentence_length": {"src": 25.0, "tgt": 30.0}}))
-    result = run_cli("train", recipe, "--dry-run", "--set", f"data.path={meta}")
-    assert result.exit_code == 0, result.output
-    count = [line for line in result.output.splitlines() if line.startswith("# parameters:")]
-    assert count, result.output
-    params = int(count[0].split(":")[1].split("(")[0].replace(",", ""))
+    params = dry_run_parameters(recipe, tmp_path, VOCAB, (25.0, 30.0))
     paper = _quoted(recipe) * 1e6
     assert abs(params - paper) / paper < 0.01, f"{recipe.stem}: {params:,} parameters, Table 3: {paper:,.0f}"

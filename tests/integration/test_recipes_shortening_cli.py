@@ -13,13 +13,12 @@ separate ~19.8k vocabularies per side, what its sentence-level 64.42M implies).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from ctxmt_cli.config import load_recipe
-from tests.integration.conftest import assert_trains_and_translates, prepare_recipe_corpus, run_cli
+from tests.integration.conftest import assert_trains_and_translates, dry_run_parameters, prepare_recipe_corpus
 
 pytest.importorskip("ctxmt_cli.train.trainer")
 pytest.importorskip("ctxmt_cli.decode.translator")
@@ -79,15 +78,6 @@ COUNTED = [p for p in RECIPES if p.stem == "en_de_sentence" or (p.stem.startswit
 @pytest.mark.parametrize("recipe", COUNTED, ids=rel)
 def test_dry_run_parameter_count_matches_table5(recipe, tmp_path):
     """Full-size models, counted on a vocabulary like the paper's: within 1.5% of the paper's Table 5."""
-    meta = tmp_path / "data"
-    meta.mkdir()
-    (meta / "meta.json").write_text(json.dumps({
-        "vocab_size": {"src": VOCAB, "tgt": VOCAB}, "joint": False,
-        "mean_sentence_length": {"src": 21.9, "tgt": 21.9}}))
-    result = run_cli("train", recipe, "--dry-run", "--set", f"data.path={meta}")
-    assert result.exit_code == 0, result.output
-    count = [line for line in result.output.splitlines() if line.startswith("# parameters:")]
-    assert count, result.output
-    params = int(count[0].split(":")[1].split("(")[0].replace(",", ""))
+    params = dry_run_parameters(recipe, tmp_path, VOCAB, (21.9, 21.9))
     paper = TABLE5[_system(recipe)]
     assert abs(params - paper) / paper < 0.015, f"{recipe.stem}: {params:,} parameters, Table 5: {paper:,.0f}"
