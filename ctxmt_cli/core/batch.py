@@ -37,6 +37,10 @@ class Batch:
     source window is encoded once (contrastive candidates of one item).
     ``groups`` (a family that reads a summary of its sentence group, ``batch_scheme.groups``): the group
     of each source row; ``mixed`` (training) whether each group mixes documents.
+    ``chunks`` (training batches of whole groups): the rows, sorted by length, cut into consecutive chunks
+    ``(first row, end row, source width, target width)`` that cover rows 0..B in order; the model runs each
+    chunk at its own width (:meth:`parts`) in one forward pass, so rows of one group need not share one
+    padded tensor. Its teacher-forced outputs come back packed (:meth:`pack` order, :meth:`unpack`).
     """
 
     src: Tensor                                  # (B, S) long
@@ -49,6 +53,7 @@ class Batch:
     memory: Optional[list] = None                # context memory: per row, cached entries (M_i, C), oldest first
     groups: Optional[Tensor] = None              # (B,) long, group of each source row (rows of a group share a summary)
     mixed: Optional[Tensor] = None               # (G,) bool, training: whether group g mixes documents
+    chunks: Optional[tuple[tuple[int, int, int, int], ...]] = None   # row chunks: (first, end, src width, tgt width)
 
     def to(self, device: torch.device | str) -> "Batch":
         """Move every tensor field to ``device``."""
@@ -63,6 +68,31 @@ class Batch:
     def target_tokens(self, pad_id: int) -> int:
         """Number of real target tokens (labels)."""
         return int((self.tgt_out != pad_id).sum()) if self.tgt_out is not None else 0
+
+    def parts(self) -> list["Batch"]:
+        """The row chunks (``chunks``) as teacher-forcing batches of their own widths (views of this batch's
+        tensors); ``groups`` keep the batch's group numbers and ``mixed`` is the whole batch's."""
+        if self.chunks is None or self.src_index is not None or self.memory is not None or self.tgt_prefix is not None:
+            raise ValueError("parts() needs a chunked teacher-forcing batch (no src_index, memory or tgt_prefix)")
+        cut = lambda t, a, b, w: None if t is None else t[a:b, :w]  # noqa: E731
+        return [Batch(src=self.src[a:b, :s], tgt_in=cut(self.tgt_in, a, b, t), tgt_out=cut(self.tgt_out, a, b, t),
+                      ids=None if self.ids is None else self.ids[a:b],
+                      groups=None if self.groups is None else self.groups[a:b], mixed=self.mixed)
+                for a, b, s, t in self.chunks]
+
+    def pack(self, t: Tensor) -> Tensor:
+        """The target positions a chunked forward computes, of a (B, T, ...) tensor: (N, ...), chunk after chunk,
+        row-major inside each (N = sum of rows x target width over the chunks)."""
+        return torch.cat([t[a:b, :w].reshape(-1, *t.shape[2:]) for a, b, _, w in self.chunks])
+
+    def unpack(self, flat: Tensor, width: int) -> Tensor:
+        """(N, ...) in :meth:`pack` order -> (B, ``width``, ...), zeros where no chunk reaches (differentiable)."""
+        out, start = [], 0
+        for a, b, _, w in self.chunks:
+            part = flat[start:start + (b - a) * w].reshape(b - a, w, *flat.shape[1:])   # (b - a, w, ...)
+            start += (b - a) * w
+            out.append(torch.cat([part, part.new_zeros(b - a, width - w, *flat.shape[1:])], 1) if w < width else part)
+        return torch.cat(out)
 
 
 @dataclass

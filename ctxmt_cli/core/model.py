@@ -10,7 +10,10 @@ Methods (the plain Transformer implements them; families do not copy them):
   logits (B, T, V) of ``batch.tgt_in`` (``project=False``: the decoder states (B, T, C)
   instead, for the fused training loss) and the family's loss terms
   (``ModelOutput.loss_terms``); a ``probe`` (:mod:`ctxmt_cli.core.probe`) receives every
-  attention map, one layer and kind at a time, for analysis;
+  attention map, one layer and kind at a time, for analysis. A batch with row chunks
+  (``Batch.chunks``) runs chunk by chunk at each chunk's own width in this one call (one
+  backward, one DDP forward): ``encode_parts`` once, then the decoder per chunk; its decoder
+  states come back packed, (N, C) in ``Batch.pack`` order;
 * ``encode(batch, probe=None) -> EncoderOut`` — states (B, S, C), mask (B, S), segment
   shift (B,), which states are the current sentence's, and a family's typed additions
   (context memory, cache entry);
@@ -49,6 +52,10 @@ overrides the smallest one:
   ``EncoderOut.prefix`` before the decoder's (no positional encoding; the decoder's are cached
   from the first step, so incremental decoding stays exact): a summary the model reads (MBE's z);
   ``EncoderOut.loss_terms`` carries terms computed while encoding (MBE's classifier);
+* ``encode_parts(parts) -> (list[EncoderOut], terms)`` — the batch-level step of a chunked batch:
+  one EncoderOut per chunk and the batch's loss terms. Default: each chunk encoded on its own
+  (rows are independent), terms added up; a family whose rows read each other overrides it
+  (MBE: z per group over every chunk's sentences, the classifier once);
 * attention probe — ``encode`` hands each encoder layer's self-attention to the probe
   and the decoder each layer's self, cross and context attention; a family with other
   weights worth analysing (caching: the grouping/selecting assignments) hands them too.
@@ -132,7 +139,8 @@ class LossTerm:
 @dataclass
 class ModelOutput:
     logits: Optional[Tensor]                         # (B, T, V); None when forward(project=False)
-    hidden: Optional[Tensor] = None                  # (B, T, C) final decoder states, when project=False
+    hidden: Optional[Tensor] = None                  # (B, T, C) final decoder states, when project=False;
+    #                                                  (N, C) packed (Batch.pack order) for a chunked batch
     # a family's extra terms (see LossTerm), e.g. those its encoder computed (EncoderOut.loss_terms)
     loss_terms: dict[str, LossTerm] = field(default_factory=dict)   # a family's extra terms (see LossTerm)
 
@@ -203,6 +211,17 @@ class EncoderDecoder(nn.Module):
         into ``output.loss_terms`` (none for the plain Transformer).
         """
         return dict(output.loss_terms)
+
+    def encode_parts(self, parts: list[Batch]) -> tuple[list[EncoderOut], dict[str, LossTerm]]:
+        """Encode the row chunks of one batch (:meth:`Batch.parts`): one EncoderOut per chunk, and the batch's
+        loss terms. Default: each chunk on its own (rows are independent), each term's sums added up."""
+        encs = [self.encode(part) for part in parts]
+        terms: dict[str, LossTerm] = {}
+        for enc in encs:
+            for name, t in enc.loss_terms.items():
+                terms[name] = t if name not in terms else replace(t, sum=terms[name].sum + t.sum,
+                                                                   count=terms[name].count + t.count)
+        return [replace(enc, loss_terms={}) for enc in encs], terms
 
     def source_shift(self, src: Tensor) -> Tensor:
         """Per-row segment shift (B,) of the source windows; ``per-window`` = mean sentence length."""
@@ -303,7 +322,10 @@ class EncoderDecoder(nn.Module):
         hidden, terms = self.decoder_hidden(batch, probe)
         if not project:
             return ModelOutput(None, hidden, terms)
-        return ModelOutput(self.output(hidden), loss_terms=terms)
+        logits = self.output(hidden)
+        if batch.chunks is not None:                                        # (N, V) -> (B, T, V), 0 past a chunk
+            logits = batch.unpack(logits, batch.tgt_in.size(1))
+        return ModelOutput(logits, loss_terms=terms)
 
     @torch.no_grad()
     def target_logprobs(self, batch: Batch, where: Optional[Tensor] = None) -> Tensor:
@@ -315,6 +337,8 @@ class EncoderDecoder(nn.Module):
         (:func:`log_partition`): log p(y) = z_y - log Σ_v exp z_v.
         """
         hidden, _ = self.decoder_hidden(batch)                              # (B, T, C)
+        if batch.chunks is not None:
+            hidden = batch.unpack(hidden, batch.tgt_out.size(1))
         if where is None:
             where = torch.ones_like(batch.tgt_out, dtype=torch.bool)
         result = torch.zeros(where.shape, dtype=torch.float32, device=hidden.device)   # (B, T)
@@ -329,7 +353,9 @@ class EncoderDecoder(nn.Module):
 
     def decoder_hidden(self, batch: Batch, probe: Optional[AttentionProbe] = None) -> tuple[Tensor, dict]:
         """Final decoder states (B, T, C) for ``batch.tgt_in`` (teacher forcing) and the loss terms the encoder
-        produced (``EncoderOut.loss_terms``); ``probe`` sees the attention."""
+        produced (``EncoderOut.loss_terms``); ``probe`` sees the attention. A chunked batch: (N, C), packed."""
+        if batch.chunks is not None:
+            return self._chunked_hidden(batch, probe)
         enc = self.encode(batch, probe)
         cross, context = self.cross_kv(enc), self.context_kv(enc)
         if batch.src_index is not None:  # target rows share source rows: expand after encoding each once
@@ -344,6 +370,19 @@ class EncoderDecoder(nn.Module):
                 context = ([(pick(k), pick(v)) for k, v in context[0]], pick(context[1]))
         hidden, _ = self._decode_full(batch.tgt_in, enc, cross, probe=probe, context=context)
         return hidden, enc.loss_terms
+
+    def _chunked_hidden(self, batch: Batch, probe: Optional[AttentionProbe]) -> tuple[Tensor, dict]:
+        """Decoder states of a chunked batch, (N, C) in :meth:`Batch.pack` order: the batch-level step
+        (:meth:`encode_parts`) once, then the decoder chunk by chunk, each at its own width."""
+        if probe is not None:
+            raise ValueError("an attention probe reads whole batches: collate this batch without chunks")
+        parts = batch.parts()
+        encs, terms = self.encode_parts(parts)
+        hidden = []
+        for part, enc in zip(parts, encs):
+            h, _ = self._decode_full(part.tgt_in, enc, self.cross_kv(enc), context=self.context_kv(enc))
+            hidden.append(h.reshape(-1, h.size(-1)))                        # (rows x width, C)
+        return torch.cat(hidden), terms
 
     def init_state(self, enc: EncoderOut, batch: Batch) -> DecoderState:
         """Decoder state after forcing ``batch.tgt_prefix`` (default ``<s>``), in one parallel pass."""

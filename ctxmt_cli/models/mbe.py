@@ -73,34 +73,65 @@ class Mbe(EncoderDecoder):
                 if isinstance(sub, nn.Linear):
                     nn.init.xavier_uniform_(sub.weight)
 
-    def summarize(self, embedded: Tensor, mask: Tensor, groups: Tensor) -> tuple[Tensor, Optional[Tensor]]:
+    def summarize(self, embedded: Tensor, mask: Tensor, groups: Tensor,
+                  n_groups: Optional[int] = None) -> tuple[Tensor, Optional[Tensor]]:
         """z per group (G, C) (eq. 2) from the embedded source (B, S, C), and the classifier's logits (G, 2)."""
+        return self.group_summary(self.sentence_vectors(embedded, mask), groups, n_groups)
+
+    def sentence_vectors(self, embedded: Tensor, mask: Tensor) -> Tensor:
+        """v_i (B, C) of eq. 2: the extra layer over each embedded sentence (B, S, C), mean over its real tokens."""
         e, _ = self.summary_layer(embedded, mask[:, None, None, :])
         e = self.summary_norm(e)                                            # (B, S, C)
         real = mask.unsqueeze(-1).to(e.dtype)                               # (B, S, 1)
-        v = (e * real).sum(1) / real.sum(1).clamp_min(1.0)                  # (B, C): mean over real tokens
-        n_groups = int(groups.max()) + 1
-        size = torch.bincount(groups, minlength=n_groups).clamp_min(1).to(v.dtype)   # (G,)
-        z = v.new_zeros(n_groups, v.size(1)).index_add_(0, groups, v) / size.unsqueeze(1)   # (G, C)
+        return (e * real).sum(1) / real.sum(1).clamp_min(1.0)               # (B, C): mean over real tokens
+
+    def group_summary(self, v: Tensor, groups: Tensor, n_groups: Optional[int] = None) -> tuple[Tensor, Optional[Tensor]]:
+        """z (G, C): the mean of the v_i (B, C) of each group (eq. 2), after dropout; the classifier's logits (G, 2).
+
+        ``n_groups`` (G) when known from a shape (``Batch.mixed``): reading ``groups.max()`` would make a GPU
+        wait for the host; the group sizes come from an ``index_add`` for the same reason (``bincount`` syncs)."""
+        n = int(groups.max()) + 1 if n_groups is None else n_groups
+        size = v.new_zeros(n, 1).index_add_(0, groups, v.new_ones(groups.size(0), 1)).clamp_min(1.0)   # (G, 1)
+        z = v.new_zeros(n, v.size(1)).index_add_(0, groups, v) / size       # (G, C)
         z = self.summary_dropout(z)
         return z, (None if self.classifier is None else self.classifier(z))   # (G, C), (G, 2)
 
     def encode(self, batch: Batch, probe: Optional[AttentionProbe] = None) -> EncoderOut:
         """z of each row's group into the encoder input and/or the decoder prefix (eq. 3)."""
-        src = batch.src
-        mask = src != self.vocab.pad                                        # (B, S)
-        groups = batch.groups if batch.groups is not None else torch.arange(src.size(0), device=src.device)
-        embedded = self.embed_source(src)
-        z, logits = self.summarize(embedded[0], mask, groups)
+        (enc,), terms = self._encode_rows([batch], probe)
+        return replace(enc, loss_terms=terms)
+
+    def encode_parts(self, parts: list[Batch]) -> tuple[list[EncoderOut], dict]:
+        """A chunked batch: z of each group over the sentences of every chunk, the classifier once, then each
+        chunk's encoder at its own width (the batch-level hook of the core)."""
+        return self._encode_rows(parts)
+
+    def _encode_rows(self, parts: list[Batch], probe: Optional[AttentionProbe] = None) -> tuple[list[EncoderOut], dict]:
+        """EncoderOuts of ``parts`` (the row chunks of one batch, or the batch alone) and the classifier's terms.
+
+        One embedding per chunk serves the extra layer and the encoder (the same dropout draw, as when they
+        share one padded tensor); without ``groups`` (one part) every row is its own group."""
+        if len(parts) > 1 and any(p.groups is None for p in parts):
+            raise ValueError("row chunks of an mbe batch need Batch.groups")
+        src0 = parts[0].src
+        groups = [p.groups if p.groups is not None else torch.arange(src0.size(0), device=src0.device) for p in parts]
+        masks = [p.src != self.vocab.pad for p in parts]                    # (b, S) per chunk
+        embedded = [self.embed_source(p.src) for p in parts]
+        v = torch.cat([self.sentence_vectors(e, m) for (e, _), m in zip(embedded, masks)])   # (B, C)
+        every = torch.cat(groups) if len(groups) > 1 else groups[0]         # (B,)
+        mixed = parts[0].mixed
+        z, logits = self.group_summary(v, every, None if mixed is None else mixed.size(0))
         terms = {}
         if logits is not None:
             alpha = logits.float().softmax(-1)[:, SAME]                     # (G,) P(same document | z)
             z = z * alpha.to(z.dtype).unsqueeze(1)                          # eq. 8
-            terms = self.classifier_terms(logits, alpha, groups, batch.mixed)
-        per_row = z.index_select(0, groups).unsqueeze(1)                    # (B, 1, C)
-        placement = self.cfg.placement
-        enc = self.encode_source(src, probe, prefix=per_row if placement != "decoder" else None, embedded=embedded)
-        return replace(enc, prefix=per_row if placement != "encoder" else None, loss_terms=terms)
+            terms = self.classifier_terms(logits, alpha, every, mixed)
+        placement, encs = self.cfg.placement, []
+        for part, emb, rows in zip(parts, embedded, groups):
+            per_row = z.index_select(0, rows).unsqueeze(1)                  # (b, 1, C)
+            enc = self.encode_source(part.src, probe, prefix=per_row if placement != "decoder" else None, embedded=emb)
+            encs.append(replace(enc, prefix=per_row if placement != "encoder" else None))
+        return encs, terms
 
     def classifier_terms(self, logits: Tensor, alpha: Tensor, groups: Tensor, mixed: Optional[Tensor]) -> dict:
         """L_MB (eq. 6) with weight λ, and statistics: accuracy, mean α on same- and mixed-document groups."""

@@ -77,12 +77,17 @@ def batch_loss(model: nn.Module, batch: Batch, loss: LossSettings, amp: str,
     The output projection is fused with the loss (:mod:`ctxmt_cli.train.projected_loss`): the same
     numbers as label-smoothed cross-entropy on the logits, without vocabulary-sized intermediates.
     The family's loss terms come from its ``loss_terms`` hook (see :mod:`ctxmt_cli.train.losses`).
+    A chunked batch (``Batch.chunks``) projects only the positions its chunks computed (packed), and its
+    per-token losses are laid back out as (B, T) for the loss vector and the hook.
     """
     inner = core_model(model)
+    chunked = batch.chunks is not None
     with autocast_for(amp, device):
         output = model(batch, project=False)
-        token = projected_token_losses(output.hidden, inner.output.weight, batch.tgt_out, loss.pad,
-                                       loss.label_smoothing)                # (B, T)
+        target = batch.pack(batch.tgt_out) if chunked else batch.tgt_out    # (N,) or (B, T)
+        token = projected_token_losses(output.hidden, inner.output.weight, target, loss.pad, loss.label_smoothing)
+        if chunked:
+            token = batch.unpack(token, batch.tgt_out.size(1))              # (B, T), 0 at padding
         terms = inner.loss_terms(batch, token, output)
     return loss.layout.sums(token, batch.tgt_out, loss.pad, loss.brk, terms)
 

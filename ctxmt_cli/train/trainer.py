@@ -167,7 +167,7 @@ class Trainer:
 
     def _collate(self, group: list) -> list:
         """Window batches of one update (runs in the prefetch thread, overlapping the previous update)."""
-        batches = [window_batch(self.train_ds, idx, self.vocab.pad, self.vocab.bos) for idx in group]
+        batches = [window_batch(self.train_ds, idx, self.vocab.pad, self.vocab.bos, chunked=True) for idx in group]
         if self.env.device.type == "cuda":
             batches = [type(b)(**{k: (v.pin_memory() if torch.is_tensor(v) else v) for k, v in vars(b).items()})
                        for b in batches]

@@ -29,7 +29,7 @@ class Validator:
         self.env, self.loss, self.amp = env, loss, amp
         groups = plan_batches(scheme, dataset, dataset.indices, max_tokens, bucket_width, shuffle=False)
         mine = groups[env.rank::env.world]
-        self.batches: list[Batch] = [window_batch(dataset, g, pad, bos) for g in mine]
+        self.batches: list[Batch] = [window_batch(dataset, g, pad, bos, chunked=True) for g in mine]
         self.size = int(len(dataset))
 
     @torch.no_grad()

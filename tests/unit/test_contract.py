@@ -226,6 +226,34 @@ def test_group_packing_changes_nothing(variant):
     torch.testing.assert_close(first, packed[:, 0], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("variant", IDS)
+def test_row_chunks_change_nothing(variant):
+    """A batch cut into row chunks (``Batch.chunks``), each run at its own width in one forward pass, gives the
+    logits of the one padded tensor at every real position, and the same training loss vector and gradients."""
+    model = make_model(variant)
+    whole = replace(sample(model), groups=torch.tensor([0, 0, 1]))
+    width = lambda t, a, b: int((t[a:b] != PAD).sum(1).max())  # noqa: E731
+    chunks = tuple((a, b, width(whole.src, a, b), width(whole.tgt_out, a, b)) for a, b in ((0, 1), (1, 3)))
+    chunked = replace(whole, chunks=chunks)
+    assert sum((b - a) * t for a, b, _, t in chunks) < whole.tgt_out.numel()     # padding is really skipped
+    settings = LossSettings.from_recipe(recipe_of(variant), VOCAB, model)
+    results = []
+    for batch in (whole, chunked):
+        with torch.no_grad():
+            logits = model(batch).logits                                     # (B, T, V)
+        model.zero_grad()
+        objective, sums = batch_loss(model, batch, settings, "off", torch.device("cpu"))
+        objective.backward()
+        results.append((logits, sums, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
+    (logits, sums, grads), (c_logits, c_sums, c_grads) = results
+    for r, t in real_positions(whole):
+        torch.testing.assert_close(c_logits[r, t], logits[r, t], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(c_sums, sums, atol=1e-5, rtol=1e-5)
+    assert c_grads.keys() == grads.keys()
+    for name, grad in grads.items():
+        torch.testing.assert_close(c_grads[name], grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
 # ---- beam 1 = greedy ------------------------------------------------------------------------------
 @pytest.mark.parametrize("variant", IDS)
 def test_beam_one_equals_greedy(variant):

@@ -166,3 +166,102 @@ def test_scoring_windows_become_groups_decoded_from_the_current_sentence():
     assert batch.src.tolist() == [[5, 6, EOS], [7, EOS, PAD], [8, 9, EOS], [10, EOS, PAD]]
     assert batch.groups.tolist() == [0, 0, 0, 1]
     assert batch.src_index.tolist() == [2, 2, 3]                            # each target row: its current sentence
+
+
+# ---- row chunks: a batch of whole groups runs chunk by chunk at each chunk's width ---------------------
+def training_batches(prepared, save_dir, **model):
+    """The tiny MBE recipe's trainer (small groups, half of the tokens in mixed groups) and its epoch-0 batches,
+    collated as training collates them (with row chunks)."""
+    from ctxmt_cli.train.distributed import DistEnv
+    from ctxmt_cli.train.trainer import Trainer
+    from tests.unit.train_fixtures import recipe
+
+    spec = {"family": "mbe", "group_tokens": 48, "mixed_groups": 0.5, **model}
+    trainer = Trainer(recipe(prepared, save_dir, spec), DistEnv(), False, False)
+    return trainer, [trainer._collate([plan])[0] for plan in trainer._epoch_batches(0)]
+
+
+def loss_of(model, batch, settings):
+    """batch_loss on ``batch`` with the token losses the ``loss_terms`` hook received and every gradient."""
+    from ctxmt_cli.train.step import batch_loss
+
+    seen, hook = {}, model.loss_terms
+
+    def record(b, token, output):
+        seen["token"] = token.detach().clone()                              # (B, T)
+        return hook(b, token, output)
+
+    model.loss_terms = record
+    try:
+        model.zero_grad()
+        objective, sums = batch_loss(model, batch, settings, "off", torch.device("cpu"))
+        objective.backward()
+    finally:
+        del model.loss_terms
+    return seen["token"], objective.detach(), sums, {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("placement", ["encoder", "both"])
+def test_chunked_batch_gives_the_losses_terms_and_gradients_of_one_padded_tensor(prepared, tmp_path, placement):
+    """Training batches (gate on, same- and mixed-document groups): run chunk by chunk at each chunk's width,
+    every token's loss, the classifier's terms and every gradient equal those of the one padded tensor."""
+    from dataclasses import replace
+
+    trainer, batches = training_batches(prepared, tmp_path, placement=placement)
+    model = trainer.model.train()
+    batch = next(b for b in batches if len(b.chunks) > 1 and b.mixed.any() and not b.mixed.all())
+    computed = sum((b - a) * (s + t) for a, b, s, t in batch.chunks)
+    assert computed < batch.src.numel() + batch.tgt_out.numel()             # chunk widths skip padding
+    assert {int(g) for a, b, *_ in batch.chunks[:1] for g in batch.groups[a:b]} & {
+        int(g) for a, b, *_ in batch.chunks[1:] for g in batch.groups[a:b]}  # a group spans chunks
+    chunked, whole = loss_of(model, batch, trainer.loss), loss_of(model, replace(batch, chunks=None), trainer.loss)
+    torch.testing.assert_close(chunked[0], whole[0], atol=1e-5, rtol=1e-5)   # per-token losses (B, T)
+    torch.testing.assert_close(chunked[1], whole[1], atol=1e-4, rtol=1e-5)   # objective
+    torch.testing.assert_close(chunked[2], whole[2], atol=1e-4, rtol=1e-5)   # loss vector: terms included
+    assert float(chunked[2][trainer.loss.layout.names.index("classifier_loss.count")]) == batch.src.size(0)
+    for name, grad in whole[3].items():
+        torch.testing.assert_close(chunked[3][name], grad, atol=1e-5, rtol=1e-4, msg=name)
+    trainer.close()
+
+
+def test_group_batches_count_computed_positions_and_cut_chunks_by_length():
+    """The budget counts what the chunks compute (rows x widest per chunk), so a batch holds about as many
+    real tokens as a length-bucketed sentence batch, and each chunk pads little."""
+    from ctxmt_cli.data.batching import token_batches
+
+    rng = np.random.default_rng(0)
+    docs = np.repeat(np.arange(200), rng.integers(2, 12, 200))
+    src, tgt = rng.integers(3, 30, len(docs)), rng.integers(3, 30, len(docs))
+    size = np.maximum(src, tgt)
+    batches = group_batches(docs, src, tgt, np.arange(len(docs)), 600, 120, mixed_share=0.5, seed=2, epoch=1)
+    real, computed = 0, 0
+    for b in batches:
+        s = size[b.indices]
+        assert (np.diff(s) >= 0).all() and b.ends[-1] == len(b.indices)    # rows sorted, chunks cover them
+        cost = sum((e - a) * int(s[a:e].max()) for a, e in zip((0, *b.ends[:-1]), b.ends))
+        assert cost <= 600 or len(b.mixed) == 1
+        real, computed = real + int(s.sum()), computed + cost
+    assert 1 - real / computed < 0.05                                       # padding inside the chunks
+    sentences = token_batches(src, tgt, np.arange(len(docs)), 600, seed=2, epoch=1)
+    assert len(batches) <= 1.1 * len(sentences)                             # as many real tokens per batch
+
+
+def test_chunk_plan_is_the_cheapest_cut():
+    """chunk_plan minimises Σ rows x widest + overhead per chunk: equal to brute force over every cut."""
+    from itertools import combinations
+
+    from ctxmt_cli.data.batching import chunk_plan
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        sizes = np.sort(rng.integers(1, 12, rng.integers(1, 15)))
+        values = np.unique(sizes)
+        ends, computed = chunk_plan(np.bincount(sizes), 5.0)
+        best = None
+        for k in range(len(values)):
+            for cut in combinations(range(1, len(values)), k):              # chunk ends between distinct sizes
+                bounds = [int((sizes <= values[c - 1]).sum()) for c in cut] + [len(sizes)]
+                cost = sum((e - a) * int(sizes[e - 1]) for a, e in zip([0] + bounds[:-1], bounds))
+                best = min(best or (np.inf, 0), (cost + 5.0 * len(bounds), cost))
+        assert computed + 5.0 * len(ends) == pytest.approx(best[0])
+        assert ends[-1] == len(sizes)
