@@ -182,3 +182,47 @@ def test_ddp_mbe_keeps_every_group_on_one_rank_and_equals_single_process_accumul
     valid = torch.load(tmp_path / "ddp" / "checkpoint_last.pt", weights_only=True)["state"]["history"][-1]
     for key in ("window_loss", "classifier_loss", "classifier_accuracy", "alpha_same", "alpha_mixed"):
         assert valid[key] == pytest.approx(single.history[-1][key], abs=1e-5), key
+
+
+def _mbe_one_update(env: DistEnv, batches, mbe_recipe, vocab) -> dict:
+    """One SGD(lr=1) update of the tiny MBE model (training mode) on ``batches``: stats and weights after it."""
+    torch.manual_seed(0)
+    net = build_model(mbe_recipe.model, vocab).train()
+    opt = torch.optim.SGD(net.parameters(), lr=1.0)
+    loss = LossSettings.from_recipe(mbe_recipe, vocab, net)
+    updater = Updater(wrap_model(net, env), opt, None, env, loss, "off", 1.0)
+    stats, _ = updater.update(batches)
+    return {"stats": stats, **{k: v.detach().clone() for k, v in unwrap(updater.model).state_dict().items()}}
+
+
+def _mbe_chunk_worker(rank: int, world: int, port: int, saved: str, out: str) -> None:
+    dist_env(rank, world, port)
+    env = setup_distributed()
+    try:
+        data = torch.load(saved, weights_only=False)
+        result = _mbe_one_update(env, [data["batches"][rank]], data["recipe"], data["vocab"])
+        if rank == 0:
+            torch.save(result, out)
+    finally:
+        teardown_distributed(env)
+
+
+def test_ddp_mbe_chunked_batches_equal_single_process_padded_batches(prepared, tmp_path):
+    """world 2, one chunked batch of whole groups per rank (gate on, mixed groups): one forward per micro-batch
+    runs every chunk, and the update equals one process accumulating the same batches as one padded tensor each."""
+    from dataclasses import replace
+
+    from ctxmt_cli.train.trainer import Trainer
+
+    trainer = Trainer(recipe(prepared, tmp_path / "plan", MBE_MODEL, **DDP_TRAIN), DistEnv(), False, False)
+    batches = [trainer._collate([plan])[0] for plan in trainer._epoch_batches(0)]
+    trainer.close()
+    two = [b for b in batches if len(b.chunks) > 1][:2]
+    assert len(two) == 2 and any(b.mixed.any() for b in two)
+    saved = tmp_path / "batches.pt"
+    torch.save({"batches": two, "recipe": trainer.recipe, "vocab": trainer.vocab}, saved)
+    mp.spawn(_mbe_chunk_worker, args=(2, free_port(), str(saved), str(tmp_path / "ddp.pt")), nprocs=2, join=True)
+    ddp = torch.load(tmp_path / "ddp.pt", weights_only=False)
+    single = _mbe_one_update(DistEnv(), [replace(b, chunks=None) for b in two], trainer.recipe, trainer.vocab)
+    torch.testing.assert_close(ddp.pop("stats"), single.pop("stats"), atol=1e-4, rtol=1e-5)
+    assert_same_weights(ddp, single, atol=1e-6)
