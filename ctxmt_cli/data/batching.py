@@ -192,7 +192,7 @@ def group_batches(doc_index: np.ndarray, src_len: np.ndarray, tgt_len: np.ndarra
     batches = _pack(groups, size, max_tokens, overhead)
     if shuffle:
         batches = [batches[i] for i in rng.permutation(len(batches))]
-    return [_chunked(b, size, src_len + tgt_len, overhead) for b in batches]
+    return [_chunked(b, size, src_len, tgt_len, overhead) for b in batches]
 
 
 #: groups looked at beyond the first that does not fit, to fill a batch before it is closed
@@ -245,13 +245,46 @@ def _pack(groups: list[tuple[np.ndarray, bool]], size: np.ndarray, max_tokens: i
     return batches
 
 
-def _chunked(batch: list[tuple[np.ndarray, bool]], size: np.ndarray, both: np.ndarray, overhead: float) -> GroupedBatch:
-    """The :class:`GroupedBatch` of ``batch``'s groups: rows sorted by size (then source + target length), cut
-    into chunks by :func:`chunk_plan`."""
+def split_by_source(src: np.ndarray, tgt: np.ndarray, overhead: float) -> tuple[np.ndarray, list[int]]:
+    """Rows of one chunk (lengths ``src``, ``tgt``) sorted by source length and cut where that saves more than
+    ``overhead`` positions (Σ rows x (widest source + widest target) / 2): (row order, chunk ends).
+
+    Chunks cut by size alone hold every source length of their sizes (sorted by the longer side, usually the
+    target, so the source side pads: 13.7% of the synthetic benchmark's source positions, 6.3% after this)."""
+    order = np.lexsort((tgt, src))
+    s, t = src[order], tgt[order]
+    values, first = np.unique(s, return_index=True)                         # (L,) distinct source lengths
+    cum = np.append(first, len(s))                                          # (L + 1,) rows before each
+    widest_t = np.maximum.reduceat(t, first)                                # (L,) widest target per length
+    best, back = np.zeros(len(values) + 1), np.zeros(len(values) + 1, dtype=np.int64)
+    for j in range(1, len(values) + 1):                                     # the last chunk: lengths back[j]..j-1
+        tail_t = np.maximum.accumulate(widest_t[:j][::-1])[::-1]            # widest target of lengths i..j-1
+        cost = best[:j] + (cum[j] - cum[:j]) * (values[j - 1] + tail_t) / 2 + overhead
+        back[j] = int(np.argmin(cost))
+        best[j] = cost[back[j]]
+    ends, j = [], len(values)
+    while j > 0:
+        ends.append(int(cum[j]))
+        j = int(back[j])
+    return order, ends[::-1]
+
+
+def _chunked(batch: list[tuple[np.ndarray, bool]], size: np.ndarray, src_len: np.ndarray, tgt_len: np.ndarray,
+             overhead: float) -> GroupedBatch:
+    """The :class:`GroupedBatch` of ``batch``'s groups: rows sorted by size and cut into chunks by
+    :func:`chunk_plan` (what the budget counted), each chunk then cut by source length (:func:`split_by_source`:
+    a chunk's widths only shrink, so the computed positions stay within the budget)."""
     rows = np.concatenate([m for m, _ in batch])
     groups = np.repeat(np.arange(len(batch)), [len(m) for m, _ in batch])
-    order = np.lexsort((both[rows], size[rows]))
-    ends, _ = chunk_plan(np.bincount(size[rows]), overhead)
+    by_size = np.argsort(size[rows], kind="stable")
+    rows, groups = rows[by_size], groups[by_size]
+    coarse, _ = chunk_plan(np.bincount(size[rows]), overhead)
+    order, ends = [], []
+    for a, b in zip((0, *coarse[:-1]), coarse):
+        inner, cut = split_by_source(src_len[rows[a:b]], tgt_len[rows[a:b]], overhead)
+        order.append(a + inner)
+        ends += [a + e for e in cut]
+    order = np.concatenate(order)
     return GroupedBatch(rows[order], groups[order], np.asarray([x for _, x in batch], dtype=bool), tuple(ends))
 
 

@@ -67,7 +67,7 @@ def test_groups_are_packed_by_length():
     src, tgt = rng.integers(3, 30, len(docs)), rng.integers(3, 30, len(docs))
     size = np.maximum(src, tgt)
     batches = group_batches(docs, src, tgt, np.arange(len(docs)), 600, 120, mixed_share=0.5, seed=2, epoch=1)
-    assert np.mean([len(b.ends) for b in batches]) <= 4
+    assert np.mean([len(b.ends) for b in batches]) <= 8
     groups = [b.indices[b.groups == g] for b in batches for g in range(len(b.mixed))]
     inside = padding(size, groups)                                         # one padded tensor per group
     chunks = [b.indices[a:e] for b in batches for a, e in zip((0, *b.ends[:-1]), b.ends)]
