@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import List, Optional
 
@@ -303,21 +304,27 @@ def benchmark(
                                           "(default: context-scaling 1, train/score/decode 2)"),
     quick: bool = typer.Option(False, "--quick", help="fewer repeats (context-scaling: fewer K, documents and "
                                                    "sentences): under 3 minutes"),
+    corpus: Optional[str] = typer.Option(None, help="mbe: synthetic (the quickstart's corpus) | maruf-iwslt17 (real "
+                                         "TED talks, ../shared/data/maruf2019) [default: synthetic]"),
 ):
     """Run a benchmark from benchmarks/ (a source checkout): context-scaling = time and memory vs context size;
     train / score / decode = tokens/s or pairs/s of ctxmt vs torch.nn.Transformer and HF Marian, with ratio lines;
     mbe = training tokens/s of Mini-batch Embedding vs the sentence-level model of the same dims."""
     module = _load_benchmark(name)
+    if corpus is not None and name != "mbe":
+        raise CtxmtError(f"--corpus applies to benchmark mbe only, not {name} (remove it)")
     if name in PEER_BENCHMARKS:
         ignored = [flag for flag, given in (("--contexts", contexts is not None), ("--docs", docs is not None),
                                             ("--sentences", sentences is not None), ("--beam", beam != 1),
                                             ("--device", device != "cpu"), ("--out", out != CONTEXT_SCALING_OUT))
                    if given]
         if ignored:
-            raise CtxmtError(f"benchmark {name} takes --preset, --quick, --threads and --repeats only; "
+            extra = " and --corpus" if name == "mbe" else ""
+            raise CtxmtError(f"benchmark {name} takes --preset, --quick, --threads, --repeats{extra} only; "
                              f"{', '.join(ignored)} apply to context-scaling (remove them)")
         defaults = module.Settings()
-        module.run(module.Settings(preset, quick, threads or defaults.threads, repeats or defaults.repeats))
+        settings = module.Settings(preset, quick, threads or defaults.threads, repeats or defaults.repeats)
+        module.run(settings if corpus is None else replace(settings, corpus=corpus))
         return
     module.run(module.Settings.make(quick, contexts, out=out, docs=docs, sentences=sentences, device=device,
                                     preset=preset, beam=beam, repeats=repeats, threads=threads))

@@ -99,11 +99,44 @@ def test_mbe_benchmark_prints_padding_and_ratio_lines():
     assert re.match(r"^ratio: train-tiny-synthetic mbe/mbe-sentence-batches = \d+\.\d\d ", lines[-2]), lines[-3:]
     assert re.match(r"^ratio: train-tiny-synthetic mbe/sentence = \d+\.\d\d \(target >= 0\.90\)$", lines[-1]), lines[-1]
     padding = re.compile(r"^padding: train-tiny-synthetic (sentence|mbe) target (\d+\.\d)% source (\d+\.\d)% over the "
-                         r"epoch's \d+ batches; target \d+\.\d% source \d+\.\d% in the timed batches$")
+                         r"epoch's \d+ batches \(\d+\.\d row chunks per batch\); target \d+\.\d% source \d+\.\d% in "
+                         r"the timed batches$")
     shares = {m.group(1): (float(m.group(2)), float(m.group(3))) for m in map(padding.match, lines[-5:-3]) if m}
     assert set(shares) == {"sentence", "mbe"}, lines[-5:-3]
     assert all(0 <= share < 100 for pair in shares.values() for share in pair)
     assert sum(line.count(" train-tiny-synthetic ") for line in lines if "│" in line) == 3   # three table rows
+
+
+@pytest.mark.slow
+def test_mbe_benchmark_on_real_talks():
+    """--corpus maruf-iwslt17: the same lines on Maruf et al. (2019)'s IWSLT 2017 talks (skipped without them)."""
+    from ctxmt_cli.cli import _load_benchmark
+
+    if _load_benchmark("mbe").missing_data("maruf-iwslt17"):
+        pytest.skip("Maruf et al. 2019 IWSLT 2017 files not found (see ../shared/data/README.md)")
+    result = run_cli("benchmark", "mbe", "--preset", "tiny", "--quick", "--repeats", 1, "--threads", 1,
+                     "--corpus", "maruf-iwslt17")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert re.match(r"^ratio: train-tiny-maruf-iwslt17 mbe/sentence = \d+\.\d\d \(target >= 0\.90\)$", lines[-1])
+    assert sum(line.startswith("padding: train-tiny-maruf-iwslt17 ") for line in lines) == 2
+
+
+def test_mbe_benchmark_skips_real_talks_it_cannot_find(monkeypatch, tmp_path, capsys):
+    """Without the real files the run prints why it skips, and times nothing."""
+    from ctxmt_cli.cli import _load_benchmark
+
+    module = _load_benchmark("mbe")
+    monkeypatch.setattr(module, "MARUF", tmp_path)
+    assert module.run(module.Settings("tiny", True, 1, 1, corpus="maruf-iwslt17")) == {}
+    assert capsys.readouterr().out.startswith(f"skip: train-tiny-maruf-iwslt17: {tmp_path}/concatenated_en2de_dev_en")
+
+
+@pytest.mark.parametrize("name, option, says", [("mbe", ("--corpus", "wiki"), "--corpus 'wiki': choose one of"),
+                                                ("train", ("--corpus", "synthetic"), "--corpus applies to benchmark mbe")])
+def test_benchmark_corpus_choices(name, option, says):
+    """--corpus is mbe's, from its list; elsewhere it is refused, not ignored."""
+    assert_user_error(run_cli("benchmark", name, "--preset", "tiny", *option), says)
 
 
 @pytest.mark.parametrize("name, option", [("mbe", ("--beam", "4")), ("mbe", ("--docs", "2")),
