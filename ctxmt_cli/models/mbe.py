@@ -28,7 +28,9 @@ its own group, and a batch without ``mixed`` labels every group "same document".
 
 Hooks overridden on the core: ``encode`` (z through the encoder's input prefix and/or
 ``EncoderOut.prefix`` for the decoder; the classifier's terms in ``EncoderOut.loss_terms``),
-``batch_scheme`` (whole groups, mixed ones for the gate), ``context_aware`` and ``loss_term_names``.
+``encode_parts`` (a training batch in row chunks: z per group over the sentences of every chunk, the
+classifier once, then each chunk's encoder at its own width), ``batch_scheme`` (whole groups, mixed ones
+for the gate), ``context_aware`` and ``loss_term_names``.
 """
 
 from __future__ import annotations
