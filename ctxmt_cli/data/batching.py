@@ -79,7 +79,7 @@ def window_batch(dataset, plan, pad: int, bos: int, chunked: bool = False) -> Ba
     batch = collate(sources, targets, pad, bos, indices)
     if isinstance(plan, GroupedBatch):
         batch.groups, batch.mixed = torch.as_tensor(plan.groups), torch.as_tensor(plan.mixed)
-        if chunked:
+        if chunked and plan.ends:
             starts = (0, *plan.ends[:-1])
             batch.chunks = tuple((a, b, max(len(r) for r in sources[a:b]), max(len(r) for r in targets[a:b]))
                                  for a, b in zip(starts, plan.ends))
