@@ -110,16 +110,26 @@ def chunk_plan(hist: np.ndarray, overhead: float) -> tuple[list[int], int]:
     distinct sizes: a chunk is a run of them)."""
     values = np.flatnonzero(hist)                                           # (L,) distinct sizes, ascending
     cum = np.concatenate([[0], np.cumsum(hist[values])])                     # (L + 1,) rows up to each size
-    best, back = np.zeros(len(values) + 1), np.zeros(len(values) + 1, dtype=np.int64)
-    for j in range(1, len(values) + 1):                                     # the last chunk: sizes back[j]..j-1
-        cost = best[:j] + (cum[j] - cum[:j]) * values[j - 1] + overhead
+    # a last chunk of sizes i..j-1 computes its rows x its widest size
+    ends, total = cheapest_cuts(cum, lambda j: (cum[j] - cum[:j]) * values[j - 1] + overhead)
+    return ends, int(round(total - overhead * len(ends)))
+
+
+def cheapest_cuts(cum: np.ndarray, last_chunk_cost) -> tuple[list[int], float]:
+    """The cheapest cut of L sorted runs of rows (``cum`` (L + 1,): rows before each run) into chunks of
+    consecutive runs, by dynamic programming: ``last_chunk_cost(j)`` (j,) is the cost of a chunk of runs i..j-1
+    for every i < j. Returns (row after the last of each chunk, total cost)."""
+    n = len(cum) - 1
+    best, back = np.zeros(n + 1), np.zeros(n + 1, dtype=np.int64)
+    for j in range(1, n + 1):
+        cost = best[:j] + last_chunk_cost(j)                                # (j,) the last chunk: runs i..j-1
         back[j] = int(np.argmin(cost))
         best[j] = cost[back[j]]
-    ends, j = [], len(values)
+    ends, j = [], n
     while j > 0:
         ends.append(int(cum[j]))
         j = int(back[j])
-    return ends[::-1], int(round(best[-1] - overhead * len(ends)))
+    return ends[::-1], float(best[-1])
 
 
 def _cut(order: np.ndarray, size: np.ndarray, budget: int) -> list[np.ndarray]:
@@ -256,17 +266,12 @@ def split_by_source(src: np.ndarray, tgt: np.ndarray, overhead: float) -> tuple[
     values, first = np.unique(s, return_index=True)                         # (L,) distinct source lengths
     cum = np.append(first, len(s))                                          # (L + 1,) rows before each
     widest_t = np.maximum.reduceat(t, first)                                # (L,) widest target per length
-    best, back = np.zeros(len(values) + 1), np.zeros(len(values) + 1, dtype=np.int64)
-    for j in range(1, len(values) + 1):                                     # the last chunk: lengths back[j]..j-1
+
+    def last_chunk_cost(j: int) -> np.ndarray:                              # (j,) lengths i..j-1 in one chunk
         tail_t = np.maximum.accumulate(widest_t[:j][::-1])[::-1]            # widest target of lengths i..j-1
-        cost = best[:j] + (cum[j] - cum[:j]) * (values[j - 1] + tail_t) / 2 + overhead
-        back[j] = int(np.argmin(cost))
-        best[j] = cost[back[j]]
-    ends, j = [], len(values)
-    while j > 0:
-        ends.append(int(cum[j]))
-        j = int(back[j])
-    return order, ends[::-1]
+        return (cum[j] - cum[:j]) * (values[j - 1] + tail_t) / 2 + overhead
+
+    return order, cheapest_cuts(cum, last_chunk_cost)[0]
 
 
 def _chunked(batch: list[tuple[np.ndarray, bool]], size: np.ndarray, src_len: np.ndarray, tgt_len: np.ndarray,
