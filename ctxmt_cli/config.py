@@ -96,6 +96,7 @@ class ModelBase(Section):
 
     src_context_sentences: Literal[0] = Field(0, description="previous source sentences the model reads (none here)")
     tgt_context_sentences: Literal[0] = Field(0, description="previous target sentences the model reads (none here)")
+    src_next_sentences: Literal[0] = Field(0, description="next source sentences the model reads (none here)")
 
 
 class SentenceConfig(ModelBase):

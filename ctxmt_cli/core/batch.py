@@ -37,6 +37,9 @@ class Batch:
     source window is encoded once (contrastive candidates of one item).
     ``groups`` (a family that reads a summary of its sentence group, ``batch_scheme.groups``): the group
     of each source row; ``mixed`` (training) whether each group mixes documents.
+    ``src_next`` (a family reading next sentences, HanoiT): how many of each row's context sentences are *next*
+    sentences; a window is then [previous (oldest first), next (nearest first), current], each context
+    sentence followed by ``<brk>``, the current one last (the convention every family keeps). None = 0.
     ``chunks`` (training batches of whole groups): the rows, sorted by length, cut into consecutive chunks
     ``(first row, end row, source width, target width)`` that cover rows 0..B in order; the model runs each
     chunk at its own width (:meth:`parts`) in one forward pass, so rows of one group need not share one
@@ -54,6 +57,7 @@ class Batch:
     groups: Optional[Tensor] = None              # (B,) long, group of each source row (rows of a group share a summary)
     mixed: Optional[Tensor] = None               # (G,) bool, training: whether group g mixes documents
     chunks: Optional[tuple[tuple[int, int, int, int], ...]] = None   # row chunks: (first, end, src width, tgt width)
+    src_next: Optional[Tensor] = None            # (B,) long, next sentences among each source row's context
 
     def to(self, device: torch.device | str) -> "Batch":
         """Move every tensor field to ``device``."""
@@ -77,7 +81,8 @@ class Batch:
         cut = lambda t, a, b, w: None if t is None else t[a:b, :w]  # noqa: E731
         return [Batch(src=self.src[a:b, :s], tgt_in=cut(self.tgt_in, a, b, t), tgt_out=cut(self.tgt_out, a, b, t),
                       ids=None if self.ids is None else self.ids[a:b],
-                      groups=None if self.groups is None else self.groups[a:b], mixed=self.mixed)
+                      groups=None if self.groups is None else self.groups[a:b], mixed=self.mixed,
+                      src_next=None if self.src_next is None else self.src_next[a:b])
                 for a, b, s, t in self.chunks]
 
     def pack(self, t: Tensor) -> Tensor:
