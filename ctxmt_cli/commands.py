@@ -40,14 +40,15 @@ def translate_file(input: str, output: str, checkpoint: Path, *, beam=None, lenp
                    group_order: str = "consecutive") -> int:
     """Translate a document file with a checkpoint; returns the number of sentences.
 
-    ``context`` K: decode with K context sentences per side instead of the model's own (see
-    :func:`~ctxmt_cli.decode.translator.context_sentences`). ``repair``: a DocRepair checkpoint that rewrites
+    ``context`` K: decode with K context sentences per side instead of the model's own, K next sentences too
+    for a model that reads them (see :func:`~ctxmt_cli.models.context_sentences` and
+    :func:`~ctxmt_cli.models.next_sentences`). ``repair``: a DocRepair checkpoint that rewrites
     the translations in groups (:mod:`ctxmt_cli.decode.repair`). ``group_sentences`` / ``group_order``: how a
     model that reads its sentence group (mbe) groups a document (:mod:`ctxmt_cli.decode.groups`).
     """
     from ctxmt_cli.decode.documents import read_documents, write_documents
     from ctxmt_cli.decode.translator import translate_documents
-    from ctxmt_cli.models import context_sentences
+    from ctxmt_cli.models import context_sentences, next_sentences
     from ctxmt_cli.models.loading import load_model, torch_device
 
     if target_context not in (None, "prefix", "generate"):
@@ -68,6 +69,7 @@ def translate_file(input: str, output: str, checkpoint: Path, *, beam=None, lenp
         max_len_b=dec.max_len_b, target_context=target_context or dec.target_context,
         batch_docs=batch_docs or dec.batch_docs, max_window_tokens=loaded.recipe.data.max_window_tokens,
         group_sentences=group_sentences, group_order=group_order,
+        src_next_sentences=next_sentences(loaded.recipe.model, context),
     )
     if repairer is not None:
         outputs = _repair(repairer, outputs)

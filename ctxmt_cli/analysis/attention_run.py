@@ -91,12 +91,14 @@ def read_split(loaded, req: AttentionRequest):
 
 
 def window_dataset(loaded, split, context: Optional[int]):
-    """Windows of ``split`` with the model's context, or ``context`` sentences on each side that has context."""
+    """Windows of ``split`` with the model's context, or ``context`` sentences on each side that has context
+    (and as many next sentences, for a model that reads them: they come from the split's documents)."""
     from ctxmt_cli.data.windows import WindowDataset, WindowSpec
-    from ctxmt_cli.models import context_sentences
+    from ctxmt_cli.models import context_sentences, next_sentences
 
     src_ctx, tgt_ctx = context_sentences(loaded.recipe.model, context)
-    spec = WindowSpec(src_ctx, tgt_ctx, loaded.recipe.data.max_window_tokens)
+    spec = WindowSpec(src_ctx, tgt_ctx, loaded.recipe.data.max_window_tokens,
+                      src_next_sentences=next_sentences(loaded.recipe.model, context))
     return WindowDataset(split, spec, loaded.vocab.brk, loaded.vocab.eos)
 
 
@@ -132,7 +134,7 @@ def run_attention(req: AttentionRequest) -> dict:
     result = stats.to_json()
     src_ctx, tgt_ctx = dataset.spec.src_context_sentences, dataset.spec.tgt_context_sentences
     result.update(checkpoint=str(req.checkpoint), family=loaded.recipe.model.family, split=dataset.split.name,
-                  context={"src": src_ctx, "tgt": tgt_ctx})
+                  context={"src": src_ctx, "tgt": tgt_ctx, "src_next": dataset.spec.src_next_sentences})
     out = Path(req.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "analysis.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

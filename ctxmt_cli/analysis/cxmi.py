@@ -18,6 +18,11 @@ current target sentence and its ``</s>``, identical in both rows. Per-sentence v
 another document: as many consecutive sentence pairs as the gold context could have, the
 source and target sides kept aligned; the window limit applies as for gold context.
 
+A model that reads next source sentences (``src_next_sentences``, Yang et al. 2023's offline setting) gets
+them from the document in the context row, as in training (:func:`ctxmt_cli.data.windows.fit_window`: the
+farthest context sentence dropped first when the window is too long); with ``random_context`` they too come
+from another document.
+
 Both rows of every sentence go through the contrastive scorer
 (:func:`ctxmt_cli.evaluate.contrastive.score_rows`), which scores identical rows once: a
 sentence-level model reads no context, so its two rows are the same row and its CXMI is
@@ -44,8 +49,8 @@ from ctxmt_cli.paths import check_output_file
 DEFINITION = ("CXMI = mean over sentences of log q(y|x,C) - log q(y|x) (Fernandes et al. 2021), nats; per_token: "
               "difference of the sentence's mean token log-probabilities (current target sentence + </s>), "
               "per_sentence: difference of their sums; C = up to K previous gold (or, with random context, "
-              "another document's) source and target sentences, fewer at a document start; a sentence without "
-              "context counts 0")
+              "another document's) source and target sentences, fewer at a document start (and, for a model "
+              "reading them, next source sentences, fewer at a document end); a sentence without context counts 0")
 TAGS = ("synthetic benchmark: the discourse events of each sentence, re-derived from the source by the generator's "
         "translation rules; context-dependent = an event whose antecedent is >= 1 sentence back (by phenomenon, "
         "and by the farthest such distance d), other = the rest")
@@ -78,7 +83,8 @@ class SentencePair:
     sentence: int
     plain: tuple
     contextual: tuple
-    context: tuple[int, int]                       # (source, target) context sentences in ``contextual``
+    context: tuple[int, int]                       # (source, target) previous context sentences in ``contextual``
+    next: int = 0                                  # next source sentences in ``contextual``
 
 
 def document_pairs(split) -> list[Document]:
@@ -94,8 +100,9 @@ def random_donor(docs: list[Document], keep: int, rng: np.random.Generator) -> C
         raise CtxmtError("--random-context draws context from another document, but the split has one; "
                          "use a split with several documents")
 
-    def donor(d: int, j: int) -> list:
-        wanted = min(keep, j)
+    def donor(d: int, j: int, wanted: Optional[int] = None) -> list:
+        """``wanted`` pairs (default: what the previous context of sentence ``j`` could hold)."""
+        wanted = min(keep, j) if wanted is None else wanted
         if wanted == 0:
             return []
         other = int(rng.integers(len(docs) - 1))
@@ -107,19 +114,26 @@ def random_donor(docs: list[Document], keep: int, rng: np.random.Generator) -> C
 
 
 def sentence_pairs(docs: list[Document], keep: tuple[int, int], limit: int,
-                   donor: Optional[Callable[[int, int], list]] = None) -> list[SentencePair]:
-    """Rows without and with context for every sentence; ``donor(d, j)`` replaces the gold previous pairs."""
+                   donor: Optional[Callable[..., list]] = None, following: int = 0) -> list[SentencePair]:
+    """Rows without and with context for every sentence; ``donor(d, j)`` replaces the gold previous pairs
+    (``donor(d, j, n)`` the ``n`` gold next ones); ``following``: next source sentences, for a model reading them."""
+    from ctxmt_cli.data.windows import fit_window
     from ctxmt_cli.decode.translator import fit_context
 
     pairs = []
     for d, doc in enumerate(docs):
         for j, (x, y) in enumerate(doc):
             previous = doc[:j] if donor is None else donor(d, j)                  # (src, tgt) pairs, oldest first
+            n_after = min(following, len(doc) - 1 - j)                            # never past the document end
+            after = [p[0] for p in (doc[j + 1:j + 1 + n_after] if donor is None else donor(d, j, n_after))]
             sides = [[p[0] for p in previous], [p[1] for p in previous]]
-            c_src = fit_context(sides[0], keep[0], limit - len(x) - 1)          # the window limit of training
+            recent = sides[0][max(len(previous) - keep[0], 0):]
+            c_src, m = fit_window([len(s) for s in recent], [len(s) for s in after], keep[0], following,
+                                  limit - len(x) - 1)                            # the window limit of training
             c_tgt = fit_context(sides[1], keep[1], limit - len(y) - 1)
-            contextual = (sides[0][len(previous) - c_src:] + [x], sides[1][len(previous) - c_tgt:] + [y], 1)
-            pairs.append(SentencePair(d, j, ([x], [y], 1), contextual, (c_src, c_tgt)))
+            contextual = (sides[0][len(previous) - c_src:] + after[:m] + [x], sides[1][len(previous) - c_tgt:] + [y],
+                          1) + ((m,) if following else ())                  # a row's next sentences: score_rows
+            pairs.append(SentencePair(d, j, ([x], [y], 1), contextual, (c_src, c_tgt), m))
     return pairs
 
 
@@ -193,7 +207,7 @@ def run_cxmi(req: CxmiRequest) -> dict:
 
     from ctxmt_cli.data.store import PreparedData
     from ctxmt_cli.evaluate.translation import check_vocabulary
-    from ctxmt_cli.models import context_sentences
+    from ctxmt_cli.models import context_sentences, next_sentences
     from ctxmt_cli.models.loading import load_model, torch_device
 
     _check_request(req)
@@ -202,15 +216,17 @@ def run_cxmi(req: CxmiRequest) -> dict:
     docs = document_pairs(prepared.split(req.split))
     check_vocabulary(loaded, prepared, req.checkpoint)
     keep = context_sentences(loaded.recipe.model, req.context)
+    following = next_sentences(loaded.recipe.model, req.context)
     donor = random_donor(docs, max(keep), np.random.default_rng(req.seed)) if req.random_context else None
-    pairs = sentence_pairs(docs, keep, loaded.recipe.data.max_window_tokens, donor)
+    pairs = sentence_pairs(docs, keep, loaded.recipe.data.max_window_tokens, donor, following)
     plain, contextual, tokens = score_pairs(loaded.model, loaded.tokenizer, pairs, req.max_tokens)
     tags = synthetic_tags(prepared, req.split, docs)
     flat_tags = None if tags is None else [t for doc in tags for t in doc]
     result = summarize(plain, contextual, tokens, pairs, flat_tags)
     result.update({
-        "context": max(keep) if req.context is None else req.context,
-        "context_sentences": {"src": keep[0], "tgt": keep[1]}, "random_context": req.random_context,
+        "context": max(*keep, following) if req.context is None else req.context,
+        "context_sentences": {"src": keep[0], "tgt": keep[1], "src_next": following},
+        "random_context": req.random_context,
         "seed": req.seed if req.random_context else None, "checkpoint": str(req.checkpoint),
         "data": str(prepared.dir), "split": req.split, "definition": DEFINITION,
     })
@@ -224,7 +240,7 @@ def run_cxmi(req: CxmiRequest) -> dict:
 
 def summarize(plain, contextual, tokens, pairs: list[SentencePair], tags: Optional[list[list[str]]]) -> dict:
     """The overall figures, those of the sentences that had context, and (with tags) per tag."""
-    had = np.array([max(p.context) > 0 for p in pairs], dtype=bool)
+    had = np.array([max(p.context) > 0 or p.next > 0 for p in pairs], dtype=bool)
     result = {**figures(plain, contextual, tokens), "tokens": int(tokens.sum()), "n_with_context": int(had.sum()),
               "with_context": figures(plain[had], contextual[had], tokens[had])}
     if tags is not None:
@@ -241,8 +257,9 @@ def per_sentence_lines(plain, contextual, tokens, pairs: list[SentencePair], tag
     for i, pair in enumerate(pairs):
         delta = float(contextual[i] - plain[i])
         line = {"doc": pair.doc, "sentence": pair.sentence, "p_cxmi_per_token": delta / float(tokens[i]),
-                "p_cxmi_per_sentence": delta, "tokens": int(tokens[i]), "has_context": max(pair.context) > 0,
-                "context_sentences": list(pair.context),
+                "p_cxmi_per_sentence": delta, "tokens": int(tokens[i]),
+                "has_context": max(pair.context) > 0 or pair.next > 0,
+                "context_sentences": list(pair.context), "next_sentences": pair.next,
                 "logprob": {"context": float(contextual[i]), "no_context": float(plain[i])}}
         if tags is not None:
             line["tags"] = tags[i]
@@ -262,7 +279,8 @@ def render(result: dict) -> str:
     """The printed report: one row per group of sentences."""
     side = result["context_sentences"]
     kind = f"random context from other documents (seed {result['seed']})" if result["random_context"] else "gold context"
-    lines = [f"CXMI, split {result['split']}: K = {result['context']} (source {side['src']}, target {side['tgt']} "
+    after = f" + {side['src_next']} next" if side.get("src_next") else ""
+    lines = [f"CXMI, split {result['split']}: K = {result['context']} (source {side['src']}{after}, target {side['tgt']} "
              f"context sentences), {kind}; {result['n']} sentences, {result['n_with_context']} with context, "
              f"{result['tokens']} tokens",
              f"{'sentences':<20}{'n':>7}{'per token':>13}{'per sentence':>15}"]

@@ -61,22 +61,27 @@ def pad_rows(rows: Iterable[np.ndarray], pad: int) -> torch.Tensor:
     return torch.from_numpy(out)
 
 
-def collate(sources: list[np.ndarray], targets: list[np.ndarray], pad: int, bos: int, ids=None) -> Batch:
-    """Teacher-forcing batch: ``tgt_in`` = ``<s>`` + target[:-1], ``tgt_out`` = target."""
+def collate(sources: list[np.ndarray], targets: list[np.ndarray], pad: int, bos: int, ids=None,
+            src_next=None) -> Batch:
+    """Teacher-forcing batch: ``tgt_in`` = ``<s>`` + target[:-1], ``tgt_out`` = target; ``src_next``: the next
+    sentences among each source window's context (None for a model that reads none)."""
     tgt_in = [np.concatenate([[bos], t[:-1]]) for t in targets]
+    as_long = lambda x: None if x is None else torch.as_tensor(np.asarray(x), dtype=torch.long)  # noqa: E731
     return Batch(
         src=pad_rows(sources, pad), tgt_in=pad_rows(tgt_in, pad), tgt_out=pad_rows(targets, pad),
-        ids=None if ids is None else torch.as_tensor(np.asarray(ids), dtype=torch.long),
+        ids=as_long(ids), src_next=as_long(src_next),
     )
 
 
 def window_batch(dataset, plan, pad: int, bos: int, chunked: bool = False) -> Batch:
     """Collate the windows of a :class:`WindowDataset`: sentences ``plan`` (an index array), or a
     :class:`GroupedBatch` (its groups and mixed-document labels go into ``Batch.groups`` / ``Batch.mixed``;
-    ``chunked``: its row chunks into ``Batch.chunks``, each as wide as its longest source and target row)."""
+    ``chunked``: its row chunks into ``Batch.chunks``, each as wide as its longest source and target row).
+    ``Batch.src_next`` holds each window's next sentences where the windows have any (``spec.src_next_sentences``)."""
     indices = plan.indices if isinstance(plan, GroupedBatch) else plan
     sources, targets = [dataset.source(j) for j in indices], [dataset.target(j) for j in indices]
-    batch = collate(sources, targets, pad, bos, indices)
+    src_next = dataset.src_next[indices] if dataset.spec.src_next_sentences else None
+    batch = collate(sources, targets, pad, bos, indices, src_next)
     if isinstance(plan, GroupedBatch):
         batch.groups, batch.mixed = torch.as_tensor(plan.groups), torch.as_tensor(plan.mixed)
         if chunked and plan.ends:

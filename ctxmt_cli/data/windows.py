@@ -7,6 +7,13 @@ the window is shorter: no window ever crosses a document boundary. A window
 longer than ``max_window_tokens`` loses its oldest context sentences (never a
 part of a sentence), as in Lupo et al.'s implementation.
 
+A model that also reads the *next* source sentences (``src_next_sentences``, the offline setting of Yang et
+al. 2023) gets ``[previous (oldest first), next (nearest first), current]``, each context sentence followed
+by ``<brk>``: the current sentence stays last, as every family expects, and ``Batch.src_next`` says how many
+of a row's context sentences are next ones. Near a document end there are fewer next sentences. A window
+too long loses the context sentence farthest from the current one first, the next one before the previous
+one at equal distance (:func:`split_context`); the kept sentences are always the nearest ones.
+
 With ``context_order="random"`` the context sentences are instead drawn at random
 from the current sentence's document (never the sentence itself), for corpora whose
 in-document order is lost (Morishita et al. 2021, footnote 3: the 2-to-1 baseline on
@@ -17,20 +24,29 @@ the windows an uninterrupted one would.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Sequence
 
 import numpy as np
+
+from ctxmt_cli.errors import CtxmtError
 
 
 @dataclass(frozen=True)
 class WindowSpec:
-    """How many previous sentences each side of a window holds."""
+    """How many previous sentences each side of a window holds, and how many next ones the source side."""
 
     src_context_sentences: int = 0
     tgt_context_sentences: int = 0
     max_window_tokens: int = 1024
     context_order: Literal["previous", "random"] = "previous"
     seed: int = 1                  # context_order random: the draw of epoch e comes from (seed, e)
+    src_next_sentences: int = 0    # next source sentences (nearest first, after the previous ones)
+
+    def __post_init__(self):
+        if self.context_order == "random" and self.src_next_sentences:
+            raise CtxmtError(f"context_order random draws the context from anywhere in the document, but "
+                             f"src_next_sentences={self.src_next_sentences} needs the document order; "
+                             "use context_order previous or src_next_sentences 0")
 
 
 #: keeps the random-context stream apart from the batch shuffling's, which also starts from (seed, epoch)
@@ -43,16 +59,53 @@ def context_sizes(lengths: np.ndarray, doc_start: np.ndarray, wanted: int, limit
     ``lengths`` are sentence lengths (no separators); a window with c context
     sentences has sum(lengths[j-c..j]) + c separators + 1 ``</s>`` tokens.
     """
+    return two_sided_sizes(lengths, doc_start, None, wanted, 0, limit)[0]
+
+
+def split_context(c, prev_avail, next_avail):
+    """(previous, next) sentences among the ``c`` nearest context sentences (numbers or arrays).
+
+    The order of nearness: at each distance d the previous sentence j-d, then the next one j+d; a side that
+    has run out leaves the rest to the other. Keeping the c first of that order is dropping the farthest
+    first and, at equal distance, the next sentence before the previous one. ``c`` ≤ prev_avail + next_avail.
+    """
+    paired = np.minimum(c, 2 * np.minimum(prev_avail, next_avail))        # alternating p1 n1 p2 n2 ...
+    rest, prev_longer = c - paired, np.greater(prev_avail, next_avail)
+    return (paired + 1) // 2 + np.where(prev_longer, rest, 0), paired // 2 + np.where(prev_longer, 0, rest)
+
+
+def two_sided_sizes(lengths: np.ndarray, doc_start: np.ndarray, doc_end, wanted: int, wanted_next: int,
+                    limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """(previous, next) context sentences per sentence: ≤ ``wanted`` / ``wanted_next``, inside the document
+    (``doc_end``: one past its last sentence; None: no next sentence), window ≤ ``limit`` tokens, the nearest
+    kept (:func:`split_context`). Previous -1 (next 0): the sentence alone is too long."""
     n = len(lengths)
     j = np.arange(n)
     csum = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
-    available = np.minimum(wanted, j - doc_start)                          # never cross the document start
-    chosen = np.full(n, -1, dtype=np.int64)
-    for c in range(int(available.max(initial=0)), -1, -1):
-        size = csum[j + 1] - csum[np.maximum(j - c, 0)] + c + 1
-        ok = (chosen < 0) & (c <= available) & (size <= limit)
-        chosen[ok] = c
-    return chosen                                                          # -1: the sentence alone is too long
+    prev_avail = np.minimum(wanted, j - doc_start)                         # never cross the document start
+    next_avail = np.zeros(n, np.int64) if doc_end is None or not wanted_next else \
+        np.minimum(wanted_next, doc_end - 1 - j)                           # ... nor its end
+    total = prev_avail + next_avail
+    prev, nxt = np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    for c in range(int(total.max(initial=0)), -1, -1):
+        p, m = split_context(np.minimum(c, total), prev_avail, next_avail)
+        size = csum[j + 1 + m] - csum[j - p] + c + 1                       # sentences j-p .. j+m, c <brk>, </s>
+        ok = (prev < 0) & (c <= total) & (size <= limit)
+        prev[ok], nxt[ok] = p[ok], m[ok]
+    return prev, nxt
+
+
+def fit_window(previous: Sequence[int], following: Sequence[int], wanted: int, wanted_next: int,
+               budget: int) -> tuple[int, int]:
+    """:func:`two_sided_sizes` for one sentence: (previous, next) context sentences whose lengths plus one
+    separator each stay within ``budget``; ``previous`` are the lengths before it (oldest first), ``following``
+    those after it (nearest first), both already inside its document."""
+    p_avail, n_avail = min(wanted, len(previous)), min(wanted_next, len(following))
+    for c in range(p_avail + n_avail, 0, -1):
+        p, m = (int(x) for x in split_context(c, p_avail, n_avail))
+        if sum(previous[len(previous) - p:]) + sum(following[:m]) + c <= budget:
+            return p, m
+    return 0, 0
 
 
 def random_context(doc_start: np.ndarray, doc_end: np.ndarray, wanted: int, rng: np.random.Generator) -> np.ndarray:
@@ -94,12 +147,13 @@ def table_context_sizes(lengths: np.ndarray, table: np.ndarray, wanted: int, lim
     return chosen
 
 
-def window_lengths(lengths: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """Token length of each window given its number of context sentences."""
+def window_lengths(lengths: np.ndarray, sizes: np.ndarray, next_sizes: np.ndarray | None = None) -> np.ndarray:
+    """Token length of each window given its number of previous (and next) context sentences."""
     j = np.arange(len(lengths))
     csum = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
     c = np.maximum(sizes, 0)
-    return csum[j + 1] - csum[j - c] + c + 1
+    m = np.zeros_like(c) if next_sizes is None else next_sizes
+    return csum[j + 1 + m] - csum[j - c] + c + m + 1
 
 
 class WindowDataset:
@@ -114,6 +168,8 @@ class WindowDataset:
         #: context_order random: (N, K) sentence ids of each window's context, nearest last (-1: none);
         #: None: the previous sentences
         self.context: np.ndarray | None = None
+        #: (N,) next sentences in each source window (all 0 unless ``spec.src_next_sentences``)
+        self.src_next = np.zeros(len(self._doc_start), dtype=np.int64)
         self.epoch = -1
         self.set_epoch(0)
 
@@ -132,9 +188,11 @@ class WindowDataset:
             self.src_len = self._table_lengths(src_len, self.src_ctx)
             self.tgt_len = self._table_lengths(tgt_len, self.tgt_ctx) + 1  # + <s> on the decoder input
         else:
-            self.src_ctx = context_sizes(src_len, self._doc_start, spec.src_context_sentences, spec.max_window_tokens)
+            self.src_ctx, self.src_next = two_sided_sizes(src_len, self._doc_start, self._doc_end,
+                                                          spec.src_context_sentences, spec.src_next_sentences,
+                                                          spec.max_window_tokens)
             self.tgt_ctx = context_sizes(tgt_len, self._doc_start, spec.tgt_context_sentences, spec.max_window_tokens)
-            self.src_len = window_lengths(src_len, self.src_ctx)
+            self.src_len = window_lengths(src_len, self.src_ctx, self.src_next)
             self.tgt_len = window_lengths(tgt_len, self.tgt_ctx) + 1       # + <s> on the decoder input
         #: sentences whose own length exceeds the window limit are left out
         self.indices = np.nonzero((self.src_ctx >= 0) & (self.tgt_ctx >= 0))[0]
@@ -156,16 +214,17 @@ class WindowDataset:
             return list(range(j - c, j))
         return [int(i) for i in self.context[j, self.context.shape[1] - c:]] if c else []
 
-    def _window(self, get, j: int, c: int) -> np.ndarray:
+    def _window(self, get, j: int, c: int, m: int = 0) -> np.ndarray:
         parts = []
-        for i in self.context_ids(j, c):
+        for i in self.context_ids(j, c) + list(range(j + 1, j + 1 + m)):   # previous, then next nearest first
             parts.extend([get(i), [self.brk]])
         parts.extend([get(j), [self.eos]])
         return np.concatenate([np.asarray(p, dtype=np.int64) for p in parts])
 
     def source(self, j: int) -> np.ndarray:
-        """Source window of sentence ``j`` (ids incl. separators and ``</s>``)."""
-        return self._window(self.split.src, j, int(self.src_ctx[j]))
+        """Source window of sentence ``j`` (ids incl. separators and ``</s>``): previous sentences oldest first,
+        next sentences nearest first (``src_next[j]`` of them), sentence j."""
+        return self._window(self.split.src, j, int(self.src_ctx[j]), int(self.src_next[j]))
 
     def target(self, j: int) -> np.ndarray:
         """Target window of sentence ``j`` (ids incl. separators and ``</s>``, no ``<s>``)."""

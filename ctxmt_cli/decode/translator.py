@@ -8,7 +8,11 @@ group and slots stay full until the short documents run out.
 The source window of sentence j is the previous ``src_context_sentences`` sentences of
 the same document (oldest first), each followed by ``<brk>``, then sentence j
 and ``</s>`` — the layout of ``ctxmt_cli.data.windows``; the oldest context
-sentences are dropped while the window exceeds ``max_window_tokens``.
+sentences are dropped while the window exceeds ``max_window_tokens``. A model reading next sentences
+(``src_next_sentences``) also gets the following sentences of the document (nearest first, after the
+previous ones; the whole source document is known before decoding), with ``Batch.src_next`` and the
+truncation rule of training (:func:`~ctxmt_cli.data.windows.fit_window`): a window holds exactly what the
+training window of the same sentence holds.
 
 Target context:
 
@@ -38,6 +42,7 @@ import torch
 from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.core.model import DocumentMode, VocabInfo
 from ctxmt_cli.data.batching import pad_rows
+from ctxmt_cli.data.windows import fit_window
 from ctxmt_cli.decode.search import beam_search
 from ctxmt_cli.errors import CtxmtError
 
@@ -68,6 +73,7 @@ class Plan:
     max_window_tokens: int = 1024
     max_len_a: float = 1.5
     max_len_b: int = 10
+    src_next_sentences: int = 0
 
 
 @dataclass
@@ -82,11 +88,18 @@ class StepInput:
 # ---- windows ----------------------------------------------------------------------------------
 def fit_context(previous: Sequence[Sequence[int]], wanted: int, budget: int) -> int:
     """How many of the most recent ``previous`` sentences fit: at most ``wanted``, and their
-    lengths plus one separator each at most ``budget``."""
-    c = min(wanted, len(previous))
-    while c > 0 and sum(len(s) for s in previous[len(previous) - c:]) + c > budget:
-        c -= 1                                                             # drop the oldest first
-    return c
+    lengths plus one separator each at most ``budget`` (the oldest dropped first)."""
+    recent = previous[max(len(previous) - wanted, 0):]
+    return fit_window([len(s) for s in recent], [], wanted, 0, budget)[0]
+
+
+def window_sizes(sentences: Sequence[Sequence[int]], j: int, context: int, following: int,
+                 limit: int) -> tuple[int, int]:
+    """(previous, next) context sentences in sentence ``j``'s source window of at most ``limit`` tokens."""
+    before = sentences[max(j - context, 0):j]
+    after = sentences[j + 1:j + 1 + following]
+    return fit_window([len(s) for s in before], [len(s) for s in after], context, following,
+                      limit - len(sentences[j]) - 1)
 
 
 def join_context(sentences: Sequence[Sequence[int]], brk: int) -> list[int]:
@@ -98,11 +111,12 @@ def join_context(sentences: Sequence[Sequence[int]], brk: int) -> list[int]:
     return out
 
 
-def source_window(sentences: Sequence[Sequence[int]], j: int, context: int, limit: int, sp: VocabInfo) -> list[int]:
-    """Source window of sentence ``j``: up to ``context`` previous sentences + ``<brk>`` each, sentence j, ``</s>``."""
-    current = list(sentences[j])
-    c = fit_context(sentences[:j], context, limit - len(current) - 1)
-    return join_context(sentences[j - c:j], sp.brk) + current + [sp.eos]
+def source_window(sentences: Sequence[Sequence[int]], j: int, context: int, limit: int, sp: VocabInfo,
+                  following: int = 0) -> list[int]:
+    """Source window of sentence ``j``: up to ``context`` previous sentences (oldest first) and ``following``
+    next ones (nearest first), ``<brk>`` after each, then sentence j and ``</s>``."""
+    c, m = window_sizes(sentences, j, context, following, limit)
+    return join_context(list(sentences[j - c:j]) + list(sentences[j + 1:j + 1 + m]), sp.brk) + list(sentences[j]) + [sp.eos]
 
 
 def target_context_ids(
@@ -126,10 +140,13 @@ def step_batch(
     ``sources[d]`` holds document d's sentence ids, ``outputs[d]`` its
     translations of sentences 0..j-1 (ids, no ``</s>``).
     """
-    src_rows, prefixes, max_len, expected, n_sent = [], [], [], [], []
+    src_rows, prefixes, max_len, expected, n_sent, n_next = [], [], [], [], [], []
     for sents, outs in zip(sources, outputs):
         current = len(sents[j])
-        src_rows.append(source_window(sents, j, plan.src_context_sentences, plan.max_window_tokens, sp))
+        src_rows.append(source_window(sents, j, plan.src_context_sentences, plan.max_window_tokens, sp,
+                                      plan.src_next_sentences))
+        n_next.append(window_sizes(sents, j, plan.src_context_sentences, plan.src_next_sentences,
+                                   plan.max_window_tokens)[1])
         ctx, c = target_context_ids(outs[:j], plan.tgt_context_sentences, plan.max_window_tokens, current, sp)
         length = int(plan.max_len_a * current + plan.max_len_b)
         if mode == "generate":                                             # the model writes the context too
@@ -143,6 +160,7 @@ def step_batch(
     batch = Batch(
         src=pad_rows(src_rows, sp.pad), tgt_prefix=pad_rows(prefixes, sp.pad),       # (B, S), (B, P)
         tgt_sentences=torch.tensor(n_sent, dtype=torch.long),
+        src_next=torch.tensor(n_next, dtype=torch.long) if plan.src_next_sentences else None,   # (B,)
     )
     return StepInput(batch, torch.tensor(max_len, dtype=torch.long), expected)
 
@@ -271,6 +289,19 @@ def _encode_document(tokenizer, doc: Sequence[str], limit: int, stats: Translati
     return kept, ids
 
 
+def _next_sentences(model, wanted: Optional[int]) -> int:
+    """The next sentences to put in each window: ``wanted``, or the model's own when None."""
+    own = model.cfg.src_next_sentences
+    if wanted is None:
+        return own
+    if wanted < 0:
+        raise CtxmtError(f"src_next_sentences={wanted}: give a number of next sentences >= 0")
+    if wanted > 0 and not own:
+        raise CtxmtError(f"src_next_sentences={wanted}: this {model.cfg.family} model reads no next sentences; "
+                         "give 0, or use a checkpoint trained with next-sentence context")
+    return wanted
+
+
 def _model_device(model) -> torch.device:
     param = next(model.parameters(), None)
     return param.device if param is not None else torch.device("cpu")
@@ -303,6 +334,7 @@ def translate_documents(
     target_context: str = "prefix", batch_docs: int = 64, max_window_tokens: int = 1024,
     progress: Optional[Callable[[TranslationStats], None]] = None, stats: Optional[TranslationStats] = None,
     cache: bool = True, group_sentences: Optional[int] = None, group_order: str = "consecutive",
+    src_next_sentences: Optional[int] = None,
 ) -> list[list[str]]:
     """Translate ``documents`` (lists of sentences); one output string per input sentence, same nesting.
 
@@ -312,15 +344,19 @@ def translate_documents(
     reuse its cached entry as context; ``False`` re-encodes the windows (for checks). A model that reads a
     summary of its sentence group (``batch_scheme.groups``) translates each document as groups instead
     (:mod:`ctxmt_cli.decode.groups`: ``group_sentences`` per group, None = the whole document, in
-    ``group_order``); a model of another kind refuses ``group_sentences``.
+    ``group_order``); a model of another kind refuses ``group_sentences``. ``src_next_sentences``: the next
+    source sentences in each window (None: the model's own ``src_next_sentences``; a model that reads none
+    refuses more).
     """
     if target_context not in MODES:
         raise CtxmtError(f"target_context {target_context!r}: choose prefix or generate")
     if max_window_tokens < 2 or batch_docs < 1:
         raise CtxmtError("max_window_tokens must be >= 2 and batch_docs >= 1")
+    src_next_sentences = _next_sentences(model, src_next_sentences)
     stats = stats if stats is not None else TranslationStats()
     started, sp = time.perf_counter(), VocabInfo.of(tokenizer)
-    plan = Plan(src_context_sentences, tgt_context_sentences, max_window_tokens, max_len_a, max_len_b)
+    plan = Plan(src_context_sentences, tgt_context_sentences, max_window_tokens, max_len_a, max_len_b,
+                src_next_sentences)
     search = _Search(beam, lenpen, _model_device(model))
     encoded = [_encode_document(tokenizer, doc, max_window_tokens, stats) for doc in documents]
     stats.documents += len(documents)

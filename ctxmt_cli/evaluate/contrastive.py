@@ -16,6 +16,11 @@ reference implementations) or the sum (``"none"``).
 
 All candidates of all items are cut into rows, length-bucketed and batched by a
 token budget (never one batch per item).
+
+Next sentences: contrastive test sets carry previous context only, so a model that reads next source
+sentences (the offline models of Yang et al. 2023) is scored here with none (``Batch.src_next`` = 0 on
+every row), not with the windows it was trained on; scoring a prepared split (``ctxmt cxmi``) gives it the
+document's next sentences through a row's fourth element.
 """
 
 from __future__ import annotations
@@ -38,8 +43,10 @@ NORMALIZE = ("mean", "none")
 
 #: a sentence: text (encoded with the model's tokenizer) or a tuple of token ids (prepared data, used as is)
 Sentence = Union[str, tuple[int, ...]]
-# (source sentences, target sentences, how many trailing target sentences are scored)
-Row = tuple[list[Sentence], list[Sentence], int]
+# (source sentences, target sentences, how many trailing target sentences are scored[, next sentences]): an
+# optional fourth element says how many of the source context sentences are next ones (the window layout of
+# ctxmt_cli.data.windows: previous oldest first, next nearest first, current last); 0 when absent
+Row = Union[tuple[list[Sentence], list[Sentence], int], tuple[list[Sentence], list[Sentence], int, int]]
 
 
 def candidate_rows(item: ContrastiveItem, k: int, src_keep: int, tgt_keep: int, span: str) -> list[Row]:
@@ -125,11 +132,16 @@ def score_rows(
     enc.prime("src", (s for r in rows for s in r[0]))
     enc.prime("tgt", (s for r in rows for s in r[1]))
     distinct: dict[tuple, int] = {}
-    row_of = np.array([distinct.setdefault((tuple(r[0]), tuple(r[1]), r[2]), len(distinct)) for r in rows], dtype=np.int64)
+    row_of = np.array([distinct.setdefault((tuple(r[0]), tuple(r[1]), r[2], r[3] if len(r) > 3 else 0), len(distinct))
+                       for r in rows], dtype=np.int64)
     unique_rows = list(distinct)
     sources = [enc.window("src", list(r[0])) for r in unique_rows]
     targets = [enc.window("tgt", list(r[1])) for r in unique_rows]
-    logprob, tokens = _score_rows(model, tokenizer, sources, targets, [r[2] for r in unique_rows], max_tokens, progress)
+    following = np.array([r[3] for r in unique_rows], dtype=np.int64)
+    if following.any() and not model.cfg.src_next_sentences:
+        raise ValueError("rows hold next sentences but the model reads none")
+    logprob, tokens = _score_rows(model, tokenizer, (sources, following), targets, [r[2] for r in unique_rows],
+                                  max_tokens, progress)
     return logprob[row_of], tokens[row_of]
 
 
@@ -152,21 +164,27 @@ def shared_source_batches(src_key: np.ndarray, src_len: np.ndarray, tgt_len: np.
     return batches
 
 
-def _score_rows(model, tokenizer, sources, targets, scored, max_tokens, progress) -> tuple[np.ndarray, np.ndarray]:
-    """Summed log-probability and token count of the scored trailing sentences of every row."""
+def _score_rows(model, tokenizer, windows, targets, scored, max_tokens, progress) -> tuple[np.ndarray, np.ndarray]:
+    """Summed log-probability and token count of the scored trailing sentences of every row; ``windows``: the
+    source windows and the next sentences in each (``Batch.src_next`` for a model reading next sentences)."""
     pad, bos, brk = tokenizer.pad_id, tokenizer.bos_id, tokenizer.brk_id
-    keys: dict[bytes, int] = {}
-    src_key = np.array([keys.setdefault(s.tobytes(), len(keys)) for s in sources])
+    sources, following = windows
+    reads_next = bool(model.cfg.src_next_sentences)
+    keys: dict[tuple[bytes, int], int] = {}
+    src_key = np.array([keys.setdefault((s.tobytes(), int(m)), len(keys)) for s, m in zip(sources, following)])
     src_len, tgt_len = np.array([len(s) for s in sources]), np.array([len(t) + 1 for t in targets])
     logprob, tokens = np.zeros(len(sources)), np.zeros(len(sources))
     device = next(model.parameters()).device
     for ids in shared_source_batches(src_key, src_len, tgt_len, max_tokens):
         unique, src_index = np.unique(src_key[ids], return_inverse=True)
         if len(unique) == len(ids):                                    # every row its own source: nothing to share
-            batch = collate([sources[j] for j in ids], [targets[j] for j in ids], pad, bos)
+            src_rows = ids
         else:
             first = {k: j for j, k in zip(ids[::-1], src_key[ids][::-1])}  # a row holding each distinct source
-            batch = collate([sources[first[k]] for k in unique], [targets[j] for j in ids], pad, bos)
+            src_rows = np.array([first[k] for k in unique], dtype=np.int64)
+        batch = collate([sources[j] for j in src_rows], [targets[j] for j in ids], pad, bos,
+                        src_next=following[src_rows] if reads_next else None)
+        if len(unique) < len(ids):
             batch.src_index = torch.from_numpy(src_index.reshape(-1))
         if model.batch_scheme.groups:                                   # each source window: one group of sentences
             batch = _as_groups(batch, tokenizer)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.evaluate.sweeps import draw_group_sweep, parse_contexts, parse_group_sentences, sweep_table
 from ctxmt_cli.paths import check_input_file, check_output_file
 
 
@@ -54,6 +55,7 @@ class Corpus:
     sources: Optional[list[list[str]]]
     has_documents: bool
     sweep_of: dict[str, tuple[str, str]] = field(default_factory=dict)   # system -> (checkpoint name, K or N)
+    moses_tokenized: bool = False       # hypotheses and references are Moses-tokenized text
 
 
 def _flat(documents) -> list[str]:
@@ -69,32 +71,37 @@ def check_vocabulary(loaded, prepared, checkpoint) -> None:
                          "use the prepared data the model was trained on (or retrain)")
 
 
-def split_documents(prepared, split: str):
-    """Source documents and reference documents (detokenised text) of a prepared split."""
+def split_documents(prepared, split: str, tokenized: bool = False):
+    """Source documents and reference documents (detokenised text; ``tokenized``: references as Moses
+    tokenized them, for tokenized BLEU on a ``--moses`` split) of a prepared split."""
     store = prepared.split(split)
     tok = prepared.tokenizer
+    ref_tok = tok.without_detokenizer() if tokenized else tok
     sources, references = [], []
     for start, end in store.documents():
         sources.append([tok.decode_src(store.src(i).tolist()) for i in range(start, end)])
-        references.append([tok.decode_tgt(store.tgt(i).tolist()) for i in range(start, end)])
+        references.append([ref_tok.decode_tgt(store.tgt(i).tolist()) for i in range(start, end)])
     return sources, references
 
 
-def translate_sources(loaded, sources: list[list[str]], beam: Optional[int] = None,
-                      context: Optional[int] = None, group_sentences: Optional[int] = None) -> list[list[str]]:
+def translate_sources(loaded, sources: list[list[str]], beam: Optional[int] = None, context: Optional[int] = None,
+                      group_sentences: Optional[int] = None, tokenized: bool = False) -> list[list[str]]:
     """Translate source documents with a loaded checkpoint and its recipe's decoding settings
-    (``context`` K: K context sentences per side instead of the model's own; ``group_sentences`` N: mbe's
-    groups of N sentences instead of whole documents)."""
+    (``context`` K: K context sentences per side instead of the model's own, and K next sentences for a model
+    that reads them; ``group_sentences`` N: mbe's groups of N sentences instead of whole documents;
+    ``tokenized``: the Moses-tokenized output, not detokenized)."""
     from ctxmt_cli.decode.translator import translate_documents
-    from ctxmt_cli.models import context_sentences
+    from ctxmt_cli.models import context_sentences, next_sentences
 
     dec = loaded.recipe.decode
     src_context, tgt_context = context_sentences(loaded.recipe.model, context)
     return translate_documents(
-        loaded.model, loaded.tokenizer, sources, src_context_sentences=src_context, tgt_context_sentences=tgt_context,
+        loaded.model, loaded.tokenizer.without_detokenizer() if tokenized else loaded.tokenizer, sources,
+        src_context_sentences=src_context, tgt_context_sentences=tgt_context,
         beam=beam or dec.beam, lenpen=dec.lenpen, max_len_a=dec.max_len_a, max_len_b=dec.max_len_b,
         target_context=dec.target_context, batch_docs=dec.batch_docs,
         max_window_tokens=loaded.recipe.data.max_window_tokens, group_sentences=group_sentences,
+        src_next_sentences=next_sentences(loaded.recipe.model, context),
     )
 
 
@@ -134,7 +141,9 @@ def _translate_corpus(req: EvalRequest) -> Corpus:
             context_sentences(loaded.recipe.model, k)
         if req.group_sentences is not None and not loaded.model.batch_scheme.groups:
             raise CtxmtError(f"--group-sentences: {ckpt} does not read sentence groups (only a family like mbe does)")
-    sources, references = split_documents(prepared, req.split)
+    # tokenized BLEU on a --moses split scores the Moses tokens the model writes, as the papers do
+    tokenized = req.tokenize == "none" and prepared.tokenizer.moses
+    sources, references = split_documents(prepared, req.split, tokenized)
     systems, sweep_of = {}, {}
     for name, loaded in zip(names, models):
         for k in contexts:
@@ -142,50 +151,10 @@ def _translate_corpus(req: EvalRequest) -> Corpus:
                 label = None if k is None and req.group_sentences is None else \
                     (f"K={k}" if k is not None else f"N={'all' if n is None else n}")
                 system = name if label is None else f"{name} {label}"
-                systems[system] = translate_sources(loaded, sources, req.beam, k, n)
+                systems[system] = translate_sources(loaded, sources, req.beam, k, n, tokenized)
                 if label is not None:
                     sweep_of[system] = (name, label.split("=", 1)[1])
-    return Corpus(systems, references, sources, has_documents=True, sweep_of=sweep_of)
-
-
-def parse_group_sentences(text: Optional[str]) -> list[Optional[int]]:
-    """``--group-sentences 1,2,4,all`` -> [1, 2, 4, None] (None: the whole document); no option -> [None]."""
-    if text is None:
-        return [None]
-    parts = [p.strip() for p in str(text).split(",")]
-    if not all(p.isdigit() and int(p) > 0 or p == "all" for p in parts) or len(set(parts)) != len(parts):
-        raise CtxmtError(f"--group-sentences {text!r}: give sentences per group N >= 1 or all, each once, "
-                         "comma-separated, e.g. 1,2,4,8,all")
-    return [None if p == "all" else int(p) for p in parts]
-
-
-def parse_contexts(text: Optional[str]) -> list[Optional[int]]:
-    """``--context 1,2,3,4`` -> [1, 2, 3, 4]; no option -> [None] (the model's own context)."""
-    if text is None:
-        return [None]
-    parts = [p.strip() for p in str(text).split(",")]
-    if not all(p.isdigit() for p in parts):
-        raise CtxmtError(f"--context {text!r}: give context sizes K >= 0, comma-separated, e.g. --context 1,2,3,4")
-    values = [int(p) for p in parts]
-    if len(set(values)) != len(values):
-        raise CtxmtError(f"--context {text!r}: each K once")
-    return values
-
-
-def sweep_table(corpus: Corpus, metrics: dict, req: EvalRequest) -> tuple[dict, list[str]]:
-    """BLEU and chrF per checkpoint and swept setting (context size K, or sentences per group N):
-    ``{checkpoint: {K or N: {metric: value}}}`` and printed rows."""
-    by: dict = {}
-    for system, (name, value) in corpus.sweep_of.items():
-        by.setdefault(name, {})[value] = metrics[system]
-    if not by:
-        return {}, []
-    title, key = (("per context size K (context sentences per side):", "K") if req.group_sentences is None
-                  else ("per number of sentences per group N (Morishita et al. 2021, Figure 4):", "N"))
-    lines = ["", title, f"{key:>4}{'BLEU':>9}{'chrF':>9}  system"]
-    for name, rows in by.items():
-        lines += [f"{k:>4}{row['BLEU']:>9.2f}{row['chrF']:>9.2f}  {name}" for k, row in rows.items()]
-    return by, lines
+    return Corpus(systems, references, sources, has_documents=True, sweep_of=sweep_of, moses_tokenized=tokenized)
 
 
 # ---- reading hypothesis / reference / source files ----------------------------------------------
@@ -397,22 +366,14 @@ def run_evaluate(req: EvalRequest) -> str:
     by_setting, sweep_lines = sweep_table(corpus, metrics, req)
     payload = {"systems": list(corpus.systems), "metrics": metrics, "signatures": signatures,
                "significance": significance, "segments": len(_flat(corpus.references)),
-               "documents": len(corpus.references) if corpus.has_documents else None}
+               "documents": len(corpus.references) if corpus.has_documents else None,
+               "moses_tokenized": corpus.moses_tokenized}
+    if corpus.moses_tokenized:
+        lines.insert(0, "text scored: Moses-tokenized hypotheses and references (the split was prepared with --moses)")
     if by_setting:
         payload["by_context" if req.group_sentences is None else "by_group_sentences"] = by_setting
     if req.out is not None:
         _write_json(req.out, payload)
         if req.group_sentences is not None:
-            sweep_lines.append(f"figure: {_draw_group_sweep(by_setting, req.out)}")
+            sweep_lines.append(f"figure: {draw_group_sweep(by_setting, req.out)}")
     return "\n".join(lines + sweep_lines + sig_lines)
-
-
-def _draw_group_sweep(by_setting: dict, out: Path) -> Path:
-    """BLEU per sentences per group, one series per checkpoint (Figure 4), beside the --out JSON."""
-    from ctxmt_cli.analysis.figures import bar_chart
-
-    categories = list(next(iter(by_setting.values())))
-    series = {name: [rows[c]["BLEU"] for c in categories] for name, rows in by_setting.items()}
-    path = Path(out).with_suffix(".group_sentences.png")
-    bar_chart(categories, series, "BLEU by sentences per group", path, "BLEU", xlabel="sentences per group")
-    return path

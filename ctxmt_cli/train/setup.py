@@ -75,14 +75,15 @@ def resolve_recipe(recipe: Recipe, meta: dict) -> Recipe:
 
 
 def window_dataset(data, split: str, recipe: Recipe, vocab: VocabInfo, role: str) -> WindowDataset:
-    """Context windows of ``split`` as the model family asks for them; an empty split is an error.
+    """Context windows of ``split`` as the model family asks for them (previous and, for a family reading them,
+    next source sentences); an empty split is an error.
 
     ``context_order: random`` (concat) applies to the training windows only: the dev set keeps its order, as
     Morishita et al. (2021, footnote 3) validate and test on the original sentence order.
     """
     order = getattr(recipe.model, "context_order", "previous") if role == "train" else "previous"
     spec = WindowSpec(recipe.model.src_context_sentences, recipe.model.tgt_context_sentences,
-                      recipe.data.max_window_tokens, order, recipe.train.seed)
+                      recipe.data.max_window_tokens, order, recipe.train.seed, recipe.model.src_next_sentences)
     ds = WindowDataset(data.split(split), spec, vocab.brk, vocab.eos)
     if len(ds) == 0:
         raise CtxmtError(f"the {role} split {split!r} of {recipe.data.path} has no usable sentence pairs "

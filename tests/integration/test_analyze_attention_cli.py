@@ -140,7 +140,7 @@ def test_memory_stays_bounded_on_64_sentence_windows(checkpoints, synthetic_dir,
         context=63, plots=False, max_tokens=1024))
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    assert result["context"] == {"src": 63, "tgt": 63} and result["sentences"] == 64
+    assert result["context"] == {"src": 63, "tgt": 63, "src_next": 0} and result["sentences"] == 64
     longest = 2 * 1024                                                        # max_window_tokens, both sides
     assert max(widest) >= 64 * 4                                              # 64 sentences of >= 3 tokens + <brk>
     assert max(largest) <= 1024 * 4 * longest                                 # budget x heads x longest keys

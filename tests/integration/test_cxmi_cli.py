@@ -20,14 +20,14 @@ def cxmi(tmp_path, checkpoint, *args, name="cxmi"):
 def test_sentence_level_model_gives_exactly_zero(sentence_level_checkpoint, synthetic_dir, tmp_path):
     printed, result, lines = cxmi(tmp_path, sentence_level_checkpoint, "--data", synthetic_dir)
     assert result["cxmi_per_token"] == 0.0 and result["cxmi_per_sentence"] == 0.0
-    assert result["context_sentences"] == {"src": 0, "tgt": 0} and result["n_with_context"] == 0
+    assert result["context_sentences"] == {"src": 0, "tgt": 0, "src_next": 0} and result["n_with_context"] == 0
     assert len(lines) == result["n"] > 0 and all(x["p_cxmi_per_sentence"] == 0.0 for x in lines)
     assert "0.0000" in printed.splitlines()[2]                                    # the "all" row
 
 
 def test_concat_model_uses_its_context_and_random_context_differs(concat_checkpoint, synthetic_dir, tmp_path):
     printed, gold, lines = cxmi(tmp_path, concat_checkpoint)                      # data: the recipe's data.path
-    assert gold["context"] == 3 and gold["context_sentences"] == {"src": 3, "tgt": 3} and gold["split"] == "test"
+    assert gold["context"] == 3 and gold["context_sentences"] == {"src": 3, "tgt": 3, "src_next": 0} and gold["split"] == "test"
     assert gold["cxmi_per_token"] != 0.0 and gold["cxmi_per_sentence"] != 0.0
     assert len(lines) == gold["n"] and sum(x["has_context"] for x in lines) == gold["n_with_context"] < gold["n"]
     assert all(x["p_cxmi_per_sentence"] == 0.0 for x in lines if not x["has_context"])   # document starts
@@ -40,7 +40,7 @@ def test_concat_model_uses_its_context_and_random_context_differs(concat_checkpo
     assert control["cxmi_per_token"] != gold["cxmi_per_token"]
     assert [x["context_sentences"] for x in control_lines] == [x["context_sentences"] for x in lines]
     _, one, _ = cxmi(tmp_path, concat_checkpoint, "--context", 1, name="one")
-    assert one["context_sentences"] == {"src": 1, "tgt": 1} and one["cxmi_per_token"] != gold["cxmi_per_token"]
+    assert one["context_sentences"] == {"src": 1, "tgt": 1, "src_next": 0} and one["cxmi_per_token"] != gold["cxmi_per_token"]
 
 
 @pytest.mark.parametrize("args, needle", [

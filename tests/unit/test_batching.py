@@ -72,3 +72,26 @@ def test_groups_are_packed_by_length():
     inside = padding(size, groups)                                         # one padded tensor per group
     chunks = [b.indices[a:e] for b in batches for a, e in zip((0, *b.ends[:-1]), b.ends)]
     assert padding(size, chunks) < inside / 2
+
+
+def test_window_batch_counts_next_sentences_only_where_windows_hold_them(tmp_path):
+    from ctxmt_cli.data.batching import GroupedBatch, window_batch
+    from ctxmt_cli.data.store import SplitArrays, SplitWriter
+    from ctxmt_cli.data.windows import WindowDataset, WindowSpec
+
+    with SplitWriter(tmp_path, "train", "uint16") as writer:
+        for doc in ([[10], [11, 11], [12]], [[20, 20], [21]]):
+            writer.add_document([(s, [x + 50 for x in s]) for s in doc])
+    split = SplitArrays(tmp_path, "train", "uint16")
+    rows = np.array([2, 0, 3, 1, 4])
+    previous = window_batch(WindowDataset(split, WindowSpec(2, 1), 4, 3), rows, 0, 2)
+    assert previous.src_next is None                                   # other families: the batch as before
+    ds = WindowDataset(split, WindowSpec(2, 1, src_next_sentences=1), 4, 3)
+    batch = window_batch(ds, rows, 0, 2)
+    assert batch.src_next.dtype == torch.long and batch.src_next.tolist() == [0, 1, 1, 1, 0]
+    for r, j in enumerate(rows):
+        assert batch.src[r, : len(ds.source(j))].tolist() == ds.source(j).tolist()
+    assert torch.equal(batch.tgt_out, previous.tgt_out) and torch.equal(batch.tgt_in, previous.tgt_in)
+    plan = GroupedBatch(rows, np.array([0, 0, 1, 0, 1]), np.array([False, False]), ends=(2, 5))
+    parts = window_batch(ds, plan, 0, 2, chunked=True).parts()          # row chunks keep each row's count
+    assert [p.src_next.tolist() for p in parts] == [[0, 1], [1, 1, 0]]

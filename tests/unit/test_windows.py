@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from ctxmt_cli.data.store import SplitArrays, SplitWriter
-from ctxmt_cli.data.windows import WindowDataset, WindowSpec
+from ctxmt_cli.data.windows import WindowDataset, WindowSpec, context_sizes, fit_window, two_sided_sizes
+from ctxmt_cli.errors import CtxmtError
 
 BRK, EOS = 4, 3
 
@@ -118,3 +119,77 @@ def test_random_windows_respect_the_token_limit(unordered):
         for j in ds.indices:
             assert len(ds.source(j)) <= 7 and len(ds.target(j)) <= 7
             assert ds.src_len[j] == len(ds.source(j))
+
+
+# ---- next sentences (Yang et al. 2023's offline context): [previous oldest first, next nearest first, current]
+def offline(src=1, nxt=1, limit=1024):
+    return WindowSpec(src_context_sentences=src, tgt_context_sentences=1, max_window_tokens=limit, src_next_sentences=nxt)
+
+
+def test_next_sentences_stop_at_document_ends(split):
+    ds = WindowDataset(split, offline(), BRK, EOS)
+    assert ds.source(0).tolist() == [11, 11, BRK, 10, EOS]             # first sentence: no previous, one next
+    assert ds.source(1).tolist() == [10, BRK, 12, BRK, 11, 11, EOS]
+    assert ds.source(3).tolist() == [12, BRK, 13, 13, 13, EOS]        # last sentence: the next document is not read
+    assert ds.source(4).tolist() == [21, BRK, 20, 20, EOS]
+    assert ds.source(5).tolist() == [20, 20, BRK, 21, EOS]
+    assert ds.src_ctx.tolist() == [0, 1, 1, 1, 0, 1] and ds.src_next.tolist() == [1, 1, 1, 0, 1, 0]
+    assert ds.target(0).tolist() == [60, EOS] and ds.target(1).tolist() == [60, BRK, 61, 61, EOS]   # previous only
+
+
+def test_a_one_sentence_document_has_no_next_sentence(unordered):
+    ds = WindowDataset(unordered, offline(2, 2), BRK, EOS)
+    assert ds.source(0).tolist() == [10, EOS] and ds.src_next[0] == 0
+    assert ds.source(1).tolist() == [21, 21, BRK, 22, BRK, 20, EOS]     # the next document starts clean
+
+
+def test_next_sentences_nearest_first_after_the_previous_ones(split):
+    ds = WindowDataset(split, offline(2, 2), BRK, EOS)
+    assert ds.source(1).tolist() == [10, BRK, 12, BRK, 13, 13, 13, BRK, 11, 11, EOS]
+    assert (ds.src_ctx[1], ds.src_next[1]) == (1, 2)
+    assert ds.source(0).tolist() == [11, 11, BRK, 12, BRK, 10, EOS]
+    for j in ds.indices:                                               # lengths and counts agree with the windows
+        assert ds.src_len[j] == len(ds.source(j)) and ds.tgt_len[j] == len(ds.target(j)) + 1
+        assert ds.source(j).tolist().count(BRK) == ds.src_ctx[j] + ds.src_next[j]
+
+
+def test_long_windows_drop_the_farthest_then_next_before_previous(split):
+    # sentence 1 (11 11) of the first document: previous 10 (distance 1), next 12 (1) and 13 13 13 (2)
+    assert WindowDataset(split, offline(2, 2, limit=10), BRK, EOS).source(1).tolist() == [10, BRK, 12, BRK, 11, 11, EOS]
+    six = WindowDataset(split, offline(2, 2, limit=6), BRK, EOS)      # equal distance: the next one goes first
+    assert six.source(1).tolist() == [10, BRK, 11, 11, EOS] and six.src_next[1] == 0
+    assert WindowDataset(split, offline(2, 2, limit=4), BRK, EOS).source(1).tolist() == [11, 11, EOS]
+
+
+def test_truncation_goes_by_distance_not_by_length(unordered):
+    # 22 between 21 21 and 23 23 23: dropping the (shorter) previous sentence would fit too; the next one goes
+    assert WindowDataset(unordered, offline(1, 1, limit=8), BRK, EOS).source(3).tolist() == [21, 21, BRK, 22, EOS]
+    # 23 23 23: previous 22 (distance 1) and 21 21 (2), next 24 24 (1): the farther previous one goes first
+    far = WindowDataset(unordered, offline(2, 1, limit=11), BRK, EOS)
+    assert far.source(4).tolist() == [22, BRK, 24, 24, BRK, 23, 23, 23, EOS]
+    assert (far.src_ctx[4], far.src_next[4]) == (1, 1) and far.src_len[4] == 9
+
+
+def test_one_sentence_rule_equals_the_array_rule():
+    """fit_window (translation, scoring) keeps what two_sided_sizes (training) keeps, on random documents."""
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        sizes = rng.integers(1, 6, rng.integers(1, 5))
+        lengths = rng.integers(1, 9, sizes.sum())
+        ends = np.cumsum(sizes)
+        start, end = np.repeat(ends - sizes, sizes), np.repeat(ends, sizes)
+        wanted, wanted_next, limit = rng.integers(0, 4), rng.integers(0, 4), int(rng.integers(2, 30))
+        prev, nxt = two_sided_sizes(lengths, start, end, wanted, wanted_next, limit)
+        for j in range(len(lengths)):
+            if prev[j] < 0:
+                assert lengths[j] + 1 > limit and nxt[j] == 0
+                continue
+            before, after = lengths[start[j]:j].tolist(), lengths[j + 1:end[j]].tolist()
+            assert fit_window(before, after, wanted, wanted_next, limit - lengths[j] - 1) == (prev[j], nxt[j])
+        if wanted_next == 0:                                           # the previous-only rule, as before
+            assert np.array_equal(prev, context_sizes(lengths, start, wanted, limit)) and not nxt.any()
+
+
+def test_random_context_order_refuses_next_sentences():
+    with pytest.raises(CtxmtError, match="context_order random.*src_next_sentences=1"):
+        WindowSpec(2, 1, context_order="random", src_next_sentences=1)
