@@ -246,8 +246,44 @@ class MbeConfig(ModelBase):
         return self
 
 
+class HanoiTConfig(ModelBase):
+    """HanoiT (Yang et al.): N1 unified self-attention layers over [context; current], then N2 selection layers
+    that drop the context tokens the current sentence attends to below its average (eqs. 4-7)."""
+
+    family: Literal["hanoit"] = "hanoit"
+    src_context_sentences: int = Field(1, ge=0, le=64, description="previous source sentences in the window")
+    src_next_sentences: int = Field(1, ge=0, le=64, description="next source sentences in the window (offline "
+                                    "context, the paper's default; 0 = online)")
+    unified_layers: Optional[int] = Field(None, ge=0, description="N1, the bottom encoder layers that read every "
+                                          "token (default: 1, or encoder_layers - selection_layers)")
+    selection_layers: Optional[int] = Field(None, ge=0, description="N2, the top encoder layers that each select "
+                                            "context tokens for the layers above (default: encoder_layers - N1)")
+    q: float = Field(0.2, gt=0.0, le=1.0, description="eq. 7: a context token stays when at least q * p of the p "
+                     "current-sentence tokens attend to it at or above their average (the paper: 0.1-0.5, "
+                     "best 0.1-0.3, Figure 5)")
+
+    @model_validator(mode="after")
+    def _check_hanoit(self) -> "HanoiTConfig":
+        n1, n2, layers = self.unified_layers, self.selection_layers, self.encoder_layers
+        for name, n in (("unified_layers", n1), ("selection_layers", n2)):
+            if n is not None and n > layers:
+                raise ValueError(f"{name} ({n}) exceeds encoder_layers ({layers}); the encoder is N1 unified "
+                                 "layers, then N2 selection layers")
+        if n1 is None:
+            n1 = min(1, layers) if n2 is None else layers - n2
+        if n2 is None:
+            n2 = layers - n1
+        if n1 + n2 != layers:
+            raise ValueError(f"unified_layers ({n1}) + selection_layers ({n2}) must equal encoder_layers ({layers}): "
+                             f"set encoder_layers: {n1 + n2}, or change N1 or N2")
+        object.__setattr__(self, "unified_layers", n1)
+        object.__setattr__(self, "selection_layers", n2)
+        return self
+
+
 #: The model section: one config class per family, chosen by ``family``.
-ModelConfig = Annotated[Union[SentenceConfig, ConcatConfig, CachingConfig, MbeConfig], Field(discriminator="family")]
+ModelConfig = Annotated[Union[SentenceConfig, ConcatConfig, CachingConfig, MbeConfig, HanoiTConfig],
+                        Field(discriminator="family")]
 #: family name -> its config class (derived from ModelConfig, so a family is listed once)
 FAMILY_CONFIGS: dict[str, type[ModelBase]] = {
     cls.model_fields["family"].default: cls for cls in get_args(get_args(ModelConfig)[0])

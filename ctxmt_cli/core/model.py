@@ -11,9 +11,7 @@ Methods (the plain Transformer implements them; families do not copy them):
   instead, for the fused training loss) and the family's loss terms
   (``ModelOutput.loss_terms``); a ``probe`` (:mod:`ctxmt_cli.core.probe`) receives every
   attention map, one layer and kind at a time, for analysis. A batch with row chunks
-  (``Batch.chunks``) runs chunk by chunk at each chunk's own width in this one call (one
-  backward, one DDP forward): ``encode_parts`` once, then the decoder per chunk; its decoder
-  states come back packed, (N, C) in ``Batch.pack`` order;
+  (``Batch.chunks``) runs chunk by chunk in this one call (:mod:`ctxmt_cli.core.chunked`);
 * ``encode(batch, probe=None) -> EncoderOut`` — states (B, S, C), mask (B, S), segment
   shift (B,), which states are the current sentence's, and a family's typed additions
   (context memory, cache entry);
@@ -56,6 +54,14 @@ overrides the smallest one:
   one EncoderOut per chunk and the batch's loss terms. Default: each chunk encoded on its own
   (rows are independent), terms added up; a family whose rows read each other overrides it
   (MBE: z per group over every chunk's sentences, the classifier once);
+* between encoder layers — ``between_layers(layer, states, mask, attention, current) -> (mask, terms)``,
+  called after each layer of the model's own encoder stack, and ``between_layers_attention``, the layers
+  whose self-attention probabilities it reads (averaged over heads, taken before attention dropout,
+  detached; None elsewhere). It returns a narrower key mask (masks only narrow), used by every later
+  layer and by ``EncoderOut.mask`` (so by cross-attention), and statistics (weight-0 :class:`LossTerm`)
+  that join ``EncoderOut.loss_terms``. Positions no row keeps are then cut off the states, except where a
+  probe listens (its maps keep the source's columns) or autograd runs on a GPU (reading the width would
+  stall the update). Default: the mask unchanged (HanoiT: its context selection);
 * attention probe — ``encode`` hands each encoder layer's self-attention to the probe
   and the decoder each layer's self, cross and context attention; a family with other
   weights worth analysing (caching: the grouping/selecting assignments) hands them too.
@@ -71,11 +77,13 @@ import torch
 from torch import Tensor, nn
 
 from ctxmt_cli.core.batch import Batch, DecoderState, EncoderOut, SharedRows
+from ctxmt_cli.core.chunked import chunked_hidden
 from ctxmt_cli.core.layers import ContextAttention, DecoderLayer, EncoderLayer
 from ctxmt_cli.core.linear import Linear
 from ctxmt_cli.core.logits import SCORE_ROWS, log_partition
 from ctxmt_cli.core.positions import PositionEncoding, current_sentence_mask, window_layout
 from ctxmt_cli.core.probe import AttentionProbe, AttentionView, report_decoder, target_current
+from ctxmt_cli.core.sequence import compact, with_prefix
 
 
 @dataclass(frozen=True)
@@ -156,6 +164,8 @@ class EncoderDecoder(nn.Module):
     loss_term_names: ClassVar[tuple[str, ...]] = ()
     #: how sentences are batched (see :class:`BatchScheme`); a family reading its group overrides it
     batch_scheme: ClassVar[BatchScheme] = BatchScheme()
+    #: encoder layers whose head-averaged self-attention probabilities :meth:`between_layers` reads
+    between_layers_attention: ClassVar[frozenset[int]] = frozenset()
 
     def __init__(
         self, cfg, vocab: VocabInfo, src_pos: Optional[PositionEncoding] = None,
@@ -223,6 +233,14 @@ class EncoderDecoder(nn.Module):
                                                                    count=terms[name].count + t.count)
         return [replace(enc, loss_terms={}) for enc in encs], terms
 
+    def between_layers(self, layer: int, states: Tensor, mask: Tensor, attention: Optional[Tensor],
+                       current: Optional[Tensor]) -> tuple[Tensor, dict[str, LossTerm]]:
+        """After layer ``layer`` of the model's own encoder stack: the key mask (B, S) of every later layer and of
+        cross-attention, and statistics. ``states`` (B, S, C): the layer's output; ``attention`` (B, S, S): its
+        head-averaged self-attention probabilities for a layer in :attr:`between_layers_attention`, else None;
+        ``current`` (B, S): the current sentence's tokens (None unless a layer or a probe asks). Default: unchanged."""
+        return mask, {}
+
     def source_shift(self, src: Tensor) -> Tensor:
         """Per-row segment shift (B,) of the source windows; ``per-window`` = mean sentence length."""
         b = src.size(0)
@@ -258,23 +276,33 @@ class EncoderDecoder(nn.Module):
         ``probe`` receives each layer's self-attention (``encoder_self``). ``prefix`` (B, P, C): vectors put
         before the tokens without positional encoding (the input-prefix hook, e.g. a document summary); they
         are keys of every layer and of cross-attention, and part of the returned states (never current).
-        ``embedded``: :meth:`embed_source`'s output when the caller already computed it."""
+        ``embedded``: :meth:`embed_source`'s output when the caller already computed it. The model's own stack
+        runs the between-layers hook (:meth:`between_layers`) after each layer."""
+        watch = self.between_layers_attention if layers is None else None   # None: another stack, no hook
         layers = self.encoder_layers if layers is None else layers
         mask = src != self.vocab.pad                                       # (B, S)
         shift = self.source_shift(src)
         x, again = self.embed_source(src) if embedded is None else embedded
-        current = None if probe is None else current_sentence_mask(src, self.vocab.brk) & mask   # (B, S)
+        current = None if probe is None and not watch else current_sentence_mask(src, self.vocab.brk) & mask  # (B, S)
         if prefix is not None:
-            x, again, mask, current = _with_prefix(prefix, x, again, mask, current)   # (B, P + S, ...)
-        attn_mask = mask[:, None, None, :]
+            x, again, mask, current = with_prefix(prefix, x, again, mask, current)   # (B, P + S, ...)
+        attn_mask, terms = mask[:, None, None, :], {}
         for i, layer in enumerate(layers):
             if i > 0 and again is not None:
                 x = x + again
-            x, w = layer(x, attn_mask, probe is not None)
+            x, w = layer(x, attn_mask, probe is not None or (watch is not None and i in watch))
             if probe is not None:
                 probe(AttentionView("encoder_self", i, w, mask, mask, current, current))
+            if watch is not None:
+                narrowed, found = self.between_layers(i, x, mask, w.detach().mean(1) if i in watch else None, current)
+                terms.update(found)
+                if narrowed is not mask:
+                    mask = mask & narrowed                                 # masks only narrow
+                    if probe is None and not (x.requires_grad and x.device.type != "cpu"):
+                        mask, x, again, current = compact(mask, x, again, current)   # (B, S', ...)
+                    attn_mask = mask[:, None, None, :]
         states = (self.encoder_norm if norm is None else norm)(x)
-        return EncoderOut(states, mask, self.target_shift(shift), current=current)
+        return EncoderOut(states, mask, self.target_shift(shift), current=current, loss_terms=terms)
 
     def _decode_full(self, tokens: Tensor, enc: EncoderOut, cross_kv, n_sent=None, probe=None, context=None):
         """Decoder over whole sequences ``tokens`` (B, T) with causal self-attention (``context``: see context_kv);
@@ -289,7 +317,7 @@ class EncoderDecoder(nn.Module):
             real = keys = tokens != self.vocab.pad
             current = target_current(tokens, self.vocab.brk, self.vocab.pad)
         if enc.prefix is not None:                                         # prepended positions, output dropped
-            x, again, keys, current = _with_prefix(enc.prefix, x, again, keys, current)
+            x, again, keys, current = with_prefix(enc.prefix, x, again, keys, current)
             if real is not None:                                           # prefix positions: keys, never queries
                 real = torch.cat([torch.zeros_like(enc.prefix[..., 0], dtype=torch.bool), real], 1)
         for i, layer in enumerate(self.decoder_layers):
@@ -355,7 +383,7 @@ class EncoderDecoder(nn.Module):
         """Final decoder states (B, T, C) for ``batch.tgt_in`` (teacher forcing) and the loss terms the encoder
         produced (``EncoderOut.loss_terms``); ``probe`` sees the attention. A chunked batch: (N, C), packed."""
         if batch.chunks is not None:
-            return self._chunked_hidden(batch, probe)
+            return chunked_hidden(self, batch, probe)
         enc = self.encode(batch, probe)
         cross, context = self.cross_kv(enc), self.context_kv(enc)
         if batch.src_index is not None:  # target rows share source rows: expand after encoding each once
@@ -370,19 +398,6 @@ class EncoderDecoder(nn.Module):
                 context = ([(pick(k), pick(v)) for k, v in context[0]], pick(context[1]))
         hidden, _ = self._decode_full(batch.tgt_in, enc, cross, probe=probe, context=context)
         return hidden, enc.loss_terms
-
-    def _chunked_hidden(self, batch: Batch, probe: Optional[AttentionProbe]) -> tuple[Tensor, dict]:
-        """Decoder states of a chunked batch, (N, C) in :meth:`Batch.pack` order: the batch-level step
-        (:meth:`encode_parts`) once, then the decoder chunk by chunk, each at its own width."""
-        if probe is not None:
-            raise ValueError("an attention probe reads whole batches: collate this batch without chunks")
-        parts = batch.parts()
-        encs, terms = self.encode_parts(parts)
-        hidden = []
-        for part, enc in zip(parts, encs):
-            h, _ = self._decode_full(part.tgt_in, enc, self.cross_kv(enc), context=self.context_kv(enc))
-            hidden.append(h.reshape(-1, h.size(-1)))                        # (rows x width, C)
-        return torch.cat(hidden), terms
 
     def init_state(self, enc: EncoderOut, batch: Batch) -> DecoderState:
         """Decoder state after forcing ``batch.tgt_prefix`` (default ``<s>``), in one parallel pass."""
@@ -451,15 +466,3 @@ class EncoderDecoder(nn.Module):
         """Number of distinct trainable parameters (tied weights counted once)."""
         return sum(p.numel() for p in self.parameters() if p.requires_grad)
 
-
-def _with_prefix(prefix: Tensor, x: Tensor, again: Optional[Tensor], mask: Optional[Tensor],
-                 current: Optional[Tensor]):
-    """Put ``prefix`` (B, P, C) before ``x`` (B, T, C): no positions (``again`` gets zeros), real, not current
-    (a mask left None, because nobody reads it, stays None)."""
-    b, p = prefix.shape[:2]
-    x = torch.cat([prefix.to(x.dtype), x], 1)                               # (B, P + T, C)
-    if again is not None:
-        again = torch.cat([again.new_zeros(b, p, again.size(2)), again], 1)
-    mask = None if mask is None else torch.cat([mask.new_ones(b, p), mask], 1)
-    current = None if current is None else torch.cat([current.new_zeros(b, p), current], 1)
-    return x, again, mask, current

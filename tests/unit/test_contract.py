@@ -23,7 +23,7 @@ from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.core.probe import Collect
 from ctxmt_cli.data.batching import collate
 from ctxmt_cli.decode.search import beam_search, greedy_search
-from ctxmt_cli.evaluate.contrastive import score_testset
+from ctxmt_cli.evaluate.contrastive import score_rows, score_testset
 from ctxmt_cli.evaluate.testsets import ContrastiveItem, TestSet
 from ctxmt_cli.models import FAMILIES, build_model, resolve_model_config
 from ctxmt_cli.models.loading import load_model
@@ -75,7 +75,8 @@ def pad(rows: list[list[int]]) -> torch.Tensor:
     return out
 
 
-#: source windows with 2, 0 and 1 context sentences; target windows with as many context sentences
+#: source windows with 2, 0 and 1 context sentences; target windows with as many context sentences. For a model
+#: that reads next sentences, up to its number of a row's context sentences are next ones (``next_counts``)
 SRC = [[7, 8, BRK, 9, 10, 11, BRK, 12, 13, EOS], [14, 15, 16, EOS], [17, BRK, 18, 19, 20, 21, 22, EOS]]
 TGT = [[23, 24, BRK, 25, BRK, 26, 27, 28, EOS], [29, 30, EOS], [31, 32, 33, BRK, 34, EOS]]
 
@@ -84,11 +85,19 @@ def current_only(row: list[int]) -> list[int]:
     return row[max((i for i, t in enumerate(row) if t == BRK), default=-1) + 1:]
 
 
+def next_counts(model, rows=(0, 1, 2)):
+    """``Batch.src_next`` of ``rows``: none for a model without next context, else up to its own number of each
+    row's context sentences (row 0: 1 previous + 1 next, row 2: next only, with one next sentence)."""
+    n = model.cfg.src_next_sentences
+    return torch.tensor([min(n, SRC[r].count(BRK)) for r in rows]) if n else None
+
+
 def sample(model, rows=(0, 1, 2)) -> Batch:
     """Teacher-forcing batch of ``rows``; target windows keep their context only where the model has it."""
     tgt = [TGT[r] if model.cfg.tgt_context_sentences > 0 else current_only(TGT[r]) for r in rows]
     full = pad([[BOS] + t for t in tgt])
-    return Batch(src=pad([SRC[r] for r in rows]), tgt_in=full[:, :-1], tgt_out=full[:, 1:])
+    return Batch(src=pad([SRC[r] for r in rows]), tgt_in=full[:, :-1], tgt_out=full[:, 1:],
+                 src_next=next_counts(model, rows))
 
 
 def n_target_sentences(batch: Batch) -> torch.Tensor:
@@ -187,7 +196,8 @@ def test_attention_statistics_ignore_padding_and_batch_composition(variant):
     tgt = [TGT[r] if model.cfg.tgt_context_sentences > 0 else current_only(TGT[r]) for r in range(3)]
 
     def windows(rows):                                                      # as the data pipeline collates them
-        return collate([np.asarray(SRC[r]) for r in rows], [np.asarray(tgt[r]) for r in rows], PAD, BOS)
+        return collate([np.asarray(SRC[r]) for r in rows], [np.asarray(tgt[r]) for r in rows], PAD, BOS,
+                       src_next=next_counts(model, rows))
 
     together, alone = AttentionStats(), AttentionStats()
     with torch.no_grad():
@@ -262,7 +272,7 @@ def test_beam_one_equals_greedy(variant):
     prefix = None
     if model.cfg.tgt_context_sentences > 0:                                           # target context forced as a prefix
         prefix = pad([[BOS] + t[: len(t) - len(current_only(t))] for t in TGT])
-    query = Batch(src=batch.src, tgt_prefix=prefix)
+    query = Batch(src=batch.src, tgt_prefix=prefix, src_next=batch.src_next)
     with torch.no_grad():
         beam = beam_search(model, query, beam=1, max_len=10, banned=[BRK])
         greedy = greedy_search(model, query, max_len=10, banned=[BRK])
@@ -295,6 +305,12 @@ def test_batched_scores_equal_one_by_one(variant, tokenizer):
         alone = score_testset(model, tokenizer, TestSet(name="one", kind="jsonl", items=[item]), normalize="none")
         assert batched[i] == pytest.approx(alone[0], abs=2e-5)
         assert tight[i] == pytest.approx(alone[0], abs=2e-5)
+    if model.cfg.src_next_sentences:                                        # rows whose context holds next sentences
+        rows = [(it.src_context + [it.src], [it.candidates[0]], 1, min(model.cfg.src_next_sentences, len(it.src_context)))
+                for it in ts.items]
+        together = score_rows(model, tokenizer, rows)[0]
+        for r, row in enumerate(rows):
+            assert together[r] == pytest.approx(score_rows(model, tokenizer, [row])[0][0], abs=2e-5)
 
 
 # ---- gradients -------------------------------------------------------------------------------------
@@ -341,7 +357,7 @@ def test_save_load_gives_identical_outputs(variant, tokenizer, tmp_path):
     batch.src.clamp_(max=vocab.src_size - 1)
     with torch.no_grad():
         assert torch.equal(model(batch).logits, loaded(batch).logits)
-        query = Batch(src=batch.src)
+        query = Batch(src=batch.src, src_next=batch.src_next)
         assert [h.tokens for h in beam_search(model, query, beam=2, max_len=6)] == \
             [h.tokens for h in beam_search(loaded, query, beam=2, max_len=6)]
 

@@ -1,0 +1,148 @@
+"""HanoiT: layer-wise context selection in the encoder.
+
+Paper: Yang et al., "HanoiT: Enhancing Context-aware Translation via Selective Context" (§2.2). The
+current sentence and its context sentences are one encoder input; N1 unified self-attention layers read
+every token, then each of N2 selection layers keeps only the context tokens that enough current-sentence
+tokens attend to at or above their average (eqs. 4-7); the layers above and the decoder's cross-attention
+never see the others again. This is the monolingual model (source context); the bilingual one (§2.3,
+target context through a second cross-attention and a gate) is a later step.
+
+Hooks overridden on the core: ``encode`` (the embedding of eq. 2, which needs ``Batch.src_next`` to tell
+previous from next context), ``between_layers`` with ``between_layers_attention`` (the selection, after each
+selection layer), ``context_aware`` and ``loss_term_names`` (the kept share per selection layer). Translation
+keeps the default ``DocumentMode.WINDOWS``: each sentence's window is encoded anew.
+
+How each open point of the paper is settled:
+
+* window: ``[previous (oldest first)] [next (nearest first)] current </s>``, each context sentence closed
+  by ``<brk>``; the current sentence stays last, as in every family, and ``Batch.src_next`` says how many
+  context sentences are next ones (online = 1 previous, 0 next; offline = 1 + 1, the paper's default);
+* embedding (eq. 2): E = word + position + learned segment. Positions are the Transformer's sinusoids and
+  restart at 0 at the start of each part (previous context, next context, current sentence), running
+  through the part's sentences and separators. The paper names three segments (current, source context,
+  target context); with positions restarting per part, previous and next context would then look alike,
+  so each context kind is split by direction: rows 0 current, 1 previous, 2 next (the bilingual model adds
+  3 previous and 4 next target context);
+* eq. 4: the selection layer's own self-attention probabilities, averaged over heads, taken *before*
+  attention dropout; the layer's output is computed under the mask at its input, and its choice applies
+  from the next layer on and to the decoder's cross-attention;
+* eq. 5: ā_i = (1/p) Σ_{j current, j≠i} a_{i,j} for each current query i, with the divisor p as printed
+  (not p - 1); p counts the current sentence's tokens including ``</s>``;
+* eq. 6 sums over the *current* sentence's queries: the printed range [p+1, m] (the context) is a typo, as
+  the text ("how many words in the current sentence") and eq. 7's bound q·p show. s_k counts the current
+  queries i with a_{i,k} >= ā_i: a tie counts, tested as p·a_{i,k} >= Σ_{j≠i} a_{i,j} (no division);
+* eq. 7: a context token k still alive stays iff s_k >= q·p, compared as s_k >= ceil(q·p - 1e-9) so a
+  decimal q gives the intended integer bound (0.3 · 10 keeps s_k = 3). Separators ``<brk>`` are context
+  tokens like any other; current tokens always stay; pads are neither queries nor keys; a dropped token
+  never returns (masks only narrow); the choice is made without autograd (a hard 0/1 decision);
+* dropping = masking: a masked token is in no later attention, so the core cuts the columns no row keeps
+  (where no probe listens) and the outputs are those of the masked run (tested);
+* Figure 4's statistic: ``kept_context_layerN`` (N = the 1-based encoder layer) is the share of the input's
+  context tokens still alive after selection layer N, a weight-0 loss term (logged, validated, no gradient).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from ctxmt_cli.config import HanoiTConfig
+from ctxmt_cli.core.batch import Batch, EncoderOut
+from ctxmt_cli.core.model import EncoderDecoder, LossTerm, VocabInfo
+from ctxmt_cli.core.positions import current_sentence_mask
+from ctxmt_cli.core.probe import AttentionProbe
+
+CURRENT, PREVIOUS, NEXT = 0, 1, 2          # segment rows of the monolingual model
+SEGMENTS = 3
+#: slack under q·p in eq. 7, so that a decimal q (0.3) times p (10) bounds at the integer it means (3)
+BOUND_SLACK = 1e-9
+
+
+def kept_name(layer: int) -> str:
+    """The loss-term name of the kept context share after 0-based encoder layer ``layer``."""
+    return f"kept_context_layer{layer + 1}"
+
+
+def part_layout(src: Tensor, brk: int, src_next: Optional[Tensor]) -> tuple[Tensor, Tensor]:
+    """Positions (B, S), restarting at 0 in each part, and segment rows (B, S) of windows ``src`` (B, S) laid
+    out [previous] [next] current; ``src_next`` (B,): how many context sentences are next ones (None: 0)."""
+    is_brk = (src == brk).long()
+    idx = is_brk.cumsum(1) - is_brk                                         # (B, S) sentence of each token
+    n_ctx = is_brk.sum(1, keepdim=True)                                     # (B, 1) context sentences
+    n_next = torch.zeros_like(n_ctx) if src_next is None else torch.minimum(src_next.view(-1, 1), n_ctx)
+    n_prev = n_ctx - n_next                                                 # (B, 1)
+    seg = torch.where(idx < n_prev, PREVIOUS, torch.where(idx < n_ctx, NEXT, CURRENT))   # (B, S); pads: CURRENT
+    prev_len = (seg == PREVIOUS).sum(1, keepdim=True)                       # (B, 1) parts are contiguous
+    next_len = (seg == NEXT).sum(1, keepdim=True)
+    start = torch.where(seg == PREVIOUS, 0, torch.where(seg == NEXT, prev_len, prev_len + next_len))   # (B, S)
+    positions = torch.arange(src.size(1), device=src.device).unsqueeze(0) - start
+    return positions, seg
+
+
+@torch.no_grad()
+def select_context(attention: Tensor, alive: Tensor, current: Tensor, q: float) -> Tensor:
+    """Eqs. 5-7: the tokens still alive after a selection layer, (B, S) bool.
+
+    ``attention`` (B, S, S): the layer's head-averaged probabilities (query i, key k); ``alive`` (B, S): the
+    keys it attended over; ``current`` (B, S): the current sentence's tokens (always kept).
+    """
+    a = attention.float()
+    cur = current & alive                                                   # (B, S)
+    n = a.size(-1)
+    others = cur[:, None, :] & ~torch.eye(n, dtype=torch.bool, device=a.device)   # (B, S, S) j current, j != i
+    total = (a * others).sum(2)                                             # (B, S) Σ_{j≠i} a_ij, i.e. p·ā_i
+    p = cur.sum(1)                                                          # (B,)
+    above = a * p.to(a.dtype)[:, None, None] >= total[:, :, None]           # (B, S, S) a_ik >= ā_i
+    s = (above & cur[:, :, None]).sum(1)                                    # (B, S) s_k over current queries
+    need = torch.ceil(q * p.double() - BOUND_SLACK).to(s.dtype)             # (B,) ceil(q·p)
+    return alive & (cur | (s >= need[:, None]))
+
+
+class HanoiT(EncoderDecoder):
+    """Encoder-decoder whose top encoder layers select the context tokens the layers above read."""
+
+    context_aware = True
+
+    def __init__(self, cfg: HanoiTConfig, vocab: VocabInfo):
+        super().__init__(cfg, vocab)
+        self.segment = nn.Embedding(SEGMENTS, cfg.d_model)                  # E_s of eq. 2, N(0, 1)
+        first = cfg.unified_layers
+        self.between_layers_attention = frozenset(range(first, first + cfg.selection_layers))
+        self.loss_term_names = tuple(kept_name(i) for i in sorted(self.between_layers_attention))
+
+    def encode(self, batch: Batch, probe: Optional[AttentionProbe] = None) -> EncoderOut:
+        """Embed [previous; next; current] with positions restarting per part and segments (eq. 2), then the
+        encoder with its selection layers; the kept shares count against the input's context tokens."""
+        src = batch.src                                                     # (B, S)
+        positions, seg = part_layout(src, self.vocab.brk, batch.src_next)
+        x = self.src_embed(src) * self.scale + self.src_pos(positions, None) + self.segment(seg)   # (B, S, C)
+        enc = self.encode_source(src, probe, embedded=(self.dropout(x), None))
+        if not enc.loss_terms:
+            return enc
+        context = ((src != self.vocab.pad) & ~current_sentence_mask(src, self.vocab.brk)).sum().float()
+        return replace(enc, loss_terms={name: replace(t, count=context) for name, t in enc.loss_terms.items()})
+
+    def between_layers(self, layer: int, states: Tensor, mask: Tensor, attention: Optional[Tensor],
+                       current: Optional[Tensor]) -> tuple[Tensor, dict[str, LossTerm]]:
+        """After a selection layer: the context tokens eqs. 5-7 keep, and how many context tokens are left."""
+        if attention is None:
+            return mask, {}
+        keep = select_context(attention, mask, current, self.cfg.q)         # (B, S)
+        left = (keep & ~current).sum().float()
+        # count: the context tokens alive at this layer's input; encode replaces it by the input's context tokens
+        return keep, {kept_name(layer): LossTerm(left, (mask & ~current).sum().float(), weight=0.0)}
+
+
+#: tiny variants the contract suite checks (tests/unit/test_contract.py): name -> model-config overrides; the q
+#: values make these untrained models drop some context tokens (online, offline, split-1-5), most (high-q) or none
+VARIANTS: dict[str, dict] = {
+    "online": {"src_context_sentences": 1, "src_next_sentences": 0, "q": 0.7},
+    "offline": {"src_context_sentences": 1, "src_next_sentences": 1, "q": 0.7},
+    "split-1-5": {"encoder_layers": 6, "unified_layers": 1, "selection_layers": 5, "q": 0.5},
+    "split-6-0": {"encoder_layers": 6, "unified_layers": 6, "selection_layers": 0},
+    "high-q": {"encoder_layers": 3, "selection_layers": 2, "q": 1.0, "src_next_sentences": 2},
+    "post-norm": {"normalize_before": False, "q": 0.1},
+}
