@@ -150,3 +150,16 @@ def test_language_pair_mismatch_is_refused(tokenizer):
         check_language_pair(ts, tokenizer, "model.pt")
     finally:
         tokenizer.src_lang, tokenizer.tgt_lang = "src", "tgt"
+
+
+def test_a_model_reading_next_sentences_is_scored_without_them(tokenizer):
+    """Contrastive sets carry previous context only: every source row says 0 next sentences (shared rows too)."""
+    model, ts = make_model(tokenizer, 2), make_set(groups=True)
+    plain = score_testset(model, tokenizer, ts, max_tokens=100_000)
+    model.cfg = model.cfg.model_copy(update={"src_next_sentences": 1})   # concat ignores the counts: a spy
+    seen, real = [], model.target_logprobs
+    model.target_logprobs = lambda batch, mask: (seen.append(batch), real(batch, mask))[1]
+    scores = score_testset(model, tokenizer, ts, max_tokens=100_000)
+    assert any(b.src_index is not None for b in seen)                  # sources shared between candidates
+    assert all(b.src_next.tolist() == [0] * b.src.size(0) for b in seen)
+    np.testing.assert_allclose(np.concatenate(scores), np.concatenate(plain), atol=1e-6)

@@ -148,3 +148,46 @@ def test_synthetic_tags_follow_the_generators_events(prepared, data, tmp_path):
 def test_bad_requests_fail_before_any_work(tmp_path, bad, needle):
     with pytest.raises(CtxmtError, match=needle):
         run_cxmi(CxmiRequest(checkpoint=tmp_path / "missing.pt", **bad))
+
+
+def test_next_sentences_come_from_the_document_as_in_training(data, one_thread):
+    """A model reading next sentences: the context row's source is its training window (the same tokens and
+    next-sentence count, truncation included); the scorer hands the counts to the model as ``Batch.src_next``."""
+    from ctxmt_cli.data.windows import WindowDataset, WindowSpec
+
+    store, docs = data
+    tok, split = store.tokenizer, store.split("valid")
+    for limit in (1024, 40):
+        ds = WindowDataset(split, WindowSpec(1, 1, limit, src_next_sentences=2), tok.brk_id, tok.eos_id)
+        pairs = sentence_pairs(docs, (1, 1), limit, following=2)
+        starts = np.cumsum([0] + [len(d) for d in docs])
+        for pair in pairs:
+            j = starts[pair.doc] + pair.sentence
+            src, _, _, nxt = pair.contextual
+            assert nxt == pair.next <= min(2, len(docs[pair.doc]) - 1 - pair.sentence)   # never past the document end
+            if j in ds.indices:
+                window = sum(([*s, tok.brk_id] for s in src[:-1]), []) + [*src[-1], tok.eos_id]
+                assert window == ds.source(j).tolist() and nxt == ds.src_next[j]
+    model = make_model(tok, "concat", src_context_sentences=1, tgt_context_sentences=1)
+    model.cfg = model.cfg.model_copy(update={"src_next_sentences": 2})   # concat ignores the counts: a spy
+    seen, real = [], model.target_logprobs
+    model.target_logprobs = lambda batch, mask: (seen.append(batch), real(batch, mask))[1]
+    pairs = sentence_pairs(docs, (1, 1), 1024, following=2)
+    score_pairs(model, tok, pairs, max_tokens=300)
+    counts = [n for b in seen for n in b.src_next.tolist()]
+    assert all(len(b.src_next) == len(b.src) for b in seen) and sorted(set(counts)) == [0, 1, 2]
+    assert sum(max(p.context) > 0 or p.next > 0 for p in pairs) == summarize(*score_pairs(model, tok, pairs, 300),
+                                                                                 pairs, None)["n_with_context"]
+
+
+def test_random_context_draws_next_sentences_from_another_document(data):
+    _, docs = data
+    pairs = sentence_pairs(docs, (1, 1), 1024, random_donor(docs, 1, np.random.default_rng(3)), following=1)
+    gold = 0
+    for pair in pairs:
+        doc, j, src = docs[pair.doc], pair.sentence, pair.contextual[0]
+        assert pair.next == min(1, len(doc) - 1 - j)                          # as many as the document has
+        if pair.next:                                                         # a sentence of another document
+            assert any(src[-2] == s for e, other in enumerate(docs) if e != pair.doc for s, _ in other)
+            gold += src[-2] == doc[j + 1][0]
+    assert gold < sum(p.next for p in pairs) / 4                              # not the document's own next sentence

@@ -177,3 +177,75 @@ def test_context_zero_translates_every_sentence_as_if_alone(tokenizer):
     assert no_context != run(model, tokenizer, docs)                       # the trained window does see context
     wider = run(model, tokenizer, docs, src_context_sentences=3, tgt_context_sentences=3)
     assert [len(d) for d in wider] == [4, 3] and all(line for d in wider for line in d)
+
+
+# ---- next sentences (a model reading them: Yang et al. 2023's offline context) ---------------------
+def reads_next(model, n=1):
+    """``model`` (a concat model, which ignores ``Batch.src_next``) as a model whose config reads ``n`` next
+    sentences: what the translator builds for such a model, before a family that reads them is at hand."""
+    model.cfg = model.cfg.model_copy(update={"src_next_sentences": n})
+    return model
+
+
+def test_translation_windows_equal_training_windows(prepared):
+    """Windows of a prepared split built by the translator (step by step, document by document) and by the
+    training data loader hold the same tokens and the same next-sentence counts, truncation included."""
+    from ctxmt_cli.data.store import PreparedData
+    from ctxmt_cli.data.windows import WindowDataset, WindowSpec
+
+    data = PreparedData(prepared)
+    split, sp = data.split("valid"), VocabInfo.of(data.tokenizer)
+    for prev, nxt, limit in ((2, 2, 1024), (1, 1, 1024), (2, 3, 40), (0, 2, 30)):
+        ds = WindowDataset(split, WindowSpec(prev, 0, limit, src_next_sentences=nxt), sp.brk, sp.eos)
+        plan, usable = Plan(prev, 0, limit, src_next_sentences=nxt), set(ds.indices.tolist())
+        for start, end in split.documents():
+            doc = [split.src(i).tolist() for i in range(start, end)]
+            for j in range(len(doc)):
+                if start + j not in usable:                            # too long alone: training leaves it out
+                    continue
+                step = step_batch([doc], [[[5]] * j], j, plan, sp)
+                assert step.batch.src[0].tolist() == ds.source(start + j).tolist()
+                assert step.batch.src_next.tolist() == [ds.src_next[start + j]]
+        wide = WindowDataset(split, WindowSpec(prev, 0, 1024, src_next_sentences=nxt), sp.brk, sp.eos)
+        cut = (ds.src_ctx + ds.src_next < wide.src_ctx + wide.src_next)[ds.indices]
+        assert ds.src_next.any() and cut.any() == (limit < 1024)      # the small limits do drop context sentences
+
+
+def test_a_model_reading_next_sentences_translates_with_them(tokenizer, monkeypatch):
+    import ctxmt_cli.decode.translator as translator
+
+    seen, real = [], translator.beam_search
+    monkeypatch.setattr(translator, "beam_search", lambda model, batch, **kw: (seen.append(batch), real(model, batch, **kw))[1])
+    model, docs = reads_next(make_model(tokenizer)), documents(sizes=(3, 1))
+    run(model, tokenizer, docs, src_context_sentences=1, tgt_context_sentences=1)
+    ids = [tokenizer.encode_src(s) for s in docs[0]]
+    sp = VocabInfo.of(tokenizer)
+    first = seen[0]                                                    # step 0: both documents' first sentences
+    assert first.src[0][first.src[0] != sp.pad].tolist() == ids[1] + [sp.brk] + ids[0] + [sp.eos]
+    assert first.src_next.tolist() == [1, 0]                           # the one-sentence document has none
+    assert [b.src_next.tolist() for b in seen[1:]] == [[1], [0]]       # the last sentence: the document ends
+    assert seen[2].src[0].tolist() == ids[1] + [sp.brk] + ids[2] + [sp.eos]
+    seen.clear()
+    run(model, tokenizer, docs, src_context_sentences=1, tgt_context_sentences=1, src_next_sentences=0)
+    assert all(b.src_next is None for b in seen) and not (seen[0].src == sp.brk).any()   # None: 0 next sentences
+    seen.clear()
+    run(make_model(tokenizer), tokenizer, docs)                        # a model without next context: as before
+    assert all(b.src_next is None for b in seen)
+    with pytest.raises(CtxmtError, match="reads no next sentences"):
+        run(make_model(tokenizer), tokenizer, docs, src_next_sentences=1)
+
+
+def test_context_option_sets_next_sentences_too():
+    from ctxmt_cli.models import next_sentences
+
+    config = lambda **model: validate_recipe({"model": {**TINY, **model}}).model  # noqa: E731
+    offline = config(family="concat", src_context_sentences=1, tgt_context_sentences=0).model_copy(
+        update={"src_next_sentences": 1})
+    assert [(context_sentences(offline, k), next_sentences(offline, k)) for k in (None, 0, 2)] == \
+        [((1, 0), 1), ((0, 0), 0), ((2, 0), 2)]
+    next_only = offline.model_copy(update={"src_context_sentences": 0})
+    assert (context_sentences(next_only, 3), next_sentences(next_only, 3)) == ((0, 0), 3)   # not refused
+    s2to2 = config(family="concat", src_context_sentences=2, tgt_context_sentences=2)
+    assert next_sentences(s2to2) == next_sentences(s2to2, 4) == 0
+    with pytest.raises(CtxmtError, match="reads no context"):
+        next_sentences(config(family="sentence"), 1)
