@@ -120,7 +120,8 @@ class Memory:
 
 @dataclass
 class EncoderOut:
-    """Encoder states and their mask, and what a family adds (every tensor batch-first)."""
+    """Encoder states and their mask, and what a family adds (every tensor batch-first). S can be less than the
+    source rows' width: positions a between-layers step dropped are cut off where no probe listens (HanoiT)."""
 
     states: Tensor                               # (B, S, C)
     mask: Tensor                                 # (B, S) bool, True = real token
