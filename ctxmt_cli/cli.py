@@ -31,11 +31,15 @@ app = typer.Typer(
 @user_errors
 def prepare(
     ctx: typer.Context,
-    fmt: str = typer.Argument(..., metavar="FORMAT", help="synthetic | text | jsonl | iwslt-tags | iwslt-xml | voita; "
+    fmt: str = typer.Argument(..., metavar="FORMAT", help="synthetic | text | jsonl | iwslt-tags | iwslt-xml | voita | "
+                              "maruf (Maruf et al. 2019: a <d> line before each document); "
                               "from a prepared --data DIR: docrepair (DocRepair's round-trip corpus) | reverse "
                               "(source and target swapped)"),
     out: Path = typer.Option(..., "--out", help="prepared dataset directory to write"),
-    train: Optional[Path] = typer.Option(None, help="train PATH (prefix: PATH.L1/PATH.L2; jsonl: the file)"),
+    train: Optional[Path] = typer.Option(None, help="train PATH, a prefix: PATH.L1 and PATH.L2 (iwslt-xml: "
+                                         "PATH.L1.xml and PATH.L2.xml; maruf: PATH.L1 and PATH.L2, else Maruf's "
+                                         "PATH_L1.txt and PATH_L2.txt; jsonl: the file itself); L1, L2: --src-lang, "
+                                         "--tgt-lang"),
     valid: Optional[Path] = typer.Option(None, help="valid PATH"),
     test: Optional[Path] = typer.Option(None, help="test PATH"),
     src_lang: str = typer.Option("src", help="source language code / file suffix"),
@@ -106,7 +110,7 @@ def train_command(
 
 CONTEXT_HELP = ("K context sentences per side that has context, instead of the model's own: concatenation windows "
                 "of K+1 sentences (--context 3 = s4to4; an sNto1 model grows its source side only), caching: K cached "
-                "sentences; refused for a sentence-level model")
+                "sentences, a model reading next sentences (hanoit) K next ones too; refused for a sentence-level model")
 
 
 @app.command()

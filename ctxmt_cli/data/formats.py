@@ -11,6 +11,13 @@ Formats (publishers' layouts, read exactly as distributed):
 - ``iwslt-xml``: official ``<doc docid=...>`` / ``<seg id=N>`` XML (see :mod:`.formats_xml`).
 - ``voita``: Voita et al.'s OpenSubtitles groups, sentences joined by `` _eos ``, one
   group (document) per line.
+- ``maruf``: the document sets of Maruf, Martins and Haffari (2019) (IWSLT 2017 TED, News
+  Commentary, Europarl; the ones Yang et al.'s HanoiT evaluates on): one sentence per line,
+  parallel line by line, and a line holding only ``<d>`` before each document, the first
+  included. The lockstep reader is the text format's with ``<d>`` for the blank line, stricter:
+  a ``<d>`` on one side only, an empty sentence, an empty document or a missing first ``<d>``
+  is an error at its line. (``iwslt-tags`` also skips ``<d>`` as a tag line, but it pairs whole
+  talks side by side, so a misplaced ``<d>`` surfaces there as a talk-length mismatch.)
 
 Readers stream: memory is bounded by one document. Every user error is a
 :class:`~ctxmt_cli.errors.CtxmtError` naming the file and line and how to fix it.
@@ -21,13 +28,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.paths import check_input_file
 
 Document = list[tuple[str, str]]
-FORMATS = ("text", "jsonl", "iwslt-tags", "iwslt-xml", "voita")
+FORMATS = ("text", "jsonl", "iwslt-tags", "iwslt-xml", "voita", "maruf")
 
 # A located document: one tuple of strings per sentence (one string per side) and
 # the 1-based line number of each sentence in the first (source) file.
@@ -102,45 +110,97 @@ def _empty_sentence(path: Path, lineno: int) -> CtxmtError:
 
 
 def _text_docs(paths: list[Path], docids: Path | None) -> Iterator[LocatedDoc]:
-    roles = ["source", "target"][: len(paths)]
-    files = list(paths) + ([docids] if docids is not None else [])
-    roles += ["docids"] if docids is not None else []
+    if docids is None:
+        return _marked_docs(paths, _BLANK)
+    return _docid_docs(paths, docids)
+
+
+def _docid_docs(paths: list[Path], docids: Path) -> Iterator[LocatedDoc]:
+    roles = ["source", "target"][: len(paths)] + ["docids"]
     sents: list[tuple[str, ...]] = []
     lines: list[int] = []
     prev_id: str | None = None
-    for lineno, vals in _zip_lines(files, roles):
+    for lineno, vals in _zip_lines([*paths, docids], roles):
         texts = [v.strip() for v in vals[: len(paths)]]
-        if docids is not None:
-            doc_id = vals[-1].strip()
-            if not doc_id:
-                raise fail(docids, lineno, "empty document id",
-                           "give every line a document id")
-            if sents and doc_id != prev_id:
-                yield sents, lines
-                sents, lines = [], []
-            prev_id = doc_id
-            for p, t in zip(paths, texts):
-                if not t:
-                    raise _empty_sentence(p, lineno)
-        else:
-            blank = [not t for t in texts]
-            if all(blank):
-                if sents:
-                    yield sents, lines
-                    sents, lines = [], []
-                continue
-            if any(blank):
-                b = paths[blank.index(True)]
-                nb = paths[blank.index(False)]
-                raise CtxmtError(
-                    f"document structure differs at line {lineno}: {b} has a blank line "
-                    f"(document break) but {nb} has a sentence; put the blank lines "
-                    "between documents at the same lines on both sides"
-                )
+        doc_id = vals[-1].strip()
+        if not doc_id:
+            raise fail(docids, lineno, "empty document id", "give every line a document id")
+        if sents and doc_id != prev_id:
+            yield sents, lines
+            sents, lines = [], []
+        prev_id = doc_id
+        for p, t in zip(paths, texts):
+            if not t:
+                raise _empty_sentence(p, lineno)
         sents.append(tuple(texts))
         lines.append(lineno)
     if sents:
         yield sents, lines
+
+
+@dataclass(frozen=True)
+class _Mark:
+    """A line that separates documents in a line-aligned format, at the same line on every side.
+
+    ``strict`` (Maruf et al. 2019's ``<d>``): the first line must be one, every mark opens a non-empty
+    document and a blank line is an empty sentence; otherwise (the text format's blank lines) repeated
+    marks are one break and nothing is required at the top.
+    """
+
+    line: str            # the mark, after strip()
+    name: str            # how messages call it
+    strict: bool
+
+
+_BLANK = _Mark("", "a blank line (document break)", strict=False)
+MARUF_MARK = _Mark("<d>", "a <d> line (document start)", strict=True)
+
+
+def _marked_docs(paths: list[Path], mark: _Mark) -> Iterator[LocatedDoc]:
+    """Documents of line-aligned files (one side or two) whose document boundaries are ``mark`` lines."""
+    sents: list[tuple[str, ...]] = []
+    lines: list[int] = []
+    opened: int | None = None      # line of the mark that opened the current document
+    for lineno, vals in _zip_lines(paths, ["source", "target"][: len(paths)]):
+        texts = [v.strip() for v in vals]
+        marks = [t == mark.line for t in texts]
+        if any(marks) and not all(marks):
+            raise _one_sided_mark(paths, marks, lineno, mark)
+        if all(marks):
+            if mark.strict and opened is not None and not sents:
+                raise _empty_document(paths[0], opened, mark)
+            if sents:
+                yield sents, lines
+            sents, lines, opened = [], [], lineno
+            continue
+        if mark.strict:
+            if opened is None:
+                raise fail(paths[0], lineno, f"the file does not start with {mark.name}",
+                           f"put a line holding only {mark.line} before each document, the first included, "
+                           "on both sides (or read the files as --format text)")
+            for p, t in zip(paths, texts):
+                if not t:
+                    raise _empty_sentence(p, lineno)
+        sents.append(tuple(texts))
+        lines.append(lineno)
+    if mark.strict and opened is not None and not sents:
+        raise _empty_document(paths[0], opened, mark)
+    if sents:
+        yield sents, lines
+
+
+def _one_sided_mark(paths: list[Path], marks: list[bool], lineno: int, mark: _Mark) -> CtxmtError:
+    has, lacks = paths[marks.index(True)], paths[marks.index(False)]
+    return CtxmtError(
+        f"document structure differs at line {lineno}: {has} has {mark.name} but {lacks} has a sentence; "
+        f"put the {'blank lines between documents' if not mark.line else mark.line + ' lines'} at the same "
+        "lines on both sides"
+    )
+
+
+def _empty_document(path: Path, lineno: int, mark: _Mark) -> CtxmtError:
+    return fail(path, lineno, f"empty document ({mark.name} with no sentence after it)",
+                f"remove this {mark.line} line from both sides")
 
 
 def _split_group(path: Path, lineno: int, line: str) -> list[str]:
@@ -281,6 +341,8 @@ def _located(fmt: str, paths: list[Path], docids: Path | None,
         return _text_docs(paths, docids)
     if fmt == "voita":
         return _voita_docs(paths)
+    if fmt == "maruf":
+        return _marked_docs(paths, MARUF_MARK)
     if fmt == "iwslt-tags":
         return _tags_docs(paths)
     if fmt == "iwslt-xml":

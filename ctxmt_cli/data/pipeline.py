@@ -14,11 +14,12 @@ import warnings
 from pathlib import Path
 from typing import Callable, Optional
 
+from ctxmt_cli.data.formats import FORMATS as CORPUS_FORMATS
 from ctxmt_cli.data.prepare import PrepareSpec, SplitInput, check_prepare_output, prepare_corpus, resolve_split_input
 from ctxmt_cli.data.store import write_meta
 from ctxmt_cli.errors import CtxmtError
 
-FORMATS = ("synthetic", "text", "jsonl", "iwslt-tags", "iwslt-xml", "voita")
+FORMATS = ("synthetic", *CORPUS_FORMATS)
 
 
 def prepare_synthetic(out: Path, *, seed: int = 1, docs: int = 2000, force: bool = False, vocab_size: int = 400,

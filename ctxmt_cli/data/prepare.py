@@ -35,6 +35,7 @@ _CONVENTION = {
     "iwslt-tags": "PATH.{s} and PATH.{t}, e.g. PATH=train.tags.{s}-{t}",
     "iwslt-xml": "PATH.{s}.xml and PATH.{t}.xml",
     "jsonl": "PATH itself",
+    "maruf": "PATH.{s} and PATH.{t}, else Maruf et al.'s own names PATH_{s}.txt and PATH_{t}.txt",
 }
 
 
@@ -77,9 +78,22 @@ def resolve_split_input(fmt: str, prefix_or_file: Path, src_lang: str, tgt_lang:
         return SplitInput(p, p)
     if fmt == "iwslt-xml":
         return SplitInput(Path(f"{p}.{src_lang}.xml"), Path(f"{p}.{tgt_lang}.xml"))
+    if fmt == "maruf":
+        return _maruf_names(p, src_lang, tgt_lang)
     docids = Path(f"{p}.docids")
     return SplitInput(Path(f"{p}.{src_lang}"), Path(f"{p}.{tgt_lang}"),
                       docids if fmt == "text" and docids.is_file() else None)
+
+
+def _maruf_names(prefix: Path, src_lang: str, tgt_lang: str) -> SplitInput:
+    """``PREFIX.L`` as the other formats; else ``PREFIX_L.txt`` as Maruf et al. (2019) name their files
+    (``concatenated_en2de_dev_en.txt``). The first pair with a file present wins, so a missing file of it
+    is reported by name."""
+    for src, tgt in ((f"{prefix}.{src_lang}", f"{prefix}.{tgt_lang}"),
+                     (f"{prefix}_{src_lang}.txt", f"{prefix}_{tgt_lang}.txt")):
+        if Path(src).is_file() or Path(tgt).is_file():
+            return SplitInput(Path(src), Path(tgt))
+    return SplitInput(Path(f"{prefix}.{src_lang}"), Path(f"{prefix}.{tgt_lang}"))
 
 
 def _validate_spec(spec: PrepareSpec) -> None:
@@ -111,7 +125,7 @@ def _validate_inputs(spec: PrepareSpec) -> None:
         for role, path in files:
             check_input_file(path, f"--{name}: {role} file", f"for {spec.fmt}, --{name} PATH means {conv}; "
                              "check the path and --src-lang/--tgt-lang")
-        if spec.fmt in ("text", "voita"):
+        if spec.fmt in ("text", "voita", "maruf"):
             counts = [(path, count_lines(Path(path))) for _, path in files]
             if len({n for _, n in counts}) > 1:
                 detail = ", ".join(f"{p} has {n}" for p, n in counts)

@@ -209,3 +209,87 @@ def test_voita_empty_sentence_and_group_mismatch(tmp_path):
     ru2 = write(tmp_path / "u.ru", "а . _eos б .\nв . _eos г . _eos д .\n")
     with pytest.raises(CtxmtError, match=r"at line 2: .*u\.en has 2 but .*u\.ru has 3"):
         list(iter_parallel_documents("voita", en2, ru2))
+
+
+# -- maruf (Maruf, Martins and Haffari 2019: a <d> line before each document) ---------------
+
+MARUF = FIX / "maruf"
+MARUF_EN, MARUF_DE = MARUF / "concatenated_en2de_train_en.txt", MARUF / "concatenated_en2de_train_de.txt"
+# the real files' sentence and document counts (the <d> lines are not sentences: each file has
+# sentences + documents lines, e.g. IWSLT 2017 dev 8967 + 93 = 9060)
+MARUF_REAL = {("IWSLT2017", "dev"): (8967, 93), ("IWSLT2017", "test"): (2271, 23),
+              ("Europarl7", "dev"): (3587, 240), ("Europarl7", "test"): (5134, 360)}
+
+
+def maruf_pair(tmp_path: Path, en: list[str], de: list[str]) -> tuple[Path, Path]:
+    return (write(tmp_path / "m_en.txt", "".join(s + "\n" for s in en)),
+            write(tmp_path / "m_de.txt", "".join(s + "\n" for s in de)))
+
+
+def test_maruf_documents_start_at_d_lines():
+    located = list(iter_parallel_located("maruf", MARUF_EN, MARUF_DE))
+    assert [len(d) for d, _ in located] == [3, 2, 1]
+    assert [lines for _, lines in located] == [[2, 3, 4], [6, 7], [9]]   # <d> lines 1, 5, 8 are no sentences
+    # CRLF line ends and the publisher's stray edge spaces are gone; inner spaces are SentencePiece's business
+    assert located[0][0][0] == ("Last spring I planted a small garden.",
+                                "Letzten Frühling habe ich einen kleinen Garten angelegt.")
+    assert located[0][0][1][0] == "The tomatoes grew  faster than I expected."
+    assert located[1][0] == [("Thank you.", "Vielen Dank."), ("(Applause)", "(Applaus)")]
+    assert list(iter_source_documents("maruf", MARUF_DE)) == [[t for _, t in d] for d, _ in located]
+
+
+def test_maruf_error_d_on_one_side_only(tmp_path):
+    en, de = maruf_pair(tmp_path, ["<d>", "a", "<d>", "b"], ["<d>", "x", "y", "z"])
+    with pytest.raises(CtxmtError) as e:
+        list(iter_parallel_documents("maruf", en, de))
+    msg = str(e.value)
+    assert f"at line 3: {en} has a <d> line (document start) but {de} has a sentence" in msg
+    assert "put the <d> lines at the same lines on both sides" in msg and "\n" not in msg
+
+
+def test_maruf_error_line_counts_differ(tmp_path):
+    en, de = maruf_pair(tmp_path, ["<d>", "a", "b"], ["<d>", "x"])
+    with pytest.raises(CtxmtError) as e:
+        list(iter_parallel_documents("maruf", en, de))
+    msg = str(e.value)
+    assert "m_en.txt has 3 lines" in msg and "m_de.txt has 2 lines" in msg and "first unmatched line is 3" in msg
+
+
+@pytest.mark.parametrize("side", [0, 1])
+def test_maruf_error_empty_sentence(tmp_path, side):
+    lines = [["<d>", "a", "b"], ["<d>", "x", "y"]]
+    lines[side][2] = "   "
+    en, de = maruf_pair(tmp_path, *lines)
+    with pytest.raises(CtxmtError, match=rf"{(en, de)[side]}:3: empty sentence; fill it in or remove the line"):
+        list(iter_parallel_documents("maruf", en, de))
+
+
+def test_maruf_error_file_does_not_start_with_d(tmp_path):
+    en, de = maruf_pair(tmp_path, ["a", "<d>", "b"], ["x", "<d>", "y"])
+    with pytest.raises(CtxmtError, match=rf"{en}:1: the file does not start with a <d> line .*put a line holding "
+                                         r"only <d> before each document"):
+        list(iter_parallel_documents("maruf", en, de))
+    with pytest.raises(CtxmtError, match=rf"{en}:1: the file does not start"):   # a source file alone too
+        list(iter_source_documents("maruf", en))
+
+
+def test_maruf_error_empty_document(tmp_path):
+    en, de = maruf_pair(tmp_path, ["<d>", "a", "<d>", "<d>", "b"], ["<d>", "x", "<d>", "<d>", "y"])
+    with pytest.raises(CtxmtError, match=rf"{en}:3: empty document .*remove this <d> line from both sides"):
+        list(iter_parallel_documents("maruf", en, de))
+    en, de = maruf_pair(tmp_path, ["<d>", "a", "<d>"], ["<d>", "x", "<d>"])       # a trailing <d>
+    with pytest.raises(CtxmtError, match=rf"{en}:3: empty document"):
+        list(iter_parallel_documents("maruf", en, de))
+
+
+@pytest.mark.parametrize("corpus,split", sorted(MARUF_REAL))
+def test_maruf_real_files_counts(corpus, split):
+    folder = SHARED / "maruf2019" / corpus
+    en, de = (folder / f"concatenated_en2de_{split}_{lang}.txt" for lang in ("en", "de"))
+    if not (en.is_file() and de.is_file()):
+        pytest.skip(f"Maruf et al. 2019 files not available at {folder} (see ../shared/data/README.md)")
+    docs = list(iter_parallel_documents("maruf", en, de))
+    sentences, documents = MARUF_REAL[corpus, split]
+    assert (sum(len(d) for d in docs), len(docs)) == (sentences, documents)
+    assert count_lines(en) == count_lines(de) == sentences + documents
+    assert all(s and s == s.strip() and s != "<d>" for d in docs for pair in d for s in pair)

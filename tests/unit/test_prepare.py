@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ctxmt_cli.data.formats import iter_parallel_documents
-from ctxmt_cli.data.prepare import PrepareSpec, PrepareWarning, prepare_corpus, resolve_split_input
+from ctxmt_cli.data.prepare import PrepareSpec, PrepareWarning, SplitInput, prepare_corpus, resolve_split_input
 from ctxmt_cli.data.store import PreparedData
 from ctxmt_cli.data.tokenize import Tokenizer
 from ctxmt_cli.errors import CtxmtError
@@ -22,6 +22,7 @@ CASES = {  # format -> (prefix or file, src_lang, tgt_lang)
     "iwslt-tags": (FIX / "iwslt/train.tags.en-de", "en", "de"),
     "iwslt-xml": (FIX / "iwslt/IWSLT17.TED.dev2010.en-de", "en", "de"),
     "voita": (FIX / "voita/train", "en", "ru"),
+    "maruf": (FIX / "maruf/concatenated_en2de_train", "en", "de"),    # Maruf et al.'s PREFIX_L.txt names
 }
 
 
@@ -48,6 +49,21 @@ def test_resolve_split_input(tmp_path):
     assert resolve_split_input("iwslt-xml", p, "en", "de").tgt == Path(f"{p}.de.xml")
     j = resolve_split_input("jsonl", p, "en", "de")
     assert j.src == j.tgt == p
+
+
+def test_resolve_maruf_names(tmp_path):
+    p = tmp_path / "concatenated_en2de_dev"
+    dotted = SplitInput(Path(f"{p}.en"), Path(f"{p}.de"))
+    assert resolve_split_input("maruf", p, "en", "de") == dotted          # nothing there: the usual names
+    Path(f"{p}_de.txt").write_text("<d>\n")
+    own = resolve_split_input("maruf", p, "en", "de")
+    assert own == SplitInput(Path(f"{p}_en.txt"), Path(f"{p}_de.txt"))   # a missing _en.txt is then named
+    with pytest.raises(CtxmtError, match=r"--train: source file not found: .*concatenated_en2de_dev_en\.txt; "
+                                         r"for maruf, --train PATH means PATH\.en and PATH\.de, else .*PATH_en\.txt"):
+        prepare_corpus(PrepareSpec(fmt="maruf", splits={"train": own}, src_lang="en", tgt_lang="de",
+                                   out=tmp_path / "out"))
+    Path(f"{p}.de").write_text("<d>\n")
+    assert resolve_split_input("maruf", p, "en", "de") == dotted          # PATH.L first, as the other formats
 
 
 @pytest.mark.parametrize("fmt", sorted(CASES))
