@@ -9,6 +9,7 @@ nothing else.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -107,6 +108,7 @@ class Tokenizer:
                 raise CtxmtError(f"the {side} SentencePiece model has special ids {got}, "
                                  f"expected {SPECIAL_IDS}; re-train it with `ctxmt prepare`")
         self._moses: dict[str, MosesProcessor] = {}
+        self.detokenize = True             # decoding undoes Moses; False: see :meth:`without_detokenizer`
 
     # -- construction / serialisation -------------------------------------------------
     @property
@@ -165,6 +167,14 @@ class Tokenizer:
                 kind = (sp.is_control(i), sp.is_unknown(i), sp.is_unused(i), sp.is_byte(i))
                 h.update(f"\0{sp.id_to_piece(i)}\t{sp.get_score(i)!r}\t{kind}".encode())
         return h.hexdigest()
+
+    def without_detokenizer(self) -> Tokenizer:
+        """This tokenizer, decoding to the Moses-tokenized text the model reads and writes (no Moses
+        detokenization; identical otherwise). Tokenized BLEU (``--tokenize none``) scores that text, as Yang
+        et al. (2023) and most document-level papers do; without ``moses`` it changes nothing."""
+        twin = copy.copy(self)             # shares the SentencePiece processors and the Moses cache
+        twin.detokenize = False
+        return twin
 
     # -- ids ------------------------------------------------------------------------
     pad_id = property(lambda self: SPECIAL_IDS["pad"])
@@ -225,7 +235,7 @@ class Tokenizer:
     def _decode(self, ids: Sequence[int], side: str) -> str:
         drop = (self.pad_id, self.bos_id, self.eos_id)
         text = self._sp[side].decode([int(i) for i in ids if int(i) not in drop])
-        return self._moses_for(side).detokenize(text) if self.moses else text
+        return self._moses_for(side).detokenize(text) if self.moses and self.detokenize else text
 
     def decode_tgt(self, ids: Sequence[int]) -> str:
         """Target ids -> detokenized text; pad/bos/eos are dropped, user symbols kept."""
