@@ -171,7 +171,7 @@ class Tokenizer:
     def without_detokenizer(self) -> Tokenizer:
         """This tokenizer, decoding to the Moses-tokenized text the model reads and writes (no Moses
         detokenization; identical otherwise). Tokenized BLEU (``--tokenize none``) scores that text, as Yang
-        et al. (2023) and most document-level papers do; without ``moses`` it changes nothing."""
+        et al. (HanoiT) and most document-level papers do; without ``moses`` it changes nothing."""
         twin = copy.copy(self)             # shares the SentencePiece processors and the Moses cache
         twin.detokenize = False
         return twin

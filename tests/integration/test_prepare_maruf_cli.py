@@ -1,5 +1,5 @@
 """``ctxmt prepare maruf`` through the CLI (Maruf et al. 2019's `<d>` documents), its user errors, and tokenized
-BLEU on a ``--moses`` split (Yang et al. 2023's evaluation): hypotheses and references both Moses-tokenized."""
+BLEU on a ``--moses`` split (the evaluation of Yang et al.'s HanoiT): hypotheses and references both Moses-tokenized."""
 
 from __future__ import annotations
 
