@@ -38,7 +38,8 @@ def analyze_attention(
     src: Optional[Path] = typer.Option(None, help="source documents (blank line between documents) instead of a split"),
     ref: Optional[Path] = typer.Option(None, help="their reference translations, aligned with --src"),
     context: Optional[int] = typer.Option(None, help="K context sentences per side that has context (default: the "
-                                          "model's own; for sKtoK windows of K+1 sentences)"),
+                                          "model's own; for sKtoK windows of K+1 sentences; K next sentences too "
+                                          "for a model reading them)"),
     max_sentences: Optional[int] = typer.Option(None, min=1, help="analyse the first N windows only"),
     show: Optional[str] = typer.Option(None, help="window numbers (comma-separated) to draw as heat maps"),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="draw the PNGs (needs matplotlib)"),
@@ -85,7 +86,8 @@ def cxmi(
     data: Optional[Path] = typer.Option(None, help="prepared dir (default: the checkpoint recipe's data.path)"),
     split: str = typer.Option("test", help="prepared split whose reference sentences are scored"),
     context: Optional[int] = typer.Option(None, help="K context sentences per side that has context (default: the "
-                                          "model's own); a sentence-level model reads none: its CXMI is 0"),
+                                          "model's own; K next sentences too for a model reading them, taken "
+                                          "from the document); a sentence-level model reads none: its CXMI is 0"),
     random_context: bool = typer.Option(False, "--random-context", help="control: context sentences (source and "
                                         "target, aligned) drawn from another document, seeded"),
     seed: int = typer.Option(1, help="seed of --random-context"),
