@@ -18,10 +18,10 @@ current target sentence and its ``</s>``, identical in both rows. Per-sentence v
 another document: as many consecutive sentence pairs as the gold context could have, the
 source and target sides kept aligned; the window limit applies as for gold context.
 
-A model that reads next source sentences (``src_next_sentences``, Yang et al. 2023's offline setting) gets
-them from the document in the context row, as in training (:func:`ctxmt_cli.data.windows.fit_window`: the
-farthest context sentence dropped first when the window is too long); with ``random_context`` they too come
-from another document.
+A model that reads next source sentences (``src_next_sentences``, the offline setting of Yang et al.'s
+HanoiT) gets them from the document in the context row, as in training
+(:func:`ctxmt_cli.data.windows.fit_window`: the farthest context sentence dropped first when the window is
+too long); with ``random_context`` they too come from another document.
 
 Both rows of every sentence go through the contrastive scorer
 (:func:`ctxmt_cli.evaluate.contrastive.score_rows`), which scores identical rows once: a

@@ -8,7 +8,7 @@ longer than ``max_window_tokens`` loses its oldest context sentences (never a
 part of a sentence), as in Lupo et al.'s implementation.
 
 A model that also reads the *next* source sentences (``src_next_sentences``, the offline setting of Yang et
-al. 2023) gets ``[previous (oldest first), next (nearest first), current]``, each context sentence followed
+al.'s HanoiT) gets ``[previous (oldest first), next (nearest first), current]``, each context sentence followed
 by ``<brk>``: the current sentence stays last, as every family expects, and ``Batch.src_next`` says how many
 of a row's context sentences are next ones. Near a document end there are fewer next sentences. A window
 too long loses the context sentence farthest from the current one first, the next one before the previous

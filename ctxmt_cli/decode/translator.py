@@ -116,7 +116,8 @@ def source_window(sentences: Sequence[Sequence[int]], j: int, context: int, limi
     """Source window of sentence ``j``: up to ``context`` previous sentences (oldest first) and ``following``
     next ones (nearest first), ``<brk>`` after each, then sentence j and ``</s>``."""
     c, m = window_sizes(sentences, j, context, following, limit)
-    return join_context(list(sentences[j - c:j]) + list(sentences[j + 1:j + 1 + m]), sp.brk) + list(sentences[j]) + [sp.eos]
+    context = list(sentences[j - c:j]) + list(sentences[j + 1:j + 1 + m])
+    return join_context(context, sp.brk) + list(sentences[j]) + [sp.eos]
 
 
 def target_context_ids(

@@ -18,7 +18,7 @@ All candidates of all items are cut into rows, length-bucketed and batched by a
 token budget (never one batch per item).
 
 Next sentences: contrastive test sets carry previous context only, so a model that reads next source
-sentences (the offline models of Yang et al. 2023) is scored here with none (``Batch.src_next`` = 0 on
+sentences (the offline HanoiT models of Yang et al.) is scored here with none (``Batch.src_next`` = 0 on
 every row), not with the windows it was trained on; scoring a prepared split (``ctxmt cxmi``) gives it the
 document's next sentences through a row's fourth element.
 """

@@ -52,7 +52,7 @@ def context_sentences(cfg, context: Optional[int] = None) -> tuple[int, int]:
 def next_sentences(cfg, context: Optional[int] = None) -> int:
     """Next source sentences to decode with: the model config's own, or ``context`` = K when the model reads
     next sentences at all. K sets every direction the model reads, as it sets both sides in
-    :func:`context_sentences`: an offline model (1 previous + 1 next, Yang et al. 2023) with K = 2 reads 2
+    :func:`context_sentences`: an offline model (1 previous + 1 next, Yang et al.'s HanoiT) with K = 2 reads 2
     previous and 2 next sentences, with K = 0 the current sentence alone; a model without next context gets 0.
     """
     context_sentences(cfg, context)                 # the same refusals

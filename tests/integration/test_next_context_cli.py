@@ -1,5 +1,5 @@
-"""Next-sentence context through the CLI: a tiny offline HanoiT model (1 previous + 1 next sentence, Yang et al.
-2023) trains on windows that hold the next sentence, translates with it (the whole source document is known)
+"""Next-sentence context through the CLI: a tiny offline HanoiT model (1 previous + 1 next sentence, Yang et al.'s
+offline setting) trains on windows that hold the next sentence, translates with it (the whole source document is known)
 and is scored with it by ``ctxmt cxmi``; ``--context 0`` takes it away."""
 
 from __future__ import annotations

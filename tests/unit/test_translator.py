@@ -179,7 +179,7 @@ def test_context_zero_translates_every_sentence_as_if_alone(tokenizer):
     assert [len(d) for d in wider] == [4, 3] and all(line for d in wider for line in d)
 
 
-# ---- next sentences (a model reading them: Yang et al. 2023's offline context) ---------------------
+# ---- next sentences (a model reading them: the offline context of Yang et al.'s HanoiT) ----------
 def reads_next(model, n=1):
     """``model`` (a concat model, which ignores ``Batch.src_next``) as a model whose config reads ``n`` next
     sentences: what the translator builds for such a model, before a family that reads them is at hand."""
@@ -215,7 +215,8 @@ def test_a_model_reading_next_sentences_translates_with_them(tokenizer, monkeypa
     import ctxmt_cli.decode.translator as translator
 
     seen, real = [], translator.beam_search
-    monkeypatch.setattr(translator, "beam_search", lambda model, batch, **kw: (seen.append(batch), real(model, batch, **kw))[1])
+    monkeypatch.setattr(translator, "beam_search",
+                        lambda model, batch, **kw: (seen.append(batch), real(model, batch, **kw))[1])
     model, docs = reads_next(make_model(tokenizer)), documents(sizes=(3, 1))
     run(model, tokenizer, docs, src_context_sentences=1, tgt_context_sentences=1)
     ids = [tokenizer.encode_src(s) for s in docs[0]]

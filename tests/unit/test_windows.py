@@ -121,9 +121,11 @@ def test_random_windows_respect_the_token_limit(unordered):
             assert ds.src_len[j] == len(ds.source(j))
 
 
-# ---- next sentences (Yang et al. 2023's offline context): [previous oldest first, next nearest first, current]
+# ---- next sentences (the offline context of Yang et al.'s HanoiT): [previous oldest first, next nearest first,
+# current]
 def offline(src=1, nxt=1, limit=1024):
-    return WindowSpec(src_context_sentences=src, tgt_context_sentences=1, max_window_tokens=limit, src_next_sentences=nxt)
+    return WindowSpec(src_context_sentences=src, tgt_context_sentences=1, max_window_tokens=limit,
+                      src_next_sentences=nxt)
 
 
 def test_next_sentences_stop_at_document_ends(split):
