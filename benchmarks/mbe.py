@@ -7,8 +7,8 @@ collation and its update with the learning-rate schedule and logging). The data 
 temporary directory): ``synthetic``, the quickstart's corpus (7-token sentences, so z's extra encoder position
 costs 1/8 of the encoder), or ``maruf-iwslt17``, real TED talks at real sentence lengths (about 24 tokens): the
 IWSLT 2017 En→De documents of Maruf, Martins and Haffari (2019) (their public dev split, 8967 sentences in 93
-talks, trains; ``../shared/data/maruf2019/IWSLT2017``, read with the ``iwslt-tags`` reader, whose tag lines
-``<d>`` start a talk; an 8000-piece joint SentencePiece model). Without those files the run stops with the
+talks, trains; ``../shared/data/maruf2019/IWSLT2017``, read with the ``maruf`` reader: a ``<d>`` line starts
+each talk; an 8000-piece joint SentencePiece model). Without those files the run stops with the
 reason. The ``sentence`` model takes
 length-bucketed sentence batches; the ``mbe`` model (MBE Enc: z as an extra encoder position, gate on,
 half of the training tokens in mixed-document groups, 1000 tokens per group as in the quickstart) takes
@@ -165,7 +165,7 @@ def prepare(corpus: str, preset: str, data: Path) -> None:
 
     files = {split: SplitInput(MARUF / f"concatenated_en2de_{split}_en.txt", MARUF / f"concatenated_en2de_{split}_de.txt")
              for split in ("dev", "test")}
-    prepare_corpus(PrepareSpec(fmt="iwslt-tags", splits={"train": files["dev"], "valid": files["test"]},
+    prepare_corpus(PrepareSpec(fmt="maruf", splits={"train": files["dev"], "valid": files["test"]},
                                src_lang="en", tgt_lang="de", out=data, vocab_size=MARUF_VOCAB))
 
 
