@@ -329,6 +329,19 @@ def _translate_as_groups(model, tokenizer, encoded, results, plan: Plan, search:
             doc_results[line] = tokenizer.decode_tgt(tokens)
 
 
+def _translate_in_slots(model, tokenizer, encoded, results, plan: Plan, search: _Search, mode: str, stats, progress,
+                        batch_docs: int, cache: bool) -> None:
+    """Translate every document sentence by sentence, ``batch_docs`` documents in parallel slots, into ``results``."""
+    sp = VocabInfo.of(tokenizer)
+    order = sorted(range(len(encoded)), key=lambda d: -len(encoded[d][1]))   # stable: ties keep input order
+    for start in range(0, len(order), batch_docs):
+        group = order[start:start + batch_docs]
+        outs = _translate_group(model, [encoded[d][1] for d in group], plan, sp, search, mode, stats, progress, cache)
+        for d, doc_out in zip(group, outs):
+            for line, tokens in zip(encoded[d][0], doc_out):
+                results[d][line] = tokenizer.decode_tgt(tokens)
+
+
 def translate_documents(
     model, tokenizer, documents: list[list[str]], *, src_context_sentences: int, tgt_context_sentences: int,
     beam: int = 4, lenpen: float = 0.6, max_len_a: float = 1.5, max_len_b: int = 10,
@@ -353,17 +366,15 @@ def translate_documents(
         raise CtxmtError(f"target_context {target_context!r}: choose prefix or generate")
     if max_window_tokens < 2 or batch_docs < 1:
         raise CtxmtError("max_window_tokens must be >= 2 and batch_docs >= 1")
-    src_next_sentences = _next_sentences(model, src_next_sentences)
     stats = stats if stats is not None else TranslationStats()
-    started, sp = time.perf_counter(), VocabInfo.of(tokenizer)
+    started = time.perf_counter()
     plan = Plan(src_context_sentences, tgt_context_sentences, max_window_tokens, max_len_a, max_len_b,
-                src_next_sentences)
+                _next_sentences(model, src_next_sentences))
     search = _Search(beam, lenpen, _model_device(model))
     encoded = [_encode_document(tokenizer, doc, max_window_tokens, stats) for doc in documents]
     stats.documents += len(documents)
     stats.total += sum(len(ids) for _, ids in encoded)
     results = [[""] * len(doc) for doc in documents]
-    order = sorted(range(len(documents)), key=lambda d: -len(encoded[d][1]))  # stable: ties keep input order
     was_training = model.training
     model.eval()
     try:
@@ -374,14 +385,8 @@ def translate_documents(
         if group_sentences is not None:
             raise CtxmtError(f"--group-sentences {group_sentences}: this model does not read sentence groups "
                              "(only a family like mbe does); leave it out")
-        for start in range(0, len(order), batch_docs):
-            group = order[start:start + batch_docs]
-            docs = [encoded[d][1] for d in group]
-            outs = _translate_group(model, docs, plan, sp, search, target_context, stats, progress,
-                                    cache and model.document_mode is DocumentMode.MEMORY)
-            for d, doc_out in zip(group, outs):
-                for line, tokens in zip(encoded[d][0], doc_out):
-                    results[d][line] = tokenizer.decode_tgt(tokens)
+        _translate_in_slots(model, tokenizer, encoded, results, plan, search, target_context, stats, progress,
+                            batch_docs, cache and model.document_mode is DocumentMode.MEMORY)
     finally:
         model.train(was_training)
         stats.seconds += time.perf_counter() - started
