@@ -16,24 +16,12 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from ctxmt_cli.config_base import PRESETS, ModelBase, Section  # noqa: F401 (re-exported)
+from ctxmt_cli.config_hanoit import HanoiTConfig
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.paths import check_input_file
-
-#: Architecture presets: (d_model, ffn_dim, heads, encoder_layers, decoder_layers).
-PRESETS: dict[str, tuple[int, int, int, int, int]] = {
-    "tiny": (128, 512, 4, 2, 2),
-    "small": (256, 1024, 4, 3, 3),
-    "base": (512, 2048, 8, 6, 6),
-    "big": (1024, 4096, 16, 6, 6),
-}
-
-
-class Section(BaseModel):
-    """Base of every recipe section: unknown keys are errors, values are re-validated on assignment."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
 class DataConfig(Section):
@@ -60,43 +48,6 @@ class PSEConfig(Section):
     """Position-segment embedding: concatenate a (d_model - d_se) position code with a d_se segment code."""
 
     d_se: int = Field(ge=1)
-
-
-class ModelBase(Section):
-    """Transformer dimensions shared by every family; ``preset`` fills the ones left unset."""
-
-    preset: Optional[Literal["tiny", "small", "base", "big"]] = "small"
-    d_model: Optional[int] = Field(None, ge=8)
-    ffn_dim: Optional[int] = Field(None, ge=8)
-    heads: Optional[int] = Field(None, ge=1)
-    encoder_layers: Optional[int] = Field(None, ge=1)
-    decoder_layers: Optional[int] = Field(None, ge=1)
-    dropout: float = Field(0.1, ge=0.0, lt=1.0)
-    attention_dropout: float = Field(0.0, ge=0.0, lt=1.0)
-    activation_dropout: float = Field(0.0, ge=0.0, lt=1.0)
-    normalize_before: bool = Field(True, description="pre-norm (true) or post-norm as in Vaswani et al. (false)")
-    share_embeddings: Literal["auto", "all", "decoder", "none"] = Field(
-        "auto", description="auto: tie all three when the vocabulary is joint, else decoder in/out"
-    )
-    max_positions: int = Field(1024, ge=16)
-
-    @model_validator(mode="after")
-    def _fill_preset(self) -> "ModelBase":
-        if self.preset is not None:
-            d, f, h, e, dl = PRESETS[self.preset]
-            for key, value in (("d_model", d), ("ffn_dim", f), ("heads", h), ("encoder_layers", e), ("decoder_layers", dl)):
-                if getattr(self, key) is None:
-                    object.__setattr__(self, key, value)
-        missing = [k for k in ("d_model", "ffn_dim", "heads", "encoder_layers", "decoder_layers") if getattr(self, k) is None]
-        if missing:
-            raise ValueError(f"set a preset or give {', '.join(missing)}")
-        if self.d_model % self.heads:
-            raise ValueError(f"d_model ({self.d_model}) must be divisible by heads ({self.heads})")
-        return self
-
-    src_context_sentences: Literal[0] = Field(0, description="previous source sentences the model reads (none here)")
-    tgt_context_sentences: Literal[0] = Field(0, description="previous target sentences the model reads (none here)")
-    src_next_sentences: Literal[0] = Field(0, description="next source sentences the model reads (none here)")
 
 
 class SentenceConfig(ModelBase):
@@ -243,41 +194,6 @@ class MbeConfig(ModelBase):
     def _check_mbe(self) -> "MbeConfig":
         if not self.gate and self.mixed_groups > 0 and "mixed_groups" in self.model_fields_set:
             raise ValueError("mixed_groups trains the gate's classifier; with gate: false there is none (set 0)")
-        return self
-
-
-class HanoiTConfig(ModelBase):
-    """HanoiT (Yang et al.): N1 unified self-attention layers over [context; current], then N2 selection layers
-    that drop the context tokens the current sentence attends to below its average (eqs. 4-7)."""
-
-    family: Literal["hanoit"] = "hanoit"
-    src_context_sentences: int = Field(1, ge=0, le=64, description="previous source sentences in the window")
-    src_next_sentences: int = Field(1, ge=0, le=64, description="next source sentences in the window (offline "
-                                    "context, the paper's default; 0 = online)")
-    unified_layers: Optional[int] = Field(None, ge=0, description="N1, the bottom encoder layers that read every "
-                                          "token (default: 1, or encoder_layers - selection_layers)")
-    selection_layers: Optional[int] = Field(None, ge=0, description="N2, the top encoder layers that each select "
-                                            "context tokens for the layers above (default: encoder_layers - N1)")
-    q: float = Field(0.2, gt=0.0, le=1.0, description="eq. 7: a context token stays when at least q * p of the p "
-                     "current-sentence tokens attend to it at or above their average (the paper: 0.1-0.5, "
-                     "best 0.1-0.3, Figure 5)")
-
-    @model_validator(mode="after")
-    def _check_hanoit(self) -> "HanoiTConfig":
-        n1, n2, layers = self.unified_layers, self.selection_layers, self.encoder_layers
-        for name, n in (("unified_layers", n1), ("selection_layers", n2)):
-            if n is not None and n > layers:
-                raise ValueError(f"{name} ({n}) exceeds encoder_layers ({layers}); the encoder is N1 unified "
-                                 "layers, then N2 selection layers")
-        if n1 is None:
-            n1 = min(1, layers) if n2 is None else layers - n2
-        if n2 is None:
-            n2 = layers - n1
-        if n1 + n2 != layers:
-            raise ValueError(f"unified_layers ({n1}) + selection_layers ({n2}) must equal encoder_layers ({layers}): "
-                             f"set encoder_layers: {n1 + n2}, or change N1 or N2")
-        object.__setattr__(self, "unified_layers", n1)
-        object.__setattr__(self, "selection_layers", n2)
         return self
 
 

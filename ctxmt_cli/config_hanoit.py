@@ -1,0 +1,100 @@
+"""The recipe schema of the ``hanoit`` family (Yang et al., HanoiT), monolingual and bilingual.
+
+Its own module because the bilingual options (§2.3-2.4) and their cross-field checks would push
+:mod:`ctxmt_cli.config` past its size; ``from ctxmt_cli.config import HanoiTConfig`` keeps working. No torch.
+
+The bilingual options are ``None`` in a recipe that leaves them out; for a bilingual model the validator fills
+in their defaults, for a monolingual one any of them given is an error (an option that would be silently
+ignored). A resolved recipe therefore round-trips: what it dumps validates to the same config.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import Field, model_validator
+
+from ctxmt_cli.config_base import ModelBase
+
+#: the bilingual options and the value each takes when a bilingual recipe leaves it out
+BILINGUAL_DEFAULTS = {"target_context": "first_pass", "share_encoder": True, "gate": "vector", "gate_scale": 1.0,
+                      "alpha": 0.5}
+#: stream name of ``ctxmt first-pass`` when none is given (``--name``)
+FIRST_PASS_STREAM = "first-pass"
+
+
+class HanoiTConfig(ModelBase):
+    """HanoiT (Yang et al.): N1 unified self-attention layers over [context; current], then N2 selection layers
+    that drop the context tokens the current sentence attends to below its average (eqs. 4-7); ``bilingual``:
+    a second stream [target context; current source] and a gated second cross-attention (§2.3, eqs. 8-13)."""
+
+    family: Literal["hanoit"] = "hanoit"
+    src_context_sentences: int = Field(1, ge=0, le=64, description="previous source sentences in the window")
+    src_next_sentences: int = Field(1, ge=0, le=64, description="next source sentences in the window (offline "
+                                    "context, the paper's default; 0 = online)")
+    unified_layers: Optional[int] = Field(None, ge=0, description="N1, the bottom encoder layers that read every "
+                                          "token (default: 1, or encoder_layers - selection_layers)")
+    selection_layers: Optional[int] = Field(None, ge=0, description="N2, the top encoder layers that each select "
+                                            "context tokens for the layers above (default: encoder_layers - N1)")
+    q: float = Field(0.2, gt=0.0, le=1.0, description="eq. 7: a context token stays when at least q * p of the p "
+                     "current-sentence tokens attend to it at or above their average (the paper: 0.1-0.5, "
+                     "best 0.1-0.3, Figure 5)")
+    bilingual: bool = Field(False, description="§2.3: also read the target side of the same context sentences, "
+                            "as a second stream [target context; current source] with its own cross-attention and "
+                            "a gate (needs a joint vocabulary)")
+    target_context: Optional[Literal["first_pass", "reference"]] = Field(
+        None, description="bilingual: the target context in training and validation: first_pass (the sentence-level "
+        "translations of the context sentences, a stream written by `ctxmt first-pass`; the paper) | reference "
+        "(the split's own target side, for ablations) [default first_pass]")
+    first_pass_stream: Optional[str] = Field(
+        None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$", description="target_context first_pass: the name of the "
+        f"stream beside the train and valid splits (`ctxmt first-pass --name`) [default {FIRST_PASS_STREAM}]")
+    share_encoder: Optional[bool] = Field(None, description="bilingual: the target stream goes through the same "
+                                          "encoder (true, the paper's default) or an encoder of its own [default true]")
+    gate: Optional[Literal["scalar", "vector"]] = Field(
+        None, description="bilingual, eq. 9: one gate value per decoder position (scalar) or one per channel "
+        "(vector: W_s and U_t are d x d matrices, as the paper names them) [default vector]")
+    gate_scale: Optional[float] = Field(None, ge=0.0, le=1.0, description="bilingual, eq. 9: c, the gate's upper "
+                                        "bound (0: the monolingual model; the paper gives no value) [default 1]")
+    alpha: Optional[float] = Field(None, ge=0.0, le=1.0, description="bilingual, eq. 13: L = alpha L_m + (1 - alpha) "
+                                   "L_b, trained by dropping the target stream of each training row with "
+                                   "probability alpha [default 0.5, the paper's]")
+
+    @model_validator(mode="after")
+    def _check_hanoit(self) -> "HanoiTConfig":
+        n1, n2, layers = self.unified_layers, self.selection_layers, self.encoder_layers
+        for name, n in (("unified_layers", n1), ("selection_layers", n2)):
+            if n is not None and n > layers:
+                raise ValueError(f"{name} ({n}) exceeds encoder_layers ({layers}); the encoder is N1 unified "
+                                 "layers, then N2 selection layers")
+        if n1 is None:
+            n1 = min(1, layers) if n2 is None else layers - n2
+        if n2 is None:
+            n2 = layers - n1
+        if n1 + n2 != layers:
+            raise ValueError(f"unified_layers ({n1}) + selection_layers ({n2}) must equal encoder_layers ({layers}): "
+                             f"set encoder_layers: {n1 + n2}, or change N1 or N2")
+        object.__setattr__(self, "unified_layers", n1)
+        object.__setattr__(self, "selection_layers", n2)
+        self._check_bilingual()
+        return self
+
+    def _check_bilingual(self) -> None:
+        """Refuse bilingual options on a monolingual model; fill a bilingual model's defaults."""
+        given = [k for k in (*BILINGUAL_DEFAULTS, "first_pass_stream") if getattr(self, k) is not None]
+        if not self.bilingual:
+            if given:
+                raise ValueError(f"{', '.join(given)}: for the bilingual model only; set bilingual: true, or remove "
+                                 f"{'it' if len(given) == 1 else 'them'}")
+            return
+        if self.src_context_sentences + self.src_next_sentences == 0:
+            raise ValueError("bilingual reads the target side of the context sentences, but src_context_sentences "
+                             "and src_next_sentences are 0: set one of them >= 1")
+        for key, value in BILINGUAL_DEFAULTS.items():
+            if getattr(self, key) is None:
+                object.__setattr__(self, key, value)
+        if self.target_context == "reference" and self.first_pass_stream is not None:
+            raise ValueError("first_pass_stream names the stream of target_context: first_pass; with reference "
+                             "the split's own target side is read: remove it")
+        if self.target_context == "first_pass" and self.first_pass_stream is None:
+            object.__setattr__(self, "first_pass_stream", FIRST_PASS_STREAM)
