@@ -61,9 +61,22 @@ SEGMENTS = 3
 BOUND_SLACK = 1e-9
 
 
-def kept_name(layer: int) -> str:
-    """The loss-term name of the kept context share after 0-based encoder layer ``layer``."""
-    return f"kept_context_layer{layer + 1}"
+#: loss-term name prefix of the kept share of each context side (Figure 4's two series); the 1-based layer follows
+KEPT_PREFIX = {"source": "kept_context_layer", "target": "kept_target_context_layer"}
+
+
+def kept_name(layer: int, side: str = "source") -> str:
+    """The loss-term name of the kept ``side`` ("source" / "target") context share after 0-based encoder layer
+    ``layer``."""
+    return f"{KEPT_PREFIX[side]}{layer + 1}"
+
+
+def kept_layer(name: str) -> Optional[tuple[str, int]]:
+    """(side, 1-based encoder layer) of a kept-share loss-term name (:func:`kept_name`); None for another name."""
+    for side, prefix in KEPT_PREFIX.items():
+        if name.startswith(prefix) and name[len(prefix):].isdigit():
+            return side, int(name[len(prefix):])
+    return None
 
 
 def part_layout(src: Tensor, brk: int, src_next: Optional[Tensor]) -> tuple[Tensor, Tensor]:
