@@ -32,6 +32,31 @@ def draw_grids(result: dict, out: Path) -> list[Path]:
     return paths
 
 
+def draw_all(loaded, dataset, shown: list[tuple[int, int]], result: dict, out: Path) -> list[Path]:
+    """Every PNG of one analysis: the grids, the kept shares of a model that selects context tokens, and for each
+    shown window (dataset index, number shown) its maps, plus Figure 6's selection maps when the model selects."""
+    from ctxmt_cli.analysis.selection import draw_selection
+
+    paths = draw_grids(result, out)
+    if "kept_context" in result:
+        paths.append(draw_kept(result, out))
+    for j, n in shown:
+        paths += draw_window(loaded, dataset, j, n, out)
+        if loaded.model.between_layers_attention:
+            paths.append(draw_selection(loaded, dataset, j, n, out))
+    return paths
+
+
+def draw_kept(result: dict, out: Path) -> Path:
+    """``kept_context.png``: the kept share of context tokens against the selection layer, one line per side."""
+    kept = result["kept_context"]
+    series = {side: (v["layers"], v["share"]) for side, v in kept.items() if side != "definition"}
+    path = Path(out) / "kept_context.png"
+    figures.kept_share_chart(series, f"context tokens kept after each selection layer — {result['split']}, "
+                             f"{result['sentences']} windows", path, note=kept["definition"])
+    return path
+
+
 def _breaks(tokens: list[int] | None, current: np.ndarray, brk: int, decoder: bool) -> list[int]:
     """Where a new sentence starts along one axis.
 

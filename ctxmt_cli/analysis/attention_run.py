@@ -4,10 +4,13 @@ The split's windows (the model's own context, or ``--context K`` sentences per s
 length-bucketed into token-budget batches and run through ``forward`` with an
 :class:`~ctxmt_cli.analysis.attention.AttentionStats` probe, which reduces each layer's
 map as soon as it exists. Writes ``analysis.json`` (summary, per kind × layer × head, group
-usage for the caching family, every definition), ``sentences.jsonl`` (the per-sentence sums
-that ``analyze-attention compare`` tests) and, unless ``plots`` is off, PNGs: the layer × head
-grids of entropy and current share, and for each ``--show N`` window its attention per layer
-(averaged over heads, sentence boundaries drawn) and its grouping/selecting assignment.
+usage for the caching family, for a model that selects context tokens (HanoiT) the kept share
+after each selection layer (:mod:`ctxmt_cli.analysis.selection`), every definition),
+``sentences.jsonl`` (the per-sentence sums that ``analyze-attention compare`` tests) and, unless
+``plots`` is off, PNGs: the layer × head grids of entropy and current share, the kept shares
+against the selection layer, and for each ``--show N`` window its attention per layer (averaged
+over heads, sentence boundaries drawn), its grouping/selecting assignment, and its bottom and top
+encoder self-attention with the dropped context tokens marked.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import numpy as np
 import torch
 
 from ctxmt_cli.analysis.attention import COLUMNS, SUMMARY, AttentionStats, approximate_randomization
+from ctxmt_cli.analysis.selection import KeptShares, render_kept
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.paths import check_output_dir
 
@@ -103,18 +107,20 @@ def window_dataset(loaded, split, context: Optional[int]):
 
 
 @torch.no_grad()
-def collect_statistics(model, dataset, indices: np.ndarray, max_tokens: int, device) -> AttentionStats:
-    """Run every window of ``indices`` through ``model`` with a statistics probe, batch by batch."""
+def collect_statistics(model, dataset, indices: np.ndarray, max_tokens: int,
+                       device) -> tuple[AttentionStats, KeptShares]:
+    """Run every window of ``indices`` through ``model`` with a statistics probe, batch by batch; the kept shares
+    of a model that selects context tokens are pooled from each pass's loss terms."""
     from ctxmt_cli.data.batching import plan_batches, window_batch
 
-    stats = AttentionStats()
+    stats, kept = AttentionStats(), KeptShares()
     vocab = model.vocab
     scheme = replace(model.batch_scheme, mixed_share=0.0)                  # a model reading its group: real documents
     for plan in plan_batches(scheme, dataset, indices, max_tokens, shuffle=False):
         batch = window_batch(dataset, plan, vocab.pad, vocab.bos).to(device)
         stats.rows = [int(j) for j in batch.ids]
-        model(batch, probe=stats, project=False)
-    return stats
+        kept.add(model(batch, probe=stats, project=False).loss_terms)
+    return stats, kept
 
 
 def run_attention(req: AttentionRequest) -> dict:
@@ -130,8 +136,11 @@ def run_attention(req: AttentionRequest) -> dict:
     for n in req.show:
         if not 0 <= n < len(indices):
             raise CtxmtError(f"--show {n}: the split has windows 0..{len(indices) - 1}")
-    stats = collect_statistics(loaded.model, dataset, indices, req.max_tokens, next(loaded.model.parameters()).device)
+    stats, kept = collect_statistics(loaded.model, dataset, indices, req.max_tokens,
+                                     next(loaded.model.parameters()).device)
     result = stats.to_json()
+    if kept.to_json() is not None:
+        result["kept_context"] = kept.to_json()
     src_ctx, tgt_ctx = dataset.spec.src_context_sentences, dataset.spec.tgt_context_sentences
     result.update(checkpoint=str(req.checkpoint), family=loaded.recipe.model.family, split=dataset.split.name,
                   context={"src": src_ctx, "tgt": tgt_ctx, "src_next": dataset.spec.src_next_sentences})
@@ -143,11 +152,10 @@ def run_attention(req: AttentionRequest) -> dict:
              for sid, row in sorted(stats.sentences.items())]
     (out / "sentences.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     if req.plots:
-        from ctxmt_cli.analysis.attention_figures import draw_grids, draw_window
+        from ctxmt_cli.analysis.attention_figures import draw_all
 
-        result["figures"] = [str(p) for p in draw_grids(result, out)]
-        for n in req.show:
-            result["figures"] += [str(p) for p in draw_window(loaded, dataset, int(indices[n]), n, out)]
+        result["figures"] = [str(p) for p in draw_all(loaded, dataset, [(int(indices[n]), n) for n in req.show],
+                                                      result, out)]
     return result
 
 
@@ -169,6 +177,8 @@ def render(result: dict) -> str:
         a = result["assignment"]
         lines.append(f"   assignment: {a['groups_used_per_sentence']:.2f} of {a['groups']} groups carry weight "
                      f"per sentence; {a['groups_used']} used over the split")
+    if "kept_context" in result:
+        lines += render_kept(result["kept_context"])
     return "\n".join(lines)
 
 

@@ -186,6 +186,85 @@ def assignment_map(weights, tokens: Sequence[str], title: str, path: Path):
     return _save(fig, path)
 
 
+def selection_maps(maps: Sequence, titles: Sequence[str], absent: Sequence, dropped, breaks: Sequence[int],
+                   labels: Optional[Sequence[str]], title: str, path: Path, note: Optional[str] = None):
+    """Self-attention maps of one window side by side (queries × keys, averaged over heads) with the tokens a
+    context selection dropped marked (Yang et al., Figure 6).
+
+    ``absent``: per map, (S,) bool, tokens already dropped at that layer's input: their rows and columns are blank
+    (NaN in the map) and hatched. ``dropped`` (S,) bool: tokens the selection drops by the end: grey tick labels
+    and a red x above each panel (shown even when the labels are not). One colour scale for every panel.
+    """
+    new_figure = require_matplotlib()
+    arrays = [_matrix(m, f"attention map {i + 1}") for i, m in enumerate(maps)]
+    size = arrays[0].shape[0] if arrays else 0
+    if not arrays or any(a.shape != (size, size) for a in arrays) or len(titles) != len(arrays) \
+            or len(absent) != len(arrays):
+        raise ValueError("selection_maps needs square maps of one size, one title and one absent mask per map")
+    dropped = np.asarray(dropped, dtype=bool)
+    finite = [a[np.isfinite(a)] for a in arrays]
+    top = max((float(f.max()) for f in finite if f.size), default=1.0) or 1.0
+    side = 4.2 if size <= MAX_LABELS else 3.4
+    fig = new_figure(figsize=(side * len(arrays) + 1.0, side + (1.0 if note else 0.6)), layout="constrained")
+    axes = fig.subplots(1, len(arrays), squeeze=False)[0]
+    for ax, array, gone, name in zip(axes, arrays, absent, titles):
+        image = ax.imshow(np.ma.masked_invalid(array), cmap="viridis", vmin=0.0, vmax=top, aspect="auto",
+                          interpolation="nearest")
+        for k in np.flatnonzero(np.asarray(gone, dtype=bool)):           # no attention to or from them
+            for span in (ax.axvspan, ax.axhspan):
+                span(k - 0.5, k + 0.5, facecolor="none", edgecolor="0.55", hatch="///", linewidth=0)
+        for b in breaks:
+            ax.axhline(b - 0.5, color="white", linewidth=1.0)
+            ax.axvline(b - 0.5, color="white", linewidth=1.0)
+        _tick_labels(ax, "x", labels, size)
+        _tick_labels(ax, "y", labels, size)
+        for ticks in (ax.get_xticklabels(), ax.get_yticklabels()):
+            for k, text in enumerate(ticks):
+                if k < size and dropped[k]:
+                    text.set_color("0.65")
+        ax.scatter(np.flatnonzero(dropped), np.full(int(dropped.sum()), -1.0), marker="x", color="red", s=14,
+                   clip_on=False)
+        ax.set_xlim(-0.5, size - 0.5)
+        ax.set_ylim(size - 0.5, -0.5)
+        ax.set_title(name, fontsize=9, pad=12)
+        ax.set_xlabel("key", fontsize=8)
+        ax.set_ylabel("query", fontsize=8)
+    fig.colorbar(image, ax=list(axes), shrink=0.8, label="attention weight")
+    fig.suptitle(title, fontsize=10)
+    if note:
+        fig.text(0.01, -0.02, note, fontsize=6, wrap=True, va="top")
+    return _save(fig, path)
+
+
+def kept_share_chart(series: dict, title: str, path: Path, note: Optional[str] = None):
+    """The share of context tokens kept (%) against the selection layer, one line per context side (Yang et al.,
+    Figure 4). ``series``: side -> (1-based encoder layers, shares in [0, 1], None where nothing was counted)."""
+    new_figure = require_matplotlib()
+    if not series:
+        raise ValueError("kept_share_chart needs at least one series")
+    fig = new_figure(figsize=(5.2, 4.0 if note else 3.6), layout="constrained")
+    ax = fig.subplots()
+    for i, (label, (layers, shares)) in enumerate(series.items()):
+        if len(layers) != len(shares):
+            raise ValueError(f"series {label!r} has {len(shares)} shares for {len(layers)} layers")
+        values = np.asarray([np.nan if s is None else 100.0 * s for s in shares], dtype=float)
+        ax.plot(layers, values, marker="o", color=f"C{i % 10}", label=str(label))
+        for x, v in zip(layers, values):
+            if math.isfinite(v):
+                ax.annotate(f"{v:.1f}", (x, v), ha="center", va="bottom", fontsize=7, xytext=(0, 3),
+                            textcoords="offset points")
+    ax.set_xticks(sorted({int(n) for layers, _ in series.values() for n in layers}))
+    ax.set_ylim(0.0, 108.0)
+    ax.set_xlabel("selection layer (encoder layer)")
+    ax.set_ylabel("kept context tokens (%)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    if note:
+        fig.text(0.01, -0.02, note, fontsize=6, wrap=True, va="top")
+    return _save(fig, path)
+
+
 def bar_chart(categories: Sequence[str], series: dict, title: str, path: Path, ylabel: str,
               xlabel: Optional[str] = None, fmt: Optional[str] = ".1f"):
     """Grouped bars: one group per category along the x axis, one bar per series in each group (legend).

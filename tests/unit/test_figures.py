@@ -128,6 +128,44 @@ def test_line_chart_one_line_per_run_and_kind(tmp_path):
     assert "definition" in [t.get_text() for t in fig.texts]
 
 
+def test_selection_maps_blank_and_hatch_what_was_dropped_and_grey_its_labels(tmp_path):
+    tokens = "a b c <brk> x y </s>".split()
+    bottom, top = attention(layers=2, queries=7, keys=7, seed=3)
+    absent = np.asarray([False, True, False, True, False, False, False])    # b and <brk> gone before the top layer
+    dropped = absent | np.asarray([True, False, False, False, False, False, False])   # a goes at the top layer
+    top[absent, :], top[:, absent] = np.nan, np.nan
+    fig = figures.selection_maps([bottom, top], ["(a) bottom", "(b) top"], [np.zeros(7, bool), absent], dropped,
+                                 [4], tokens, "Figure 6", tmp_path / "sel.png", note="grey: dropped")
+    opens(tmp_path / "sel.png")
+    first, second = image_axes(fig)
+    assert np.ma.getmaskarray(second.images[0].get_array())[:, 1].all()    # blank rows and columns
+    assert not np.ma.getmaskarray(first.images[0].get_array()).any()
+    hatched = lambda ax: sum(1 for p in ax.patches if p.get_hatch())  # noqa: E731
+    assert (hatched(first), hatched(second)) == (0, 2 * int(absent.sum()))
+    for ax in (first, second):
+        grey = [t.get_text() for t in ax.get_xticklabels() if t.get_color() != "black"]
+        assert grey == ["a", "b", "<brk>"] and [t.get_text() for t in ax.get_yticklabels()] == tokens
+        (marks,) = ax.collections
+        assert sorted(marks.get_offsets()[:, 0].tolist()) == [0, 1, 3]    # a red x above each dropped token
+    with pytest.raises(ValueError, match="square"):
+        figures.selection_maps([bottom[:3]], ["x"], [absent], dropped, [], None, "x", tmp_path / "b.png")
+
+
+def test_kept_share_chart_one_line_per_side_in_percent(tmp_path):
+    series = {"source": ([2, 3, 4], [0.6, 0.52, 0.48]), "target": ([2, 3, 4], [0.5, None, 0.4])}
+    fig = figures.kept_share_chart(series, "kept", tmp_path / "kept.png", note="pooled")
+    opens(tmp_path / "kept.png")
+    (ax,) = fig.axes
+    drawn = {ln.get_label(): np.asarray(ln.get_ydata(), dtype=float) for ln in ax.lines}
+    np.testing.assert_allclose(drawn["source"], [60.0, 52.0, 48.0])
+    assert np.isnan(drawn["target"][1]) and drawn["target"][2] == pytest.approx(40.0)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["source", "target"]
+    assert sorted(t.get_text() for t in ax.texts) == sorted(["60.0", "52.0", "48.0", "50.0", "40.0"])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["2", "3", "4"]
+    with pytest.raises(ValueError, match="layers"):
+        figures.kept_share_chart({"source": ([2, 3], [0.5])}, "x", tmp_path / "c.png")
+
+
 def test_missing_matplotlib_is_one_line_saying_how_to_install(monkeypatch, tmp_path):
     for name in ("matplotlib", "matplotlib.figure", "matplotlib.backends.backend_agg"):
         monkeypatch.setitem(sys.modules, name, None)            # import of any of them now fails
