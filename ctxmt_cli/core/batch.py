@@ -40,6 +40,12 @@ class Batch:
     ``src_next`` (a family reading next sentences, HanoiT): how many of each row's context sentences are *next*
     sentences; a window is then [previous (oldest first), next (nearest first), current], each context
     sentence followed by ``<brk>``, the current one last (the convention every family keeps). None = 0.
+    ``tgt_concat`` (a family reading target context beside the source, bilingual HanoiT): each row's second
+    source row, the *target concatenation*: the target side of its context sentences (a sentence-level first
+    pass, or the reference) laid out as ``src`` (previous oldest first, next nearest first, each followed by
+    ``<brk>``), then the current *source* sentence and ``</s>``; ``tgt_concat_next``: how many of its context
+    sentences are next ones (None = 0; truncation can make it differ from ``src_next``). A row of padding only
+    reads no target context (the monolingual rows of training); None = no row has any.
     ``chunks`` (training batches of whole groups): the rows, sorted by length, cut into consecutive chunks
     ``(first row, end row, source width, target width)`` that cover rows 0..B in order; the model runs each
     chunk at its own width (:meth:`parts`) in one forward pass, so rows of one group need not share one
@@ -58,6 +64,8 @@ class Batch:
     mixed: Optional[Tensor] = None               # (G,) bool, training: whether group g mixes documents
     chunks: Optional[tuple[tuple[int, int, int, int], ...]] = None   # row chunks: (first, end, src width, tgt width)
     src_next: Optional[Tensor] = None            # (B,) long, next sentences among each source row's context
+    tgt_concat: Optional[Tensor] = None          # (B, S2) long, [target context; current source] per source row
+    tgt_concat_next: Optional[Tensor] = None     # (B,) long, next sentences among each tgt_concat row's context
 
     def to(self, device: torch.device | str) -> "Batch":
         """Move every tensor field to ``device``."""
@@ -75,14 +83,17 @@ class Batch:
 
     def parts(self) -> list["Batch"]:
         """The row chunks (``chunks``) as teacher-forcing batches of their own widths (views of this batch's
-        tensors); ``groups`` keep the batch's group numbers and ``mixed`` is the whole batch's."""
+        tensors); ``groups`` keep the batch's group numbers and ``mixed`` is the whole batch's; ``tgt_concat`` rows
+        keep the batch's width (its padding is masked)."""
         if self.chunks is None or self.src_index is not None or self.memory is not None or self.tgt_prefix is not None:
             raise ValueError("parts() needs a chunked teacher-forcing batch (no src_index, memory or tgt_prefix)")
         cut = lambda t, a, b, w: None if t is None else t[a:b, :w]  # noqa: E731
         return [Batch(src=self.src[a:b, :s], tgt_in=cut(self.tgt_in, a, b, t), tgt_out=cut(self.tgt_out, a, b, t),
                       ids=None if self.ids is None else self.ids[a:b],
                       groups=None if self.groups is None else self.groups[a:b], mixed=self.mixed,
-                      src_next=None if self.src_next is None else self.src_next[a:b])
+                      src_next=None if self.src_next is None else self.src_next[a:b],
+                      tgt_concat=None if self.tgt_concat is None else self.tgt_concat[a:b],
+                      tgt_concat_next=None if self.tgt_concat_next is None else self.tgt_concat_next[a:b])
                 for a, b, s, t in self.chunks]
 
     def pack(self, t: Tensor) -> Tensor:

@@ -141,13 +141,19 @@ class ContextAttention(nn.Module):
 
     ``parallel`` places it beside cross-attention (one residual branch each,
     same input); otherwise it is its own sub-layer after cross-attention.
+    ``mix`` (parallel only): how the branch joins cross-attention, ``mix(cross, context, on)`` -> (B, T, C), where
+    ``on`` (B,) says which rows have any context; None: the two are added (caching). With a ``mix`` a row whose
+    memory is empty (mask all False) is allowed: it attends to its padding to stay finite and ``mix`` is told it
+    has none (HanoiT's gate then gives the cross-attention output alone).
     """
 
-    def __init__(self, d_model: int, heads: int, attention_dropout: float, gate: bool, parallel: bool):
+    def __init__(self, d_model: int, heads: int, attention_dropout: float, gate: bool, parallel: bool,
+                 mix: Optional[nn.Module] = None):
         super().__init__()
         self.attn = MultiheadAttention(d_model, heads, attention_dropout)
         self.gate = nn.Linear(d_model, 1) if gate else None
         self.parallel = parallel
+        self.mix = mix
 
     def forward(self, h: Tensor, kv: tuple[Tensor, Tensor], mask: Tensor, fold: int = 1, need_weights: bool = False):
         """``h`` (B, T, C) attends to context keys/values (B/fold, H, Mc, D) under ``mask`` (B/fold, 1, 1, Mc).
@@ -155,10 +161,19 @@ class ContextAttention(nn.Module):
         ``fold`` > 1: each group of ``fold`` adjacent rows (the beams of one document) shares one context row;
         their queries are attended as one block instead of copying the context per beam.
         """
+        if self.mix is not None:                                                   # an empty memory: finite, unused
+            mask = mask | ~mask.any(-1, keepdim=True)
         out, weights = self.attn.attend_folded(h, *kv, mask, fold, need_weights)     # (B, T, C)
         if self.gate is not None:
             out = torch.sigmoid(self.gate(out)) * out                              # eq. 5: lambda_i * h_i
         return out, weights
+
+    def join(self, cross: Tensor, context: Tensor, mask: Tensor, fold: int = 1) -> Tensor:
+        """The parallel branch joined to the cross-attention output, both (B, T, C); ``mask`` (B/fold, 1, 1, Mc)."""
+        if self.mix is None:
+            return cross + context
+        on = mask.reshape(mask.size(0), -1).any(1).repeat_interleave(fold)         # (B,) rows with a memory
+        return self.mix(cross, context, on)
 
 
 class DecoderLayer(nn.Module):
@@ -207,7 +222,7 @@ class DecoderLayer(nn.Module):
             out, w = self.cross_attn.attend_folded(h, k, v, mask, fold, need_weights)
             if self.context is not None and self.context.parallel:          # both branches read the same input
                 ctx, weights["context"] = self.context(h, *context, need_weights=need_weights)
-                out = out + ctx
+                out = self.context.join(out, ctx, context[1], context[2])
             return out, w
 
         x, self_w = self.self_block(x, self_attention)

@@ -45,7 +45,9 @@ overrides the smallest one:
 * ``source_shift`` / ``target_shift`` and the position-encoding modules passed to
   ``__init__`` — where each token sits in its window (concat);
 * ``context_attention`` passed to ``__init__`` and ``EncoderOut.context`` — a
-  context-attention block in each decoder layer over a context memory (caching);
+  context-attention block in each decoder layer over a context memory (caching). A parallel block is
+  added to cross-attention by default; a ``mix`` module passed with it joins the two instead
+  (HanoiT's gate over its target-context stream, where a row with an empty memory reads none);
 * input prefix — ``encode_source(src, prefix=…)`` puts vectors before the encoder's tokens and
   ``EncoderOut.prefix`` before the decoder's (no positional encoding; the decoder's are cached
   from the first step, so incremental decoding stays exact): a summary the model reads (MBE's z);
@@ -170,7 +172,7 @@ class EncoderDecoder(nn.Module):
     def __init__(
         self, cfg, vocab: VocabInfo, src_pos: Optional[PositionEncoding] = None,
         tgt_pos: Optional[PositionEncoding] = None, shift: tuple[int, int] = (0, 0), per_window_shift: bool = False,
-        context_attention: Optional[tuple[bool, bool]] = None,
+        context_attention: Optional[tuple] = None,
     ):
         super().__init__()
         self.cfg, self.vocab = cfg, vocab
@@ -187,9 +189,11 @@ class EncoderDecoder(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout)
         args = (d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout, cfg.activation_dropout, cfg.normalize_before)
         self.encoder_layers = nn.ModuleList(EncoderLayer(*args) for _ in range(cfg.encoder_layers))
-        # context_attention = (parallel, gate): each decoder layer gets a context-attention block (caching family)
-        context = (lambda: ContextAttention(d, cfg.heads, cfg.attention_dropout, context_attention[1], context_attention[0])
-                   ) if context_attention is not None else (lambda: None)
+        # context_attention = (parallel, gate[, mix]): each decoder layer gets a context-attention block (caching
+        # family); mix: a factory of the module that joins a parallel block to cross-attention (HanoiT's gate)
+        mix = context_attention[2] if context_attention is not None and len(context_attention) > 2 else lambda: None
+        context = (lambda: ContextAttention(d, cfg.heads, cfg.attention_dropout, context_attention[1], context_attention[0],
+                                            mix=mix())) if context_attention is not None else (lambda: None)
         self.decoder_layers = nn.ModuleList(DecoderLayer(*args, context=context()) for _ in range(cfg.decoder_layers))
         self.encoder_norm = nn.LayerNorm(d) if cfg.normalize_before else nn.Identity()
         self.decoder_norm = nn.LayerNorm(d) if cfg.normalize_before else nn.Identity()
@@ -270,15 +274,17 @@ class EncoderDecoder(nn.Module):
         return x, self.src_pos.persisted(positions, seg, pe)
 
     def encode_source(self, src: Tensor, probe: Optional[AttentionProbe] = None, layers=None, norm=None,
-                      prefix: Optional[Tensor] = None, embedded=None) -> EncoderOut:
+                      prefix: Optional[Tensor] = None, embedded=None, hook: Optional[bool] = None) -> EncoderOut:
         """Run an encoder stack over token rows ``src`` (B, S); the model's own stack unless ``layers``/``norm`` are given.
 
         ``probe`` receives each layer's self-attention (``encoder_self``). ``prefix`` (B, P, C): vectors put
         before the tokens without positional encoding (the input-prefix hook, e.g. a document summary); they
         are keys of every layer and of cross-attention, and part of the returned states (never current).
         ``embedded``: :meth:`embed_source`'s output when the caller already computed it. The model's own stack
-        runs the between-layers hook (:meth:`between_layers`) after each layer."""
-        watch = self.between_layers_attention if layers is None else None   # None: another stack, no hook
+        runs the between-layers hook (:meth:`between_layers`) after each layer; ``hook`` True runs it after each
+        layer of ``layers`` too (a stack of the same shape, e.g. a second stream's own encoder)."""
+        own = layers is None if hook is None else hook
+        watch = self.between_layers_attention if own else None             # None: no hook on this stack
         layers = self.encoder_layers if layers is None else layers
         mask = src != self.vocab.pad                                       # (B, S)
         shift = self.source_shift(src)

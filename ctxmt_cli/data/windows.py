@@ -24,7 +24,7 @@ the windows an uninterrupted one would.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal, Optional, Sequence
 
 import numpy as np
 
@@ -75,13 +75,16 @@ def split_context(c, prev_avail, next_avail):
 
 
 def two_sided_sizes(lengths: np.ndarray, doc_start: np.ndarray, doc_end, wanted: int, wanted_next: int,
-                    limit: int) -> tuple[np.ndarray, np.ndarray]:
+                    limit: int, own: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
     """(previous, next) context sentences per sentence: ≤ ``wanted`` / ``wanted_next``, inside the document
     (``doc_end``: one past its last sentence; None: no next sentence), window ≤ ``limit`` tokens, the nearest
-    kept (:func:`split_context`). Previous -1 (next 0): the sentence alone is too long."""
+    kept (:func:`split_context`). Previous -1 (next 0): the sentence alone is too long. ``own``: the current
+    sentences' lengths when the window's current sentence is not the context's (the bilingual target
+    concatenation: target context, current source); default ``lengths``."""
     n = len(lengths)
     j = np.arange(n)
     csum = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+    extra = np.zeros(n, np.int64) if own is None else np.asarray(own, np.int64) - np.asarray(lengths, np.int64)
     prev_avail = np.minimum(wanted, j - doc_start)                         # never cross the document start
     next_avail = np.zeros(n, np.int64) if doc_end is None or not wanted_next else \
         np.minimum(wanted_next, doc_end - 1 - j)                           # ... nor its end
@@ -89,7 +92,7 @@ def two_sided_sizes(lengths: np.ndarray, doc_start: np.ndarray, doc_end, wanted:
     prev, nxt = np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int64)
     for c in range(int(total.max(initial=0)), -1, -1):
         p, m = split_context(np.minimum(c, total), prev_avail, next_avail)
-        size = csum[j + 1 + m] - csum[j - p] + c + 1                       # sentences j-p .. j+m, c <brk>, </s>
+        size = csum[j + 1 + m] - csum[j - p] + extra + c + 1               # sentences j-p .. j+m, c <brk>, </s>
         ok = (prev < 0) & (c <= total) & (size <= limit)
         prev[ok], nxt[ok] = p[ok], m[ok]
     return prev, nxt
@@ -157,10 +160,13 @@ def window_lengths(lengths: np.ndarray, sizes: np.ndarray, next_sizes: np.ndarra
 
 
 class WindowDataset:
-    """Windows over one split of a prepared dataset (``SplitArrays``)."""
+    """Windows over one split of a prepared dataset (``SplitArrays``); ``target_concat``
+    (:class:`~ctxmt_cli.data.target_concat.TargetConcat`): the bilingual HanoiT's second source row of each
+    sentence too, over the same context sentences (:meth:`tgt_concat`)."""
 
-    def __init__(self, split, spec: WindowSpec, brk_id: int, eos_id: int):
+    def __init__(self, split, spec: WindowSpec, brk_id: int, eos_id: int, target_concat=None):
         self.split, self.spec, self.brk, self.eos = split, spec, brk_id, eos_id
+        self.target_concat = target_concat
         doc_index = np.asarray(split.doc_index)
         offsets = np.asarray(split.doc_offsets)
         self._doc_start, self._doc_end = offsets[doc_index], offsets[doc_index + 1]
@@ -174,10 +180,15 @@ class WindowDataset:
         self.set_epoch(0)
 
     def set_epoch(self, epoch: int) -> None:
-        """Draw the random context of ``epoch`` (a no-op for the previous-sentence order)."""
-        if epoch == self.epoch or (self.spec.context_order == "previous" and self.epoch >= 0):
+        """Draw the random context of ``epoch`` and the rows it gives without target concatenation (each a no-op
+        where nothing is drawn)."""
+        if epoch == self.epoch:
             return
-        self.epoch = epoch
+        again, self.epoch = self.epoch >= 0, epoch
+        if self.target_concat is not None and again:
+            self.target_concat.draw(epoch)
+        if again and self.spec.context_order == "previous":
+            return
         spec, (src_len, tgt_len) = self.spec, self._lengths
         if spec.context_order == "random":
             rng = np.random.default_rng([spec.seed, epoch, RANDOM_CONTEXT_STREAM])
@@ -196,6 +207,9 @@ class WindowDataset:
             self.tgt_len = window_lengths(tgt_len, self.tgt_ctx) + 1       # + <s> on the decoder input
         #: sentences whose own length exceeds the window limit are left out
         self.indices = np.nonzero((self.src_ctx >= 0) & (self.tgt_ctx >= 0))[0]
+        if self.target_concat is not None:
+            self.target_concat.fit(src_len, self._doc_start, self._doc_end, spec)
+            self.target_concat.draw(epoch)
 
     def _table_lengths(self, lengths: np.ndarray, sizes: np.ndarray) -> np.ndarray:
         """Token length of each window whose context is the last ``sizes`` columns of ``self.context``."""
@@ -229,3 +243,9 @@ class WindowDataset:
     def target(self, j: int) -> np.ndarray:
         """Target window of sentence ``j`` (ids incl. separators and ``</s>``, no ``<s>``)."""
         return self._window(self.split.tgt, j, int(self.tgt_ctx[j]))
+
+    def tgt_concat(self, j: int) -> tuple[np.ndarray, int]:
+        """Sentence ``j``'s target concatenation (empty: none this epoch) and its next sentences."""
+        tc = self.target_concat
+        row = tc.row(j, self.split.src(j), self.brk, self.eos)
+        return row, int(tc.next[j]) if len(row) else 0

@@ -4,13 +4,16 @@ Paper: Yang et al., "HanoiT: Enhancing Context-aware Translation via Selective C
 current sentence and its context sentences are one encoder input; N1 unified self-attention layers read
 every token, then each of N2 selection layers keeps only the context tokens that enough current-sentence
 tokens attend to at or above their average (eqs. 4-7); the layers above and the decoder's cross-attention
-never see the others again. This is the monolingual model (source context); the bilingual one (§2.3,
-target context through a second cross-attention and a gate) is a later step.
+never see the others again. With ``bilingual: true`` (§2.3) a second stream [target context; current source]
+goes through the same selection and a second, gated cross-attention in each decoder layer
+(:mod:`ctxmt_cli.models.hanoit_bilingual`).
 
 Hooks overridden on the core: ``encode`` (the embedding of eq. 2, which needs ``Batch.src_next`` to tell
 previous from next context), ``between_layers`` with ``between_layers_attention`` (the selection, after each
-selection layer), ``context_aware`` and ``loss_term_names`` (the kept share per selection layer). Translation
-keeps the default ``DocumentMode.WINDOWS``: each sentence's window is encoded anew.
+selection layer), ``context_aware``, ``loss_term_names`` (the kept share per selection layer) and ``resolve``
+(a bilingual model needs a joint vocabulary); bilingual: ``context_attention`` with a ``mix`` (the gate) and
+``EncoderOut.context`` (the target stream). Translation keeps the default ``DocumentMode.WINDOWS``: each
+sentence's window is encoded anew.
 
 How each open point of the paper is settled:
 
@@ -39,6 +42,22 @@ How each open point of the paper is settled:
   (where no probe listens) and the outputs are those of the masked run (tested);
 * Figure 4's statistic: ``kept_context_layerN`` (N = the 1-based encoder layer) is the share of the input's
   context tokens still alive after selection layer N, a weight-0 loss term (logged, validated, no gradient).
+
+Bilingual (§2.3-2.4), how the open points are settled:
+
+* target concatenation: the target side of the same context sentences the source window reads (previous and
+  next), each closed by ``<brk>``, then the current *source* sentence and ``</s>``; the target context is the
+  sentence-level first pass (``target_context: first_pass``, the paper) or the reference (ablations);
+  embedded as eq. 2 with segment rows 3 (previous) and 4 (next target context); one vocabulary for both
+  (the paper's shared BPE), so a bilingual model refuses a prepared set with separate vocabularies;
+* encoder: the same layers and the same selection rule (``share_encoder: true``, the default), or a stack of
+  its own with the same N1/N2 split; its kept shares are ``kept_target_context_layerN``;
+* decoder: z^s and z^t are the outputs of the two cross-attentions of a layer (after their output
+  projections), read from the same input; the gate (eq. 9; ``gate: vector`` by default, ``scalar`` one γ per
+  position) joins them (eq. 10) before the layer's residual, so every decoder layer has its own gate;
+* eq. 13: a training row goes without its target stream with probability α (γ = 0: exactly the monolingual
+  model), the expected loss of α·L_m + (1 − α)·L_b in one pass instead of two; validation scores L_b
+  (:mod:`ctxmt_cli.data.target_concat`).
 """
 
 from __future__ import annotations
@@ -51,12 +70,15 @@ from torch import Tensor, nn
 
 from ctxmt_cli.config import HanoiTConfig
 from ctxmt_cli.core.batch import Batch, EncoderOut
+from ctxmt_cli.core.layers import EncoderLayer
 from ctxmt_cli.core.model import EncoderDecoder, LossTerm, VocabInfo
 from ctxmt_cli.core.positions import current_sentence_mask
 from ctxmt_cli.core.probe import AttentionProbe
+from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.models.hanoit_bilingual import ContextGate, memory_of, stream_input, target_segments
 
 CURRENT, PREVIOUS, NEXT = 0, 1, 2          # segment rows of the monolingual model
-SEGMENTS = 3
+SEGMENTS = 3                               # bilingual: 5 (hanoit_bilingual: 3 previous, 4 next target context)
 #: slack under q·p in eq. 7, so that a decimal q (0.3) times p (10) bounds at the integer it means (3)
 BOUND_SLACK = 1e-9
 
@@ -114,29 +136,77 @@ def select_context(attention: Tensor, alive: Tensor, current: Tensor, q: float) 
     return alive & (cur | (s >= need[:, None]))
 
 
+JOINT_NEEDED = ("model.bilingual: the target context shares the source stream's embeddings, which needs one "
+                "vocabulary for both sides; prepare the data with --joint (the default), or set bilingual: false")
+
+
 class HanoiT(EncoderDecoder):
     """Encoder-decoder whose top encoder layers select the context tokens the layers above read."""
 
     context_aware = True
 
     def __init__(self, cfg: HanoiTConfig, vocab: VocabInfo):
-        super().__init__(cfg, vocab)
-        self.segment = nn.Embedding(SEGMENTS, cfg.d_model)                  # E_s of eq. 2, N(0, 1)
+        if cfg.bilingual and not vocab.joint:
+            raise CtxmtError(JOINT_NEEDED)
+        d, bilingual = cfg.d_model, cfg.bilingual
+        gate = (lambda: ContextGate(d, cfg.gate, cfg.gate_scale)) if bilingual else None
+        super().__init__(cfg, vocab, context_attention=(True, False, gate) if bilingual else None)
+        self.segment = nn.Embedding(SEGMENTS + 2 * bilingual, d)            # E_s of eq. 2, N(0, 1)
         first = cfg.unified_layers
         self.between_layers_attention = frozenset(range(first, first + cfg.selection_layers))
-        self.loss_term_names = tuple(kept_name(i) for i in sorted(self.between_layers_attention))
+        sides = ("source", "target") if bilingual else ("source",)
+        self.loss_term_names = tuple(kept_name(i, side) for side in sides for i in sorted(self.between_layers_attention))
+        self.target_layers = self.target_norm = None                        # share_encoder: false, its own stack
+        if bilingual and not cfg.share_encoder:
+            args = (d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout, cfg.activation_dropout,
+                    cfg.normalize_before)
+            self.target_layers = nn.ModuleList(EncoderLayer(*args) for _ in range(cfg.encoder_layers))
+            self.target_norm = nn.LayerNorm(d) if cfg.normalize_before else nn.Identity()
+            for module in self.target_layers.modules():                     # initialised as the core's encoder
+                if isinstance(module, nn.Linear):
+                    nn.init.xavier_uniform_(module.weight)
+                    nn.init.zeros_(module.bias)
+
+    @classmethod
+    def resolve(cls, cfg: HanoiTConfig, meta: dict) -> HanoiTConfig:
+        """Refuse a bilingual model on prepared data with separate vocabularies (the target context shares the
+        source stream); the config is otherwise unchanged."""
+        if cfg.bilingual and not meta.get("joint", True):
+            raise CtxmtError(JOINT_NEEDED)
+        return cfg
 
     def encode(self, batch: Batch, probe: Optional[AttentionProbe] = None) -> EncoderOut:
         """Embed [previous; next; current] with positions restarting per part and segments (eq. 2), then the
-        encoder with its selection layers; the kept shares count against the input's context tokens."""
-        src = batch.src                                                     # (B, S)
-        positions, seg = part_layout(src, self.vocab.brk, batch.src_next)
+        encoder with its selection layers; the kept shares count against the input's context tokens.
+        Bilingual: the target concatenation too (``EncoderOut.context``, the second cross-attention's memory)."""
+        enc = self._encode_stream(batch.src, batch.src_next, probe, "source")
+        if not self.cfg.bilingual:
+            return enc
+        rows, on = stream_input(batch.tgt_concat, batch.src.size(0), self.vocab.pad, self.vocab.eos, batch.src.device)
+        target = self._encode_stream(rows, batch.tgt_concat_next, None, "target", on)
+        memory = memory_of(target.states, target.mask, on)
+        if target.current is not None:
+            memory.current = target.current & memory.mask
+        return replace(enc, context=memory, loss_terms={**enc.loss_terms, **target.loss_terms})
+
+    def _encode_stream(self, src: Tensor, src_next: Optional[Tensor], probe: Optional[AttentionProbe], side: str,
+                       on: Optional[Tensor] = None) -> EncoderOut:
+        """One stream (B, S) through its encoder: the source window, or the target concatenation (``side``
+        "target": segment rows 3/4, its own stack without ``share_encoder``; only rows ``on`` (B,) count in its
+        kept shares)."""
+        positions, seg = part_layout(src, self.vocab.brk, src_next)
+        layers = norm = None
+        if side == "target":
+            seg = target_segments(seg, CURRENT)
+            layers, norm = self.target_layers, self.target_norm
         x = self.src_embed(src) * self.scale + self.src_pos(positions, None) + self.segment(seg)   # (B, S, C)
-        enc = self.encode_source(src, probe, embedded=(self.dropout(x), None))
+        enc = self.encode_source(src, probe, layers=layers, norm=norm, embedded=(self.dropout(x), None), hook=True)
         if not enc.loss_terms:
             return enc
-        context = ((src != self.vocab.pad) & ~current_sentence_mask(src, self.vocab.brk)).sum().float()
-        return replace(enc, loss_terms={name: replace(t, count=context) for name, t in enc.loss_terms.items()})
+        context = (src != self.vocab.pad) & ~current_sentence_mask(src, self.vocab.brk)   # (B, S)
+        count = (context if on is None else context & on[:, None]).sum().float()
+        return replace(enc, loss_terms={kept_name(i, side): replace(enc.loss_terms[kept_name(i)], count=count)
+                                        for i in sorted(self.between_layers_attention)})
 
     def between_layers(self, layer: int, states: Tensor, mask: Tensor, attention: Optional[Tensor],
                        current: Optional[Tensor]) -> tuple[Tensor, dict[str, LossTerm]]:

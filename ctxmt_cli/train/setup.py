@@ -80,11 +80,22 @@ def window_dataset(data, split: str, recipe: Recipe, vocab: VocabInfo, role: str
 
     ``context_order: random`` (concat) applies to the training windows only: the dev set keeps its order, as
     Morishita et al. (2021, footnote 3) validate and test on the original sentence order.
+
+    A bilingual model (HanoiT, ``model.bilingual``) also gets each sentence's target concatenation, from the
+    split's first-pass stream or its reference (:mod:`ctxmt_cli.data.target_concat`); the training rows go
+    without it with probability ``model.alpha`` (eq. 13), the validation rows never.
     """
     order = getattr(recipe.model, "context_order", "previous") if role == "train" else "previous"
     spec = WindowSpec(recipe.model.src_context_sentences, recipe.model.tgt_context_sentences,
                       recipe.data.max_window_tokens, order, recipe.train.seed, recipe.model.src_next_sentences)
-    ds = WindowDataset(data.split(split), spec, vocab.brk, vocab.eos)
+    target_concat = None
+    if getattr(recipe.model, "bilingual", False):
+        from ctxmt_cli.data.target_concat import TargetConcat, target_side
+
+        m = recipe.model
+        target_concat = TargetConcat(target_side(data, split, m.target_context, m.first_pass_stream),
+                                     m.alpha if role == "train" else 0.0, recipe.train.seed)
+    ds = WindowDataset(data.split(split), spec, vocab.brk, vocab.eos, target_concat)
     if len(ds) == 0:
         raise CtxmtError(f"the {role} split {split!r} of {recipe.data.path} has no usable sentence pairs "
                          f"(all longer than data.max_window_tokens={recipe.data.max_window_tokens}?)")
