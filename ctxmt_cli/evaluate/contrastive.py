@@ -21,6 +21,11 @@ Next sentences: contrastive test sets carry previous context only, so a model th
 sentences (the offline HanoiT models of Yang et al.) is scored here with none (``Batch.src_next`` = 0 on
 every row), not with the windows it was trained on; scoring a prepared split (``ctxmt cxmi``) gives it the
 document's next sentences through a row's fourth element.
+
+Target context of a bilingual model (HanoiT with ``bilingual: true``, Yang et al. §2.3): the items' given
+target context sentences (a Voita-style candidate group: the candidate's own earlier sentences; other sets:
+the item's target context) stand where translation puts a sentence-level first pass, as many as the row's
+source context sentences; the row's fifth element carries them (the target concatenation).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import numpy as np
 import torch
 
 from ctxmt_cli.core.positions import sentence_index
-from ctxmt_cli.data.batching import collate, pad_rows
+from ctxmt_cli.data.batching import collate, pad_rows, target_concat_rows
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet
 from ctxmt_cli.models import context_sentences
@@ -43,25 +48,36 @@ NORMALIZE = ("mean", "none")
 
 #: a sentence: text (encoded with the model's tokenizer) or a tuple of token ids (prepared data, used as is)
 Sentence = Union[str, tuple[int, ...]]
-# (source sentences, target sentences, how many trailing target sentences are scored[, next sentences]): an
-# optional fourth element says how many of the source context sentences are next ones (the window layout of
-# ctxmt_cli.data.windows: previous oldest first, next nearest first, current last); 0 when absent
-Row = Union[tuple[list[Sentence], list[Sentence], int], tuple[list[Sentence], list[Sentence], int, int]]
+# (source sentences, target sentences, how many trailing target sentences are scored[, next sentences[, target
+# context]]): an optional fourth element says how many of the source context sentences are next ones (the window
+# layout of ctxmt_cli.data.windows: previous oldest first, next nearest first, current last; 0 when absent); an
+# optional fifth, the target context sentences of a bilingual model's target concatenation (oldest first)
+Row = Union[tuple[list[Sentence], list[Sentence], int], tuple[list[Sentence], list[Sentence], int, int],
+            tuple[list[Sentence], list[Sentence], int, int, list[Sentence]]]
 
 
-def candidate_rows(item: ContrastiveItem, k: int, src_keep: int, tgt_keep: int, span: str) -> list[Row]:
-    """The forced-decoding rows whose scored tokens make up candidate ``k``'s score."""
+def candidate_rows(item: ContrastiveItem, k: int, src_keep: int, tgt_keep: int, span: str,
+                   bilingual: bool = False) -> list[Row]:
+    """The forced-decoding rows whose scored tokens make up candidate ``k``'s score; ``bilingual``: each row also
+    carries the target sentences before its current one, as many as its source context sentences."""
     src = item.src_context + [item.src]
     tgt = item.target_context(k) + [item.candidates[k]]
     tail = lambda seq, keep, end: seq[max(0, end - keep): end + 1]  # noqa: E731 - window ending at ``end``
+
+    def row(end_src: int, end_tgt: int, scored: int) -> Row:
+        window = tail(src, src_keep, end_src)
+        if not bilingual:
+            return (window, tail(tgt, tgt_keep, end_tgt), scored)
+        return (window, tail(tgt, tgt_keep, end_tgt), scored, 0, tgt[max(0, end_tgt - len(window) + 1):end_tgt])
+
     if span == "current" or item.candidate_contexts is None:
-        return [(tail(src, src_keep, len(src) - 1), tail(tgt, tgt_keep, len(tgt) - 1), 1)]
+        return [row(len(src) - 1, len(tgt) - 1, 1)]
     n = len(tgt)
     if len(src) != n:
         raise CtxmtError(f"item {item.tags}: {len(src)} source but {n} target sentences; a group needs both sides aligned")
-    if src_keep >= n - 1 and tgt_keep >= n - 1:  # one window holds the group: one pass scores every sentence
+    if src_keep >= n - 1 and tgt_keep >= n - 1 and (n == 1 or not bilingual):  # one window holds the group
         return [(src, tgt, n)]
-    return [(tail(src, src_keep, j), tail(tgt, tgt_keep, j), 1) for j in range(n)]
+    return [row(j, j, 1) for j in range(n)]
 
 
 class _Encoder:
@@ -88,6 +104,14 @@ class _Encoder:
             parts += self.ids(side, sentence) + [tok.brk_id]
         return np.asarray(parts + self.ids(side, sentences[-1]) + [tok.eos_id], dtype=np.int64)
 
+    def concatenation(self, context: list[Sentence], current: Sentence) -> np.ndarray:
+        """Ids of a bilingual target concatenation ``y_1 <brk> ... y_c <brk> x </s>``: target context sentences,
+        then the current *source* sentence."""
+        parts: list[int] = []
+        for sentence in context:
+            parts += self.ids("tgt", sentence) + [self.tokenizer.brk_id]
+        return np.asarray(parts + self.ids("src", current) + [self.tokenizer.eos_id], dtype=np.int64)
+
 
 @torch.inference_mode()
 def score_testset(
@@ -104,7 +128,7 @@ def score_testset(
     offsets = np.cumsum([0] + [len(item.candidates) for item in testset.items])
     for i, item in enumerate(testset.items):
         for k in range(len(item.candidates)):
-            for row in candidate_rows(item, k, src_keep, tgt_keep, span):
+            for row in candidate_rows(item, k, src_keep, tgt_keep, span, getattr(model.cfg, "bilingual", False)):
                 rows.append(row)
                 owners.append(offsets[i] + k)
     logprob, tokens = score_rows(model, tokenizer, rows, pretokenized=testset.pretokenized, max_tokens=max_tokens,
@@ -130,9 +154,10 @@ def score_rows(
     """
     enc = _Encoder(tokenizer, pretokenized)
     enc.prime("src", (s for r in rows for s in r[0]))
-    enc.prime("tgt", (s for r in rows for s in r[1]))
+    enc.prime("tgt", (s for r in rows for s in [*r[1], *(r[4] if len(r) > 4 else ())]))
     distinct: dict[tuple, int] = {}
-    row_of = np.array([distinct.setdefault((tuple(r[0]), tuple(r[1]), r[2], r[3] if len(r) > 3 else 0), len(distinct))
+    row_of = np.array([distinct.setdefault((tuple(r[0]), tuple(r[1]), r[2], r[3] if len(r) > 3 else 0,
+                                            tuple(r[4]) if len(r) > 4 else None), len(distinct))
                        for r in rows], dtype=np.int64)
     unique_rows = list(distinct)
     sources = [enc.window("src", list(r[0])) for r in unique_rows]
@@ -140,8 +165,12 @@ def score_rows(
     following = np.array([r[3] for r in unique_rows], dtype=np.int64)
     if following.any() and not model.cfg.src_next_sentences:
         raise ValueError("rows hold next sentences but the model reads none")
-    logprob, tokens = _score_rows(model, tokenizer, (sources, following), targets, [r[2] for r in unique_rows],
-                                  max_tokens, progress)
+    concat = None
+    if getattr(model.cfg, "bilingual", False):                      # a row without a fifth element: none
+        concat = [np.zeros(0, np.int64) if r[4] is None else enc.concatenation(list(r[4]), r[0][-1])
+                  for r in unique_rows]
+    logprob, tokens = _score_rows(model, tokenizer, (sources, following, concat), targets,
+                                  [r[2] for r in unique_rows], max_tokens, progress)
     return logprob[row_of], tokens[row_of]
 
 
@@ -166,12 +195,15 @@ def shared_source_batches(src_key: np.ndarray, src_len: np.ndarray, tgt_len: np.
 
 def _score_rows(model, tokenizer, windows, targets, scored, max_tokens, progress) -> tuple[np.ndarray, np.ndarray]:
     """Summed log-probability and token count of the scored trailing sentences of every row; ``windows``: the
-    source windows and the next sentences in each (``Batch.src_next`` for a model reading next sentences)."""
+    source windows, the next sentences in each (``Batch.src_next`` for a model reading next sentences) and the
+    target concatenations (a bilingual model's ``Batch.tgt_concat``; None for any other)."""
     pad, bos, brk = tokenizer.pad_id, tokenizer.bos_id, tokenizer.brk_id
-    sources, following = windows
+    sources, following, concat = windows
     reads_next = bool(model.cfg.src_next_sentences)
-    keys: dict[tuple[bytes, int], int] = {}
-    src_key = np.array([keys.setdefault((s.tobytes(), int(m)), len(keys)) for s, m in zip(sources, following)])
+    keys: dict[tuple, int] = {}
+    second = [b""] * len(sources) if concat is None else [c.tobytes() for c in concat]
+    src_key = np.array([keys.setdefault((s.tobytes(), int(m), c), len(keys))
+                        for s, m, c in zip(sources, following, second)])
     src_len, tgt_len = np.array([len(s) for s in sources]), np.array([len(t) + 1 for t in targets])
     logprob, tokens = np.zeros(len(sources)), np.zeros(len(sources))
     device = next(model.parameters()).device
@@ -184,6 +216,8 @@ def _score_rows(model, tokenizer, windows, targets, scored, max_tokens, progress
             src_rows = np.array([first[k] for k in unique], dtype=np.int64)
         batch = collate([sources[j] for j in src_rows], [targets[j] for j in ids], pad, bos,
                         src_next=following[src_rows] if reads_next else None)
+        if concat is not None:
+            batch.tgt_concat, batch.tgt_concat_next = target_concat_rows([(concat[j], 0) for j in src_rows], pad)
         if len(unique) < len(ids):
             batch.src_index = torch.from_numpy(src_index.reshape(-1))
         if model.batch_scheme.groups:                                   # each source window: one group of sentences

@@ -228,4 +228,8 @@ VARIANTS: dict[str, dict] = {
     "split-6-0": {"encoder_layers": 6, "unified_layers": 6, "selection_layers": 0},
     "high-q": {"encoder_layers": 3, "selection_layers": 2, "q": 1.0, "src_next_sentences": 2},
     "post-norm": {"normalize_before": False, "q": 0.1},
+    "bilingual-online": {"src_context_sentences": 1, "src_next_sentences": 0, "q": 0.7, "bilingual": True},
+    "bilingual-offline": {"src_context_sentences": 1, "src_next_sentences": 1, "q": 0.7, "bilingual": True,
+                          "gate_scale": 0.5},
+    "bilingual-separate": {"q": 0.5, "bilingual": True, "share_encoder": False, "gate": "scalar"},
 }

@@ -92,12 +92,22 @@ def next_counts(model, rows=(0, 1, 2)):
     return torch.tensor([min(n, SRC[r].count(BRK)) for r in rows]) if n else None
 
 
+def target_rows(model, rows=(0, 1, 2)) -> dict:
+    """``Batch.tgt_concat`` / ``tgt_concat_next`` of ``rows`` for a model reading a target concatenation
+    (bilingual HanoiT): each row's target context sentences (TGT's, as many as SRC's), then its current *source*
+    sentence, with the source window's next counts; nothing for any other model."""
+    if not getattr(model.cfg, "bilingual", False):
+        return {}
+    concat = [TGT[r][: len(TGT[r]) - len(current_only(TGT[r]))] + current_only(SRC[r]) for r in rows]
+    return {"tgt_concat": pad(concat), "tgt_concat_next": next_counts(model, rows)}
+
+
 def sample(model, rows=(0, 1, 2)) -> Batch:
     """Teacher-forcing batch of ``rows``; target windows keep their context only where the model has it."""
     tgt = [TGT[r] if model.cfg.tgt_context_sentences > 0 else current_only(TGT[r]) for r in rows]
     full = pad([[BOS] + t for t in tgt])
     return Batch(src=pad([SRC[r] for r in rows]), tgt_in=full[:, :-1], tgt_out=full[:, 1:],
-                 src_next=next_counts(model, rows))
+                 src_next=next_counts(model, rows), **target_rows(model, rows))
 
 
 def n_target_sentences(batch: Batch) -> torch.Tensor:
@@ -196,8 +206,9 @@ def test_attention_statistics_ignore_padding_and_batch_composition(variant):
     tgt = [TGT[r] if model.cfg.tgt_context_sentences > 0 else current_only(TGT[r]) for r in range(3)]
 
     def windows(rows):                                                      # as the data pipeline collates them
-        return collate([np.asarray(SRC[r]) for r in rows], [np.asarray(tgt[r]) for r in rows], PAD, BOS,
-                       src_next=next_counts(model, rows))
+        batch = collate([np.asarray(SRC[r]) for r in rows], [np.asarray(tgt[r]) for r in rows], PAD, BOS,
+                        src_next=next_counts(model, rows))
+        return replace(batch, **target_rows(model, rows))
 
     together, alone = AttentionStats(), AttentionStats()
     with torch.no_grad():
@@ -272,7 +283,7 @@ def test_beam_one_equals_greedy(variant):
     prefix = None
     if model.cfg.tgt_context_sentences > 0:                                           # target context forced as a prefix
         prefix = pad([[BOS] + t[: len(t) - len(current_only(t))] for t in TGT])
-    query = Batch(src=batch.src, tgt_prefix=prefix, src_next=batch.src_next)
+    query = Batch(src=batch.src, tgt_prefix=prefix, src_next=batch.src_next, **target_rows(model.inner))
     with torch.no_grad():
         beam = beam_search(model, query, beam=1, max_len=10, banned=[BRK])
         greedy = greedy_search(model, query, max_len=10, banned=[BRK])
@@ -357,7 +368,7 @@ def test_save_load_gives_identical_outputs(variant, tokenizer, tmp_path):
     batch.src.clamp_(max=vocab.src_size - 1)
     with torch.no_grad():
         assert torch.equal(model(batch).logits, loaded(batch).logits)
-        query = Batch(src=batch.src, src_next=batch.src_next)
+        query = Batch(src=batch.src, src_next=batch.src_next, **target_rows(model))
         assert [h.tokens for h in beam_search(model, query, beam=2, max_len=6)] == \
             [h.tokens for h in beam_search(loaded, query, beam=2, max_len=6)]
 
