@@ -130,13 +130,15 @@ def translate(
     group_sentences: Optional[int] = typer.Option(None, min=1, help="mbe: sentences per group (default: the whole "
                                                   "document is one group)"),
     group_order: str = typer.Option("consecutive", help="mbe: consecutive | length (groups of length-sorted sentences)"),
+    first_pass: Optional[Path] = typer.Option(None, help="bilingual hanoit: translate each document first with this "
+                                              "sentence-level checkpoint; its translations are the target context"),
 ):
     """Translate whole documents sentence by sentence, with the model's own context (or --context K)."""
     from ctxmt_cli.commands import translate_file
 
     count = translate_file(input, output, checkpoint, beam=beam, lenpen=lenpen, target_context=target_context,
                            batch_docs=batch_docs, device=device, context=context, repair=repair,
-                           group_sentences=group_sentences, group_order=group_order)
+                           group_sentences=group_sentences, group_order=group_order, first_pass=first_pass)
     typer.echo(f"translated {count} sentences", err=True)
 
 
@@ -219,6 +221,8 @@ def evaluate(
                                                   "of sentences per group and print BLEU/chrF per N (Morishita et al. "
                                                   "2021, Figure 4; with --out also a PNG)"),
     device: str = typer.Option("cpu", callback=check_device, help="cpu | cuda | cuda:N"),
+    first_pass: Optional[Path] = typer.Option(None, help="bilingual hanoit: its target context from this sentence-level "
+                                              "checkpoint's translations (default: the split's first-pass stream)"),
 ):
     """BLEU and chrF (sacrebleu, signatures printed) of checkpoints on a prepared split, or of --hyp files against --ref."""
     from ctxmt_cli.evaluate.translation import EvalRequest, run_evaluate
@@ -227,7 +231,7 @@ def evaluate(
         checkpoints=list(checkpoint or []), split=split, data=data, hyps=list(hyp or []), ref=ref, src=src,
         docids=docids, lowercase=lowercase, tokenize=tokenize, document_level=document_level,
         significance=significance, samples=samples, seed=seed, comet=comet, out=out, beam=beam, device=device,
-        context=context, group_sentences=group_sentences,
+        context=context, group_sentences=group_sentences, first_pass=first_pass,
     )
     typer.echo(run_evaluate(request))
 

@@ -37,14 +37,15 @@ def dry_run_report(recipe) -> str:
 
 def translate_file(input: str, output: str, checkpoint: Path, *, beam=None, lenpen=None, target_context=None,
                    batch_docs=None, device: str = "cpu", context=None, repair=None, group_sentences=None,
-                   group_order: str = "consecutive") -> int:
+                   group_order: str = "consecutive", first_pass=None) -> int:
     """Translate a document file with a checkpoint; returns the number of sentences.
 
     ``context`` K: decode with K context sentences per side instead of the model's own, K next sentences too
     for a model that reads them (see :func:`~ctxmt_cli.models.context_sentences` and
     :func:`~ctxmt_cli.models.next_sentences`). ``repair``: a DocRepair checkpoint that rewrites
     the translations in groups (:mod:`ctxmt_cli.decode.repair`). ``group_sentences`` / ``group_order``: how a
-    model that reads its sentence group (mbe) groups a document (:mod:`ctxmt_cli.decode.groups`).
+    model that reads its sentence group (mbe) groups a document (:mod:`ctxmt_cli.decode.groups`). ``first_pass``:
+    the checkpoint whose translations a bilingual hanoit model reads as target context (:func:`_first_pass`).
     """
     from ctxmt_cli.decode.documents import read_documents, write_documents
     from ctxmt_cli.decode.translator import translate_documents
@@ -57,10 +58,11 @@ def translate_file(input: str, output: str, checkpoint: Path, *, beam=None, lenp
         raise CtxmtError(f"--group-order {group_order!r}: choose consecutive or length")
     if output != "-":                  # before any work: a bad -o must not cost a whole translation
         check_output_file(Path(output), "--output", inputs=(checkpoint,) + (() if input == "-" else (input,))
-                          + (() if repair is None else (repair,)))
+                          + (() if repair is None else (repair,)) + (() if first_pass is None else (first_pass,)))
     documents = read_documents(input)  # read first: a bad input must not cost a model load
     loaded = load_model(checkpoint, device=torch_device(device))
     repairer = None if repair is None else _repair_model(loaded, checkpoint, Path(repair), device)
+    targets = _first_pass(loaded, checkpoint, first_pass, documents, device, batch_docs)
     dec = loaded.recipe.decode
     src_context, tgt_context = context_sentences(loaded.recipe.model, context)
     outputs = translate_documents(
@@ -69,12 +71,27 @@ def translate_file(input: str, output: str, checkpoint: Path, *, beam=None, lenp
         max_len_b=dec.max_len_b, target_context=target_context or dec.target_context,
         batch_docs=batch_docs or dec.batch_docs, max_window_tokens=loaded.recipe.data.max_window_tokens,
         group_sentences=group_sentences, group_order=group_order,
-        src_next_sentences=next_sentences(loaded.recipe.model, context),
+        src_next_sentences=next_sentences(loaded.recipe.model, context), first_pass=targets,
     )
     if repairer is not None:
         outputs = _repair(repairer, outputs)
     write_documents(outputs, output)
     return sum(len(doc) for doc in documents)
+
+
+def _first_pass(loaded, checkpoint: Path, first_pass, documents, device: str, batch_docs):
+    """The first pass a bilingual model reads (``documents`` translated by the ``first_pass`` checkpoint with its
+    own recipe's settings), or None; a bilingual model without one and ``first_pass`` for another model are refused
+    before any translation."""
+    from ctxmt_cli.decode.bilingual import check_first_pass, check_first_pass_model, first_pass_translations
+    from ctxmt_cli.models.loading import load_model, torch_device
+
+    check_first_pass(loaded.model, documents, None if first_pass is None else documents)
+    if first_pass is None:
+        return None
+    first = load_model(Path(first_pass), device=torch_device(device))
+    check_first_pass_model(first, loaded, first_pass, checkpoint)
+    return first_pass_translations(first, documents, batch_docs=batch_docs)
 
 
 def _repair_model(first, checkpoint: Path, repair: Path, device: str):

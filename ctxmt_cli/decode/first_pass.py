@@ -91,6 +91,9 @@ def write_first_pass(prepared: PreparedData, split: str, name: str, loaded, chec
         raise CtxmtError(f"--from {source} names the stream being written; translate another side or stream")
     side_in, read, origin = _input(prepared, split, source)
     check_direction(loaded, prepared, side_in, checkpoint)
+    if getattr(loaded.recipe.model, "bilingual", False):
+        raise CtxmtError(f"{checkpoint} is a bilingual hanoit model, which itself reads a first pass; write the "
+                         "stream with a sentence-level checkpoint")
     side_out, dec = OTHER[side_in], _decode_settings(loaded, settings)
     plan = {"split": split, **origin, "side": side_out, "checkpoint": checkpoint_identity(checkpoint), "decode": dec}
     writer = StreamWriter(prepared.dir, split, name, prepared.meta["dtype"], plan)

@@ -43,6 +43,7 @@ from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.core.model import DocumentMode, VocabInfo
 from ctxmt_cli.data.batching import pad_rows
 from ctxmt_cli.data.windows import fit_window
+from ctxmt_cli.decode.bilingual import DocumentIds, add_target_concat, check_first_pass, first_pass_ids
 from ctxmt_cli.decode.search import beam_search
 from ctxmt_cli.errors import CtxmtError
 
@@ -163,6 +164,7 @@ def step_batch(
         tgt_sentences=torch.tensor(n_sent, dtype=torch.long),
         src_next=torch.tensor(n_next, dtype=torch.long) if plan.src_next_sentences else None,   # (B,)
     )
+    add_target_concat(batch, sources, j, plan, sp)                      # documents with a first pass (bilingual)
     return StepInput(batch, torch.tensor(max_len, dtype=torch.long), expected)
 
 
@@ -272,8 +274,8 @@ def _translate_group(model, docs: list[list[list[int]]], plan, sp, search, mode,
     return outs
 
 
-def _encode_document(tokenizer, doc: Sequence[str], limit: int, stats: TranslationStats):
-    """Line indices and ids of the non-empty sentences of ``doc``; over-long ones are cut to fit."""
+def _encode_document(tokenizer, doc: Sequence[str], limit: int, stats: TranslationStats, first_pass=None):
+    """Line indices and ids of the non-empty sentences of ``doc`` (over-long ones cut; + ``first_pass``: DocumentIds)."""
     kept, ids = [], []
     for i, text in enumerate(doc):
         tokens = tokenizer.encode_src(text) if text.strip() else []
@@ -287,6 +289,8 @@ def _encode_document(tokenizer, doc: Sequence[str], limit: int, stats: Translati
             tokens = tokens[: limit - 1]
         kept.append(i)
         ids.append(list(tokens))
+    if first_pass is not None:
+        ids = DocumentIds(ids, first_pass_ids(tokenizer, [first_pass[i] for i in kept], limit - 1))
     return kept, ids
 
 
@@ -348,7 +352,7 @@ def translate_documents(
     target_context: str = "prefix", batch_docs: int = 64, max_window_tokens: int = 1024,
     progress: Optional[Callable[[TranslationStats], None]] = None, stats: Optional[TranslationStats] = None,
     cache: bool = True, group_sentences: Optional[int] = None, group_order: str = "consecutive",
-    src_next_sentences: Optional[int] = None,
+    src_next_sentences: Optional[int] = None, first_pass: Optional[list[list]] = None,
 ) -> list[list[str]]:
     """Translate ``documents`` (lists of sentences); one output string per input sentence, same nesting.
 
@@ -360,8 +364,10 @@ def translate_documents(
     (:mod:`ctxmt_cli.decode.groups`: ``group_sentences`` per group, None = the whole document, in
     ``group_order``); a model of another kind refuses ``group_sentences``. ``src_next_sentences``: the next
     source sentences in each window (None: the model's own ``src_next_sentences``; a model that reads none
-    refuses more).
+    refuses more). ``first_pass``: one sentence-level translation (text or target ids) per sentence of
+    ``documents``, which a bilingual model needs and any other refuses (:mod:`ctxmt_cli.decode.bilingual`).
     """
+    check_first_pass(model, documents, first_pass)
     if target_context not in MODES:
         raise CtxmtError(f"target_context {target_context!r}: choose prefix or generate")
     if max_window_tokens < 2 or batch_docs < 1:
@@ -371,7 +377,8 @@ def translate_documents(
     plan = Plan(src_context_sentences, tgt_context_sentences, max_window_tokens, max_len_a, max_len_b,
                 _next_sentences(model, src_next_sentences))
     search = _Search(beam, lenpen, _model_device(model))
-    encoded = [_encode_document(tokenizer, doc, max_window_tokens, stats) for doc in documents]
+    encoded = [_encode_document(tokenizer, doc, max_window_tokens, stats, first_pass and first_pass[d])
+               for d, doc in enumerate(documents)]
     stats.documents += len(documents)
     stats.total += sum(len(ids) for _, ids in encoded)
     results = [[""] * len(doc) for doc in documents]

@@ -44,6 +44,7 @@ class EvalRequest:
     device: str = "cpu"
     context: Optional[str] = None           # "K[,K...]": translate once per context size K
     group_sentences: Optional[str] = None   # "N[,N...|all]": mbe, translate once per group size N
+    first_pass: Optional[Path] = None       # bilingual hanoit: the checkpoint whose translations it reads
 
 
 @dataclass
@@ -85,11 +86,12 @@ def split_documents(prepared, split: str, tokenized: bool = False):
 
 
 def translate_sources(loaded, sources: list[list[str]], beam: Optional[int] = None, context: Optional[int] = None,
-                      group_sentences: Optional[int] = None, tokenized: bool = False) -> list[list[str]]:
+                      group_sentences: Optional[int] = None, tokenized: bool = False,
+                      first_pass: Optional[list[list]] = None) -> list[list[str]]:
     """Translate source documents with a loaded checkpoint and its recipe's decoding settings
     (``context`` K: K context sentences per side instead of the model's own, and K next sentences for a model
     that reads them; ``group_sentences`` N: mbe's groups of N sentences instead of whole documents;
-    ``tokenized``: the Moses-tokenized output, not detokenized)."""
+    ``tokenized``: the Moses-tokenized output, not detokenized; ``first_pass``: a bilingual model's)."""
     from ctxmt_cli.decode.translator import translate_documents
     from ctxmt_cli.models import context_sentences, next_sentences
 
@@ -101,7 +103,7 @@ def translate_sources(loaded, sources: list[list[str]], beam: Optional[int] = No
         beam=beam or dec.beam, lenpen=dec.lenpen, max_len_a=dec.max_len_a, max_len_b=dec.max_len_b,
         target_context=dec.target_context, batch_docs=dec.batch_docs,
         max_window_tokens=loaded.recipe.data.max_window_tokens, group_sentences=group_sentences,
-        src_next_sentences=next_sentences(loaded.recipe.model, context),
+        src_next_sentences=next_sentences(loaded.recipe.model, context), first_pass=first_pass,
     )
 
 
@@ -125,6 +127,7 @@ def _unique_names(paths) -> list[str]:
 
 def _translate_corpus(req: EvalRequest) -> Corpus:
     from ctxmt_cli.data.store import PreparedData
+    from ctxmt_cli.decode.bilingual import split_first_passes
     from ctxmt_cli.models import context_sentences
     from ctxmt_cli.models.loading import load_model, torch_device
 
@@ -144,14 +147,16 @@ def _translate_corpus(req: EvalRequest) -> Corpus:
     # tokenized BLEU on a --moses split scores the Moses tokens the model writes, as the papers do
     tokenized = req.tokenize == "none" and prepared.tokenizer.moses
     sources, references = split_documents(prepared, req.split, tokenized)
+    # a bilingual model's target context: --first-pass's translations, or the split's first-pass stream
+    firsts = split_first_passes(models, req.checkpoints, prepared, req.split, sources, req.first_pass, req.device)
     systems, sweep_of = {}, {}
-    for name, loaded in zip(names, models):
+    for name, loaded, first in zip(names, models, firsts):
         for k in contexts:
             for n in groups:
                 label = None if k is None and req.group_sentences is None else \
                     (f"K={k}" if k is not None else f"N={'all' if n is None else n}")
                 system = name if label is None else f"{name} {label}"
-                systems[system] = translate_sources(loaded, sources, req.beam, k, n, tokenized)
+                systems[system] = translate_sources(loaded, sources, req.beam, k, n, tokenized, first)
                 if label is not None:
                     sweep_of[system] = (name, label.split("=", 1)[1])
     return Corpus(systems, references, sources, has_documents=True, sweep_of=sweep_of, moses_tokenized=tokenized)
@@ -263,6 +268,9 @@ def _validate(req: EvalRequest) -> list[str]:
         raise CtxmtError("give either --checkpoint (translate a split) or --hyp/--ref (score files), not both")
     if req.hyps and req.ref is None:
         raise CtxmtError("--hyp needs --ref REFERENCE_FILE")
+    if req.hyps and req.first_pass is not None:
+        raise CtxmtError("--first-pass gives a bilingual checkpoint its target context; give it with --checkpoint, "
+                         "not with --hyp files")
     if req.hyps and req.context is not None:
         raise CtxmtError("--context sets the context a checkpoint translates with; give it with --checkpoint, "
                          "not with --hyp files")
