@@ -72,8 +72,47 @@ def test_every_family_gets_bounded_figures_and_pngs(checkpoints, family, tmp_pat
     pngs = sorted(p.name for p in tmp_path.glob("*.png"))
     assert {"entropy_grid.png", "current_share_grid.png", "window1_cross.png"} <= set(pngs)
     assert ("window1_assignment.png" in pngs) == (family == "caching")
+    assert "kept_context" not in result and not {"kept_context.png", "window1_selection.png"} & set(pngs)  # no selection
     for png in pngs:
         assert imread(tmp_path / png).shape[0] > 50
+
+
+#: a tiny offline HanoiT (1 previous + 1 next sentence): 1 unified layer, then 2 selection layers
+HANOIT = ["--set", "model.encoder_layers=3", "--set", "model.unified_layers=1", "--set", "model.selection_layers=2",
+          "--set", "model.q=0.5", "--set", "model.src_context_sentences=1", "--set", "model.src_next_sentences=1"]
+
+
+@pytest.fixture(scope="module")
+def hanoit_checkpoint(synthetic_dir, tmp_path_factory) -> Path:
+    """A tiny HanoiT trained 4 updates through the CLI."""
+    save = tmp_path_factory.mktemp("attention") / "hanoit"
+    result = run_cli("train", ROOT / "recipes" / "quickstart" / "hanoit.yaml", *tiny_sets(synthetic_dir, save), *HANOIT)
+    assert result.exit_code == 0, result.output
+    return save / "checkpoint_best.pt"
+
+
+def test_hanoit_kept_shares_per_selection_layer_and_the_selection_maps(hanoit_checkpoint, tmp_path):
+    from matplotlib.image import imread
+
+    run = run_cli("analyze-attention", "-c", hanoit_checkpoint, "--out", tmp_path, "--max-sentences", "12",
+                  "--show", "1")
+    assert run.exit_code == 0, run.output
+    result = json.loads((tmp_path / "analysis.json").read_text())
+    assert result["family"] == "hanoit" and result["context"]["src_next"] == 1
+    kept = result["kept_context"]
+    assert set(kept) == {"source", "definition"} and "Figure 4" in kept["definition"]
+    source = kept["source"]
+    assert source["layers"] == [2, 3] and source["context"] > 0
+    shares = source["share"]
+    assert all(0.0 <= s <= 1.0 for s in shares) and shares[0] >= shares[1]          # never more after a drop
+    assert shares == pytest.approx([k / source["context"] for k in source["kept"]])
+    table = run.stdout[run.stdout.index("Figure 4"):].splitlines()
+    assert table[2].split()[:3] == ["source", *(f"{100 * s:.1f}%" for s in shares)]
+    for png in ("kept_context.png", "window1_selection.png", "window1_encoder_self.png"):
+        pixels = imread(tmp_path / png)
+        assert pixels.ndim == 3 and pixels.shape[0] > 100 and pixels.shape[1] > 100, png
+    numbers = analyze(hanoit_checkpoint, tmp_path / "numbers", "--max-sentences", "12", "--no-plots")
+    assert numbers["kept_context"] == kept and not list((tmp_path / "numbers").glob("*.png"))
 
 
 def direct_entropy(checkpoint: Path, data: Path, n: int) -> dict[str, np.ndarray]:
