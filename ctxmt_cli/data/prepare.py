@@ -18,11 +18,12 @@ import tempfile
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ctxmt_cli.data.formats import FORMATS, count_lines, iter_parallel_located
-from ctxmt_cli.data.store import FORMAT_VERSION, SPLIT_NAME, SplitWriter, choose_dtype, write_meta
+from ctxmt_cli.data.store import FORMAT_VERSION, REFERENCE_FILE, SPLIT_NAME, SplitWriter, choose_dtype, write_meta
 from ctxmt_cli.data.tokenize import BRK, SPECIAL_IDS, MosesProcessor, Tokenizer, train_sentencepiece
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.paths import check_input_file, check_output_dir
@@ -227,9 +228,15 @@ def _encode_split(spec: PrepareSpec, tok: Tokenizer, tmp: Path, name: str, dtype
     say(f"encoding the {name} split")
     docs = iter_parallel_located(spec.fmt, inp.src, inp.tgt, inp.docids)
     next_report = PROGRESS_EVERY
-    with SplitWriter(tmp, name, dtype) as writer:
+    # the raw target text of a split one evaluates on: references for BLEU, as written (ids lose what the
+    # vocabulary cannot spell and what detokenization cannot restore)
+    ref_path = None if name == "train" else tmp / REFERENCE_FILE.format(split=name)
+    with SplitWriter(tmp, name, dtype) as writer, \
+            (nullcontext() if ref_path is None else open(ref_path, "w", encoding="utf-8")) as refs:
         for chunk in _chunks(docs, CHUNK_SENTENCES):
             pairs = [p for doc, _ in chunk for p in doc]
+            if refs is not None:
+                refs.writelines(_one_line(p[1]) + "\n" for p in pairs)
             if pretok is not None:
                 pairs = [next(pretok) for _ in pairs]
             ids = {side: tok.encode_batch([p[k] for p in pairs], side, pretokenized=pretok is not None)

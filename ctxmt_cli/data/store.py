@@ -37,6 +37,8 @@ from ctxmt_cli.errors import CtxmtError
 
 FORMAT_VERSION = 1
 SPLIT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+#: the raw target sentences of an evaluation split, one per line in split order (the references BLEU scores)
+REFERENCE_FILE = "{split}.ref.txt"
 STREAM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")      # no '.': {split}.{name} stays unambiguous
 _TYPECODES = {"uint16": "H", "int32": "i"}
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from ctxmt_cli.data.store import REFERENCE_FILE
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.sweeps import draw_group_sweep, parse_contexts, parse_group_sentences, sweep_table
 from ctxmt_cli.paths import check_input_file, check_output_file
@@ -73,16 +74,36 @@ def check_vocabulary(loaded, prepared, checkpoint) -> None:
 
 
 def split_documents(prepared, split: str, tokenized: bool = False):
-    """Source documents and reference documents (detokenised text; ``tokenized``: references as Moses
-    tokenized them, for tokenized BLEU on a ``--moses`` split) of a prepared split."""
+    """Source documents and reference documents of a prepared split.
+
+    References are the raw target text ``ctxmt prepare`` kept for the split (``REFERENCE_FILE``), as the
+    corpus wrote it; ``tokenized``: Moses-tokenized, for tokenized BLEU on a ``--moses`` split. A split
+    prepared without that file (the train split, or an older ctxmt) falls back to decoding its token ids,
+    which loses what the vocabulary cannot spell."""
     store = prepared.split(split)
     tok = prepared.tokenizer
     ref_tok = tok.without_detokenizer() if tokenized else tok
+    raw = _raw_references(prepared, split, store.n_sentences)
     sources, references = [], []
     for start, end in store.documents():
         sources.append([tok.decode_src(store.src(i).tolist()) for i in range(start, end)])
-        references.append([ref_tok.decode_tgt(store.tgt(i).tolist()) for i in range(start, end)])
+        if raw is None:
+            references.append([ref_tok.decode_tgt(store.tgt(i).tolist()) for i in range(start, end)])
+        else:
+            references.append([tok.pretokenize(raw[i], "tgt") if tokenized else raw[i] for i in range(start, end)])
     return sources, references
+
+
+def _raw_references(prepared, split: str, n: int) -> Optional[list[str]]:
+    """The split's raw target lines (None when it has none); a file that does not match the split is refused."""
+    path = Path(prepared.dir) / REFERENCE_FILE.format(split=split)
+    if not path.is_file():
+        return None
+    lines = path.read_text(encoding="utf-8").split("\n")[:-1]
+    if len(lines) != n:
+        raise CtxmtError(f"{path} has {len(lines)} lines for {n} sentences of split {split!r}; "
+                         "re-run `ctxmt prepare --force`")
+    return lines
 
 
 def translate_sources(loaded, sources: list[list[str]], beam: Optional[int] = None, context: Optional[int] = None,

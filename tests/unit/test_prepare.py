@@ -92,7 +92,7 @@ def test_layout_and_meta(tmp_path):
     names = {p.name for p in out.iterdir()}
     assert names == {"meta.json", "spm.model", "spm.vocab"} | {
         f"{s}.{part}" for s in ("train", "valid")
-        for part in ("src.bin", "tgt.bin", "src.idx", "tgt.idx", "docs")}
+        for part in ("src.bin", "tgt.bin", "src.idx", "tgt.idx", "docs")} | {"valid.ref.txt"}
     assert meta == PreparedData(out).meta
     assert meta["format_version"] == 1 and meta["joint"] is True and meta["moses"] is False
     assert meta["spm"] == {"src": "spm.model", "tgt": "spm.model"}
@@ -103,6 +103,32 @@ def test_layout_and_meta(tmp_path):
     assert meta["source"]["format"] == "text"
     assert meta["tokenizer_fingerprint"] == Tokenizer.load(out).fingerprint()
     assert not any(p.name.startswith(".prep") for p in tmp_path.iterdir())
+
+
+def test_evaluation_splits_keep_their_raw_references(tmp_path):
+    """BLEU scores the references as the corpus wrote them: characters the vocabulary cannot spell and spacing
+    detokenization cannot restore survive, Moses-tokenized for tokenized BLEU on a --moses split."""
+    from ctxmt_cli.evaluate.translation import split_documents
+
+    prefix = copy_text_corpus(tmp_path)
+    odd = "Der Preis stieg um 5 °C  – «laut» Kritikern."          # °, «», a double space: not in the vocabulary
+    lines = Path(f"{prefix}.de").read_text(encoding="utf-8").split("\n")
+    lines[1] = odd
+    Path(f"{prefix}.de").write_text("\n".join(lines), encoding="utf-8")
+    splits = {name: resolve_split_input("text", prefix, "en", "de") for name in ("train", "test")}
+    out = tmp_path / "prep"
+    prepare_corpus(spec_for("text", out, splits=splits, moses=True))
+    data = PreparedData(out)
+    raw = [x for x in lines if x.strip()]
+    _, refs = split_documents(data, "test")
+    assert [s for doc in refs for s in doc] == raw
+    assert data.tokenizer.decode_tgt(data.split("test").tgt(1).tolist()) != odd   # what ids alone would give
+    _, tokenized = split_documents(data, "test", tokenized=True)
+    assert [s for doc in tokenized for s in doc] == [data.tokenizer.pretokenize(x, "tgt") for x in raw]
+    assert not (out / "train.ref.txt").exists()
+    (out / "test.ref.txt").write_text("one line\n", encoding="utf-8")
+    with pytest.raises(CtxmtError, match="re-run `ctxmt prepare --force`"):
+        split_documents(data, "test")
 
 
 def test_mean_lengths_match_recomputation(tmp_path):
