@@ -94,16 +94,38 @@ def read_split(loaded, req: AttentionRequest):
     return MemorySplit(docs, name=Path(req.src).name)
 
 
-def window_dataset(loaded, split, context: Optional[int]):
+def window_dataset(loaded, split, context: Optional[int], target_concat=None):
     """Windows of ``split`` with the model's context, or ``context`` sentences on each side that has context
-    (and as many next sentences, for a model that reads them: they come from the split's documents)."""
+    (and as many next sentences, for a model that reads them: they come from the split's documents);
+    ``target_concat``: a bilingual model's second rows (:func:`target_concatenation`)."""
     from ctxmt_cli.data.windows import WindowDataset, WindowSpec
     from ctxmt_cli.models import context_sentences, next_sentences
 
     src_ctx, tgt_ctx = context_sentences(loaded.recipe.model, context)
     spec = WindowSpec(src_ctx, tgt_ctx, loaded.recipe.data.max_window_tokens,
                       src_next_sentences=next_sentences(loaded.recipe.model, context))
-    return WindowDataset(split, spec, loaded.vocab.brk, loaded.vocab.eos)
+    return WindowDataset(split, spec, loaded.vocab.brk, loaded.vocab.eos, target_concat)
+
+
+def target_concatenation(loaded, req: AttentionRequest, split):
+    """A bilingual HanoiT's target concatenation of every window, as validation gives it (every row has one): the
+    target context its recipe names (a first-pass stream of the prepared split, or the reference); None for any
+    other model. ``--src``/``--ref`` files have no first-pass stream: refused there unless the model reads the
+    reference."""
+    model = loaded.recipe.model
+    if not getattr(model, "bilingual", False):
+        return None
+    from ctxmt_cli.data.store import PreparedData
+    from ctxmt_cli.data.target_concat import ReferenceSide, TargetConcat, target_side
+
+    if req.src is None:
+        prepared = PreparedData(req.data or Path(loaded.recipe.data.path))
+        return TargetConcat(target_side(prepared, req.split, model.target_context, model.first_pass_stream))
+    if model.target_context != "reference":
+        raise CtxmtError(f"{req.checkpoint} is a bilingual model reading first-pass translations of the context, "
+                         "which --src/--ref files do not have; analyse a prepared split holding the stream "
+                         f"(--data DIR --split S, written by `ctxmt first-pass`)")
+    return TargetConcat(ReferenceSide(split))
 
 
 @torch.no_grad()
@@ -129,7 +151,8 @@ def run_attention(req: AttentionRequest) -> dict:
 
     _check(req)
     loaded = load_model(req.checkpoint, torch_device(req.device))
-    dataset = window_dataset(loaded, read_split(loaded, req), req.context)
+    split = read_split(loaded, req)
+    dataset = window_dataset(loaded, split, req.context, target_concatenation(loaded, req, split))
     indices = dataset.indices if req.max_sentences is None else dataset.indices[: req.max_sentences]
     if len(indices) == 0:
         raise CtxmtError(f"no sentence to analyse in split {dataset.split.name!r}")
@@ -144,6 +167,10 @@ def run_attention(req: AttentionRequest) -> dict:
     src_ctx, tgt_ctx = dataset.spec.src_context_sentences, dataset.spec.tgt_context_sentences
     result.update(checkpoint=str(req.checkpoint), family=loaded.recipe.model.family, split=dataset.split.name,
                   context={"src": src_ctx, "tgt": tgt_ctx, "src_next": dataset.spec.src_next_sentences})
+    if dataset.target_concat is not None:                                   # bilingual: what its target stream read
+        model = loaded.recipe.model
+        result["context"]["target_concat"] = model.first_pass_stream if model.target_context == "first_pass" \
+            else "reference"
     out = Path(req.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "analysis.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

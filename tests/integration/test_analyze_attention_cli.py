@@ -77,42 +77,57 @@ def test_every_family_gets_bounded_figures_and_pngs(checkpoints, family, tmp_pat
         assert imread(tmp_path / png).shape[0] > 50
 
 
-#: a tiny offline HanoiT (1 previous + 1 next sentence): 1 unified layer, then 2 selection layers
+#: a tiny offline HanoiT (1 previous + 1 next sentence): 1 unified layer, then 2 selection layers; bilingual: with
+#: the target side of the same context sentences (the reference: no first pass to train for the test)
 HANOIT = ["--set", "model.encoder_layers=3", "--set", "model.unified_layers=1", "--set", "model.selection_layers=2",
           "--set", "model.q=0.5", "--set", "model.src_context_sentences=1", "--set", "model.src_next_sentences=1"]
+BILINGUAL = ["--set", "model.bilingual=true", "--set", "model.target_context=reference"]
 
 
-@pytest.fixture(scope="module")
-def hanoit_checkpoint(synthetic_dir, tmp_path_factory) -> Path:
-    """A tiny HanoiT trained 4 updates through the CLI."""
-    save = tmp_path_factory.mktemp("attention") / "hanoit"
-    result = run_cli("train", ROOT / "recipes" / "quickstart" / "hanoit.yaml", *tiny_sets(synthetic_dir, save), *HANOIT)
+@pytest.fixture(scope="module", params=["monolingual", "bilingual"])
+def hanoit_checkpoint(request, synthetic_dir, tmp_path_factory) -> tuple[str, Path]:
+    """A tiny HanoiT (monolingual, then bilingual) trained 4 updates through the CLI."""
+    save = tmp_path_factory.mktemp("attention") / request.param
+    extra = BILINGUAL if request.param == "bilingual" else []
+    result = run_cli("train", ROOT / "recipes" / "quickstart" / "hanoit.yaml", *tiny_sets(synthetic_dir, save), *HANOIT,
+                     *extra)
     assert result.exit_code == 0, result.output
-    return save / "checkpoint_best.pt"
+    return request.param, save / "checkpoint_best.pt"
 
 
 def test_hanoit_kept_shares_per_selection_layer_and_the_selection_maps(hanoit_checkpoint, tmp_path):
     from matplotlib.image import imread
 
-    run = run_cli("analyze-attention", "-c", hanoit_checkpoint, "--out", tmp_path, "--max-sentences", "12",
-                  "--show", "1")
+    kind, checkpoint = hanoit_checkpoint
+    run = run_cli("analyze-attention", "-c", checkpoint, "--out", tmp_path, "--max-sentences", "12", "--show", "1")
     assert run.exit_code == 0, run.output
     result = json.loads((tmp_path / "analysis.json").read_text())
     assert result["family"] == "hanoit" and result["context"]["src_next"] == 1
     kept = result["kept_context"]
-    assert set(kept) == {"source", "definition"} and "Figure 4" in kept["definition"]
-    source = kept["source"]
-    assert source["layers"] == [2, 3] and source["context"] > 0
-    shares = source["share"]
-    assert all(0.0 <= s <= 1.0 for s in shares) and shares[0] >= shares[1]          # never more after a drop
-    assert shares == pytest.approx([k / source["context"] for k in source["kept"]])
+    sides = ["source", "target"] if kind == "bilingual" else ["source"]
+    assert list(kept) == [*sides, "definition"] and "Figure 4" in kept["definition"]
+    assert result["context"].get("target_concat") == ("reference" if kind == "bilingual" else None)
     table = run.stdout[run.stdout.index("Figure 4"):].splitlines()
-    assert table[2].split()[:3] == ["source", *(f"{100 * s:.1f}%" for s in shares)]
+    for row, side in enumerate(sides, start=2):
+        series = kept[side]
+        assert series["layers"] == [2, 3] and series["context"] > 0
+        shares = series["share"]
+        assert all(0.0 <= s <= 1.0 for s in shares) and shares[0] >= shares[1]      # never more after a drop
+        assert shares == pytest.approx([k / series["context"] for k in series["kept"]])
+        assert table[row].split()[:3] == [side, *(f"{100 * s:.1f}%" for s in shares)]
     for png in ("kept_context.png", "window1_selection.png", "window1_encoder_self.png"):
         pixels = imread(tmp_path / png)
         assert pixels.ndim == 3 and pixels.shape[0] > 100 and pixels.shape[1] > 100, png
-    numbers = analyze(hanoit_checkpoint, tmp_path / "numbers", "--max-sentences", "12", "--no-plots")
+    numbers = analyze(checkpoint, tmp_path / "numbers", "--max-sentences", "12", "--no-plots")
     assert numbers["kept_context"] == kept and not list((tmp_path / "numbers").glob("*.png"))
+
+
+def test_hanoit_on_files_reads_the_reference_as_target_context(hanoit_checkpoint, synthetic_dir, tmp_path):
+    kind, checkpoint = hanoit_checkpoint
+    raw = synthetic_dir / "raw"
+    files = analyze(checkpoint, tmp_path, "--src", raw / "test.src", "--ref", raw / "test.tgt", "--max-sentences",
+                    "6", "--no-plots")
+    assert list(files["kept_context"])[:-1] == (["source", "target"] if kind == "bilingual" else ["source"])
 
 
 def direct_entropy(checkpoint: Path, data: Path, n: int) -> dict[str, np.ndarray]:
