@@ -52,7 +52,8 @@ def analyze_attention(
     device: str = typer.Option("cpu", callback=check_device, help="cpu | cuda | cuda:N"),
 ):
     """Attention entropy and current-sentence share per kind, layer and head (Lupo et al. 2022, Table 5 and
-    Figure 2), group usage of the caching family, heat maps.
+    Figure 2), group usage of the caching family, HanoiT's kept context tokens per selection layer and its
+    selection maps (Yang et al., Figures 4 and 6), heat maps.
 
     `ctxmt analyze-attention compare RUN_A RUN_B` tests the summary numbers of two runs by approximate randomisation.
     """

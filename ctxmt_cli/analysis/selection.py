@@ -7,15 +7,18 @@ layer), a weight-0 loss term named by :func:`ctxmt_cli.models.hanoit.kept_name`:
 still alive after layer N, count = the context tokens of the input window. :class:`KeptShares` pools them as the
 paper's ratio, Σ kept / Σ input context tokens over the analysed windows (a long window weighs more than a short
 one; it is not a mean of per-window ratios). One series per context side, keyed "source" and "target": "source"
-comes from ``kept_context_layerN`` (the monolingual model's context, previous and next sentences alike); "target"
-from ``kept_target_context_layerN``, which the bilingual model (§2.3) logs for the target-context tokens of its
-second stream [target context; current source] under the same selection. A side is reported when the model logs it.
+comes from ``kept_context_layerN`` (the source context, previous and next sentences alike); "target" from
+``kept_target_context_layerN``, which the bilingual model (§2.3) logs for the target-context tokens of its second
+stream [target context; current source] under the same selection (the analysed windows carry that stream as
+validation gives it: :func:`ctxmt_cli.analysis.attention_run.target_concatenation`). A side is reported when the
+model logs it.
 
 Heat maps. One teacher-forced pass over the chosen window with every map kept (a probe listens, so the encoder
 keeps the window's full width and a dropped token's column is 0 in every later layer): the head-averaged
 self-attention of the bottom encoder layer and of the top one. Tokens no longer alive at a layer's input are
 blanked in that layer's map (rows and columns); the context tokens the selection drops by the end (the decoder's
-cross-attention never reads them) are marked on both maps.
+cross-attention never reads them) are marked on both maps. A bilingual model's maps are those of its source window
+(the probe listens to that stream; the target stream's selection shows in its kept shares).
 """
 
 from __future__ import annotations
