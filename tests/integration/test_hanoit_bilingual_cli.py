@@ -1,0 +1,87 @@
+"""The bilingual HanoiT pipeline through the CLI (Yang et al., §2.3), on tiny models: prepare a tiny synthetic
+corpus, train a sentence-level model, write its first pass over the train and valid splits (``ctxmt first-pass``),
+train a bilingual HanoiT on those streams, translate a document with ``--first-pass``, evaluate (the split's
+stream, or ``--first-pass``), and the one-line refusals on the way."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from tests.integration.conftest import ROOT, assert_user_error, run_cli, tiny_sets
+
+BILINGUAL = {"family": "hanoit", "preset": None, "d_model": 32, "ffn_dim": 64, "heads": 4, "encoder_layers": 2,
+             "decoder_layers": 1, "dropout": 0.0, "src_context_sentences": 1, "src_next_sentences": 1, "q": 0.2,
+             "bilingual": True}
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory):
+    """(root, data, sentence-level checkpoint, bilingual recipe, bilingual checkpoint), built through the CLI."""
+    root = tmp_path_factory.mktemp("bilingual")
+    data = root / "data"
+    result = run_cli("prepare", "synthetic", "--out", data, "--docs", 41, "--seed", 1)
+    assert result.exit_code == 0, result.output
+    result = run_cli("train", ROOT / "recipes" / "lupo2022_focused_concat" / "en_de_base.yaml",
+                     *tiny_sets(data, root / "sentence"), "--set", "train.early_stop_on=window_loss")
+    assert result.exit_code == 0, result.output
+    sentence = root / "sentence" / "checkpoint_best.pt"
+    recipe = root / "bilingual.yaml"
+    recipe.write_text(yaml.safe_dump({"data": {"path": str(data)}, "model": BILINGUAL,
+                                      "train": {"save_dir": str(root / "bilingual"), "threads": 1}}))
+    result = run_cli("train", recipe, *tiny_sets(data, root / "bilingual"), "--set", "model.encoder_layers=2")
+    assert_user_error(result, "first-pass stream 'first-pass' of split 'train'", "ctxmt first-pass -c SENTENCE_CKPT")
+    assert not (root / "bilingual").exists()                                # refused before anything was written
+    for split in ("train", "valid"):
+        result = run_cli("first-pass", "-c", sentence, "--data", data, "--split", split, "--beam", 1)
+        assert result.exit_code == 0, result.output
+    result = run_cli("train", recipe, *tiny_sets(data, root / "bilingual"), "--set", "model.encoder_layers=2")
+    assert result.exit_code == 0, result.output
+    return root, data, sentence, recipe, root / "bilingual" / "checkpoint_best.pt"
+
+
+def test_training_logs_both_sides_kept_shares(pipeline):
+    root = pipeline[0]
+    records = [json.loads(line) for line in (root / "bilingual" / "metrics.jsonl").read_text().splitlines()]
+    valid = [r for r in records if r.get("kind") == "valid"]
+    assert valid and all(0 <= r["kept_target_context_layer2"] <= 1 and 0 <= r["kept_context_layer2"] <= 1
+                         for r in valid)
+
+
+def test_translate_with_a_first_pass(pipeline, tmp_path):
+    root, data, sentence, _, bilingual = pipeline
+    lines = (data / "raw" / "test.src").read_text().split("\n\n")[:2]
+    doc = tmp_path / "doc.txt"
+    doc.write_text("\n\n".join("\n".join(d.strip().splitlines()[:3]) for d in lines) + "\n")
+    out = tmp_path / "out.txt"
+    result = run_cli("translate", doc, "-c", bilingual, "--first-pass", sentence, "-o", out, "--beam", 1)
+    assert result.exit_code == 0, result.output
+    src, hyp = doc.read_text().splitlines(), out.read_text().splitlines()
+    assert len(hyp) == len(src) and [i for i, s in enumerate(src) if not s] == [i for i, h in enumerate(hyp) if not h]
+    assert_user_error(run_cli("translate", doc, "-c", bilingual, "-o", tmp_path / "x.txt"), "--first-pass SENTENCE_CKPT")
+    assert_user_error(run_cli("translate", doc, "-c", sentence, "--first-pass", sentence, "-o", tmp_path / "y.txt"),
+                      "is not bilingual")
+    assert_user_error(run_cli("translate", doc, "-c", sentence, "--first-pass", bilingual, "-o", tmp_path / "z.txt"),
+                      "is not bilingual")
+    assert_user_error(run_cli("translate", doc, "-c", bilingual, "--first-pass", bilingual, "-o", tmp_path / "w.txt"),
+                      "is itself a bilingual model")
+    assert not any((tmp_path / f"{n}.txt").exists() for n in "xyzw")
+
+
+def test_evaluate_reads_the_split_stream_or_a_first_pass(pipeline, tmp_path):
+    _, data, sentence, _, bilingual = pipeline
+    out = tmp_path / "valid.json"
+    result = run_cli("evaluate", "-c", bilingual, "--split", "valid", "--beam", 1, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "BLEU" in result.stdout and json.loads(out.read_text())["segments"] == 167
+    assert_user_error(run_cli("evaluate", "-c", bilingual, "--split", "test", "--beam", 1),
+                      "no first-pass stream 'first-pass'", "--first-pass SENTENCE_CKPT")
+    result = run_cli("evaluate", "-c", sentence, "-c", bilingual, "--split", "test", "--beam", 1,
+                     "--first-pass", sentence)
+    assert result.exit_code == 0, result.output
+    assert_user_error(run_cli("evaluate", "-c", sentence, "--split", "test", "--first-pass", sentence),
+                      "no checkpoint is a bilingual hanoit model")
+    assert_user_error(run_cli("first-pass", "-c", bilingual, "--data", data, "--split", "test", "--name", "x"),
+                      "is a bilingual hanoit model")
