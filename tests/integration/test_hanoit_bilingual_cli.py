@@ -85,3 +85,23 @@ def test_evaluate_reads_the_split_stream_or_a_first_pass(pipeline, tmp_path):
                       "no checkpoint is a bilingual hanoit model")
     assert_user_error(run_cli("first-pass", "-c", bilingual, "--data", data, "--split", "test", "--name", "x"),
                       "is a bilingual hanoit model")
+
+
+def test_table2_recipe_trains_on_the_first_pass_and_translates(pipeline, tmp_path):
+    """recipes/yang2023_hanoit/table2_iwslt17_hanoit.yaml on tiny dims (1 unified + 1 selection layer) over the
+    streams the pipeline wrote, then translated with its first pass."""
+    root, data, sentence, _, _ = pipeline
+    recipe = ROOT / "recipes" / "yang2023_hanoit" / "table2_iwslt17_hanoit.yaml"
+    save = tmp_path / "table2"
+    sets = [f"data.path={data}", f"train.save_dir={save}", "model.preset=null", "model.d_model=32",
+            "model.ffn_dim=64", "model.heads=4", "model.decoder_layers=1", "model.encoder_layers=2",
+            "model.unified_layers=1", "model.selection_layers=1", "train.max_steps=3", "train.valid_every=3",
+            "train.warmup_steps=2", "data.max_tokens=400", "train.threads=1"]
+    result = run_cli("train", recipe, *[a for s in sets for a in ("--set", s)])
+    assert result.exit_code == 0, result.output
+    doc = tmp_path / "doc.txt"
+    doc.write_text("\n".join((data / "raw" / "test.src").read_text().split("\n\n")[0].strip().splitlines()[:3]) + "\n")
+    result = run_cli("translate", doc, "-c", save / "checkpoint_best.pt", "--first-pass", sentence, "--beam", 1,
+                     "-o", tmp_path / "out.txt")
+    assert result.exit_code == 0, result.output
+    assert len((tmp_path / "out.txt").read_text().splitlines()) == 3

@@ -1,0 +1,76 @@
+"""The bilingual HanoiT recipes of Yang et al. (recipes/yang2023_hanoit/table2_*.yaml, Table 2).
+
+Only validation (no model is built): one recipe per dataset, each Table 1's HanoiT recipe of the same dataset with
+the bilingual options added (the paper gives Table 2 no settings of its own); the header names the row and its
+BLEU, the first-pass pipeline (the Table 1 Transformer's checkpoint, `ctxmt first-pass` over train and valid) and
+the evaluation with `--first-pass`; every gain a header quotes follows from the figures it quotes.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from ctxmt_cli.config import load_recipe
+from tests.unit.test_recipes import header
+
+FOLDER = Path(__file__).resolve().parents[2] / "recipes" / "yang2023_hanoit"
+BLEU = {"iwslt17": ("IWSLT-2017", "25.04"), "nc2016": ("NC-2016", "25.28"), "europarl": ("Europarl", "30.89"),
+        "wmt19": ("WMT-2019", "38.55")}
+BILINGUAL = {"bilingual": True, "target_context": "first_pass", "first_pass_stream": "first-pass",
+             "share_encoder": True, "gate": "vector", "gate_scale": 1.0, "alpha": 0.5}
+
+
+def flat(path: Path) -> str:
+    return " ".join(" ".join(line.lstrip("#") for line in header(path).splitlines()).split()).replace("\\ ", "")
+
+
+def dump(path: Path) -> dict:
+    d = load_recipe(path).model_dump(mode="json")
+    for key in ("name", "description"):
+        d.pop(key)
+    d["train"].pop("save_dir")
+    return d
+
+
+def test_one_recipe_per_dataset():
+    assert {p.stem for p in FOLDER.glob("table2_*.yaml")} == {f"table2_{ds}_hanoit" for ds in BLEU}
+
+
+@pytest.mark.parametrize("ds", BLEU)
+def test_table1_hanoit_with_the_bilingual_options(ds):
+    path = FOLDER / f"table2_{ds}_hanoit.yaml"
+    table2, table1 = dump(path), dump(FOLDER / f"table1_{ds}_hanoit.yaml")
+    assert {k: table2["model"][k] for k in BILINGUAL} == BILINGUAL
+    for key in BILINGUAL:
+        table2["model"][key] = table1["model"][key]
+    assert table2 == table1
+    r = load_recipe(path)
+    assert r.name == f"yang2023_table2_{ds}_hanoit" and r.train.save_dir == f"runs/yang2023_hanoit/table2_{ds}_hanoit"
+
+
+@pytest.mark.parametrize("ds", BLEU)
+def test_header_names_the_row_the_first_pass_and_the_evaluation(ds):
+    path = FOLDER / f"table2_{ds}_hanoit.yaml"
+    text, r = flat(path), load_recipe(path)
+    column, bleu = BLEU[ds]
+    assert re.search(rf"^# Reproduces: Table 2 row 'HanoiT \(our method\)', {column}: BLEU {bleu}", header(path), re.M)
+    first = f"runs/yang2023_hanoit/table1_{ds}_transformer/checkpoint_best.pt"
+    assert (FOLDER / f"table1_{ds}_transformer.yaml").is_file()
+    assert f"for s in train valid; do ctxmt first-pass -c {first} --data {r.data.path} --split $s; done" in text
+    assert (f"ctxmt evaluate -c runs/yang2023_hanoit/table2_{ds}_hanoit/checkpoint_best.pt --split test --tokenize "
+            f"none --first-pass {first}") in text
+    assert "ctxmt prepare maruf" in text and f"--out {r.data.path}" in text
+
+
+@pytest.mark.parametrize("ds", BLEU)
+def test_quoted_gains_follow_from_the_quoted_figures(ds):
+    text = flat(FOLDER / f"table2_{ds}_hanoit.yaml")
+    found = re.findall(r"give (\d+\.\d\d) - (\d+\.\d\d) = ([+-]\d\.\d\d)", text)
+    found += [(a, b, c) for c, a, b in re.findall(r"quotes ([+-]\d\.\d\d) over [^;]*?, as Tables 1 and 2 give "
+                                                   r"\((\d+\.\d\d) - (\d+\.\d\d)\)", text)]
+    assert found
+    for a, b, gain in found:
+        assert f"{float(a) - float(b):+.2f}" == gain
