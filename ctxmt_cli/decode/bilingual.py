@@ -47,6 +47,12 @@ def check_first_pass(model, documents: Sequence[Sequence[str]], first_pass: Opti
                          "translate the same documents with the first-pass checkpoint")
 
 
+def first_pass_per_document(model, documents: Sequence[Sequence[str]], first_pass: Optional[Sequence]) -> list:
+    """Each document's first pass (None for a model that is not bilingual), after :func:`check_first_pass`."""
+    check_first_pass(model, documents, first_pass)
+    return list(first_pass) if first_pass is not None else [None] * len(documents)
+
+
 class DocumentIds(list):
     """A document's source sentence ids (the list the translator reads) and ``first_pass``: the target-language
     ids of each sentence's first-pass translation, for a bilingual model's target concatenation."""

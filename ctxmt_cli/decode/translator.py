@@ -43,7 +43,7 @@ from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.core.model import DocumentMode, VocabInfo
 from ctxmt_cli.data.batching import pad_rows
 from ctxmt_cli.data.windows import fit_window
-from ctxmt_cli.decode.bilingual import DocumentIds, add_target_concat, check_first_pass, first_pass_ids
+from ctxmt_cli.decode.bilingual import DocumentIds, add_target_concat, first_pass_ids, first_pass_per_document
 from ctxmt_cli.decode.search import beam_search
 from ctxmt_cli.errors import CtxmtError
 
@@ -364,10 +364,8 @@ def translate_documents(
     (:mod:`ctxmt_cli.decode.groups`: ``group_sentences`` per group, None = the whole document, in
     ``group_order``); a model of another kind refuses ``group_sentences``. ``src_next_sentences``: the next
     source sentences in each window (None: the model's own ``src_next_sentences``; a model that reads none
-    refuses more). ``first_pass``: one sentence-level translation (text or target ids) per sentence of
-    ``documents``, which a bilingual model needs and any other refuses (:mod:`ctxmt_cli.decode.bilingual`).
+    refuses more). ``first_pass``: a bilingual model's first pass of ``documents`` (:mod:`ctxmt_cli.decode.bilingual`).
     """
-    check_first_pass(model, documents, first_pass)
     if target_context not in MODES:
         raise CtxmtError(f"target_context {target_context!r}: choose prefix or generate")
     if max_window_tokens < 2 or batch_docs < 1:
@@ -377,8 +375,8 @@ def translate_documents(
     plan = Plan(src_context_sentences, tgt_context_sentences, max_window_tokens, max_len_a, max_len_b,
                 _next_sentences(model, src_next_sentences))
     search = _Search(beam, lenpen, _model_device(model))
-    encoded = [_encode_document(tokenizer, doc, max_window_tokens, stats, first_pass and first_pass[d])
-               for d, doc in enumerate(documents)]
+    firsts = first_pass_per_document(model, documents, first_pass)           # refused where it does not fit
+    encoded = [_encode_document(tokenizer, doc, max_window_tokens, stats, f) for doc, f in zip(documents, firsts)]
     stats.documents += len(documents)
     stats.total += sum(len(ids) for _, ids in encoded)
     results = [[""] * len(doc) for doc in documents]
