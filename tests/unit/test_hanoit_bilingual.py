@@ -132,3 +132,21 @@ def test_a_bilingual_model_needs_a_joint_vocabulary():
     with pytest.raises(CtxmtError, match="--joint"):
         HanoiT.resolve(cfg, {"joint": False})
     assert HanoiT.resolve(cfg, {"joint": True}) is cfg
+
+
+def test_incremental_decoding_equals_the_full_pass_with_a_row_without_target_context():
+    """A row whose target memory is empty decodes step by step exactly as the full pass computes it (the core
+    contract on the bilingual variants covers rows that all have one)."""
+    net = model(bilingual=True, src_next_sentences=1)
+    b = batch(on=(True, False))
+    with torch.no_grad():
+        full = net(b).logits                                                # (B, T, V)
+        state = net.init_state(net.encode(b), Batch(src=b.src, tgt_sentences=torch.ones(2, dtype=torch.long)))
+        token, steps = state.pending, []
+        for t in range(full.size(1)):
+            logits, state = net.decode_step(token, state)
+            steps.append(logits)
+            token = b.tgt_in[:, t + 1] if t + 1 < b.tgt_in.size(1) else token
+    stepped = torch.stack(steps, 1)
+    real = b.tgt_out != PAD
+    torch.testing.assert_close(stepped[real], full[real], atol=1e-5, rtol=1e-5)
