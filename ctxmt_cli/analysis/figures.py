@@ -255,15 +255,20 @@ def kept_share_chart(series: dict, title: str, path: Path, note: Optional[str] =
                             textcoords="offset points")
     ax.set_xticks(sorted({int(n) for layers, _ in series.values() for n in layers}))
     ax.set_ylim(0.0, 108.0)
-    ax.set_xlabel("selection layer (encoder layer)")
-    ax.set_ylabel("kept context tokens (%)")
+    return _finish_lines(fig, ax, "selection layer (encoder layer)", "kept context tokens (%)", title, note, path, 8)
+
+
+
+def _finish_lines(fig, ax, xlabel: str, ylabel: str, title: str, note: Optional[str], path: Path, legend: int):
+    """Axis labels, title, grid, legend (font size ``legend``) and an optional footnote; saves the figure."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=legend)
     if note:
         fig.text(0.01, -0.02, note, fontsize=6, wrap=True, va="top")
     return _save(fig, path)
-
 
 def bar_chart(categories: Sequence[str], series: dict, title: str, path: Path, ylabel: str,
               xlabel: Optional[str] = None, fmt: Optional[str] = ".1f"):
@@ -317,14 +322,7 @@ def line_chart(lines: dict, title: str, ylabel: str, path: Path, note: Optional[
         for kind, (steps, values) in kinds.items():
             ax.plot(steps, values, color=colour, label=f"{run} ({kind})", linewidth=1.2,
                     **KIND_STYLE.get(kind, {}))
-    ax.set_xlabel("update step")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    if note:
-        fig.text(0.01, -0.02, note, fontsize=6, wrap=True, va="top")
-    return _save(fig, path)
+    return _finish_lines(fig, ax, "update step", ylabel, title, note, path, 7)
 
 
 def training_curves(runs: dict, out_dir: Path) -> list[Path]:
