@@ -270,12 +270,16 @@ class Recipe(Section):
 
 #: recipe keys that were renamed: old name -> new name (an old recipe gets told the new one)
 RENAMED = {"context_sentences": "src_context_sentences", "batch_sentences": "batch_docs"}
+#: names other tools or descriptions use for a key ctxmt names otherwise (one name per concept here)
+KNOWN_AS = {"context_prev": "src_context_sentences", "context_next": "src_next_sentences"}
 
 
 def _suggest(key: str, loc: tuple, raw: dict) -> str:
     """'did you mean' hint for an unknown key, from the keys its section allows."""
     if key in RENAMED:
         return f" (renamed to '{RENAMED[key]}')"
+    if key in KNOWN_AS:
+        return f" (ctxmt calls it '{KNOWN_AS[key]}')"
     node: Any = Recipe
     for part in loc[:-1]:
         field = node.model_fields.get(part) if isinstance(part, str) else None

@@ -129,3 +129,10 @@ def test_renamed_keys_name_their_new_name(key, new):
     with pytest.raises(CtxmtError, match=f"unknown key '{key}' \\(renamed to '{new}'\\)"):
         validate_recipe(raw, "r.yaml")
 
+
+@pytest.mark.parametrize("name, ours", [("context_prev", "src_context_sentences"), ("context_next", "src_next_sentences")])
+def test_other_names_of_a_key_point_to_ctxmt_s(name, ours):
+    """HanoiT's context sizes go by other names in descriptions of the paper; the error names ctxmt's."""
+    with pytest.raises(CtxmtError, match=f"unknown key 'model.{name}' \\(ctxmt calls it '{ours}'\\)"):
+        validate_recipe({"model": {"family": "hanoit", name: 1}}, "r.yaml")
+
