@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from ctxmt_cli.config_base import PRESETS, ModelBase, Section  # noqa: F401 (re-exported)
 from ctxmt_cli.config_hanoit import HanoiTConfig
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.paths import check_input_file
+from ctxmt_cli.recipe_catalog import resolve_recipe
 
 
 class DataConfig(Section):
@@ -402,8 +402,8 @@ def _read_yaml(path: Path) -> Any:
 
 
 def load_recipe(path: str | Path, overrides: Optional[list[str]] = None) -> Recipe:
-    """Read, override and validate a recipe file."""
-    path = check_input_file(Path(path), "recipe", "give the path to a YAML recipe (see recipes/)")
+    """Read, override and validate a recipe: a YAML file, or the name of a packaged recipe (``ctxmt recipes list``)."""
+    path = resolve_recipe(path)
     raw = _read_yaml(path) or {}
     raw = apply_overrides(raw, list(overrides or []))
     return validate_recipe(raw, str(path))

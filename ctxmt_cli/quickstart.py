@@ -1,9 +1,9 @@
 """``ctxmt quickstart``: the synthetic benchmark end to end on a laptop CPU.
 
-Generates the synthetic discourse benchmark, trains each chosen system of
-``recipes/quickstart/<system>.yaml`` (default: the context-aware concatenation
-model ``concat`` and the sentence-level baseline ``sentence``) for the fixed
-number of updates its recipe gives, prints BLEU and contrastive accuracy per
+Generates the synthetic discourse benchmark, trains each chosen system of the packaged
+recipe ``quickstart/<system>`` (``ctxmt_cli/recipes/quickstart/<system>.yaml``; default: the
+context-aware concatenation model ``concat`` and the sentence-level baseline ``sentence``) for the
+fixed number of updates its recipe gives, prints BLEU and contrastive accuracy per
 phenomenon and distance side by side, translates a sample document, and writes
 everything to ``OUT/results.json``.
 
@@ -20,63 +20,18 @@ import time
 from pathlib import Path
 from typing import Optional
 
-import yaml
-
 from ctxmt_cli.config import Recipe, load_recipe, recipe_to_dict, validate_recipe
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.recipe_catalog import RECIPES_DIR
 
-#: One recipe per system the quickstart can run (``recipes/quickstart/`` of the source checkout).
-RECIPE_DIR = Path(__file__).resolve().parents[1] / "recipes" / "quickstart"
+#: One recipe per system the quickstart can run, packaged with ctxmt (``ctxmt recipes list quickstart``).
+RECIPE_DIR = RECIPES_DIR / "quickstart"
 DEFAULT_SYSTEMS = ("concat", "sentence")
-
-#: The embedded ``concat`` recipe, so the main job runs without the source checkout's recipes/;
-#: ``recipes/quickstart/concat.yaml`` holds the same recipe (a test keeps them equal).
-QUICKSTART_YAML = """\
-# Quickstart system `concat` (ctxmt quickstart --systems concat): s4to4 concatenation + context discount
-# (CD = 0.01) + segment-shifted positions (shift: auto = mean sentence length), Lupo et al. 2022, on the
-# synthetic discourse benchmark, sized to train on 2 CPU cores in a few minutes.
-# A fixed number of updates (train.max_steps, no train.max_minutes) on a pinned number of threads, so the same
-# seed gives the same figures on a fast or a busy machine; data.path and train.save_dir are replaced by OUT/.
-name: quickstart_s4to4_shift_cd
-data:
-  path: quickstart/data
-  max_tokens: 6000
-model:
-  family: concat
-  preset: null
-  d_model: 128
-  ffn_dim: 256
-  heads: 4
-  encoder_layers: 2
-  decoder_layers: 2
-  dropout: 0.1
-  src_context_sentences: 3
-  tgt_context_sentences: 3
-  cd: 0.01
-  shift: auto
-train:
-  save_dir: quickstart/concat
-  lr: 0.002
-  warmup_steps: 300
-  label_smoothing: 0.1
-  max_steps: 1000          # the update budget (ctxmt quickstart --updates N overrides it)
-  valid_every: 250
-  patience: 0
-  early_stop_on: current_loss
-  average_checkpoints: 0
-  log_every: 25
-  threads: 2               # pinned: the figures depend on the thread count
-decode:
-  beam: 4
-  lenpen: 0.6
-  batch_docs: 128
-"""
 
 
 def available_systems() -> list[str]:
-    """Names of the systems with a quickstart recipe (``concat`` always: its recipe is embedded)."""
-    found = {p.stem for p in RECIPE_DIR.glob("*.yaml")} if RECIPE_DIR.is_dir() else set()
-    return sorted(found | {"concat"})
+    """Names of the systems with a quickstart recipe."""
+    return sorted(p.stem for p in RECIPE_DIR.glob("*.yaml")) if RECIPE_DIR.is_dir() else []
 
 
 def parse_systems(text: Optional[str]) -> list[str]:
@@ -102,13 +57,10 @@ def system_recipe(name: str, out: Path, seed: int = 1, updates: Optional[int] = 
     ``seed`` becomes ``train.seed``; ``updates`` replaces the recipe's update budget (``train.max_steps``).
     """
     path = RECIPE_DIR / f"{name}.yaml"
-    if path.is_file():
-        source, raw = str(path), recipe_to_dict(load_recipe(path))
-    elif name == "concat":
-        source, raw = "quickstart(concat)", yaml.safe_load(QUICKSTART_YAML)
-    else:
-        raise CtxmtError(f"quickstart system {name!r}: no recipe at {path}; the quickstart's recipes ship with "
-                         "the source checkout (pip install -e .)")
+    if not path.is_file():
+        raise CtxmtError(f"quickstart system {name!r}: no recipe at {path}; available: "
+                         f"{', '.join(available_systems())}")
+    source, raw = str(path), recipe_to_dict(load_recipe(path))
     if raw["train"].get("max_minutes") is not None:
         raise CtxmtError(f"{source}: train.max_minutes is set; a quickstart system trains a fixed number of "
                          "updates (train.max_steps) so its figures do not depend on the machine's speed: remove it")

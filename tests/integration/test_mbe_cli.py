@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ROOT, assert_user_error, run_cli, tiny_sets
+from tests.integration.conftest import assert_user_error, run_cli, tiny_sets
 
 
 @pytest.fixture(scope="module")
 def mbe_checkpoint(synthetic_dir, tmp_path_factory) -> Path:
     save = tmp_path_factory.mktemp("mbe") / "mbe"
-    result = run_cli("train", ROOT / "recipes" / "quickstart" / "mbe.yaml", *tiny_sets(synthetic_dir, save))
+    result = run_cli("train", "quickstart/mbe", *tiny_sets(synthetic_dir, save))   # a packaged recipe, by name
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in (save / "metrics.jsonl").read_text().splitlines()]
     valid = [r for r in rows if r["kind"] == "valid"]

@@ -1,8 +1,9 @@
-"""Choosing the quickstart's systems and building their recipes: names, budgets, paths, the embedded default."""
+"""Choosing the quickstart's systems and building their recipes: names, budgets, paths, the packaged recipes."""
 
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 import yaml
@@ -48,13 +49,22 @@ def test_a_wall_clock_budget_is_refused(tmp_path, monkeypatch):
         Q.system_recipe("sentence", tmp_path / "out")
 
 
-def test_concat_runs_from_the_embedded_recipe_without_the_recipes_folder(tmp_path, monkeypatch):
-    file_recipe = Q.system_recipe("concat", tmp_path)
-    monkeypatch.setattr(Q, "RECIPE_DIR", tmp_path / "missing")
-    assert Q.available_systems() == ["concat"]
-    assert Q.system_recipe("concat", tmp_path) == file_recipe
-    with pytest.raises(CtxmtError, match="source checkout"):
-        Q.system_recipe("sentence", tmp_path)
+def test_the_quickstart_recipes_are_the_packaged_ones():
+    """The quickstart reads the recipes that ship inside the package (no copy of its own)."""
+    from ctxmt_cli.recipe_catalog import RECIPES_DIR, packaged_recipes
+
+    assert Q.RECIPE_DIR == RECIPES_DIR / "quickstart" and Q.RECIPE_DIR.is_relative_to(Path(Q.__file__).parent)
+    assert Q.available_systems() == [r.name.split("/")[1] for r in packaged_recipes("quickstart")]
+
+
+def test_a_system_without_a_recipe_is_refused_naming_the_known_ones(tmp_path, monkeypatch):
+    folder = tmp_path / "recipes"
+    folder.mkdir()
+    shutil.copy(Q.RECIPE_DIR / "sentence.yaml", folder / "sentence.yaml")
+    monkeypatch.setattr(Q, "RECIPE_DIR", folder)
+    assert Q.available_systems() == ["sentence"]
+    with pytest.raises(CtxmtError, match="'concat': no recipe at .*available: sentence$"):
+        Q.system_recipe("concat", tmp_path)
 
 
 def test_a_new_recipe_file_is_a_new_system(tmp_path, monkeypatch):

@@ -1,0 +1,144 @@
+"""The recipes that ship inside the package (``ctxmt_cli/recipes/``) and how a recipe argument is found.
+
+A recipe argument is a path or a name. An existing file wins. Otherwise the argument names a packaged
+recipe: ``FOLDER/FILE`` with or without ``.yaml`` (``lupo2022_focused_concat/en_de_s4to4_shift_cd``), or
+the file name alone where a single folder has it. A path under ``recipes/`` (``recipes/quickstart/concat.yaml``,
+as the source checkout spelled them before the folder moved into the package) names the packaged recipe of
+the same name, so commands written for a checkout keep working after a plain ``pip install``.
+An existing directory is not a recipe: ``ctxmt quickstart --out quickstart`` writes ``quickstart/concat/``,
+and ``ctxmt train quickstart/concat`` in that folder still means the packaged recipe.
+
+This module imports nothing heavy (no torch): listing recipes reads YAML only.
+"""
+
+from __future__ import annotations
+
+import difflib
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import yaml
+
+from ctxmt_cli.errors import CtxmtError
+
+#: the packaged recipes, one folder per paper (or the quickstart's systems)
+RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
+SUFFIXES = (".yaml", ".yml")
+#: how a checkout's commands spelled a recipe before the folder moved into the package
+LEGACY_PREFIXES = ("./recipes/", "recipes/", "ctxmt_cli/recipes/")
+LIST_HINT = "see `ctxmt recipes list` for the packaged recipes, or give the path to a YAML file"
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)   # the C loader where PyYAML has it: 200 files in a blink
+
+
+@dataclass(frozen=True)
+class RecipeInfo:
+    """One packaged recipe: its name (``FOLDER/FILE`` without ``.yaml``) and file."""
+
+    name: str
+    path: Path
+
+    @property
+    def folder(self) -> str:
+        """The folder (paper) the recipe belongs to."""
+        return self.name.split("/", 1)[0]
+
+    def family(self) -> str:
+        """The recipe's model family (``model.family``; ``sentence`` when the recipe leaves it out)."""
+        raw = yaml.load(self.path.read_text(encoding="utf-8"), Loader=_Loader) or {}
+        model = raw.get("model") or {}
+        return str(model.get("family", "sentence"))
+
+    def summary(self) -> str:
+        """The first line of the recipe's header comment (what it reproduces), without the ``#``."""
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            if not line.startswith("#"):
+                break
+            if line.strip("# "):
+                return line.lstrip("#").strip()
+        return ""
+
+
+def packaged_recipes(folder: Optional[str] = None) -> list[RecipeInfo]:
+    """Every packaged recipe (sorted by name), or those of one ``folder``."""
+    if folder is not None and folder not in recipe_folders():
+        raise CtxmtError(f"no recipe folder {folder!r}; folders: {', '.join(recipe_folders())}")
+    base = RECIPES_DIR / folder if folder else RECIPES_DIR
+    found = [p for p in base.rglob("*") if p.suffix in SUFFIXES and p.is_file()]
+    return sorted((RecipeInfo(_name_of(p), p) for p in found), key=lambda r: r.name)
+
+
+def recipe_folders() -> list[str]:
+    """The folders of packaged recipes (one per paper, and ``quickstart``)."""
+    return sorted(p.name for p in RECIPES_DIR.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
+
+
+def _name_of(path: Path) -> str:
+    """``.../recipes/quickstart/concat.yaml`` -> ``quickstart/concat``."""
+    return path.relative_to(RECIPES_DIR).with_suffix("").as_posix()
+
+
+def _as_name(text: str) -> str:
+    """A recipe argument as a packaged name: no legacy ``recipes/`` prefix, no ``.yaml`` suffix."""
+    name = text.replace("\\", "/")
+    for prefix in LEGACY_PREFIXES:
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+            break
+    for suffix in SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def find_packaged(text: str) -> Path:
+    """The file of the packaged recipe ``text`` names; an unknown or ambiguous name is a one-line error."""
+    name = _as_name(text)
+    known = {r.name: r.path for r in packaged_recipes()}
+    if name in known:
+        return known[name]
+    if "/" not in name:                                  # a file name alone: fine where one folder has it
+        matches = sorted(n for n in known if n.rsplit("/", 1)[-1] == name)
+        if len(matches) == 1:
+            return known[matches[0]]
+        if matches:
+            raise CtxmtError(f"recipe name {text} is in several folders ({', '.join(matches)}); "
+                             "give FOLDER/NAME")
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    if Path(text).is_dir():
+        raise CtxmtError(f"recipe is a directory, not a file: {text} (and no packaged recipe of that name{hint}); "
+                         f"{LIST_HINT}")
+    raise CtxmtError(f"recipe not found: {text} (no such file, and no packaged recipe of that name{hint}); {LIST_HINT}")
+
+
+def resolve_recipe(arg: str | Path) -> Path:
+    """The recipe file an argument means: an existing file, else the packaged recipe it names."""
+    path = Path(arg)
+    if path.is_file():
+        return path
+    return find_packaged(str(arg))
+
+
+def copy_recipes(name: str, dest: Path) -> list[Path]:
+    """Copy a packaged recipe, or every file of a recipe folder, into directory ``dest``; returns the copies.
+
+    Nothing is overwritten: if any target file exists, nothing is written at all.
+    """
+    folder = _as_name(name).strip("/")
+    if folder in recipe_folders():
+        sources = sorted(p for p in (RECIPES_DIR / folder).iterdir() if p.is_file())
+    else:
+        sources = [find_packaged(name)]
+    dest = Path(dest)
+    if dest.exists() and not dest.is_dir():
+        raise CtxmtError(f"{dest} is a file, not a directory; give a directory (it is created if missing)")
+    targets = [dest / p.name for p in sources]
+    taken = [t for t in targets if t.exists()]
+    if taken:
+        raise CtxmtError(f"{taken[0]} already exists; nothing copied: remove it or choose another directory")
+    dest.mkdir(parents=True, exist_ok=True)
+    for source, target in zip(sources, targets):
+        shutil.copy2(source, target)
+    return targets
