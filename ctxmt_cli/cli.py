@@ -274,17 +274,16 @@ PEER_BENCHMARKS = ("train", "score", "decode", "document", "mbe")             # 
 
 
 def _load_benchmark(name: str):
-    """Import ``benchmarks/<file>`` of the source checkout as a module (the scripts are not in the package)."""
+    """Import ``ctxmt_cli/benchmarks/<file>`` as a module (scripts that import their siblings by bare name)."""
     import importlib.util
 
     import ctxmt_cli
 
     if name not in BENCHMARKS:
         raise CtxmtError(f"unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)}")
-    path = Path(ctxmt_cli.__file__).resolve().parents[1] / "benchmarks" / BENCHMARKS[name]
-    if not path.is_file():
-        raise CtxmtError(f"benchmark script not found at {path}: benchmarks ship with the source; "
-                         "run from a source checkout (pip install -e .)")
+    path = Path(ctxmt_cli.__file__).resolve().parent / "benchmarks" / BENCHMARKS[name]
+    if not path.is_file():                               # they ship with the package: a broken installation
+        raise CtxmtError(f"benchmark script not found at {path}; reinstall ctxmt (pip install --force-reinstall)")
     spec = importlib.util.spec_from_file_location(f"ctxmt_benchmark_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module                                        # dataclasses look their module up there
@@ -315,7 +314,7 @@ def benchmark(
     corpus: Optional[str] = typer.Option(None, help="mbe: synthetic (the quickstart's corpus) | maruf-iwslt17 (real "
                                          "TED talks, ../shared/data/maruf2019) [default: synthetic]"),
 ):
-    """Run a benchmark from benchmarks/ (a source checkout): context-scaling = time and memory vs context size;
+    """Run a benchmark (code in ctxmt_cli/benchmarks/): context-scaling = time and memory vs context size;
     train / score / decode = tokens/s or pairs/s of ctxmt vs torch.nn.Transformer and HF Marian, with ratio lines;
     mbe = training tokens/s of Mini-batch Embedding vs the sentence-level model of the same dims."""
     module = _load_benchmark(name)

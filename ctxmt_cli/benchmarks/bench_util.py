@@ -233,7 +233,8 @@ def print_report(table, lines: list[str]) -> None:
 
 
 def main(run: Callable[[Settings], object], doc: str) -> None:
-    """``python benchmarks/NAME.py [--quick] [--preset P] [--threads N] [--repeats N]``: the scripts' own entry point."""
+    """The scripts' own entry point: ``python -m ctxmt_cli.benchmarks.NAME [--quick] [--preset P] [--threads N]
+    [--repeats N]``."""
     import argparse
 
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])

@@ -32,7 +32,8 @@ cost of the context path.
   Attention is SDPA, whose fused kernels never hold the L x L score matrix, so concat's memory grows
   about linearly in K here (seed 002 measured quadratic growth with explicit attention).
 
-    python benchmarks/context_scaling.py [--quick] [--contexts 1,2,4,8,16] [--out DIR] [--preset small] [--threads 1]
+    python -m ctxmt_cli.benchmarks.context_scaling [--quick] [--contexts 1,2,4,8,16] [--out DIR] [--preset small]
+        [--threads 1]
     ctxmt benchmark context-scaling [same options]
 
 ``--quick``: K = 1, 4, 8, 2 documents x 16 sentences, one timed run (options given explicitly win).
@@ -67,7 +68,7 @@ from ctxmt_cli.decode.translator import TranslationStats, translate_documents  #
 from ctxmt_cli.errors import CtxmtError  # noqa: E402
 from ctxmt_cli.models import build_model  # noqa: E402
 
-IWSLT = Path(__file__).resolve().parents[2] / "shared" / "data" / "iwslt17" / "IWSLT17.TED.test.en-de.tgz"
+IWSLT = Path(__file__).resolve().parents[3] / "shared" / "data" / "iwslt17" / "IWSLT17.TED.test.en-de.tgz"
 MODELS = ("concat", "caching-tokens", "grouping", "sentence")
 DEFAULT_CONTEXTS = (1, 2, 4, 8, 16)
 MAX_LEN_A, MAX_LEN_B = 1.0, 2      # outputs about as long as their source (see the module docstring)

@@ -11,7 +11,7 @@ threads and prints candidate pairs per second for
 
 and the ratios ctxmt / peer. Target: ctxmt >= 1.0x the plain forward pass.
 
-    python benchmarks/contrastive_speed.py [--data ../shared/data/voita_consistency] [--threads 2]
+    python -m ctxmt_cli.benchmarks.contrastive_speed [--data ../shared/data/voita_consistency] [--threads 2]
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from ctxmt_cli.evaluate.contrastive import _Encoder, candidate_rows, score_tests
 from ctxmt_cli.evaluate.testsets import load_testsets
 from ctxmt_cli.models import build_model
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def build(testset, preset: str):

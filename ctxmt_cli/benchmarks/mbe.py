@@ -55,7 +55,7 @@ from ctxmt_cli.train.trainer import Trainer  # noqa: E402
 
 CORPORA = ("synthetic", "maruf-iwslt17")
 #: Maruf et al. (2019)'s IWSLT 2017 En→De documents (public dev and test splits), outside the repository
-MARUF = Path(__file__).resolve().parents[2] / "shared" / "data" / "maruf2019" / "IWSLT2017"
+MARUF = Path(__file__).resolve().parents[3] / "shared" / "data" / "maruf2019" / "IWSLT2017"
 MARUF_VOCAB = 8000                # joint SentencePiece pieces for the real talks
 
 
@@ -237,7 +237,7 @@ def run(settings: Settings) -> dict[str, list[float]]:
 
 
 def main() -> None:
-    """``python benchmarks/mbe.py [--quick] [--preset P] [--threads N] [--repeats N] [--corpus C]``."""
+    """``python -m ctxmt_cli.benchmarks.mbe [--quick] [--preset P] [--threads N] [--repeats N] [--corpus C]``."""
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -29,7 +29,7 @@ from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.data.batching import collate, token_batches
 from ctxmt_cli.data.tokenize import Tokenizer, train_sentencepiece
 
-SCAT = Path(__file__).resolve().parents[2] / "shared" / "data" / "scat"
+SCAT = Path(__file__).resolve().parents[3] / "shared" / "data" / "scat"
 MARKERS = re.compile(r"</?p>|<hon>|<hoff>")
 BUDGET = 4096
 

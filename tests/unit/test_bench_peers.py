@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "ctxmt_cli" / "benchmarks"
 
 
 @pytest.fixture(scope="module")
