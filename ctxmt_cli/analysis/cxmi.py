@@ -118,7 +118,7 @@ def sentence_pairs(docs: list[Document], keep: tuple[int, int], limit: int,
     """Rows without and with context for every sentence; ``donor(d, j)`` replaces the gold previous pairs
     (``donor(d, j, n)`` the ``n`` gold next ones); ``following``: next source sentences, for a model reading them."""
     from ctxmt_cli.data.windows import fit_window
-    from ctxmt_cli.decode.translator import fit_context
+    from ctxmt_cli.decode.steps import fit_context
 
     pairs = []
     for d, doc in enumerate(docs):

@@ -17,7 +17,7 @@ import torch
 
 from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.data.batching import pad_rows
-from ctxmt_cli.decode.search import beam_search
+from ctxmt_cli.decode.search import Hypothesis, beam_search
 from ctxmt_cli.errors import CtxmtError
 
 GROUP_ORDERS = ("consecutive", "length")
@@ -36,18 +36,25 @@ def document_groups(lengths: Sequence[int], group_sentences: Optional[int], orde
     return [idx[i:i + n] for i in range(0, len(idx), max(n, 1))]
 
 
-def translate_groups(model, docs: list[list[list[int]]], *, eos: int, pad: int, banned: Sequence[int], beam: int,
+def translate_groups(model, docs: list[list[list[int]]], **options) -> list[list[list[int]]]:
+    """Translate documents of token ids (document, sentence, ids) group by group; ids per sentence, same nesting
+    (``options``: those of :func:`group_hypotheses`)."""
+    return [[hyp.tokens for hyp in doc] for doc in group_hypotheses(model, docs, **options)]
+
+
+def group_hypotheses(model, docs: list[list[list[int]]], *, eos: int, pad: int, banned: Sequence[int], beam: int,
                      lenpen: float, max_len: Callable[[int], int], device, group_sentences: Optional[int] = None,
-                     group_order: str = "consecutive", max_sentences: int = 256,
-                     progress: Optional[Callable[[int], None]] = None) -> list[list[list[int]]]:
-    """Translate documents of token ids (document, sentence, ids) group by group; ids per sentence, same nesting.
+                     group_order: str = "consecutive", max_sentences: int = 256, nbest: int = 1,
+                     progress: Optional[Callable[[int], None]] = None) -> list[list[Hypothesis]]:
+    """Translate documents of token ids (document, sentence, ids) group by group; the best hypothesis per
+    sentence (with ``nbest`` - 1 alternatives), same nesting.
 
     Whole groups are packed into beam searches of at most ``max_sentences`` sentences (a bigger group
     alone); ``max_len(source length)`` bounds each output; ``progress(sentences done)`` after each search.
     """
     groups = [(d, members) for d, doc in enumerate(docs)
               for members in document_groups([len(s) for s in doc], group_sentences, group_order) if members]
-    outs: list[list[list[int]]] = [[[] for _ in doc] for doc in docs]
+    outs: list[list] = [[None for _ in doc] for doc in docs]
     packed: list[list[tuple[int, list[int]]]] = []
     for group in groups:
         if packed and sum(len(m) for _, m in packed[-1]) + len(group[1]) <= max_sentences:
@@ -61,9 +68,9 @@ def translate_groups(model, docs: list[list[list[int]]], *, eos: int, pad: int, 
         limit = torch.tensor([max_len(len(docs[d][i])) for d, i, _ in rows])
         with torch.no_grad():
             hyps = beam_search(model, batch.to(device), beam=beam, lenpen=lenpen, max_len=limit.to(device),
-                               banned=banned)
+                               banned=banned, nbest=nbest)
         for (d, i, _), hyp in zip(rows, hyps):
-            outs[d][i] = hyp.tokens
+            outs[d][i] = hyp
         if progress is not None:
             progress(len(rows))
     return outs

@@ -7,19 +7,21 @@ its last token pending; the search feeds that token first.
 
 Scores follow fairseq: the sum of the generated tokens' log-probabilities
 (``</s>`` included, the forced prefix excluded) divided by ``length ** lenpen``
-where the length counts ``</s>``. Log-probabilities are taken before banned
+where the length counts ``</s>``; the sum itself is kept too
+(:attr:`Hypothesis.logprob`, the sentence log-probability). Log-probabilities are taken before banned
 tokens are masked, so a hypothesis' score equals what a forward pass gives it.
 
 Beam search is vectorised over rows × beams: each step takes the top ``2k``
 candidates of every row over beam × vocabulary (at most ``k`` of them end with
 ``</s>`` since each beam contributes one ``</s>``, so ``k`` live candidates
 always remain). Rows that are done leave the state at once, so the last steps
-of a batch with one long row cost one row, not the whole batch.
+of a batch with one long row cost one row, not the whole batch. ``nbest`` N keeps the N best finished
+hypotheses of each row instead of one (N <= beam), ranked by their normalised score.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence, Union
 
 import torch
@@ -32,11 +34,15 @@ NEG_INF = float("-inf")
 
 @dataclass
 class Hypothesis:
-    """The best output of one row: ``tokens`` without ``</s>``, its normalised score, decoder steps taken."""
+    """The best output of one row: ``tokens`` without ``</s>``, its normalised score, decoder steps taken,
+    ``logprob`` the summed log-probability of the tokens and ``</s>`` (the score before normalisation) and
+    ``alternatives`` the next best finished hypotheses of the row (beam search with ``nbest`` > 1), best first."""
 
     tokens: list[int]
     score: float
     steps: int
+    logprob: float = 0.0
+    alternatives: list["Hypothesis"] = field(default_factory=list)
 
 
 def _max_len_tensor(max_len: Union[int, Tensor], rows: int, device: torch.device) -> Tensor:
@@ -87,11 +93,15 @@ def _step_lprobs(logits: Tensor, ban: list[int], eos: int, t: int, min_len: int,
     return lprobs
 
 
-def _hypotheses(tokens: Tensor, lengths: Tensor, scores: Tensor) -> list[Hypothesis]:
-    """Python hypotheses from the (B, L) token buffer; runs once per search, off the hot path."""
+def _hypotheses(tokens: Tensor, lengths: Tensor, scores: Tensor, logprobs: Tensor) -> list[Hypothesis]:
+    """Python hypotheses from the (B, N, L) token buffer (N best per row, best first; unfinished entries have a
+    score of -inf and are dropped, except a row's first); runs once per search, off the hot path."""
     out = []
-    for row, n, s in zip(tokens.tolist(), lengths.tolist(), scores.tolist()):
-        out.append(Hypothesis(tokens=row[:n], score=s, steps=n + 1))
+    for rows, ns, ss, lps in zip(tokens.tolist(), lengths.tolist(), scores.tolist(), logprobs.tolist()):
+        found = [Hypothesis(tokens=row[:n], score=s, steps=n + 1, logprob=lp)
+                 for i, (row, n, s, lp) in enumerate(zip(rows, ns, ss, lps)) if i == 0 or s != NEG_INF]
+        found[0].alternatives = found[1:]
+        out.append(found[0])
     return out
 
 
@@ -115,6 +125,7 @@ def greedy_search(
     out_tok = torch.full((b, _width(limit)), model.vocab.pad, dtype=torch.long, device=device)
     out_len = torch.zeros(b, dtype=torch.long, device=device)
     out_score = torch.full((b,), NEG_INF, device=device)
+    out_lp = torch.full((b,), NEG_INF, device=device)
     inp, t = state.pending, 0
     while rows.numel() > 0:
         logits, state = model.decode_step(inp, state)                      # (R, V)
@@ -127,41 +138,52 @@ def greedy_search(
             out_tok[fin, :t] = hist[done]
             out_len[fin] = t
             out_score[fin] = sums[done] / float(t + 1) ** lenpen
+            out_lp[fin] = sums[done]
             keep = ~done
             rows, hist, sums, tok = rows[keep], hist[keep], sums[keep], tok[keep]
             state = model.reorder_state(state, keep.nonzero().squeeze(1))
         hist = torch.cat([hist, tok.unsqueeze(1)], dim=1)                  # (R, t+1)
         inp, t = tok, t + 1
-    return _hypotheses(out_tok, out_len, out_score)
+    return _hypotheses(out_tok.unsqueeze(1), out_len.unsqueeze(1), out_score.unsqueeze(1), out_lp.unsqueeze(1))
 
 
 class _Finished:
-    """Per original row: the best finished hypothesis so far and how many were finished."""
+    """Per original row: the ``n`` best finished hypotheses so far (best first) and how many were finished."""
 
-    def __init__(self, rows: int, width: int, pad: int, device: torch.device):
-        self.tokens = torch.full((rows, width), pad, dtype=torch.long, device=device)  # (B, L)
-        self.length = torch.zeros(rows, dtype=torch.long, device=device)               # (B,)
-        self.score = torch.full((rows,), NEG_INF, device=device)                       # (B,)
-        self.count = torch.zeros(rows, dtype=torch.long, device=device)                # (B,)
+    def __init__(self, rows: int, n: int, width: int, pad: int, device: torch.device):
+        self.pad = pad
+        self.tokens = torch.full((rows, n, width), pad, dtype=torch.long, device=device)  # (B, N, L)
+        self.length = torch.zeros(rows, n, dtype=torch.long, device=device)               # (B, N)
+        self.score = torch.full((rows, n), NEG_INF, device=device)                        # (B, N) normalised
+        self.logprob = torch.full((rows, n), NEG_INF, device=device)                      # (B, N) summed
+        self.count = torch.zeros(rows, dtype=torch.long, device=device)                   # (B,)
 
-    def add(self, rows: Tensor, norm: Tensor, fin: Tensor, hist: Tensor, src_beam: Tensor, t: int) -> None:
-        """Record the ``</s>`` candidates ``fin`` (R, k) with normalised scores ``norm`` (R, k).
+    def add(self, rows: Tensor, cand: Tensor, fin: Tensor, hist: Tensor, src_beam: Tensor, t: int,
+            lenpen: float) -> None:
+        """Record the ``</s>`` candidates ``fin`` (R, k) with summed log-probabilities ``cand`` (R, k).
 
-        ``hist`` (R, k, t) holds the live beams' tokens before this step and
-        ``src_beam`` (R, k) the beam each candidate extends.
+        ``hist`` (R, k, t) holds the live beams' tokens before this step and ``src_beam`` (R, k) the beam each
+        candidate extends. A candidate enters a row's list when it beats the row's n-th best; ties keep the
+        earlier hypothesis, then the better-ranked candidate (a stable sort).
         """
         self.count[rows] += fin.sum(dim=1)
-        norm = norm.masked_fill(~fin, NEG_INF)
-        best, arg = norm.max(dim=1)                                        # (R,)
-        better = best > self.score[rows]
-        if not bool(better.any()):
+        norm = (cand / float(t + 1) ** lenpen).masked_fill(~fin, NEG_INF)  # (R, k)
+        enters = (norm > self.score[rows, -1:]).any(dim=1)                 # (R,)
+        if not bool(enters.any()):
             return
-        beam = src_beam.gather(1, arg.unsqueeze(1)).squeeze(1)             # (R,)
-        picked = hist[torch.arange(hist.size(0), device=hist.device), beam]  # (R, t)
-        target = rows[better]
-        self.tokens[target, :t] = picked[better]
-        self.length[target] = t
-        self.score[target] = best[better]
+        sel, target = enters.nonzero().squeeze(1), rows[enters]
+        n, width, k = self.score.size(1), self.tokens.size(2), norm.size(1)
+        picked = hist[sel].gather(1, src_beam[sel].unsqueeze(2).expand(-1, -1, t))   # (R', k, t)
+        new = torch.full((sel.numel(), k, width), self.pad, dtype=torch.long, device=hist.device)
+        new[:, :, :t] = picked                                              # (R', k, L)
+        scores = torch.cat([self.score[target], norm[sel]], dim=1)         # (R', n + k)
+        order = scores.sort(dim=1, descending=True, stable=True).indices[:, :n]   # (R', n)
+        take = lambda old, fresh: torch.cat([old, fresh], dim=1).gather(1, order)  # noqa: E731
+        self.score[target] = scores.gather(1, order)
+        self.logprob[target] = take(self.logprob[target], cand[sel].masked_fill(~fin[sel], NEG_INF))
+        self.length[target] = take(self.length[target], torch.full_like(norm[sel], t, dtype=torch.long))
+        self.tokens[target] = torch.cat([self.tokens[target], new], dim=1).gather(
+            1, order.unsqueeze(2).expand(-1, -1, width))
 
 
 def _select(scores: Tensor, lprobs: Tensor, k: int, first: bool) -> tuple[Tensor, Tensor, Tensor]:
@@ -181,7 +203,7 @@ def _select(scores: Tensor, lprobs: Tensor, k: int, first: bool) -> tuple[Tensor
 @torch.inference_mode()
 def beam_search(
     model, batch: Batch, beam: int = 4, lenpen: float = 0.6, max_len: Union[int, Tensor] = 200,
-    min_len: int = 1, banned: Sequence[int] = (), enc=None,
+    min_len: int = 1, banned: Sequence[int] = (), enc=None, nbest: int = 1,
 ) -> list[Hypothesis]:
     """Beam search over every row of ``batch``; the best :class:`Hypothesis` of each row, in row order.
 
@@ -189,13 +211,16 @@ def beam_search(
     live hypotheses are forced to end. A row is done when it holds ``beam``
     finished hypotheses and no live one, scored at its current length, beats
     the best of them (the usual heuristic; it makes ``beam=1`` exactly greedy).
-    ``enc``: the batch's encoder output when the caller already computed it (document caches).
+    ``enc``: the batch's encoder output when the caller already computed it (document caches). ``nbest`` N
+    (<= ``beam``): each hypothesis also carries the row's next N - 1 finished ones (``alternatives``).
     """
     k, b, device, eos = beam, batch.size, batch.src.device, model.vocab.eos
+    if not 1 <= nbest <= beam:
+        raise ValueError(f"nbest={nbest} must be between 1 and the beam size {beam}")
     limit = _max_len_tensor(max_len, b, device)
     ban = _ban_list(model, banned)
     state = _start(model, batch, k, enc)
-    finished = _Finished(b, _width(limit), model.vocab.pad, device)
+    finished = _Finished(b, nbest, _width(limit), model.vocab.pad, device)
     rows = torch.arange(b, device=device)                                  # (R,) original row of each active row
     scores = torch.zeros(b, k, device=device)                              # (R, k) live cumulative log-probs
     hist = torch.zeros(b, k, 0, dtype=torch.long, device=device)          # (R, k, t)
@@ -207,12 +232,12 @@ def beam_search(
         top_s, src_beam, tok = _select(scores, lprobs, k, t == 0)          # (R, 2k) each
         is_eos = tok == eos
         fin = is_eos[:, :k] & torch.isfinite(top_s[:, :k])                 # only top-k ranks may finish
-        finished.add(rows, top_s[:, :k] / float(t + 1) ** lenpen, fin, hist, src_beam[:, :k], t)
+        finished.add(rows, top_s[:, :k], fin, hist, src_beam[:, :k], t, lenpen)
         live_s, pos = top_s.masked_fill(is_eos, NEG_INF).topk(k, dim=1)    # (R, k), best first
         live_beam, live_tok = src_beam.gather(1, pos), tok.gather(1, pos)  # (R, k)
         bound = live_s[:, 0] / float(t + 1) ** lenpen                      # best live, were it to stop now
         done = at_limit | torch.isinf(live_s[:, 0])
-        done |= (finished.count[rows] >= k) & (finished.score[rows] >= bound)
+        done |= (finished.count[rows] >= k) & (finished.score[rows, 0] >= bound)
         keep = ~done
         flat = torch.arange(rows.numel(), device=device).unsqueeze(1) * k + live_beam  # (R, k) state rows
         state = model.reorder_state(state, flat[keep].reshape(-1))
@@ -220,4 +245,4 @@ def beam_search(
         hist = torch.cat([gathered, live_tok.unsqueeze(2)], dim=2)[keep]   # (R', k, t+1)
         rows, scores, inp = rows[keep], live_s[keep], live_tok[keep].reshape(-1)
         t += 1
-    return _hypotheses(finished.tokens, finished.length, finished.score)
+    return _hypotheses(finished.tokens, finished.length, finished.score, finished.logprob)

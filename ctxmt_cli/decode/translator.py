@@ -3,16 +3,8 @@
 Documents are decoded in parallel *slots*: step j translates sentence j of
 every document that still has one, in one batched beam search. Documents are
 sorted by length first, so the active documents of a step are a prefix of the
-group and slots stay full until the short documents run out.
-
-The source window of sentence j is the previous ``src_context_sentences`` sentences of
-the same document (oldest first), each followed by ``<brk>``, then sentence j
-and ``</s>`` — the layout of ``ctxmt_cli.data.windows``; the oldest context
-sentences are dropped while the window exceeds ``max_window_tokens``. A model reading next sentences
-(``src_next_sentences``) also gets the following sentences of the document (nearest first, after the
-previous ones; the whole source document is known before decoding), with ``Batch.src_next`` and the
-truncation rule of training (:func:`~ctxmt_cli.data.windows.fit_window`): a window holds exactly what the
-training window of the same sentence holds.
+group and slots stay full until the short documents run out. The batch of a step
+(source windows, target prefixes, document caches) is built by :mod:`ctxmt_cli.decode.steps`.
 
 Target context:
 
@@ -26,6 +18,16 @@ Target context:
   sentences, that sentence is decoded again in prefix mode and counted in
   :attr:`TranslationStats.fallbacks`.
 
+Given target context (``given`` of :func:`decode_documents`, prefix mode): the first sentences of a document
+may come with their translation (a gold prefix, or what an earlier call translated). They are not translated;
+their given translations stand where the model's own would (the target context of the next sentences) and
+a document-memory model still caches their source entries, so the next sentences are translated as if the
+model had written the given translations itself. A model reading its sentence group (mbe) still decodes
+them, its group summary reading their sources, and drops those outputs.
+
+Every translated sentence comes back as its n-best list of :class:`Candidate` (best first): the text, the
+summed log-probability of its tokens and ``</s>`` given its window and target context, and the beam score.
+
 An empty source line (or one that tokenizes to nothing) yields an empty output
 and does not enter later windows: the models never saw empty sentences.
 """
@@ -34,17 +36,15 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 import torch
 
-from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.core.model import DocumentMode, VocabInfo
-from ctxmt_cli.data.batching import pad_rows
-from ctxmt_cli.data.windows import fit_window
-from ctxmt_cli.decode.bilingual import DocumentIds, add_target_concat, first_pass_ids, first_pass_per_document
-from ctxmt_cli.decode.search import beam_search
+from ctxmt_cli.decode.bilingual import DocumentIds, first_pass_ids, first_pass_per_document
+from ctxmt_cli.decode.search import Hypothesis, beam_search
+from ctxmt_cli.decode.steps import Plan, StepInput, generated_sentence, step_batch, with_memory
 from ctxmt_cli.errors import CtxmtError
 
 log = logging.getLogger(__name__)
@@ -66,106 +66,35 @@ class TranslationStats:
 
 
 @dataclass(frozen=True)
-class Plan:
-    """How windows and lengths are built for one call."""
+class Candidate:
+    """One translation of a sentence: its text, ``logprob`` the summed log-probability of its tokens and ``</s>``
+    given its source window and target context (what forced decoding gives the same text), and ``score`` the
+    beam's normalised score (``logprob / (tokens + 1) ** lenpen``, what ranks an n-best list)."""
+
+    text: str
+    logprob: float
+    score: float
+
+
+@dataclass(frozen=True)
+class DecodeSettings:
+    """How :func:`decode_documents` translates; :func:`translate_documents` documents each setting. ``nbest``:
+    the translations kept per sentence (at most ``beam``; more than one needs the ``prefix`` mode)."""
 
     src_context_sentences: int
     tgt_context_sentences: int
-    max_window_tokens: int = 1024
+    beam: int = 4
+    lenpen: float = 0.6
     max_len_a: float = 1.5
     max_len_b: int = 10
-    src_next_sentences: int = 0
-
-
-@dataclass
-class StepInput:
-    """One step's batched input: the batch, per-row ``max_len`` and the target context count per row."""
-
-    batch: Batch
-    max_len: torch.Tensor                        # (B,) long
-    expected: list[int] = field(default_factory=list)  # context sentences in each row's target window
-
-
-# ---- windows ----------------------------------------------------------------------------------
-def fit_context(previous: Sequence[Sequence[int]], wanted: int, budget: int) -> int:
-    """How many of the most recent ``previous`` sentences fit: at most ``wanted``, and their
-    lengths plus one separator each at most ``budget`` (the oldest dropped first)."""
-    recent = previous[max(len(previous) - wanted, 0):]
-    return fit_window([len(s) for s in recent], [], wanted, 0, budget)[0]
-
-
-def window_sizes(sentences: Sequence[Sequence[int]], j: int, context: int, following: int,
-                 limit: int) -> tuple[int, int]:
-    """(previous, next) context sentences in sentence ``j``'s source window of at most ``limit`` tokens."""
-    before = sentences[max(j - context, 0):j]
-    after = sentences[j + 1:j + 1 + following]
-    return fit_window([len(s) for s in before], [len(s) for s in after], context, following,
-                      limit - len(sentences[j]) - 1)
-
-
-def join_context(sentences: Sequence[Sequence[int]], brk: int) -> list[int]:
-    """Sentences oldest → newest, each followed by ``<brk>``."""
-    out: list[int] = []
-    for s in sentences:
-        out.extend(s)
-        out.append(brk)
-    return out
-
-
-def source_window(sentences: Sequence[Sequence[int]], j: int, context: int, limit: int, sp: VocabInfo,
-                  following: int = 0) -> list[int]:
-    """Source window of sentence ``j``: up to ``context`` previous sentences (oldest first) and ``following``
-    next ones (nearest first), ``<brk>`` after each, then sentence j and ``</s>``."""
-    c, m = window_sizes(sentences, j, context, following, limit)
-    context = list(sentences[j - c:j]) + list(sentences[j + 1:j + 1 + m])
-    return join_context(context, sp.brk) + list(sentences[j]) + [sp.eos]
-
-
-def target_context_ids(
-    outputs: Sequence[Sequence[int]], context: int, limit: int, current_len: int, sp: VocabInfo,
-) -> tuple[list[int], int]:
-    """Previous translations (+ ``<brk>`` each) for the target window, and how many there are.
-
-    The current translation's length is not known yet; the current source
-    length stands in for it so the target window stays near ``limit``.
-    """
-    c = fit_context(outputs, context, limit - current_len - 1)
-    return join_context(outputs[len(outputs) - c:], sp.brk), c
-
-
-def step_batch(
-    sources: Sequence[Sequence[Sequence[int]]], outputs: Sequence[Sequence[Sequence[int]]], j: int,
-    plan: Plan, sp: VocabInfo, mode: str = "prefix",
-) -> StepInput:
-    """The batch translating sentence ``j`` of each document (one row per document).
-
-    ``sources[d]`` holds document d's sentence ids, ``outputs[d]`` its
-    translations of sentences 0..j-1 (ids, no ``</s>``).
-    """
-    src_rows, prefixes, max_len, expected, n_sent, n_next = [], [], [], [], [], []
-    for sents, outs in zip(sources, outputs):
-        current = len(sents[j])
-        src_rows.append(source_window(sents, j, plan.src_context_sentences, plan.max_window_tokens, sp,
-                                      plan.src_next_sentences))
-        n_next.append(window_sizes(sents, j, plan.src_context_sentences, plan.src_next_sentences,
-                                   plan.max_window_tokens)[1])
-        ctx, c = target_context_ids(outs[:j], plan.tgt_context_sentences, plan.max_window_tokens, current, sp)
-        length = int(plan.max_len_a * current + plan.max_len_b)
-        if mode == "generate":                                             # the model writes the context too
-            prefixes.append([sp.bos])
-            length += len(ctx)
-        else:
-            prefixes.append([sp.bos] + ctx)
-        max_len.append(length)
-        expected.append(c)
-        n_sent.append(c + 1)
-    batch = Batch(
-        src=pad_rows(src_rows, sp.pad), tgt_prefix=pad_rows(prefixes, sp.pad),       # (B, S), (B, P)
-        tgt_sentences=torch.tensor(n_sent, dtype=torch.long),
-        src_next=torch.tensor(n_next, dtype=torch.long) if plan.src_next_sentences else None,   # (B,)
-    )
-    add_target_concat(batch, sources, j, plan, sp)                      # documents with a first pass (bilingual)
-    return StepInput(batch, torch.tensor(max_len, dtype=torch.long), expected)
+    target_context: str = "prefix"
+    batch_docs: int = 64
+    max_window_tokens: int = 1024
+    cache: bool = True
+    group_sentences: Optional[int] = None
+    group_order: str = "consecutive"
+    src_next_sentences: Optional[int] = None
+    nbest: int = 1
 
 
 # ---- decoding ---------------------------------------------------------------------------------
@@ -176,39 +105,23 @@ class _Search:
     beam: int
     lenpen: float
     device: torch.device
+    nbest: int = 1
 
 
-def with_memory(step: StepInput, sources, memories, j: int, plan: Plan, sp: VocabInfo) -> StepInput:
-    """Swap the source windows of ``step`` for the current sentences plus each document's cached entries.
+@dataclass
+class _Encoded:
+    """One document as the translator reads it: the input line of each non-empty sentence, their source ids
+    (:class:`DocumentIds` with a first pass), and the target ids of the first ones whose translation is given."""
 
-    The number of cached sentences is the one the window would hold (``fit_context``
-    over the same lengths and budget), so the two paths see the same context.
-    """
-    rows, memory = [], []
-    for sents, mem in zip(sources, memories):
-        current = list(sents[j])
-        c = fit_context(sents[:j], plan.src_context_sentences, plan.max_window_tokens - len(current) - 1)
-        rows.append(current + [sp.eos])
-        memory.append(mem[len(mem) - c:] if c else [])
-    batch = Batch(src=pad_rows(rows, sp.pad), tgt_prefix=step.batch.tgt_prefix, tgt_sentences=step.batch.tgt_sentences,
-                  memory=memory)
-    return StepInput(batch, step.max_len, step.expected)
+    lines: list[int]
+    ids: list[list[int]]
+    given: list[list[int]]
 
 
-def _decode(model, step: StepInput, search: _Search, banned: Sequence[int], enc=None) -> list[list[int]]:
-    """One batched beam search; the best tokens of every row."""
-    hyps = beam_search(model, step.batch.to(search.device), beam=search.beam, lenpen=search.lenpen,
-                       max_len=step.max_len.to(search.device), banned=banned, enc=enc)
-    return [h.tokens for h in hyps]
-
-
-def split_generated(tokens: Sequence[int], expected: int, brk: int) -> Optional[list[int]]:
-    """The current sentence of a generated target window (after the last ``<brk>``), or None when the
-    window does not hold exactly ``expected`` separators."""
-    marks = [i for i, t in enumerate(tokens) if t == brk]
-    if len(marks) != expected:
-        return None
-    return list(tokens[marks[-1] + 1:]) if marks else list(tokens)
+def _decode(model, step: StepInput, search: _Search, banned: Sequence[int], enc=None) -> list[Hypothesis]:
+    """One batched beam search; the best hypothesis of every row (with its n-best alternatives)."""
+    return beam_search(model, step.batch.to(search.device), beam=search.beam, lenpen=search.lenpen,
+                       max_len=step.max_len.to(search.device), banned=banned, enc=enc, nbest=search.nbest)
 
 
 def _step_input(model, sources, outputs, memories, j, plan, sp, search, mode):
@@ -232,8 +145,8 @@ def remember(memories, enc, keep: int) -> None:
 def translate_step(
     model, sources, outputs, j: int, plan: Plan, sp: VocabInfo, search: _Search, mode: str,
     stats: TranslationStats, memories: Optional[list[list]] = None,
-) -> list[list[int]]:
-    """Translate sentence ``j`` of every document in ``sources`` at once; ids of each current sentence.
+) -> list[Hypothesis]:
+    """Translate sentence ``j`` of every document in ``sources`` at once; the best hypothesis of each.
 
     ``memories`` (one list per document) are the cached entries of document-memory
     models: each sentence is encoded once, here, and its entry appended.
@@ -245,37 +158,63 @@ def translate_step(
     if mode == "prefix":
         return _decode(model, step, search, [sp.brk], enc)
     generated = _decode(model, step, search, (), enc)
-    results = [split_generated(t, c, sp.brk) for t, c in zip(generated, step.expected)]
+    results = [generated_sentence(h, c, sp.brk) for h, c in zip(generated, step.expected)]
     failed = [r for r, res in enumerate(results) if res is None]
     if failed:
         stats.fallbacks += len(failed)
         pick = lambda xs: None if xs is None else [xs[r] for r in failed]  # noqa: E731
         retry, retry_enc = _step_input(model, pick(sources), pick(outputs), pick(snapshot), j, plan, sp, search, "prefix")
-        for r, tokens in zip(failed, _decode(model, retry, search, [sp.brk], retry_enc)):
-            results[r] = tokens
+        for r, hyp in zip(failed, _decode(model, retry, search, [sp.brk], retry_enc)):
+            results[r] = hyp
     return results
 
 
-def _translate_group(model, docs: list[list[list[int]]], plan, sp, search, mode, stats, progress, cache: bool):
-    """Translate documents (sorted longest first) in parallel slots; their translations as ids
-    (``list[list[list[int]]]``: document, sentence, token)."""
+def _take_given(model, sources, outputs, memories, rows: list[int], j: int, given, plan, sp, search) -> None:
+    """Sentence ``j`` of documents ``rows`` has a given translation: it joins their outputs as it is; a
+    document-memory model still encodes the source sentence and caches its entry."""
+    if memories is not None:
+        picked = [memories[i] for i in rows]
+        _, enc = _step_input(model, [sources[i] for i in rows], [outputs[i] for i in rows], picked, j, plan, sp,
+                             search, "prefix")
+        remember(picked, enc, plan.src_context_sentences)
+    for i in rows:
+        outputs[i].append(list(given[i][j]))
+
+
+def _translate_group(model, docs: list[_Encoded], plan, sp, search, mode, stats, progress, cache: bool):
+    """Translate documents (sorted longest first) in parallel slots; each document's hypothesis per sentence
+    (None where the translation was given)."""
+    sources, given = [d.ids for d in docs], [d.given for d in docs]
     outs: list[list[list[int]]] = [[] for _ in docs]
+    found: list[list[Optional[Hypothesis]]] = [[] for _ in docs]
     memories = [[] for _ in docs] if cache else None
-    for j in range(max((len(d) for d in docs), default=0)):
-        active = [i for i, d in enumerate(docs) if len(d) > j]
-        new = translate_step(model, [docs[i] for i in active], [outs[i] for i in active], j, plan, sp, search, mode,
-                             stats, None if memories is None else [memories[i] for i in active])
-        for i, tokens in zip(active, new):
-            outs[i].append(tokens)
+    pick = lambda xs, rows: None if xs is None else [xs[i] for i in rows]  # noqa: E731
+    for j in range(max((len(s) for s in sources), default=0)):
+        active = [i for i, s in enumerate(sources) if len(s) > j]
+        fixed = [i for i in active if j < len(given[i])]
+        todo = [i for i in active if j >= len(given[i])]
+        if fixed:
+            _take_given(model, sources, outs, memories, fixed, j, given, plan, sp, search)
+        for i in fixed:
+            found[i].append(None)
+        if not todo:
+            continue
+        new = translate_step(model, pick(sources, todo), pick(outs, todo), j, plan, sp, search, mode, stats,
+                             pick(memories, todo))
+        for i, hyp in zip(todo, new):
+            outs[i].append(hyp.tokens)
+            found[i].append(hyp)
         stats.steps += 1
-        stats.sentences += len(active)
+        stats.sentences += len(todo)
         if progress is not None:
             progress(stats)
-    return outs
+    return found
 
 
-def _encode_document(tokenizer, doc: Sequence[str], limit: int, stats: TranslationStats, first_pass=None):
-    """Line indices and ids of the non-empty sentences of ``doc`` (over-long ones cut; + ``first_pass``: DocumentIds)."""
+def _encode_document(tokenizer, doc: Sequence[str], limit: int, stats: TranslationStats, first_pass=None,
+                     given: Sequence[str] = ()) -> _Encoded:
+    """The non-empty sentences of ``doc`` as ids (over-long ones cut; + ``first_pass``: DocumentIds) and the
+    target ids of ``given``, the translations of its first sentences."""
     kept, ids = [], []
     for i, text in enumerate(doc):
         tokens = tokenizer.encode_src(text) if text.strip() else []
@@ -291,7 +230,7 @@ def _encode_document(tokenizer, doc: Sequence[str], limit: int, stats: Translati
         ids.append(list(tokens))
     if first_pass is not None:
         ids = DocumentIds(ids, first_pass_ids(tokenizer, [first_pass[i] for i in kept], limit - 1))
-    return kept, ids
+    return _Encoded(kept, ids, first_pass_ids(tokenizer, [given[i] for i in kept if i < len(given)], limit - 1))
 
 
 def _next_sentences(model, wanted: Optional[int]) -> int:
@@ -312,10 +251,16 @@ def _model_device(model) -> torch.device:
     return param.device if param is not None else torch.device("cpu")
 
 
-def _translate_as_groups(model, tokenizer, encoded, results, plan: Plan, search: _Search, stats, progress,
-                         batch_docs: int, group_sentences, group_order) -> None:
-    """Translate every document group by group (:func:`~ctxmt_cli.decode.groups.translate_groups`) into ``results``."""
-    from ctxmt_cli.decode.groups import translate_groups
+def _candidates(tokenizer, hyp: Hypothesis) -> list[Candidate]:
+    """The n-best list of a hypothesis as texts, best first."""
+    return [Candidate(tokenizer.decode_tgt(h.tokens), h.logprob, h.score) for h in (hyp, *hyp.alternatives)]
+
+
+def _translate_as_groups(model, tokenizer, encoded: list[_Encoded], results, settings: DecodeSettings, search: _Search,
+                         stats, progress) -> None:
+    """Translate every document group by group (:func:`~ctxmt_cli.decode.groups.group_hypotheses`) into ``results``;
+    sentences whose translation is given are decoded with their group and left out."""
+    from ctxmt_cli.decode.groups import group_hypotheses
 
     def done(n: int) -> None:
         stats.sentences += n
@@ -323,27 +268,96 @@ def _translate_as_groups(model, tokenizer, encoded, results, plan: Plan, search:
         if progress is not None:
             progress(stats)
 
-    sp = model.vocab
-    outs = translate_groups(model, [ids for _, ids in encoded], eos=sp.eos, pad=sp.pad, banned=[sp.brk],
-                            beam=search.beam, lenpen=search.lenpen, device=search.device,
-                            max_len=lambda n: int(plan.max_len_a * n + plan.max_len_b), group_sentences=group_sentences,
-                            group_order=group_order, max_sentences=max(batch_docs, 1) * 8, progress=done)
-    for (lines, _), doc_out, doc_results in zip(encoded, outs, results):
-        for line, tokens in zip(lines, doc_out):
-            doc_results[line] = tokenizer.decode_tgt(tokens)
+    sp, s = model.vocab, settings
+    stats.total += sum(len(e.ids) for e in encoded)
+    outs = group_hypotheses(model, [e.ids for e in encoded], eos=sp.eos, pad=sp.pad, banned=[sp.brk], beam=search.beam,
+                            lenpen=search.lenpen, device=search.device, nbest=search.nbest,
+                            max_len=lambda n: int(s.max_len_a * n + s.max_len_b), group_sentences=s.group_sentences,
+                            group_order=s.group_order, max_sentences=max(s.batch_docs, 1) * 8, progress=done)
+    for e, doc_out, doc_results in zip(encoded, outs, results):
+        for line, hyp in zip(e.lines, doc_out):
+            if doc_results[line] is not None:
+                doc_results[line] = _candidates(tokenizer, hyp)
 
 
-def _translate_in_slots(model, tokenizer, encoded, results, plan: Plan, search: _Search, mode: str, stats, progress,
-                        batch_docs: int, cache: bool) -> None:
+def _translate_in_slots(model, tokenizer, encoded: list[_Encoded], results, plan: Plan, search: _Search, mode: str,
+                        stats, progress, batch_docs: int, cache: bool) -> None:
     """Translate every document sentence by sentence, ``batch_docs`` documents in parallel slots, into ``results``."""
     sp = VocabInfo.of(tokenizer)
-    order = sorted(range(len(encoded)), key=lambda d: -len(encoded[d][1]))   # stable: ties keep input order
+    stats.total += sum(len(e.ids) - len(e.given) for e in encoded)
+    order = sorted(range(len(encoded)), key=lambda d: -len(encoded[d].ids))   # stable: ties keep input order
     for start in range(0, len(order), batch_docs):
         group = order[start:start + batch_docs]
-        outs = _translate_group(model, [encoded[d][1] for d in group], plan, sp, search, mode, stats, progress, cache)
-        for d, doc_out in zip(group, outs):
-            for line, tokens in zip(encoded[d][0], doc_out):
-                results[d][line] = tokenizer.decode_tgt(tokens)
+        found = _translate_group(model, [encoded[d] for d in group], plan, sp, search, mode, stats, progress, cache)
+        for d, doc_found in zip(group, found):
+            for line, hyp in zip(encoded[d].lines, doc_found):
+                if hyp is not None:
+                    results[d][line] = _candidates(tokenizer, hyp)
+
+
+def _check(s: DecodeSettings, documents: Sequence[Sequence[str]], given) -> list[Sequence[str]]:
+    """Refuse settings that cannot work (one line each); each document's given translations (none: empty)."""
+    if s.target_context not in MODES:
+        raise CtxmtError(f"target_context {s.target_context!r}: choose prefix or generate")
+    if s.max_window_tokens < 2 or s.batch_docs < 1:
+        raise CtxmtError("max_window_tokens must be >= 2 and batch_docs >= 1")
+    if not 1 <= s.nbest <= s.beam:
+        raise CtxmtError(f"--nbest {s.nbest}: an n-best list holds at most the beam's {s.beam} translations; "
+                         f"give --beam {max(s.nbest, 1)} or more (and --nbest >= 1)")
+    if s.nbest > 1 and s.target_context == "generate":
+        raise CtxmtError("--nbest: n-best lists need --target-context prefix (generate mode rewrites the context)")
+    if given is None:
+        return [()] * len(documents)
+    if len(given) != len(documents):
+        raise CtxmtError(f"given target context for {len(given)} documents, but {len(documents)} documents given")
+    for d, (doc, fixed) in enumerate(zip(documents, given)):
+        if len(fixed) > len(doc):
+            raise CtxmtError(f"document {d + 1}: {len(fixed)} given target sentences for {len(doc)} source "
+                             "sentences; give at most one translation per source sentence")
+    if s.target_context == "generate" and any(given):
+        raise CtxmtError("given target context is forced as the decoder prefix: use --target-context prefix "
+                         "(generate mode writes the context itself)")
+    return list(given)
+
+
+def decode_documents(
+    model, tokenizer, documents: list[list[str]], settings: DecodeSettings, *, given: Optional[Sequence] = None,
+    first_pass: Optional[list[list]] = None, progress: Optional[Callable[[TranslationStats], None]] = None,
+    stats: Optional[TranslationStats] = None,
+) -> list[list[Optional[list[Candidate]]]]:
+    """Translate ``documents``; per input sentence its n-best list (best first; ``[]`` for an empty source line,
+    None for a sentence whose translation ``given`` holds).
+
+    ``given[d]``: translations of document d's first sentences (prefix mode): not translated, they are the
+    target context of the next ones. ``first_pass``, ``progress`` and ``stats`` as :func:`translate_documents`.
+    """
+    s = settings
+    given = _check(s, documents, given)
+    stats = stats if stats is not None else TranslationStats()
+    started = time.perf_counter()
+    plan = Plan(s.src_context_sentences, s.tgt_context_sentences, s.max_window_tokens, s.max_len_a, s.max_len_b,
+                _next_sentences(model, s.src_next_sentences))
+    search = _Search(s.beam, s.lenpen, _model_device(model), s.nbest)
+    firsts = first_pass_per_document(model, documents, first_pass)           # refused where it does not fit
+    encoded = [_encode_document(tokenizer, doc, s.max_window_tokens, stats, f, g)
+               for doc, f, g in zip(documents, firsts, given)]
+    stats.documents += len(documents)
+    results: list[list] = [[None if i < len(g) else [] for i in range(len(doc))] for doc, g in zip(documents, given)]
+    was_training = model.training
+    model.eval()
+    try:
+        if model.batch_scheme.groups:
+            _translate_as_groups(model, tokenizer, encoded, results, s, search, stats, progress)
+        elif s.group_sentences is not None:
+            raise CtxmtError(f"--group-sentences {s.group_sentences}: this model does not read sentence groups "
+                             "(only a family like mbe does); leave it out")
+        else:
+            _translate_in_slots(model, tokenizer, encoded, results, plan, search, s.target_context, stats, progress,
+                                s.batch_docs, s.cache and model.document_mode is DocumentMode.MEMORY)
+    finally:
+        model.train(was_training)
+        stats.seconds += time.perf_counter() - started
+    return results
 
 
 def translate_documents(
@@ -365,34 +379,11 @@ def translate_documents(
     ``group_order``); a model of another kind refuses ``group_sentences``. ``src_next_sentences``: the next
     source sentences in each window (None: the model's own ``src_next_sentences``; a model that reads none
     refuses more). ``first_pass``: a bilingual model's first pass of ``documents`` (:mod:`ctxmt_cli.decode.bilingual`).
+    :func:`decode_documents` gives the n-best lists and log-probabilities and takes given target context.
     """
-    if target_context not in MODES:
-        raise CtxmtError(f"target_context {target_context!r}: choose prefix or generate")
-    if max_window_tokens < 2 or batch_docs < 1:
-        raise CtxmtError("max_window_tokens must be >= 2 and batch_docs >= 1")
-    stats = stats if stats is not None else TranslationStats()
-    started = time.perf_counter()
-    plan = Plan(src_context_sentences, tgt_context_sentences, max_window_tokens, max_len_a, max_len_b,
-                _next_sentences(model, src_next_sentences))
-    search = _Search(beam, lenpen, _model_device(model))
-    firsts = first_pass_per_document(model, documents, first_pass)           # refused where it does not fit
-    encoded = [_encode_document(tokenizer, doc, max_window_tokens, stats, f) for doc, f in zip(documents, firsts)]
-    stats.documents += len(documents)
-    stats.total += sum(len(ids) for _, ids in encoded)
-    results = [[""] * len(doc) for doc in documents]
-    was_training = model.training
-    model.eval()
-    try:
-        if model.batch_scheme.groups:
-            _translate_as_groups(model, tokenizer, encoded, results, plan, search, stats, progress, batch_docs,
-                                 group_sentences, group_order)
-            return results
-        if group_sentences is not None:
-            raise CtxmtError(f"--group-sentences {group_sentences}: this model does not read sentence groups "
-                             "(only a family like mbe does); leave it out")
-        _translate_in_slots(model, tokenizer, encoded, results, plan, search, target_context, stats, progress,
-                            batch_docs, cache and model.document_mode is DocumentMode.MEMORY)
-    finally:
-        model.train(was_training)
-        stats.seconds += time.perf_counter() - started
-    return results
+    settings = DecodeSettings(src_context_sentences, tgt_context_sentences, beam, lenpen, max_len_a, max_len_b,
+                              target_context, batch_docs, max_window_tokens, cache, group_sentences, group_order,
+                              src_next_sentences)
+    found = decode_documents(model, tokenizer, documents, settings, first_pass=first_pass, progress=progress,
+                             stats=stats)
+    return [[best[0].text if best else "" for best in doc] for doc in found]

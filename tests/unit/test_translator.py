@@ -10,13 +10,8 @@ from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.decode.documents import write_documents
 from ctxmt_cli.decode.search import beam_search
-from ctxmt_cli.decode.translator import (
-    Plan,
-    TranslationStats,
-    split_generated,
-    step_batch,
-    translate_documents,
-)
+from ctxmt_cli.decode.steps import Plan, split_generated, step_batch
+from ctxmt_cli.decode.translator import TranslationStats, translate_documents
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models import build_model, context_sentences
 from tests.unit.biased_model import Biased
