@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import shutil
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Optional
 
@@ -44,20 +45,26 @@ class RecipeInfo:
         """The folder (paper) the recipe belongs to."""
         return self.name.split("/", 1)[0]
 
+    @cached_property
+    def raw(self) -> dict:
+        """The recipe file as plain YAML (not validated)."""
+        return yaml.load(self.path.read_text(encoding="utf-8"), Loader=_Loader) or {}
+
     def family(self) -> str:
         """The recipe's model family (``model.family``; ``sentence`` when the recipe leaves it out)."""
-        raw = yaml.load(self.path.read_text(encoding="utf-8"), Loader=_Loader) or {}
-        model = raw.get("model") or {}
-        return str(model.get("family", "sentence"))
+        return str((self.raw.get("model") or {}).get("family", "sentence"))
 
     def summary(self) -> str:
-        """The first line of the recipe's header comment (what it reproduces), without the ``#``."""
+        """One line on the system: its ``description``, else the header's ``Reproduces:`` line, else its first."""
+        if self.raw.get("description"):
+            return str(self.raw["description"])
+        header = []
         for line in self.path.read_text(encoding="utf-8").splitlines():
             if not line.startswith("#"):
                 break
-            if line.strip("# "):
-                return line.lstrip("#").strip()
-        return ""
+            header.append(line.lstrip("#").strip())
+        found = [line for line in header if line.startswith("Reproduces:")]
+        return (found or header or [""])[0]
 
 
 def packaged_recipes(folder: Optional[str] = None) -> list[RecipeInfo]:

@@ -1,0 +1,130 @@
+"""The commands on what ships with ctxmt and what a checkpoint holds: ``recipes list|show|copy`` and ``inspect``.
+
+Kept beside ``cli.py``, which registers them through :func:`register`. Listing recipes reads YAML only;
+``inspect`` imports torch inside the command, so ``--help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ctxmt_cli.cli_errors import OneLineGroup, user_errors
+from ctxmt_cli.paths import check_output_dir
+
+
+class Family(str, Enum):
+    """The model families a recipe can name (``model.family``; a unit test keeps this equal to the schema's)."""
+
+    sentence = "sentence"
+    concat = "concat"
+    caching = "caching"
+    mbe = "mbe"
+    hanoit = "hanoit"
+
+
+recipes_app = typer.Typer(
+    cls=OneLineGroup, no_args_is_help=True, pretty_exceptions_enable=False,
+    help="The recipes that ship with ctxmt: list them, print one, copy them to edit. Every command that takes a "
+         "recipe takes its NAME (FOLDER/FILE, .yaml optional) as well as a path; an existing file wins.",
+)
+
+
+@recipes_app.command("list")
+@user_errors
+def list_recipes(
+    folder: Optional[str] = typer.Argument(None, metavar="[FOLDER]", help="only this folder's recipes "
+                                           "(e.g. quickstart, yang2023_hanoit)"),
+    family: Optional[Family] = typer.Option(None, help="only recipes of this model family"),
+):
+    """One line per packaged recipe: NAME, model family, what it is (its description or the paper row)."""
+    from ctxmt_cli.recipe_catalog import packaged_recipes
+
+    found = [r for r in packaged_recipes(folder) if family is None or r.family() == family.value]
+    width = max((len(r.name) for r in found), default=0)
+    for recipe in found:
+        typer.echo(f"{recipe.name:<{width}}  {recipe.family():<8}  {recipe.summary()}")
+    typer.echo(f"{len(found)} recipes; `ctxmt recipes show NAME` prints one, `ctxmt train NAME` trains it", err=True)
+
+
+@recipes_app.command("show")
+@user_errors
+def show_recipe(name: str = typer.Argument(..., metavar="NAME", help="recipe name (or path)")):
+    """Print a recipe file as it ships, header comments included."""
+    from ctxmt_cli.recipe_catalog import resolve_recipe
+
+    typer.echo(resolve_recipe(name).read_text(encoding="utf-8"), nl=False)
+
+
+@recipes_app.command("copy")
+@user_errors
+def copy_recipe(
+    name: str = typer.Argument(..., metavar="NAME", help="recipe name, or a FOLDER for all of its files"),
+    dest: Path = typer.Argument(..., metavar="DIR", help="directory to copy into (created if missing)"),
+):
+    """Copy a packaged recipe (or a whole folder) into DIR to edit it; an existing file is never overwritten."""
+    from ctxmt_cli.recipe_catalog import copy_recipes
+
+    check_output_dir(dest, "DIR")
+    for path in copy_recipes(name, dest):
+        typer.echo(f"wrote {path}")
+
+
+def _table(info: dict):
+    """The rich table of ``ctxmt inspect``: one row per figure, grouped."""
+    from rich.table import Table
+
+    vocab, train = info["vocabulary"], info["training"]
+    languages = f"{vocab['source_language'] or '?'} → {vocab['target_language'] or '?'}"
+    best = "—" if train["best"] is None else f"{train['best']:.4f} ({train['early_stop_on']}, step {train['best_step']})"
+    rows = [
+        ("checkpoint", info["path"]), ("recipe name", info["name"]), ("family", info["family"]),
+        ("parameters", f"{info['parameters']:,}"), ("written by", f"ctxmt {info['ctxmt_version']} "
+                                                                  f"(format {info['format']})"),
+        ("vocabulary", f"source {vocab['source_size']:,} / target {vocab['target_size']:,} "
+                       f"({'joint' if vocab['joint'] else 'separate'}; Moses {'yes' if vocab['moses'] else 'no'})"),
+        ("languages", languages), ("vocabulary fingerprint", str(vocab["fingerprint"])),
+        ("step / epoch", f"{train['step']} / {train['epoch']}"), ("best", best),
+        ("validations", str(train["validations"])), ("world size", str(train["world_size"] or "—")),
+        ("resumable", "yes (optimiser state inside)" if train["resumable"] else "no (weights only)"),
+    ]
+    if train["averaged_from"]:
+        rows.append(("averaged from", ", ".join(train["averaged_from"])))
+    table = Table(show_header=False, title="ctxmt checkpoint")
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in rows:
+        table.add_row(key, value)
+    return table
+
+
+@user_errors
+def inspect_checkpoint(
+    checkpoint: Path = typer.Argument(..., metavar="CKPT", help="checkpoint file (checkpoint_*.pt)"),
+    as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout instead of the table"),
+):
+    """A checkpoint's recipe (resolved), family, parameter count, vocabulary and training state."""
+    from ctxmt_cli.models.checkpoint_info import checkpoint_info
+
+    info = checkpoint_info(checkpoint)
+    if as_json:
+        typer.echo(json.dumps(info, indent=2, ensure_ascii=False))
+        return
+    import yaml
+    from rich.console import Console
+
+    console = Console()
+    console.print(_table(info))
+    console.print("[bold]recipe (resolved):[/bold]")
+    typer.echo(yaml.safe_dump(info["recipe"], sort_keys=False, allow_unicode=True), nl=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``recipes`` and ``inspect`` to the ``ctxmt`` app."""
+    app.add_typer(recipes_app, name="recipes")
+    app.command(name="inspect")(inspect_checkpoint)
+

@@ -1,0 +1,79 @@
+"""What a checkpoint holds, read from the file alone: recipe, family, parameter count, vocabulary, training state.
+
+``ctxmt inspect CKPT`` prints it. The parameter count is the model's own (:meth:`num_parameters`: trainable
+parameters, tied weights once), the figure ``ctxmt train --dry-run`` prints, from the model rebuilt on
+PyTorch's ``meta`` device: shapes only, so a large model is counted without allocating its weights.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+
+from ctxmt_cli.config import Recipe, recipe_to_dict, validate_recipe
+from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.models import build_model
+from ctxmt_cli.models.loading import read_checkpoint
+
+
+def count_parameters(recipe: Recipe, vocab: VocabInfo) -> int:
+    """Trainable parameters of the recipe's model for ``vocab`` (tied weights once), built without weights."""
+    with torch.device("meta"):
+        model = build_model(recipe.model, vocab)
+    return model.num_parameters()
+
+
+def _finite(value: Any) -> Optional[float]:
+    """A metric as JSON can carry it: ``inf`` (no validation yet) becomes None."""
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def vocabulary_info(ckpt: dict) -> dict:
+    """Sizes, sharing, Moses tokenization, languages and special ids of the checkpoint's vocabulary."""
+    vocab, tok, meta = ckpt["vocab"], ckpt.get("tokenizer") or {}, ckpt.get("meta") or {}
+    fingerprint = ckpt.get("vocab_fingerprint")
+    return {
+        "source_size": vocab["src_size"], "target_size": vocab["tgt_size"], "joint": bool(vocab.get("joint", True)),
+        "moses": bool(tok.get("moses", meta.get("moses", False))),
+        "source_language": tok.get("src_lang", meta.get("src_lang")),
+        "target_language": tok.get("tgt_lang", meta.get("tgt_lang")),
+        "special_ids": {k: vocab[k] for k in ("pad", "unk", "bos", "eos", "brk") if k in vocab},
+        "fingerprint": fingerprint[:12] if isinstance(fingerprint, str) else None,
+    }
+
+
+def training_info(ckpt: dict, recipe: Recipe) -> dict:
+    """Where training stood when the checkpoint was written (an averaged checkpoint keeps its first input's)."""
+    state = ckpt.get("state") or {}
+    history = state.get("history") or []
+    return {
+        "step": state.get("step"), "epoch": state.get("epoch"),
+        "best": _finite(state.get("best")), "best_step": state.get("best_step"),
+        "early_stop_on": recipe.train.early_stop_on, "validations": len(history),
+        "elapsed_s": _finite(state.get("elapsed")), "world_size": ckpt.get("world_size"),
+        "resumable": ckpt.get("optimizer") is not None,
+        "averaged_from": list(ckpt.get("averaged_from") or []),
+    }
+
+
+def checkpoint_info(path: Path) -> dict:
+    """Everything ``ctxmt inspect`` reports about a checkpoint, as JSON-ready values.
+
+    A missing, truncated or foreign file is a one-line :class:`~ctxmt_cli.errors.CtxmtError`.
+    """
+    path = Path(path)
+    ckpt = read_checkpoint(path)
+    recipe = validate_recipe(ckpt["recipe"], f"{path} (stored recipe)")
+    vocab = VocabInfo(**ckpt["vocab"])
+    return {
+        "path": str(path), "format": ckpt.get("format"), "ctxmt_version": ckpt.get("version"),
+        "name": recipe.name, "family": recipe.model.family, "parameters": count_parameters(recipe, vocab),
+        "vocabulary": vocabulary_info(ckpt), "training": training_info(ckpt, recipe),
+        "recipe": recipe_to_dict(recipe),
+    }
