@@ -12,29 +12,63 @@ import os
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Literal, Optional
 
 import typer
 
-from ctxmt_cli import cli_analysis, cli_docrepair
-from ctxmt_cli.cli_errors import OneLineGroup, check_device, user_errors
+from ctxmt_cli import cli_analysis, cli_docrepair, cli_package
+from ctxmt_cli.cli_errors import OneLineGroup, given_params, user_errors
+from ctxmt_cli.cli_options import (
+    TESTSET_HELP,
+    BenchCorpus,
+    Device,
+    GroupOrder,
+    LogFormat,
+    Normalize,
+    PrepareFormat,
+    Preset,
+    ScatSplit,
+    ScoreSpan,
+    Significance,
+    SpmType,
+    TargetContext,
+    Tokenize,
+    check_testset,
+)
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.paths import check_output_dir
 
 app = typer.Typer(
-    cls=OneLineGroup, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+    cls=OneLineGroup, no_args_is_help=True, pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},      # every command inherits -h
     help="ctxmt: context-aware (document-level) neural machine translation.",
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        import ctxmt_cli
+
+        typer.echo(f"ctxmt {ctxmt_cli.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="print ctxmt's version and exit"),
+):
+    """ctxmt: context-aware (document-level) neural machine translation."""
 
 
 @app.command()
 @user_errors
 def prepare(
     ctx: typer.Context,
-    fmt: str = typer.Argument(..., metavar="FORMAT", help="synthetic | text | jsonl | iwslt-tags | iwslt-xml | voita | "
-                              "maruf (Maruf et al. 2019: a <d> line before each document); "
-                              "from a prepared --data DIR: docrepair (DocRepair's round-trip corpus) | reverse "
-                              "(source and target swapped)"),
+    fmt: PrepareFormat = typer.Argument(..., metavar="FORMAT", help="a corpus: synthetic, text, jsonl, iwslt-tags, "
+                                        "iwslt-xml, voita, maruf (Maruf et al. 2019: a <d> line before each "
+                                        "document); from a prepared --data DIR: docrepair (DocRepair's round-trip "
+                                        "corpus), reverse (source and target swapped)"),
     out: Path = typer.Option(..., "--out", help="prepared dataset directory to write"),
     train: Optional[Path] = typer.Option(None, help="train PATH, a prefix: PATH.L1 and PATH.L2 (iwslt-xml: "
                                          "PATH.L1.xml and PATH.L2.xml; maruf: PATH.L1 and PATH.L2, else Maruf's "
@@ -47,7 +81,7 @@ def prepare(
     vocab_size: int = typer.Option(8000, min=8, help="SentencePiece vocabulary size"),
     joint: bool = typer.Option(True, "--joint/--separate", help="one SentencePiece model for both sides"),
     moses: bool = typer.Option(False, help="Moses-tokenize (sacremoses) before SentencePiece"),
-    spm_type: str = typer.Option("unigram", help="SentencePiece model type: unigram | bpe"),
+    spm_type: SpmType = typer.Option("unigram", help="SentencePiece model type"),
     max_sentence_tokens: int = typer.Option(250, min=4, help="longer sentences are truncated with a warning"),
     seed: int = typer.Option(1, help="random seed"),
     docs: int = typer.Option(2000, min=41, help="synthetic: number of documents (>= 41)"),
@@ -62,7 +96,8 @@ def prepare(
                                          "(default: the group size, disjoint groups)"),
     beam: Optional[int] = typer.Option(None, min=1, help="docrepair: beam of both translations (default: each "
                                        "checkpoint recipe's)"),
-    device: str = typer.Option("cpu", callback=check_device, help="docrepair: cpu | cuda | cuda:N"),
+    device: Device = "auto",
+    log_format: LogFormat = None,
 ):
     """Read a corpus (or generate the synthetic benchmark) into the prepared binary layout; or derive one from
     a prepared dataset (docrepair, reverse)."""
@@ -71,7 +106,8 @@ def prepare(
 
     if fmt in DERIVED_FORMATS:
         typer.echo(prepare_derived(ctx, fmt, out, data=data, splits=splits, reverse=reverse, forward=forward,
-                                   group_size=group_size, stride=stride, beam=beam, device=device, force=force))
+                                   group_size=group_size, stride=stride, beam=beam, device=device, force=force,
+                                   log_format=log_format))
         return
     check_options(ctx, fmt)
 
@@ -91,8 +127,10 @@ def train_command(
     set_: List[str] = typer.Option([], "--set", help="override KEY.PATH=VALUE (repeatable)"),
     resume: bool = typer.Option(False, help="continue from checkpoint_last.pt in train.save_dir"),
     dry_run: bool = typer.Option(False, help="validate, print the resolved recipe and parameter count, exit"),
+    device: Device = "auto",
+    log_format: LogFormat = None,
 ):
-    """Train the system a recipe describes."""
+    """Train the system a recipe describes (under torchrun: one process per device)."""
     from ctxmt_cli.config import load_recipe
 
     loaded = load_recipe(recipe, set_)
@@ -101,11 +139,12 @@ def train_command(
 
         typer.echo(dry_run_report(loaded))
         return
+    from ctxmt_cli.commands import train_result_lines
     from ctxmt_cli.train.trainer import train
 
-    result = train(loaded, resume=resume)
+    result = train(loaded, resume=resume, device=device, log_format=log_format)
     if os.environ.get("RANK", "0") == "0":  # under torchrun only rank 0 reports
-        typer.echo(f"best checkpoint: {result.best}" + (f"\naveraged: {result.averaged}" if result.averaged else ""))
+        typer.echo(train_result_lines(result, log_format))
 
 
 CONTEXT_HELP = ("K context sentences per side that has context, instead of the model's own: concatenation windows "
@@ -121,15 +160,17 @@ def translate(
     output: str = typer.Option("-", "--output", "-o", help="output file; - = stdout"),
     beam: Optional[int] = typer.Option(None, min=1, help="beam size (default: recipe decode.beam)"),
     lenpen: Optional[float] = typer.Option(None, min=0.0, help="length penalty (default: recipe)"),
-    target_context: Optional[str] = typer.Option(None, help="prefix (own outputs forced) | generate (regenerate the window)"),
+    target_context: Optional[TargetContext] = typer.Option(None, help="prefix (own outputs forced), generate "
+                                                           "(regenerate the window) [default: recipe]"),
     batch_docs: Optional[int] = typer.Option(None, min=1, help="documents decoded in parallel"),
     context: Optional[int] = typer.Option(None, min=0, help=CONTEXT_HELP),
-    device: str = typer.Option("cpu", callback=check_device, help="cpu | cuda | cuda:N"),
+    device: Device = "auto",
     repair: Optional[Path] = typer.Option(None, help="DocRepair: rewrite the translations with this repair checkpoint "
                                           "(`ctxmt prepare docrepair`), in groups of 4 consecutive sentences"),
     group_sentences: Optional[int] = typer.Option(None, min=1, help="mbe: sentences per group (default: the whole "
                                                   "document is one group)"),
-    group_order: str = typer.Option("consecutive", help="mbe: consecutive | length (groups of length-sorted sentences)"),
+    group_order: GroupOrder = typer.Option("consecutive", help="mbe: consecutive, or length (groups of "
+                                           "length-sorted sentences)"),
     first_pass: Optional[Path] = typer.Option(None, help="bilingual hanoit: translate each document first with this "
                                               "sentence-level checkpoint; its translations are the target context"),
 ):
@@ -143,21 +184,23 @@ def translate(
 
 
 def contrastive(
-    testset: str = typer.Argument(..., metavar="TESTSET", help="voita | contrapro | lopes | scat | synthetic | jsonl (KIND or KIND:PATH), or 'compare'"),
+    testset: str = typer.Argument(..., metavar="TESTSET", callback=check_testset, help=TESTSET_HELP),
     runs: Optional[List[Path]] = typer.Argument(None, metavar="[RUN_A RUN_B]", help="with 'compare': two --out directories"),
     checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="model checkpoint"),
     data: Optional[Path] = typer.Option(None, help="the test set's files (folder or file) when not given as KIND:PATH"),
     context: Optional[int] = typer.Option(None, min=0, help="context sentences per side (default: the model's)"),
-    normalize: str = typer.Option("mean", help="mean (token-averaged log-prob) | none (sum)"),
-    score_span: str = typer.Option("all", help="all (every sentence of a candidate group) | current (last sentence)"),
+    normalize: Normalize = typer.Option("mean", help="mean (token-averaged log-prob), none (sum)"),
+    score_span: ScoreSpan = typer.Option("all", help="all (every sentence of a candidate group), current (the last "
+                                         "sentence)"),
     out: Optional[Path] = typer.Option(None, help="directory for results.json, SET.scores, SET.decisions.jsonl"),
     force: bool = typer.Option(False, help="overwrite an existing OUT/results.json"),
-    split: Optional[str] = typer.Option(None, help="scat: train | valid | test (default test)"),
+    split: Optional[ScatSplit] = typer.Option(None, help="scat: its split [default: test]"),
     dev: bool = typer.Option(False, help="voita: the dev sets instead of the test sets"),
     documents: Optional[Path] = typer.Option(None, help="contrapro: OPUS OpenSubtitles documents/ folder to extract context from"),
     json_file: Optional[str] = typer.Option(None, "--json", metavar="PATH|none", help="lopes: the publisher's test-set json the files were extracted from (default: the one *testset*.json beside the extracted folder or one up, announced); none: the files alone, in file order"),
     max_tokens: int = typer.Option(4096, min=16, help="token budget per scoring batch"),
-    device: str = typer.Option("cpu", callback=check_device, help="cpu | cuda | cuda:N"),
+    device: Device = "auto",
+    log_format: LogFormat = None,
 ):
     """Score contrastive test sets by forced decoding; accuracy per phenomenon/distance and the papers' aggregates.
 
@@ -166,13 +209,7 @@ def contrastive(
     from rich.console import Console
 
     if testset == "compare":
-        from ctxmt_cli.evaluate.contrastive_report import render_compare
-        from ctxmt_cli.evaluate.mcnemar import compare_runs
-
-        if not runs or len(runs) != 2:
-            raise CtxmtError("usage: ctxmt contrastive compare RUN_A RUN_B (two directories written with --out)")
-        Console().print(render_compare(compare_runs(*runs), *runs))
-        return
+        return _compare_contrastive(runs)
     if runs:
         raise CtxmtError(f"unexpected arguments {[str(r) for r in runs]}; give one TESTSET (or 'compare RUN_A RUN_B')")
     if checkpoint is None:
@@ -186,10 +223,23 @@ def contrastive(
     results = run_contrastive(
         testset, checkpoint, data=data, out=out, force=force, device=device, context=context, normalize=normalize,
         span=score_span, max_tokens=max_tokens, split=split, dev=dev or None, documents=documents, json=json_file,
+        log_format=log_format,
     )
     Console().print(render(results))
     for line in warning_lines(results):  # ties or unknown tokens decided the accuracy: one line each, on stderr
         typer.echo(f"ctxmt: warning: {line}", err=True)
+
+
+def _compare_contrastive(runs) -> None:
+    """``ctxmt contrastive compare RUN_A RUN_B``: McNemar's test on two runs' decisions."""
+    from rich.console import Console
+
+    from ctxmt_cli.evaluate.contrastive_report import render_compare
+    from ctxmt_cli.evaluate.mcnemar import compare_runs
+
+    if not runs or len(runs) != 2:
+        raise CtxmtError("usage: ctxmt contrastive compare RUN_A RUN_B (two directories written with --out)")
+    Console().print(render_compare(compare_runs(*runs), *runs))
 
 
 app.command()(user_errors(contrastive))
@@ -207,9 +257,11 @@ def evaluate(
     src: Optional[Path] = typer.Option(None, help="source file for --hyp (needed by --comet)"),
     docids: Optional[Path] = typer.Option(None, help="one document id per line of --hyp/--ref, instead of blank lines"),
     lowercase: bool = typer.Option(False, help="lowercased BLEU (as Voita et al. for Russian)"),
-    tokenize: str = typer.Option("13a", help="sacrebleu tokenizer: 13a (detokenized BLEU), intl, char, zh, none (tokenized BLEU), ..."),
+    tokenize: Tokenize = typer.Option("13a", help="sacrebleu tokenizer: 13a (detokenized BLEU), none (tokenized "
+                                      "BLEU), ... (ja-mecab, ko-mecab need extras; spm, flores* a download)"),
     document_level: bool = typer.Option(False, help="also BLEU/chrF with each document's sentences joined into one segment"),
-    significance: Optional[str] = typer.Option(None, help="bootstrap | ar | both: paired tests of each system against the first"),
+    significance: Optional[Significance] = typer.Option(None, help="paired tests of each system against the first: "
+                                                        "bootstrap resampling, ar (approximate randomisation), both"),
     samples: Optional[int] = typer.Option(None, help="bootstrap resamples / AR trials (default 1000 / 10000)"),
     seed: int = typer.Option(12345, help="seed of the significance tests (sacrebleu's default)"),
     comet: Optional[Path] = typer.Option(None, help="local COMET model folder or .ckpt; needs the optional unbabel-comet (extra: comet)"),
@@ -220,7 +272,7 @@ def evaluate(
     group_sentences: Optional[str] = typer.Option(None, metavar="N[,N...|all]", help="mbe: translate once per number "
                                                   "of sentences per group and print BLEU/chrF per N (Morishita et al. "
                                                   "2021, Figure 4; with --out also a PNG)"),
-    device: str = typer.Option("cpu", callback=check_device, help="cpu | cuda | cuda:N"),
+    device: Device = "auto",
     first_pass: Optional[Path] = typer.Option(None, help="bilingual hanoit: its target context from this sentence-level "
                                               "checkpoint's translations (default: the split's first-pass stream)"),
 ):
@@ -259,18 +311,30 @@ def quickstart(
     updates: Optional[int] = typer.Option(None, min=1, help="updates per system (default: each recipe's train.max_steps)"),
     seed: int = typer.Option(1, help="seed of the synthetic data and of every system's training"),
     force: bool = typer.Option(False, help="reuse/overwrite an existing output directory"),
+    device: Device = "auto",
+    log_format: LogFormat = None,
 ):
-    """Synthetic benchmark end to end: prepare, train each system a fixed number of updates, compare, translate."""
+    """Synthetic benchmark end to end: prepare, train each system a fixed number of updates, compare, translate.
+
+    With --log-format json, stdout carries JSON lines only (the training runs' and a closing result); the tables
+    go to stderr."""
     from ctxmt_cli.quickstart import run_quickstart
 
     check_output_dir(out, "--out")
-    run_quickstart(out, docs=docs, seed=seed, force=force, systems=systems, updates=updates)
+    run_quickstart(out, docs=docs, seed=seed, force=force, systems=systems, updates=updates, device=device,
+                   log_format=log_format)
 
 
 BENCHMARKS = {"context-scaling": "context_scaling.py", "train": "train.py", "score": "score.py", "decode": "decode.py",
               "document": "document.py", "mbe": "mbe.py"}
 CONTEXT_SCALING_OUT = Path("out/context_scaling")
 PEER_BENCHMARKS = ("train", "score", "decode", "document", "mbe")             # one shared Settings (bench_util)
+BenchmarkName = Literal[tuple(BENCHMARKS)]
+#: the options each benchmark reads; any other given on the command line is refused, not silently dropped
+_PEER_READS = ("preset", "quick", "threads", "repeats")
+BENCHMARK_READS = {"context-scaling": ("contexts", "out", "docs", "sentences", "device", "preset", "beam", "repeats",
+                                       "threads", "quick", "log_format"),
+                   **{name: _PEER_READS for name in PEER_BENCHMARKS}, "mbe": (*_PEER_READS, "corpus")}
 
 
 def _load_benchmark(name: str):
@@ -294,15 +358,16 @@ def _load_benchmark(name: str):
 @app.command()
 @user_errors
 def benchmark(
-    name: str = typer.Argument(..., metavar="NAME", help=f"benchmark to run: {' | '.join(BENCHMARKS)}"),
+    ctx: typer.Context,
+    name: BenchmarkName = typer.Argument(..., metavar="NAME", help="the benchmark to run"),
     contexts: Optional[str] = typer.Option(None, help="context sizes K in sentences, comma-separated "
                                            "[default: 1,2,4,8,16; --quick 1,4,8]"),
     out: Path = typer.Option(CONTEXT_SCALING_OUT, "--out", help="directory for the JSON results and the PNG plot"),
     docs: Optional[int] = typer.Option(None, min=1, help="documents timed (decoded in parallel) [default: 4; --quick 2]"),
     sentences: Optional[int] = typer.Option(None, min=1, help="first N sentences of each timed document "
                                             "[default: 32; --quick 16]"),
-    device: str = typer.Option("cpu", callback=check_device, help="cpu | cuda | cuda:N"),
-    preset: str = typer.Option("small", help="model dims: tiny | small | base | big"),
+    device: Device = "auto",
+    preset: Preset = typer.Option("small", help="model dims"),
     beam: int = typer.Option(1, min=1, help="beam size (1 = greedy)"),
     repeats: Optional[int] = typer.Option(None, min=1, help="timed runs per implementation, round-robin "
                                            "(default: context-scaling 2, --quick 1, the fastest kept; "
@@ -311,34 +376,42 @@ def benchmark(
                                           "(default: context-scaling 1, train/score/decode 2)"),
     quick: bool = typer.Option(False, "--quick", help="fewer repeats (context-scaling: fewer K, documents and "
                                                    "sentences): under 3 minutes"),
-    corpus: Optional[str] = typer.Option(None, help="mbe: synthetic (the quickstart's corpus) | maruf-iwslt17 (real "
-                                         "TED talks, ../shared/data/maruf2019) [default: synthetic]"),
+    corpus: Optional[BenchCorpus] = typer.Option(None, help="mbe: synthetic (the quickstart's corpus), maruf-iwslt17 "
+                                                 "(real TED talks, ../shared/data/maruf2019) [default: synthetic]"),
+    log_format: LogFormat = None,
 ):
     """Run a benchmark (code in ctxmt_cli/benchmarks/): context-scaling = time and memory vs context size;
     train / score / decode = tokens/s or pairs/s of ctxmt vs torch.nn.Transformer and HF Marian, with ratio lines;
-    mbe = training tokens/s of Mini-batch Embedding vs the sentence-level model of the same dims."""
+    mbe = training tokens/s of Mini-batch Embedding vs the sentence-level model of the same dims.
+    Each benchmark refuses the options it does not read."""
+    _check_benchmark_options(ctx, name)
     module = _load_benchmark(name)
-    if corpus is not None and name != "mbe":
-        raise CtxmtError(f"--corpus applies to benchmark mbe only, not {name} (remove it)")
     if name in PEER_BENCHMARKS:
-        ignored = [flag for flag, given in (("--contexts", contexts is not None), ("--docs", docs is not None),
-                                            ("--sentences", sentences is not None), ("--beam", beam != 1),
-                                            ("--device", device != "cpu"), ("--out", out != CONTEXT_SCALING_OUT))
-                   if given]
-        if ignored:
-            extra = " and --corpus" if name == "mbe" else ""
-            raise CtxmtError(f"benchmark {name} takes --preset, --quick, --threads, --repeats{extra} only; "
-                             f"{', '.join(ignored)} apply to context-scaling (remove them)")
         defaults = module.Settings()
         settings = module.Settings(preset, quick, threads or defaults.threads, repeats or defaults.repeats)
         module.run(settings if corpus is None else replace(settings, corpus=corpus))
         return
-    module.run(module.Settings.make(quick, contexts, out=out, docs=docs, sentences=sentences, device=device,
-                                    preset=preset, beam=beam, repeats=repeats, threads=threads))
+    from ctxmt_cli.device import resolve_device
+    from ctxmt_cli.logs import resolve_log_format
+
+    module.run(module.Settings.make(quick, contexts, out=out, docs=docs, sentences=sentences,
+                                    device=str(resolve_device(device)), preset=preset, beam=beam, repeats=repeats,
+                                    threads=threads, log_format=resolve_log_format(log_format, sys.stdout)))
+
+
+def _check_benchmark_options(ctx, name: str) -> None:
+    """Refuse every option given on the command line that benchmark ``name`` does not read (one line)."""
+    reads = BENCHMARK_READS[name]
+    ignored = [max(p.opts, key=len) for p in given_params(ctx) if p.name not in reads and p.name != "name"]
+    if ignored:
+        takes = ", ".join(f"--{r.replace('_', '-')}" for r in reads)
+        them = "them" if len(ignored) > 1 else "it"
+        raise CtxmtError(f"benchmark {name} does not read {', '.join(ignored)} (remove {them}); it takes {takes}")
 
 
 cli_analysis.register(app)
 cli_docrepair.register(app)
+cli_package.register(app)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -8,7 +8,6 @@ otherwise print a usage box) all become ``ctxmt: error: ...``.
 from __future__ import annotations
 
 import functools
-import re
 import sys
 from typing import Optional
 
@@ -19,7 +18,6 @@ from ctxmt_cli.paths import USER_ERRNOS, os_error_line
 
 # click's usage error, whether typer uses click itself or its own copy of it
 UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
-DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 
 
 def _given_value(argv: list[str], opts: list[str]) -> Optional[str]:
@@ -34,15 +32,25 @@ def _given_value(argv: list[str], opts: list[str]) -> Optional[str]:
     return found
 
 
+def _subcommand(ctx) -> Optional[str]:
+    """The command below the program name (``recipes list`` for ``ctxmt recipes list``), None at the top."""
+    names = []
+    while ctx is not None and ctx.parent is not None:
+        names.append(ctx.info_name)
+        ctx = ctx.parent
+    return " ".join(reversed(names)) or None
+
+
 def usage_error_line(err, argv: list[str]) -> str:
     """One line for a bad command line: the command, the option and the value given, what is wrong."""
-    sub = err.ctx.info_name if err.ctx is not None and err.ctx.parent is not None else None
+    sub = _subcommand(err.ctx)
     param = getattr(err, "param", None)
     if type(err) is typer.BadParameter and param is not None and param.param_type_name == "option":
         value = _given_value(argv, param.opts)
-        what = f"{max(param.opts, key=len)}{'' if value is None else ' ' + value}: {err.message.rstrip('.')}"
+        message = err.message.removeprefix("Value error, ").rstrip(".")     # typer's wording of a Literal miss
+        what = f"{max(param.opts, key=len)}{'' if value is None else ' ' + value}: {message}"
     else:                                                   # missing or unknown options, unknown commands
-        what = err.format_message().rstrip(".")
+        what = err.format_message().replace("Value error, ", "").rstrip(".")
     where = f"{sub}: " if sub else ""
     return f"ctxmt: error: {where}{what}; see ctxmt {sub + ' ' if sub else ''}--help"
 
@@ -74,10 +82,24 @@ class OneLineGroup(typer.core.TyperGroup):
 
 
 def check_device(value: str) -> str:
-    """``--device``: cpu, cuda or cuda:N (checked before anything is loaded)."""
-    if not DEVICE.match(value):
-        raise typer.BadParameter("not a device ctxmt runs on; use cpu, cuda or cuda:N")
+    """``--device``: auto, cpu, cuda or cuda:N, checked before anything is loaded; a CUDA device this machine
+    lacks is refused here too (:func:`ctxmt_cli.device.resolve_device`, the one place a name becomes a device)."""
+    from ctxmt_cli.device import check_device_name, resolve_device
+
+    try:
+        check_device_name(value)
+        if value.startswith("cuda"):
+            resolve_device(value)
+    except CtxmtError as err:            # "--device X: why"; the error line names the option and value itself
+        raise typer.BadParameter(str(err).partition(": ")[2]) from None
     return value
+
+
+def given_params(ctx) -> list:
+    """The parameters of ``ctx`` the command line (not a default) set (by the enum's name: typer may bring its own
+    copy of click, whose ParameterSource is another class)."""
+    sources = {p.name: ctx.get_parameter_source(p.name) for p in ctx.command.params}
+    return [p for p in ctx.command.params if getattr(sources[p.name], "name", None) == "COMMANDLINE"]
 
 
 def user_errors(fn):
