@@ -13,26 +13,20 @@ from typing import Optional
 
 import typer
 
-from ctxmt_cli.cli_errors import check_device, user_errors
+from ctxmt_cli.cli_errors import given_params, user_errors
+from ctxmt_cli.cli_options import Device, LogFormat
 from ctxmt_cli.errors import CtxmtError
 
 DERIVED_FORMATS = ("docrepair", "reverse")
 #: options of `ctxmt prepare` that only the derived formats read, and which of them each format reads
-DERIVED_OPTIONS = ("data", "splits", "reverse", "forward", "group_size", "stride", "beam", "device")
+DERIVED_OPTIONS = ("data", "splits", "reverse", "forward", "group_size", "stride", "beam", "device", "log_format")
 READS = {"docrepair": {"fmt", "out", "force", *DERIVED_OPTIONS}, "reverse": {"fmt", "out", "force", "data"}}
-
-
-def _given(ctx) -> list:
-    """The parameters of ``ctx`` the command line (not a default) set (by the enum's name: typer may bring its own
-    copy of click, whose ParameterSource is another class)."""
-    sources = {p.name: ctx.get_parameter_source(p.name) for p in ctx.command.params}
-    return [p for p in ctx.command.params if getattr(sources[p.name], "name", None) == "COMMANDLINE"]
 
 
 def check_options(ctx, fmt: str) -> None:
     """Refuse options ``prepare FORMAT`` would not read."""
     allowed = READS.get(fmt)
-    for param in _given(ctx):
+    for param in given_params(ctx):
         wrong = param.name not in allowed if allowed is not None else param.name in DERIVED_OPTIONS
         if wrong:
             reads = (f"it reads {', '.join('--' + n.replace('_', '-') for n in sorted(allowed - {'fmt'}))}"
@@ -42,8 +36,8 @@ def check_options(ctx, fmt: str) -> None:
 
 def prepare_derived(ctx, fmt: str, out: Path, *, data: Optional[Path], splits: str, reverse: Optional[Path],
                     forward: Optional[Path], group_size: int, stride: Optional[int], beam: Optional[int], device: str,
-                    force: bool) -> str:
-    """``ctxmt prepare docrepair|reverse``; the summary line to print."""
+                    force: bool, log_format: Optional[str] = None) -> str:
+    """``ctxmt prepare docrepair|reverse``; the summary line to print (progress on stderr in ``log_format``)."""
     check_options(ctx, fmt)
     if data is None:
         raise CtxmtError(f"ctxmt prepare {fmt} needs --data DIR, a prepared dataset")
@@ -61,13 +55,22 @@ def prepare_derived(ctx, fmt: str, out: Path, *, data: Optional[Path], splits: s
     if not names or len(set(names)) != len(names):
         raise CtxmtError(f"--splits {splits!r}: give prepared split names, comma-separated, each once (e.g. train,valid)")
     job = RoundTrip(data, out, reverse, forward, names, group_size, stride, device=device)
-    meta = round_trip_corpus(job, PassSettings(beam=beam, force=force), say=_say)
+    log = _progress_log(log_format)
+    try:
+        meta = round_trip_corpus(job, PassSettings(beam=beam, force=force), say=log.message, progress=log.update)
+    finally:
+        log.close()
     sizes = ", ".join(f"{k}: {v['sentences']} groups / {v['documents']} docs" for k, v in meta["splits"].items())
     return f"prepared {out} (DocRepair, {meta['tgt_lang']} → {meta['tgt_lang']}, groups of {group_size}; {sizes})"
 
 
-def _say(line: str) -> None:
-    typer.echo(line, err=True)
+def _progress_log(log_format: Optional[str]):
+    """Progress of a translation pass on stderr (stdout keeps the command's summary line) in ``log_format``."""
+    import sys
+
+    from ctxmt_cli.logs import CountLog, resolve_log_format
+
+    return CountLog(resolve_log_format(log_format, sys.stderr), "documents", sys.stderr)
 
 
 @user_errors
@@ -82,8 +85,9 @@ def first_pass(
     beam: Optional[int] = typer.Option(None, min=1, help="beam size (default: the checkpoint recipe's decode.beam)"),
     batch_docs: Optional[int] = typer.Option(None, min=1, help="documents decoded in parallel"),
     chunk_docs: int = typer.Option(1024, min=1, help="documents translated between two appends (the resume unit)"),
-    device: str = typer.Option("cpu", callback=check_device, help="cpu | cuda | cuda:N"),
+    device: Device = "auto",
     force: bool = typer.Option(False, help="replace an existing stream (finished, or unfinished from other settings)"),
+    log_format: LogFormat = None,
 ):
     """Translate one side of a prepared split sentence by sentence and store it beside the split as a stream
     (token ids + text, the split's documents); an interrupted run resumes where it stopped."""
@@ -96,8 +100,13 @@ def first_pass(
     prepared = PreparedData(data)
     prepared.split(split)
     loaded = load_model(checkpoint, device=torch_device(device))
-    record = write_first_pass(prepared, split, name, loaded, checkpoint, source=from_,
-                              settings=PassSettings(beam, batch_docs, chunk_docs, force), say=_say)
+    log = _progress_log(log_format)
+    try:
+        record = write_first_pass(prepared, split, name, loaded, checkpoint, source=from_,
+                                  settings=PassSettings(beam, batch_docs, chunk_docs, force), say=log.message,
+                                  progress=log.update)
+    finally:
+        log.close()
     typer.echo(f"wrote {data / f'{split}.{name}.stream.bin'} and .txt ({record['sentences']} sentences, "
                f"{record['documents']} documents, {record['language']})")
 

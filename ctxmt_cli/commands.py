@@ -34,6 +34,18 @@ def dry_run_report(recipe) -> str:
     return f"{dump_recipe(resolved)}\n# family: {model_cfg.family}\n# parameters: {model.num_parameters():,} ({where})"
 
 
+def train_result_lines(result, log_format=None) -> str:
+    """The closing report of ``ctxmt train``: the best (and averaged) checkpoint; one JSON object with
+    ``--log-format json``, so that stdout stays JSON lines."""
+    if log_format == "json":
+        from ctxmt_cli.logs import json_line
+
+        return json_line({"kind": "result", "best": str(result.best), "last": str(result.last),
+                          "averaged": None if result.averaged is None else str(result.averaged),
+                          "seconds": round(result.seconds, 3)})
+    return f"best checkpoint: {result.best}" + (f"\naveraged: {result.averaged}" if result.averaged else "")
+
+
 
 def translate_file(input: str, output: str, checkpoint: Path, *, beam=None, lenpen=None, target_context=None,
                    batch_docs=None, device: str = "cpu", context=None, repair=None, group_sentences=None,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Optional
@@ -81,7 +82,7 @@ def _prepare(out: Path, docs: int, seed: int, console, stages: int) -> Path:
     return data
 
 
-def _evaluate(name: str, checkpoint: Path, data: Path, items, console) -> dict:
+def _evaluate(name: str, checkpoint: Path, data: Path, items, console, device: str = "auto") -> dict:
     import torch
 
     from ctxmt_cli.commands import contrastive_accuracy
@@ -90,7 +91,7 @@ def _evaluate(name: str, checkpoint: Path, data: Path, items, console) -> dict:
     from ctxmt_cli.evaluate.translation import translate_split
     from ctxmt_cli.models.loading import load_model
 
-    loaded, start = load_model(checkpoint), time.time()
+    loaded, start = load_model(checkpoint, device=device), time.time()
     if loaded.recipe.train.threads:             # the thread count it trained with: the same figures every run
         torch.set_num_threads(loaded.recipe.train.threads)
     with console.status(f"{name}: translating the test split and scoring contrastive sets"):
@@ -149,16 +150,22 @@ def _sample(results: dict, data: Path, console) -> dict:
 
 
 def run_quickstart(out: Path, docs: int = 2000, seed: int = 1, force: bool = False,
-                   systems: Optional[str] = None, updates: Optional[int] = None) -> dict:
+                   systems: Optional[str] = None, updates: Optional[int] = None, device: str = "auto",
+                   log_format: Optional[str] = None) -> dict:
     """Run the whole quickstart for ``systems`` (``"a,b"``; default concat,sentence); returns (and writes) the results.
 
-    ``seed`` seeds the synthetic data and every system's training; ``updates`` overrides each recipe's budget.
+    ``seed`` seeds the synthetic data and every system's training; ``updates`` overrides each recipe's budget;
+    ``device``: where the systems train and translate (auto: CUDA when present). ``log_format`` (None: rich on a
+    terminal, else plain) applies to every training run; with json, stdout carries JSON lines only (the runs'
+    and a closing ``result``) and the stage headers and tables go to stderr.
     """
     from rich.console import Console
 
     from ctxmt_cli.commands import synthetic_items
+    from ctxmt_cli.device import resolve_device
+    from ctxmt_cli.logs import json_line, resolve_log_format
 
-    out = Path(out)
+    out, log_format, device = Path(out), resolve_log_format(log_format, sys.stdout), str(resolve_device(device))
     if updates is not None and updates < 1:
         raise CtxmtError(f"--updates {updates}: the update budget must be at least 1")
     names = parse_systems(systems)
@@ -167,13 +174,13 @@ def run_quickstart(out: Path, docs: int = 2000, seed: int = 1, force: bool = Fal
         raise CtxmtError(f"{out} already exists; pass --force to overwrite it or choose another --out")
     if out.exists() and force:
         shutil.rmtree(out)
-    console, start, stages = Console(), time.time(), len(recipes) + 2
+    console, start, stages = Console(stderr=log_format == "json"), time.time(), len(recipes) + 2
     data = _prepare(out, docs, seed, console, stages)
     items = synthetic_items(data)
-    trained = {name: _train(name, recipe, console, f"{k}/{stages}")
+    trained = {name: _train(name, recipe, console, f"{k}/{stages}", device, log_format)
                for k, (name, recipe) in enumerate(recipes.items(), start=2)}
     console.rule(f"[bold]{stages}/{stages} evaluation")
-    results = {name: {**run, **_evaluate(name, Path(run["checkpoint"]), data, items, console)}
+    results = {name: {**run, **_evaluate(name, Path(run["checkpoint"]), data, items, console, device)}
                for name, run in trained.items()}
     _show(results, console)
     sample = _sample(results, data, console)
@@ -184,16 +191,19 @@ def run_quickstart(out: Path, docs: int = 2000, seed: int = 1, force: bool = Fal
     }
     (out / "results.json").write_text(json.dumps(payload, indent=2, ensure_ascii=False))
     console.print(f"done in {payload['seconds']:.0f} s; results in {out / 'results.json'}")
+    if log_format == "json":
+        print(json_line({"kind": "result", "results": str(out / "results.json"), "seconds": round(payload["seconds"], 3),
+                         "bleu": {n: r["bleu"] for n, r in payload["models"].items()}}), flush=True)
     return payload
 
 
-def _train(name: str, recipe: Recipe, console, stage: str) -> dict:
-    """Train one system; what results.json records about the run."""
+def _train(name: str, recipe: Recipe, console, stage: str, device: str = "auto", log_format: Optional[str] = None) -> dict:
+    """Train one system (on ``device``, progress in ``log_format``); what results.json records about the run."""
     import torch
 
     from ctxmt_cli.train.trainer import train
 
     console.rule(f"[bold]{stage} training {name} ({recipe.model.family}, {recipe.train.max_steps} updates)")
-    result = train(recipe)
+    result = train(recipe, device=device, log_format=log_format)
     return {"family": recipe.model.family, "updates": result.history[-1]["step"], "seconds": result.seconds,
             "threads": torch.get_num_threads(), "checkpoint": str(result.averaged or result.best)}

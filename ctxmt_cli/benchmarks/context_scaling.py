@@ -50,7 +50,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 import torch
 
@@ -94,6 +94,7 @@ class Settings:
     threads: int = 1                   # one intra-op thread: stable times on a shared CPU (see run())
     vocab: int = 8000
     seed: int = 0
+    log_format: str = "plain"          # the per-K lines: plain, rich (a bar over the Ks) or json (ctxmt_cli.logs)
 
     @classmethod
     def make(cls, quick: bool = False, contexts: Optional[str] = None, **given) -> "Settings":
@@ -142,7 +143,8 @@ def load_text(vocab: int) -> tuple[list[list[str]], Tokenizer, str]:
     if IWSLT.is_file():
         docs, name = iwslt_documents(IWSLT), "IWSLT17 TED test (en)"
     else:
-        print(f"note: {IWSLT} not found (no ../shared/data); using the synthetic benchmark's text instead")
+        print(f"note: {IWSLT} not found (no ../shared/data); using the synthetic benchmark's text instead",
+              file=sys.stderr)
         docs, name = synthetic_documents(), "synthetic benchmark (source side)"
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "text.txt"
@@ -210,20 +212,30 @@ def measure_k(k: int, settings: Settings, tok, timed_docs, memory_docs) -> list[
     return results
 
 
-def run_all(settings: Settings, docs, tok, progress: Callable[[str], None] = print) -> list[dict]:
-    """Every (K, model) measurement, one K after the other."""
+def run_all(settings: Settings, docs, tok) -> list[dict]:
+    """Every (K, model) measurement, one K after the other, each reported on stdout in ``settings.log_format``
+    (json: one object per measurement) with the Ks done, elapsed time and ETA."""
+    from ctxmt_cli.logs import CountLog
+
     timed_docs = [d[: settings.sentences] for d in docs[: settings.docs]]
     length = max(settings.contexts) + 2
     memory_doc = next((d for d in docs if len(d) >= length), max(docs, key=len))[:length]
     results: list[dict] = []
-    for k in settings.contexts:
-        started = time.perf_counter()
-        # the last k + 2 sentences: every K ends on the same two sentences, translated with a full context
-        results += measure_k(k, settings, tok, timed_docs, [memory_doc[-(k + 2):]])
-        for r in results[-len(MODELS):]:
-            progress(f"  K={k:<2} {r['model']:<15} {r['ms_per_sentence']:8.2f} ms/sentence "
-                     f"(CPU {r['cpu_ms_per_sentence']:8.2f}) {r['op_memory_mb']:8.2f} MB")
-        progress(f"  K={k} took {time.perf_counter() - started:.0f} s")
+    log = CountLog(settings.log_format, "context sizes", sys.stdout)
+    log.update("context-scaling", 0, len(settings.contexts))
+    try:
+        for i, k in enumerate(settings.contexts):
+            started = time.perf_counter()
+            # the last k + 2 sentences: every K ends on the same two sentences, translated with a full context
+            results += measure_k(k, settings, tok, timed_docs, [memory_doc[-(k + 2):]])
+            for r in results[-len(MODELS):]:
+                log.message(f"  K={k:<2} {r['model']:<15} {r['ms_per_sentence']:8.2f} ms/sentence "
+                            f"(CPU {r['cpu_ms_per_sentence']:8.2f}) {r['op_memory_mb']:8.2f} MB", **r)
+            log.message(f"  K={k} took {time.perf_counter() - started:.0f} s", k=k,
+                        seconds=round(time.perf_counter() - started, 3))
+            log.update("context-scaling", i + 1, len(settings.contexts))
+    finally:
+        log.close()
     return results
 
 

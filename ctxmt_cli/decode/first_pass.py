@@ -81,9 +81,13 @@ def _decode_settings(loaded, settings: PassSettings) -> dict:
 
 
 def write_first_pass(prepared: PreparedData, split: str, name: str, loaded, checkpoint: Path, *, source: str = "src",
-                     settings: PassSettings = PassSettings(), say: Callable[[str], None] = lambda _: None) -> dict:
+                     settings: PassSettings = PassSettings(), say: Callable[[str], None] = lambda _: None,
+                     progress: Optional[Callable[[str, int, int], None]] = None) -> dict:
     """Translate ``source`` of ``split`` with ``loaded`` (the model of ``checkpoint``) into stream ``name``;
-    returns the stream's ``.stream.json`` record. Resumes an unfinished stream of the same plan."""
+    returns the stream's ``.stream.json`` record. Resumes an unfinished stream of the same plan.
+
+    ``say(line)`` receives notes; ``progress(task, done, total)`` the documents done (first at the start, so a
+    resumed run's rate counts only its own documents; default: a ``say`` line per chunk)."""
     from ctxmt_cli.decode.translator import translate_documents
 
     check_stream_name(name)
@@ -105,6 +109,8 @@ def write_first_pass(prepared: PreparedData, split: str, name: str, loaded, chec
     to_text = tok.decode_src if side_in == "src" else tok.decode_tgt
     if done:
         say(f"{split}.{name}: resuming after {done} of {len(docs)} documents")
+    progress = progress or (lambda task, n, total: say(f"{task}: {n}/{total} documents") if n > done else None)
+    progress(f"{split}.{name}", done, len(docs))
     for start in range(done, len(docs), settings.chunk_docs):
         chunk = docs[start:start + settings.chunk_docs]
         texts = [[to_text(read(i).tolist()) for i in range(a, b)] for a, b in chunk]
@@ -119,7 +125,7 @@ def write_first_pass(prepared: PreparedData, split: str, name: str, loaded, chec
             ids.append(flat[k:k + len(doc)])
             k += len(doc)
         writer.append(ids, outputs)
-        say(f"{split}.{name}: {start + len(chunk)}/{len(docs)} documents")
+        progress(f"{split}.{name}", start + len(chunk), len(docs))
     language = prepared.meta[f"{side_out}_lang"]
     return writer.finish({"side": side_out, "language": language, "input": source, "checkpoint": str(checkpoint)})
 
@@ -139,7 +145,8 @@ class RoundTrip:
     device: str = "cpu"
 
 
-def round_trip_corpus(job: RoundTrip, settings: PassSettings, say: Callable[[str], None] = lambda _: None) -> dict:
+def round_trip_corpus(job: RoundTrip, settings: PassSettings, say: Callable[[str], None] = lambda _: None,
+                      progress: Optional[Callable[[str, int, int], None]] = None) -> dict:
     """Round-trip translate the target side of every split (reverse model, then forward model) into streams
     ``{prefix}-back`` and ``{prefix}-rt`` beside the splits, then write the repair corpus to ``job.out``.
 
@@ -164,9 +171,9 @@ def round_trip_corpus(job: RoundTrip, settings: PassSettings, say: Callable[[str
     records = {}
     for split in job.splits:
         first = write_first_pass(prepared, split, back, models["reverse"], job.reverse, source="tgt",
-                                 settings=_reusing(settings), say=say)
+                                 settings=_reusing(settings), say=say, progress=progress)
         second = write_first_pass(prepared, split, rt, models["forward"], job.forward, source=back,
-                                  settings=_reusing(settings), say=say)
+                                  settings=_reusing(settings), say=say, progress=progress)
         records[split] = {"back": first["plan"], "round_trip": second["plan"]}
     say(f"writing the repair corpus to {job.out}")
     return build_repair_corpus(prepared, {split: rt for split in job.splits}, Path(job.out), group_size=job.group_size,

@@ -58,8 +58,10 @@ def score_sets(loaded, testsets: list[TestSet], *, context=None, normalize="mean
 
 
 def run_contrastive(spec: str, checkpoint: Path, *, data: Optional[Path] = None, out: Optional[Path] = None,
-                    force: bool = False, device: str = "cpu", show: bool = True, **options) -> dict:
-    """Score the sets named by ``spec`` and return (and with ``out``, write) the results."""
+                    force: bool = False, device: str = "auto", show: bool = True, log_format: Optional[str] = None,
+                    **options) -> dict:
+    """Score the sets named by ``spec`` and return (and with ``out``, write) the results; the progress goes to
+    stderr in ``log_format`` (None: a bar on a terminal, else plain lines), none without ``show``."""
 
     from ctxmt_cli.models import context_sentences
     from ctxmt_cli.models.loading import load_model, torch_device
@@ -76,7 +78,7 @@ def run_contrastive(spec: str, checkpoint: Path, *, data: Optional[Path] = None,
     testsets = load_testsets(spec, data, model_context=max(context_sentences(loaded.recipe.model)), **reader_options)
     for ts in testsets:
         check_language_pair(ts, loaded.tokenizer, checkpoint)
-    with _progress(testsets, show) as progress:
+    with _progress(testsets, show, log_format) as progress:
         scores, decided, summaries = score_sets(loaded, testsets, progress=progress, **score_options)
     results = {
         "sets": summaries, "aggregates": aggregates(testsets, decided), "definitions": DEFINITIONS,
@@ -99,26 +101,34 @@ def write_outputs(out: Path, results: dict, testsets: list[TestSet], scores: dic
 
 
 class _progress:
-    """A rich progress bar over all candidate rows (silent when ``show`` is False)."""
+    """The candidate rows scored so far, on stderr in a log format (:class:`ctxmt_cli.logs.CountLog`; silent when
+    ``show`` is False): a line every 10 s at most. The total counts candidates before identical rows are merged
+    (scored once), so the count jumps to the total at the end."""
 
-    def __init__(self, testsets: list[TestSet], show: bool):
+    def __init__(self, testsets: list[TestSet], show: bool, log_format: Optional[str] = None):
         self.total = sum(len(item.candidates) for ts in testsets for item in ts.items)
-        self.show, self.bar = show, None
+        self.show, self.log_format, self.log, self.done = show, log_format, None, 0
 
     def __enter__(self):
         if not self.show:
             return None
-        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+        import sys
 
-        self.bar = Progress(TextColumn("scoring"), BarColumn(), TextColumn("{task.completed} rows"),
-                            TimeRemainingColumn(), transient=True)
-        self.bar.start()
-        task = self.bar.add_task("score", total=None)
-        return lambda n: self.bar.advance(task, n)
+        from ctxmt_cli.logs import CountLog, resolve_log_format
 
-    def __exit__(self, *exc):
-        if self.bar is not None:
-            self.bar.stop()
+        self.log = CountLog(resolve_log_format(self.log_format, sys.stderr), "rows", sys.stderr, every=10.0)
+        self.log.update("scoring", 0, self.total)
+        return self._advance
+
+    def _advance(self, n: int) -> None:
+        self.done += n
+        self.log.update("scoring", self.done, self.total)
+
+    def __exit__(self, kind, *exc):
+        if self.log is not None:
+            if kind is None:
+                self.log.update("scoring", self.total, self.total)
+            self.log.close()
 
 
 def render(results: dict):

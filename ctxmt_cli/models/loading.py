@@ -15,6 +15,7 @@ from torch import nn
 
 from ctxmt_cli.config import Recipe, validate_recipe
 from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.device import resolve_device
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models import build_model
 from ctxmt_cli.paths import check_input_file
@@ -55,11 +56,10 @@ class LoadedModel:
     meta: dict
 
 
-def torch_device(name: str) -> torch.device:
-    """The device a ``--device`` value names; CUDA asked for where there is none is a one-line error."""
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise CtxmtError(f"--device {name}: CUDA is not available on this machine; use --device cpu")
-    return torch.device(name)
+def torch_device(name: str | torch.device = "auto") -> torch.device:
+    """The device a ``--device`` value names (:func:`ctxmt_cli.device.resolve_device`: ``auto`` is CUDA when
+    present); a CUDA device the machine lacks is a one-line error."""
+    return resolve_device(name)
 
 
 def load_model(path: Path, device: str | torch.device = "cpu") -> LoadedModel:
@@ -72,6 +72,6 @@ def load_model(path: Path, device: str | torch.device = "cpu") -> LoadedModel:
     vocab = VocabInfo(**ckpt["vocab"])
     model = build_model(recipe.model, vocab)
     load_state_strict(model, ckpt["model"], path)
-    model.to(device).eval()
+    model.to(torch_device(device)).eval()
     tokenizer = Tokenizer.from_state(ckpt["tokenizer"])
     return LoadedModel(model, recipe, tokenizer, vocab, dict(ckpt.get("meta") or {}))

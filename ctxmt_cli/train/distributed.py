@@ -17,6 +17,7 @@ import torch
 import torch.distributed as tdist
 from torch import nn
 
+from ctxmt_cli.device import resolve_device
 from ctxmt_cli.errors import CtxmtError
 
 
@@ -49,14 +50,16 @@ def _env_int(name: str, default: int) -> int:
         raise CtxmtError(f"environment variable {name}={value!r} is not an integer; launch with torchrun") from None
 
 
-def setup_distributed() -> DistEnv:
-    """Read the torchrun environment, pick the device and (if WORLD_SIZE > 1) join the process group."""
+def setup_distributed(device_name: str = "auto") -> DistEnv:
+    """Read the torchrun environment, pick the device (``--device``: ``auto`` = CUDA device ``LOCAL_RANK`` when
+    CUDA is present, else the CPU) and (if WORLD_SIZE > 1) join the process group."""
     world, rank, local = _env_int("WORLD_SIZE", 1), _env_int("RANK", 0), _env_int("LOCAL_RANK", 0)
-    if torch.cuda.is_available():
-        device = torch.device("cuda", local % torch.cuda.device_count())
+    if world > 1 and ":" in str(device_name):
+        raise CtxmtError(f"--device {device_name}: under torchrun each worker drives CUDA device LOCAL_RANK; "
+                         "use --device auto or cuda")
+    device = resolve_device(device_name, local_rank=local)
+    if device.type == "cuda":
         torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
     if world <= 1:
         return DistEnv(device=device)
     if not (0 <= rank < world):

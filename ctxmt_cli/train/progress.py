@@ -1,4 +1,5 @@
-"""Training progress on rank 0: a ``rich`` live bar, JSON-lines metrics, optional TensorBoard.
+"""Training progress on rank 0: a ``rich`` live bar or log lines (``--log-format``), JSON-lines metrics,
+optional TensorBoard.
 
 ``metrics.jsonl`` in the save directory always receives one JSON object per
 log line (``{"step", "kind": "train"|"valid", ...}``); when resuming, lines
@@ -10,8 +11,12 @@ Other ranks get a reporter that does nothing.
 from __future__ import annotations
 
 import json
-import math
+import sys
+import time
 from pathlib import Path
+from typing import Optional
+
+from ctxmt_cli.logs import duration, eta_seconds, fmt_number, json_line, resolve_log_format
 
 #: validation fields printed above the bar before the family's loss terms (all of them go to metrics.jsonl)
 _VALID_SHOWN = ("discounted_loss", "window_loss", "current_loss")
@@ -40,35 +45,58 @@ def _tensorboard(log_dir: Path):
     return SummaryWriter(log_dir=str(log_dir))
 
 
-def _fmt(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}" if math.isfinite(value) else str(value)
-    return str(value)
-
-
 class Reporter:
     """Where training reports go; this base class (used on ranks > 0) drops everything."""
 
-    def start(self, step: int) -> None: ...
+    def start(self, step: int, elapsed: float = 0.0) -> None: ...
     def train(self, record: dict) -> None: ...
     def valid(self, record: dict) -> None: ...
     def message(self, text: str) -> None: ...
     def close(self) -> None: ...
 
 
-class MainReporter(Reporter):
-    """Rank 0: rich bar (when ``show``), ``metrics.jsonl`` and TensorBoard."""
+class Clock:
+    """Elapsed training time (a resumed run's earlier time included) and the ETA from the update budget
+    (``max_steps``; ``max_minutes`` too when the recipe sets it), at the rate of this process's updates."""
 
-    def __init__(self, save_dir: Path, max_steps: int, show: bool = True, terms: tuple[str, ...] = ()):
-        self.save_dir, self.max_steps, self.show, self.terms = Path(save_dir), max_steps, show, tuple(terms)
-        self._jsonl = open(self.save_dir / "metrics.jsonl", "a", encoding="utf-8")
-        self._tb = _tensorboard(self.save_dir / "tensorboard")
-        self._bar, self._task = None, None
+    def __init__(self, max_steps: int, max_minutes: Optional[float] = None):
+        self.max_steps, self.max_minutes = max_steps, max_minutes
+        self.start(0)
+
+    def start(self, step: int, elapsed: float = 0.0) -> None:
+        """Count from update ``step``, ``elapsed`` seconds into the training."""
+        self.t0, self.step0, self.before = time.monotonic(), step, elapsed
+
+    def elapsed(self) -> float:
+        return self.before + time.monotonic() - self.t0
+
+    def eta(self, step: int) -> Optional[float]:
+        """Seconds until the budget is spent, or None before the first update of this process."""
+        left = eta_seconds(step, self.max_steps, time.monotonic() - self.t0, self.step0)
+        if self.max_minutes is not None:
+            wall = max(self.max_minutes * 60 - self.elapsed(), 0.0)
+            left = wall if left is None else min(left, wall)
+        return left
+
+    def fields(self, step: int) -> dict:
+        """``max_steps``, ``elapsed_s`` and ``eta_s`` of a log line at ``step``."""
+        eta = self.eta(step)
+        return {"max_steps": self.max_steps, "elapsed_s": round(self.elapsed(), 3),
+                "eta_s": None if eta is None else round(eta, 3)}
+
+
+def _valid_shown(record: dict, terms: tuple[str, ...]) -> str:
+    keys = _VALID_SHOWN + terms + ("best", "bad_validations")
+    return "  ".join(f"{k.removesuffix('_loss')} {fmt_number(record[k])}" for k in keys if k in record)
+
+
+class RichView:
+    """A live ``rich`` bar on stdout with notes and validation lines printed above it (a terminal)."""
+
+    def __init__(self, max_steps: int, terms: tuple[str, ...]):
+        self.max_steps, self.terms, self._bar, self._task = max_steps, terms, None, None
 
     def start(self, step: int) -> None:
-        """Open the live bar at ``step`` of ``max_steps``."""
-        if not self.show:
-            return
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         self._bar = Progress(
@@ -79,6 +107,85 @@ class MainReporter(Reporter):
         self._bar.start()
         self._task = self._bar.add_task("train", total=self.max_steps, completed=step, loss="-", terms="", tps="-",
                                         lr="-")
+
+    def train(self, record: dict, clock: Clock) -> None:
+        if self._bar is None:
+            return
+        terms = "".join(f"  {t} {fmt_number(record[t])}" for t in self.terms if t in record)
+        self._bar.update(self._task, completed=record["step"], loss=fmt_number(record["loss"]), terms=terms,
+                         tps=f"{record['tokens_per_s']:.0f}", lr=f"{record['lr']:.3g}")
+
+    def valid(self, record: dict, clock: Clock) -> None:
+        self.message(f"valid | step {record['step']}  {_valid_shown(record, self.terms)}")
+
+    def message(self, text: str) -> None:
+        if self._bar is None:                   # before the bar opens (a resume note)
+            print(text, flush=True)
+        else:
+            self._bar.console.print(text, highlight=False, markup=False)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
+class LineView:
+    """One complete line per log interval, validation and note on stdout: ``plain`` text or ``json`` objects
+    (a log file, a pipe); stdout is looked up at each line, where the bar would have drawn."""
+
+    def __init__(self, log_format: str, terms: tuple[str, ...]):
+        self.json, self.terms = log_format == "json", terms
+
+    def start(self, step: int) -> None: ...
+
+    def train(self, record: dict, clock: Clock) -> None:
+        step = record["step"]
+        fields = clock.fields(step)
+        if self.json:
+            return self._print(json_line({**record, **fields}))
+        terms = "".join(f"  {t} {fmt_number(record[t])}" for t in self.terms if t in record)
+        self._print(f"train | step {step}/{fields['max_steps']}  loss {fmt_number(record['loss'])}{terms}  "
+                    f"tok/s {record['tokens_per_s']:.0f}  lr {record['lr']:.3g}  "
+                    f"elapsed {duration(fields['elapsed_s'])}  eta {duration(fields['eta_s'])}")
+
+    def valid(self, record: dict, clock: Clock) -> None:
+        step = record["step"]
+        fields = clock.fields(step)
+        if self.json:
+            return self._print(json_line({**record, **fields}))
+        self._print(f"valid | step {step}/{fields['max_steps']}  {_valid_shown(record, self.terms)}  "
+                    f"elapsed {duration(fields['elapsed_s'])}  eta {duration(fields['eta_s'])}")
+
+    def message(self, text: str) -> None:
+        self._print(json_line({"kind": "message", "text": text}) if self.json else text)
+
+    @staticmethod
+    def _print(line: str) -> None:
+        print(line, file=sys.stdout, flush=True)
+
+    def close(self) -> None: ...
+
+
+class MainReporter(Reporter):
+    """Rank 0: ``metrics.jsonl``, TensorBoard and (when ``show``) the progress in ``log_format``: ``rich`` (a live
+    bar), ``plain`` (one line per log interval / validation) or ``json`` (the same as JSON objects)."""
+
+    def __init__(self, save_dir: Path, max_steps: int, show: bool = True, terms: tuple[str, ...] = (),
+                 log_format: str = "rich", max_minutes: Optional[float] = None):
+        self.save_dir, self.max_steps, self.terms = Path(save_dir), max_steps, tuple(terms)
+        self.clock = Clock(max_steps, max_minutes)
+        self._jsonl = open(self.save_dir / "metrics.jsonl", "a", encoding="utf-8")
+        self._tb = _tensorboard(self.save_dir / "tensorboard")
+        self._view = None
+        if show:
+            self._view = RichView(max_steps, self.terms) if log_format == "rich" else LineView(log_format, self.terms)
+
+    def start(self, step: int, elapsed: float = 0.0) -> None:
+        """Start the clock (and open the live bar) at ``step`` of ``max_steps``, ``elapsed`` seconds in."""
+        self.clock.start(step, elapsed)
+        if self._view is not None:
+            self._view.start(step)
 
     def _write(self, record: dict) -> None:
         self._jsonl.write(json.dumps(record, allow_nan=True) + "\n")
@@ -91,40 +198,37 @@ class MainReporter(Reporter):
     def train(self, record: dict) -> None:
         """A periodic training log line (averages over the last ``log_every`` updates)."""
         self._write(record)
-        if self._bar is not None:
-            terms = "".join(f"  {t} {_fmt(record[t])}" for t in self.terms if t in record)
-            self._bar.update(self._task, completed=record["step"], loss=_fmt(record["loss"]), terms=terms,
-                             tps=f"{record['tokens_per_s']:.0f}", lr=f"{record['lr']:.3g}")
+        if self._view is not None:
+            self._view.train(record, self.clock)
 
     def valid(self, record: dict) -> None:
-        """A validation result, also printed as one line."""
+        """A validation result, also shown as one line."""
         self._write(record)
-        keys = _VALID_SHOWN + self.terms + ("best", "bad_validations")
-        shown = "  ".join(f"{k.removesuffix('_loss')} {_fmt(record[k])}" for k in keys if k in record)
-        self.message(f"valid | step {record['step']}  {shown}")
+        if self._view is not None:
+            self._view.valid(record, self.clock)
 
     def message(self, text: str) -> None:
-        """A line above the bar (or on stdout when the bar is off but progress is shown)."""
-        if self._bar is not None:
-            self._bar.console.print(text, highlight=False, markup=False)
-        elif self.show:
-            print(text, flush=True)
+        """A note (resumed, stopped, averaged): above the bar, or one line (nothing when progress is off)."""
+        if self._view is not None:
+            self._view.message(text)
 
     def close(self) -> None:
         """Stop the bar and close the files."""
-        if self._bar is not None:
-            self._bar.stop()
-            self._bar = None
+        if self._view is not None:
+            self._view.close()
         self._jsonl.close()
         if self._tb is not None:
             self._tb.close()
 
 
-def make_reporter(is_main: bool, save_dir: Path, max_steps: int, show: bool, start_step: int,
-                  terms: tuple[str, ...] = ()) -> Reporter:
+def make_reporter(is_main: bool, save_dir: Path, train_cfg, show: bool, start_step: int,
+                  terms: tuple[str, ...] = (), log_format: Optional[str] = None) -> Reporter:
     """Rank 0 gets a :class:`MainReporter` (after trimming metrics past ``start_step``), others a no-op;
-    ``terms``: the family's loss terms, shown on the progress line and each validation line."""
+    ``train_cfg``: the recipe's ``train`` section (the update budget); ``terms``: the family's loss terms, shown
+    on the progress line and each validation line; ``log_format``: plain, rich or json (None: rich when stdout is
+    a terminal, else plain)."""
     if not is_main:
         return Reporter()
     truncate_metrics(Path(save_dir) / "metrics.jsonl", start_step)
-    return MainReporter(save_dir, max_steps, show, terms)
+    return MainReporter(save_dir, train_cfg.max_steps, show, terms, resolve_log_format(log_format, sys.stdout),
+                        train_cfg.max_minutes)

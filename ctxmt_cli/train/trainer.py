@@ -76,11 +76,16 @@ class TrainResult:
     seconds: float
 
 
-def train(recipe: Recipe, resume: bool = False, show_progress: bool = True) -> TrainResult:
-    """Train the system ``recipe`` describes; see the module docstring."""
-    env = setup_distributed()
+def train(recipe: Recipe, resume: bool = False, show_progress: bool = True, *, device: str = "auto",
+          log_format: Optional[str] = None) -> TrainResult:
+    """Train the system ``recipe`` describes; see the module docstring.
+
+    ``device``: auto (CUDA device LOCAL_RANK when present, else the CPU), cpu, cuda or cuda:N. ``log_format``:
+    the progress as a rich bar, plain lines or JSON lines (None: rich when stdout is a terminal, else plain).
+    """
+    env = setup_distributed(device)
     try:
-        trainer = Trainer(recipe, env, resume, show_progress)
+        trainer = Trainer(recipe, env, resume, show_progress, log_format)
         try:
             return trainer.run()
         finally:
@@ -92,7 +97,8 @@ def train(recipe: Recipe, resume: bool = False, show_progress: bool = True) -> T
 class Trainer:
     """State and steps of one training run (one instance per process)."""
 
-    def __init__(self, recipe: Recipe, env: DistEnv, resume: bool, show_progress: bool):
+    def __init__(self, recipe: Recipe, env: DistEnv, resume: bool, show_progress: bool,
+                 log_format: Optional[str] = None):
         self.env, self.cfg = env, recipe.train
         if self.cfg.threads:
             torch.set_num_threads(self.cfg.threads)
@@ -117,8 +123,8 @@ class Trainer:
                 restore_copies(self.save_dir, Path(ckpt["_path"]), self.state.best_step)
         barrier(env)
         # metrics.jsonl keeps only lines up to the start step (0: a fresh run starts a fresh file)
-        self.reporter = make_reporter(env.is_main, self.save_dir, self.cfg.max_steps, show_progress, self.state.step,
-                                      self.loss.layout.terms)
+        self.reporter = make_reporter(env.is_main, self.save_dir, self.cfg, show_progress, self.state.step,
+                                      self.loss.layout.terms, log_format)
         self.log = TrainLog(self.cfg, env, self.scaler is not None, self.loss.layout)
         if ckpt is not None:
             self.reporter.message(f"resumed from {ckpt['_path']} at step {self.state.step}")
@@ -176,7 +182,7 @@ class Trainer:
     # ---- the loop -------------------------------------------------------------------------------
     def run(self) -> TrainResult:
         """Train until a stopping rule fires, validate at the end, average; returns the result."""
-        self.reporter.start(self.state.step)
+        self.reporter.start(self.state.step, self.state.elapsed)
         if self.state.step >= self.cfg.max_steps or self.state.epoch >= self.cfg.max_epochs:
             self.stop_reason = "done"
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxmt-collate") as pool:

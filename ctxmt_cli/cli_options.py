@@ -1,0 +1,60 @@
+"""Options several ``ctxmt`` commands share, declared once, and the fixed value sets of the others.
+
+``--device`` and ``--log-format`` are ``Annotated`` types a command takes as ``device: Device = "auto"`` and
+``log_format: LogFormat = None``. Every option with a fixed set of values is a ``Literal``: ``--help`` lists
+the values and the parser refuses any other as one line, exit 2. The sets are written out here (importing
+their owners would slow ``--help``); a unit test keeps each equal to the module that reads it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Optional
+
+import typer
+
+from ctxmt_cli.cli_errors import check_device
+
+Device = Annotated[str, typer.Option(
+    "--device", metavar="[auto|cpu|cuda|cuda:N]", callback=check_device,
+    help="where the model runs: auto (CUDA when present, else the CPU), cpu, cuda or cuda:N")]
+
+LogFormatName = Literal["plain", "rich", "json"]
+LogFormat = Annotated[Optional[LogFormatName], typer.Option(
+    "--log-format", show_default=False,
+    help="progress as rich (a live bar), plain (one line per report: step/max, loss, tok/s, lr, elapsed, ETA) or "
+         "json (the same, one object per line) [default: rich on a terminal, plain otherwise]")]
+
+#: ``ctxmt prepare FORMAT``: the corpus readers (ctxmt_cli.data.pipeline.FORMATS), then the derived formats
+PrepareFormat = Literal["synthetic", "text", "jsonl", "iwslt-tags", "iwslt-xml", "voita", "maruf", "docrepair",
+                        "reverse"]
+SpmType = Literal["unigram", "bpe"]
+TargetContext = Literal["prefix", "generate"]
+#: ``ctxmt translate --input-format`` (ctxmt_cli.decode.streaming.INPUT_FORMATS)
+InputFormat = Literal["text", "jsonl"]
+GroupOrder = Literal["consecutive", "length"]
+#: sacrebleu's BLEU tokenizers (ctxmt_cli.evaluate.bleu.TOKENIZERS)
+Tokenize = Literal["13a", "intl", "char", "zh", "none", "ja-mecab", "ko-mecab", "spm", "flores101", "flores200",
+                   "spBLEU-1K"]
+Significance = Literal["bootstrap", "ar", "both"]
+#: contrastive test-set readers (ctxmt_cli.evaluate.testsets.READERS)
+CONTRASTIVE_KINDS = ("voita", "contrapro", "lopes", "scat", "synthetic", "jsonl")
+Normalize = Literal["mean", "none"]
+ScoreSpan = Literal["all", "current"]
+ScatSplit = Literal["train", "valid", "test"]
+#: model dimension presets (ctxmt_cli.config_base.PRESETS)
+Preset = Literal["tiny", "small", "base", "big"]
+#: ``ctxmt benchmark --corpus`` (ctxmt_cli.benchmarks.mbe.CORPORA)
+BenchCorpus = Literal["synthetic", "maruf-iwslt17"]
+
+
+def check_testset(value: str) -> str:
+    """``contrastive TESTSET``: KIND, KIND:PATH or compare, KIND one of :data:`CONTRASTIVE_KINDS`."""
+    kind = value.partition(":")[0]
+    if value != "compare" and kind not in CONTRASTIVE_KINDS:
+        raise typer.BadParameter(f"unknown test set {kind!r}; choose one of {', '.join(CONTRASTIVE_KINDS)} "
+                                 "(KIND or KIND:PATH), or compare")
+    return value
+
+
+TESTSET_HELP = (f"the test set: KIND or KIND:PATH, KIND one of {', '.join(CONTRASTIVE_KINDS)}; or compare "
+                "(then RUN_A RUN_B)")
