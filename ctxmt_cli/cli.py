@@ -23,6 +23,7 @@ from ctxmt_cli.cli_options import (
     BenchCorpus,
     Device,
     GroupOrder,
+    InputFormat,
     LogFormat,
     Normalize,
     PrepareFormat,
@@ -123,7 +124,8 @@ def prepare(
 @app.command(name="train")
 @user_errors
 def train_command(
-    recipe: Path = typer.Argument(..., help="recipe YAML"),
+    recipe: str = typer.Argument(..., metavar="RECIPE", help="a recipe YAML file, or the NAME of a packaged recipe "
+                                 "(`ctxmt recipes list`; e.g. quickstart/concat); an existing file wins"),
     set_: List[str] = typer.Option([], "--set", help="override KEY.PATH=VALUE (repeatable)"),
     resume: bool = typer.Option(False, help="continue from checkpoint_last.pt in train.save_dir"),
     dry_run: bool = typer.Option(False, help="validate, print the resolved recipe and parameter count, exit"),
@@ -155,9 +157,19 @@ CONTEXT_HELP = ("K context sentences per side that has context, instead of the m
 @app.command()
 @user_errors
 def translate(
-    input: str = typer.Argument(..., metavar="DOC.txt", help="documents: one sentence per line, blank line between documents; - = stdin"),
+    input: str = typer.Argument(..., metavar="DOCS", help="documents (--input-format): text, one sentence per line "
+                                "and a blank line between documents, or JSONL; - = stdin, each document translated "
+                                "as soon as it is read"),
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="model checkpoint"),
-    output: str = typer.Option("-", "--output", "-o", help="output file; - = stdout"),
+    output: str = typer.Option("-", "--output", "-o", help="output file, in the input's format; - = stdout, each "
+                               "document written as soon as it is done"),
+    input_format: InputFormat = typer.Option("text", help="text, or jsonl: one document per line "
+                                             '{"doc_id": ..., "src": [...], "tgt_context": [...]} (tgt_context: '
+                                             "translations of the first sentences, forced as their context); "
+                                             'the output is one line {"doc_id", "translations"} per document'),
+    scores: bool = typer.Option(False, "--scores", help="jsonl: add each sentence's log-probability (\"scores\")"),
+    nbest: Optional[int] = typer.Option(None, min=1, help="jsonl: add each sentence's N best translations "
+                                        '("nbest"; N <= --beam)'),
     beam: Optional[int] = typer.Option(None, min=1, help="beam size (default: recipe decode.beam)"),
     lenpen: Optional[float] = typer.Option(None, min=0.0, help="length penalty (default: recipe)"),
     target_context: Optional[TargetContext] = typer.Option(None, help="prefix (own outputs forced), generate "
@@ -177,7 +189,8 @@ def translate(
     """Translate whole documents sentence by sentence, with the model's own context (or --context K)."""
     from ctxmt_cli.commands import translate_file
 
-    count = translate_file(input, output, checkpoint, beam=beam, lenpen=lenpen, target_context=target_context,
+    count = translate_file(input, output, checkpoint, input_format=input_format, scores=scores, nbest=nbest,
+                           beam=beam, lenpen=lenpen, target_context=target_context,
                            batch_docs=batch_docs, device=device, context=context, repair=repair,
                            group_sentences=group_sentences, group_order=group_order, first_pass=first_pass)
     typer.echo(f"translated {count} sentences", err=True)
@@ -252,7 +265,9 @@ def evaluate(
     checkpoint: Optional[List[Path]] = typer.Option(None, "--checkpoint", "-c", help="translate the split with it; twice to compare two systems"),
     split: str = typer.Option("test", help="prepared split to translate and score"),
     data: Optional[Path] = typer.Option(None, help="prepared dir (default: the first checkpoint's recipe data.path)"),
-    hyp: Optional[List[Path]] = typer.Option(None, help="score this hypothesis file instead (repeatable; the first is the baseline)"),
+    hyp: Optional[List[Path]] = typer.Option(None, help="score this hypothesis file instead (repeatable; the first is "
+                                             "the baseline); - = stdin, e.g. ctxmt translate ... | ctxmt evaluate "
+                                             "--hyp - --ref R"),
     ref: Optional[Path] = typer.Option(None, help="reference file for --hyp (blank lines between documents)"),
     src: Optional[Path] = typer.Option(None, help="source file for --hyp (needed by --comet)"),
     docids: Optional[Path] = typer.Option(None, help="one document id per line of --hyp/--ref, instead of blank lines"),
@@ -307,7 +322,8 @@ def quickstart(
     out: Path = typer.Option(Path("quickstart"), "--out", help="output directory"),
     docs: int = typer.Option(2000, min=41, help="synthetic documents (>= 41)"),
     systems: Optional[str] = typer.Option(
-        None, help="comma-separated systems, one recipe each in recipes/quickstart/ (default: concat,sentence)"),
+        None, help="comma-separated systems, one packaged recipe each (`ctxmt recipes list quickstart`; "
+        "default: concat,sentence)"),
     updates: Optional[int] = typer.Option(None, min=1, help="updates per system (default: each recipe's train.max_steps)"),
     seed: int = typer.Option(1, help="seed of the synthetic data and of every system's training"),
     force: bool = typer.Option(False, help="reuse/overwrite an existing output directory"),

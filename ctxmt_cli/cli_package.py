@@ -95,8 +95,8 @@ def _table(info: dict):
     if train["averaged_from"]:
         rows.append(("averaged from", ", ".join(train["averaged_from"])))
     table = Table(show_header=False, title="ctxmt checkpoint")
-    table.add_column(style="bold")
-    table.add_column()
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")                 # a long path wraps, never loses its end
     for key, value in rows:
         table.add_row(key, value)
     return table
