@@ -47,91 +47,48 @@ def train_result_lines(result, log_format=None) -> str:
 
 
 
-def translate_file(input: str, output: str, checkpoint: Path, *, beam=None, lenpen=None, target_context=None,
-                   batch_docs=None, device: str = "cpu", context=None, repair=None, group_sentences=None,
-                   group_order: str = "consecutive", first_pass=None) -> int:
-    """Translate a document file with a checkpoint; returns the number of sentences.
+def translate_file(input: str, output: str, checkpoint: Path, *, input_format: str = "text", scores: bool = False,
+                   nbest=None, beam=None, lenpen=None, target_context=None, batch_docs=None, device: str = "auto",
+                   context=None, repair=None, group_sentences=None, group_order: str = "consecutive",
+                   first_pass=None) -> int:
+    """``ctxmt translate``: translate a document file (or stdin, as it arrives) with the Python API
+    (:meth:`ctxmt_cli.api.Model.translate_stream`) and write each document as soon as it is done; returns the
+    number of sentences translated.
 
-    ``context`` K: decode with K context sentences per side instead of the model's own, K next sentences too
-    for a model that reads them (see :func:`~ctxmt_cli.models.context_sentences` and
-    :func:`~ctxmt_cli.models.next_sentences`). ``repair``: a DocRepair checkpoint that rewrites
-    the translations in groups (:mod:`ctxmt_cli.decode.repair`). ``group_sentences`` / ``group_order``: how a
-    model that reads its sentence group (mbe) groups a document (:mod:`ctxmt_cli.decode.groups`). ``first_pass``:
-    the checkpoint whose translations a bilingual hanoit model reads as target context (:func:`_first_pass`).
+    ``input_format``: ``text`` (one sentence per line, blank lines between documents; the output likewise) or
+    ``jsonl`` (:mod:`ctxmt_cli.decode.jsonl`; the output is JSONL, with ``scores`` the sentence
+    log-probabilities and with ``nbest`` N the N best translations of each sentence). The other options are
+    those of :meth:`~ctxmt_cli.api.Model.translate` (``target_context``: its ``mode``) and of
+    :func:`ctxmt_cli.api.load` (``first_pass``, ``repair``).
     """
-    from ctxmt_cli.decode.documents import read_documents, write_documents
-    from ctxmt_cli.decode.translator import translate_documents
-    from ctxmt_cli.models import context_sentences, next_sentences
-    from ctxmt_cli.models.loading import load_model, torch_device
-
-    if target_context not in (None, "prefix", "generate"):
-        raise CtxmtError(f"--target-context {target_context!r}: choose prefix or generate")
-    if group_order not in ("consecutive", "length"):
-        raise CtxmtError(f"--group-order {group_order!r}: choose consecutive or length")
-    if output != "-":                  # before any work: a bad -o must not cost a whole translation
-        check_output_file(Path(output), "--output", inputs=(checkpoint,) + (() if input == "-" else (input,))
-                          + (() if repair is None else (repair,)) + (() if first_pass is None else (first_pass,)))
-    documents = read_documents(input)  # read first: a bad input must not cost a model load
-    loaded = load_model(checkpoint, device=torch_device(device))
-    repairer = None if repair is None else _repair_model(loaded, checkpoint, Path(repair), device)
-    targets = _first_pass(loaded, checkpoint, first_pass, documents, device, batch_docs)
-    dec = loaded.recipe.decode
-    src_context, tgt_context = context_sentences(loaded.recipe.model, context)
-    outputs = translate_documents(
-        loaded.model, loaded.tokenizer, documents, src_context_sentences=src_context, tgt_context_sentences=tgt_context,
-        beam=beam or dec.beam, lenpen=dec.lenpen if lenpen is None else lenpen, max_len_a=dec.max_len_a,
-        max_len_b=dec.max_len_b, target_context=target_context or dec.target_context,
-        batch_docs=batch_docs or dec.batch_docs, max_window_tokens=loaded.recipe.data.max_window_tokens,
-        group_sentences=group_sentences, group_order=group_order,
-        src_next_sentences=next_sentences(loaded.recipe.model, context), first_pass=targets,
-    )
-    if repairer is not None:
-        outputs = _repair(repairer, outputs)
-    write_documents(outputs, output)
-    return sum(len(doc) for doc in documents)
-
-
-def _first_pass(loaded, checkpoint: Path, first_pass, documents, device: str, batch_docs):
-    """The first pass a bilingual model reads (``documents`` translated by the ``first_pass`` checkpoint with its
-    own recipe's settings), or None; a bilingual model without one and ``first_pass`` for another model are refused
-    before any translation."""
-    from ctxmt_cli.decode.bilingual import check_first_pass, check_first_pass_model, first_pass_translations
-    from ctxmt_cli.models.loading import load_model, torch_device
-
-    check_first_pass(loaded.model, documents, None if first_pass is None else documents)
-    if first_pass is None:
-        return None
-    first = load_model(Path(first_pass), device=torch_device(device))
-    check_first_pass_model(first, loaded, first_pass, checkpoint)
-    return first_pass_translations(first, documents, batch_docs=batch_docs)
-
-
-def _repair_model(first, checkpoint: Path, repair: Path, device: str):
-    """Load and check a DocRepair checkpoint before any translation; returns (model, group size)."""
-    from ctxmt_cli.decode.repair import check_repair_pair, repair_group_size
-    from ctxmt_cli.models.loading import load_model, torch_device
-
-    loaded = load_model(repair, device=torch_device(device))
-    size = repair_group_size(loaded, repair)
-    check_repair_pair(first, loaded, checkpoint, repair)
-    return loaded, size
-
-
-def _repair(repairer, outputs):
-    """DocRepair's second pass over first-pass ``outputs``; one line on stderr when groups kept their first pass."""
     import sys
 
-    from ctxmt_cli.decode.repair import RepairStats, repair_documents
+    from ctxmt_cli import api
+    from ctxmt_cli.decode.documents import DocumentWriter, format_documents
+    from ctxmt_cli.decode.jsonl import format_translation
+    from ctxmt_cli.decode.streaming import read_input
 
-    loaded, size = repairer
-    stats = RepairStats()
-    repaired = repair_documents(loaded, outputs, group_size=size, stats=stats)
-    kept = stats.fallbacks + stats.too_long
-    if kept:
-        print(f"ctxmt: warning: --repair: {kept} of {stats.groups + stats.too_long} groups kept their first-pass "
-              f"translation ({stats.fallbacks} rewritten with a wrong or empty sentence, {stats.too_long} too "
-              "long for the repair model)", file=sys.stderr)
-    return repaired
+    if input_format == "text" and (scores or nbest is not None):
+        raise CtxmtError("--scores and --nbest add JSON fields to each document: give --input-format jsonl "
+                         "(text output holds one translation per line)")
+    extra = tuple(Path(p) for p in (repair, first_pass) if p is not None)
+    if output != "-":                  # before any work: a bad -o must not cost a whole translation
+        check_output_file(Path(output), "--output", inputs=(checkpoint,) + (() if input == "-" else (input,)) + extra)
+    documents = read_input(input, input_format)   # a file is read and checked first: a bad input costs no model load
+    model = api.load(checkpoint, device=device, first_pass=first_pass, repair=repair)
+    model.warn = lambda line: print(f"ctxmt: warning: {line}", file=sys.stderr)
+    count = 0
+    with DocumentWriter(output) as out:
+        results = model.translate_stream(documents, beam=beam, lenpen=lenpen, nbest=nbest, scores=scores,
+                                         mode=target_context, context=context, batch_docs=batch_docs,
+                                         group_sentences=group_sentences, group_order=group_order)
+        for n, result in enumerate(results):
+            if input_format == "jsonl":
+                out.write(format_translation(result, scores, nbest is not None))
+            else:                                      # a blank line before every document but the first
+                out.write(("\n" if n else "") + format_documents([result.translations]))
+            count += len(result.sentences)
+    return count
 
 
 def average_files(paths: list[Path], output: Path, *, force: bool = False) -> Path:

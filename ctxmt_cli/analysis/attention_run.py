@@ -70,7 +70,7 @@ def _check(req: AttentionRequest) -> None:
 
 def read_split(loaded, req: AttentionRequest):
     """The split to analyse: a prepared split (vocabulary checked) or the ``--src``/``--ref`` files tokenised."""
-    from ctxmt_cli.data.store import MemorySplit, PreparedData
+    from ctxmt_cli.data.store import PreparedData
     from ctxmt_cli.decode.documents import read_documents
 
     if req.src is None:
@@ -80,9 +80,17 @@ def read_split(loaded, req: AttentionRequest):
         check_vocabulary(loaded, prepared, req.checkpoint)
         return prepared.split(req.split)
     src, ref = read_documents(req.src), read_documents(req.ref)
+    return documents_split(loaded, src, ref, Path(req.src).name, f"--src {req.src} and --ref {req.ref}")
+
+
+def documents_split(loaded, src: list[list[str]], ref: list[list[str]], name: str, what: str = "src and ref"):
+    """Aligned source and reference documents as a split (tokenized with the model's tokenizer); documents
+    that differ in shape are refused, naming ``what``."""
+    from ctxmt_cli.data.store import MemorySplit
+
     shape = lambda docs: [len(d) for d in docs]  # noqa: E731
     if shape(src) != shape(ref):
-        raise CtxmtError(f"--src {req.src} and --ref {req.ref} differ in documents or sentences per document "
+        raise CtxmtError(f"{what} differ in documents or sentences per document "
                          f"({sum(shape(src))} vs {sum(shape(ref))} sentences); give aligned files")
     tok = loaded.tokenizer
     ids_src = tok.encode_batch([s for d in src for s in d], "src")
@@ -91,7 +99,7 @@ def read_split(loaded, req: AttentionRequest):
     for doc in src:
         docs.append(list(zip(ids_src[i:i + len(doc)], ids_ref[i:i + len(doc)])))
         i += len(doc)
-    return MemorySplit(docs, name=Path(req.src).name)
+    return MemorySplit(docs, name=name)
 
 
 def window_dataset(loaded, split, context: Optional[int], target_concat=None):
@@ -116,13 +124,24 @@ def target_concatenation(loaded, req: AttentionRequest, split):
     if not getattr(model, "bilingual", False):
         return None
     from ctxmt_cli.data.store import PreparedData
-    from ctxmt_cli.data.target_concat import ReferenceSide, TargetConcat, target_side
+    from ctxmt_cli.data.target_concat import TargetConcat, target_side
 
     if req.src is None:
         prepared = PreparedData(req.data or Path(loaded.recipe.data.path))
         return TargetConcat(target_side(prepared, req.split, model.target_context, model.first_pass_stream))
+    return reference_concatenation(loaded, split, str(req.checkpoint))
+
+
+def reference_concatenation(loaded, split, name: str):
+    """The target concatenation of documents given with their references (not a prepared split): the
+    reference, for a bilingual model that reads it; None for a model that is not bilingual."""
+    from ctxmt_cli.data.target_concat import ReferenceSide, TargetConcat
+
+    model = loaded.recipe.model
+    if not getattr(model, "bilingual", False):
+        return None
     if model.target_context != "reference":
-        raise CtxmtError(f"{req.checkpoint} is a bilingual model reading first-pass translations of the context, "
+        raise CtxmtError(f"{name} is a bilingual model reading first-pass translations of the context, "
                          "which --src/--ref files do not have; analyse a prepared split holding the stream "
                          f"(--data DIR --split S, written by `ctxmt first-pass`)")
     return TargetConcat(ReferenceSide(split))
@@ -153,24 +172,8 @@ def run_attention(req: AttentionRequest) -> dict:
     loaded = load_model(req.checkpoint, torch_device(req.device))
     split = read_split(loaded, req)
     dataset = window_dataset(loaded, split, req.context, target_concatenation(loaded, req, split))
-    indices = dataset.indices if req.max_sentences is None else dataset.indices[: req.max_sentences]
-    if len(indices) == 0:
-        raise CtxmtError(f"no sentence to analyse in split {dataset.split.name!r}")
-    for n in req.show:
-        if not 0 <= n < len(indices):
-            raise CtxmtError(f"--show {n}: the split has windows 0..{len(indices) - 1}")
-    stats, kept = collect_statistics(loaded.model, dataset, indices, req.max_tokens,
-                                     next(loaded.model.parameters()).device)
-    result = stats.to_json()
-    if kept.to_json() is not None:
-        result["kept_context"] = kept.to_json()
-    src_ctx, tgt_ctx = dataset.spec.src_context_sentences, dataset.spec.tgt_context_sentences
-    result.update(checkpoint=str(req.checkpoint), family=loaded.recipe.model.family, split=dataset.split.name,
-                  context={"src": src_ctx, "tgt": tgt_ctx, "src_next": dataset.spec.src_next_sentences})
-    if dataset.target_concat is not None:                                   # bilingual: what its target stream read
-        model = loaded.recipe.model
-        result["context"]["target_concat"] = model.first_pass_stream if model.target_context == "first_pass" \
-            else "reference"
+    indices = analysed_windows(dataset, req.max_sentences, req.show)
+    stats, result = attention_result(loaded, dataset, indices, req.max_tokens, str(req.checkpoint))
     out = Path(req.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "analysis.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
@@ -184,6 +187,43 @@ def run_attention(req: AttentionRequest) -> dict:
         result["figures"] = [str(p) for p in draw_all(loaded, dataset, [(int(indices[n]), n) for n in req.show],
                                                       result, out)]
     return result
+
+
+def analysed_windows(dataset, max_sentences: Optional[int], show: tuple[int, ...] = ()) -> np.ndarray:
+    """The windows to analyse (the first ``max_sentences``); none, or a ``show`` number out of range, is refused."""
+    indices = dataset.indices if max_sentences is None else dataset.indices[:max_sentences]
+    if len(indices) == 0:
+        raise CtxmtError(f"no sentence to analyse in split {dataset.split.name!r}")
+    for n in show:
+        if not 0 <= n < len(indices):
+            raise CtxmtError(f"--show {n}: the split has windows 0..{len(indices) - 1}")
+    return indices
+
+
+def attention_result(loaded, dataset, indices: np.ndarray, max_tokens: int,
+                     checkpoint: Optional[str] = None) -> tuple[AttentionStats, dict]:
+    """The statistics of ``indices`` and ``analysis.json``'s content (``checkpoint``: the path it names)."""
+    stats, kept = collect_statistics(loaded.model, dataset, indices, max_tokens, next(loaded.model.parameters()).device)
+    result = stats.to_json()
+    if kept.to_json() is not None:
+        result["kept_context"] = kept.to_json()
+    src_ctx, tgt_ctx = dataset.spec.src_context_sentences, dataset.spec.tgt_context_sentences
+    result.update(checkpoint=checkpoint, family=loaded.recipe.model.family, split=dataset.split.name,
+                  context={"src": src_ctx, "tgt": tgt_ctx, "src_next": dataset.spec.src_next_sentences})
+    if dataset.target_concat is not None:                                   # bilingual: what its target stream read
+        model = loaded.recipe.model
+        result["context"]["target_concat"] = model.first_pass_stream if model.target_context == "first_pass" \
+            else "reference"
+    return stats, result
+
+
+def analyze_documents(loaded, src: list[list[str]], ref: list[list[str]], *, context: Optional[int] = None,
+                      max_sentences: Optional[int] = None, max_tokens: int = 4096) -> dict:
+    """``analysis.json``'s content for aligned source and reference documents (what ``--src``/``--ref`` files
+    give), computed without writing anything (the Python API's ``Model.analyze``)."""
+    split = documents_split(loaded, src, ref, "documents")
+    dataset = window_dataset(loaded, split, context, reference_concatenation(loaded, split, "this model"))
+    return attention_result(loaded, dataset, analysed_windows(dataset, max_sentences), max_tokens)[1]
 
 
 def render(result: dict) -> str:

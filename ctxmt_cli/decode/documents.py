@@ -1,7 +1,9 @@
 """Document files: one sentence per line, a blank line between documents; ``-`` = stdin/stdout.
 
 Reading names the file and line of a non-UTF-8 byte; writing gives one output line per input
-line (blank lines kept) and replaces files atomically.
+line (blank lines kept) and replaces files atomically. Both also work one document at a time
+(:func:`stream_documents`, :class:`DocumentWriter`), so a translation streams: each document is
+read as soon as the blank line after it arrives and written (and flushed) as soon as it is done.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import IO, Iterable, Iterator, Optional, Sequence
 
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.paths import check_input_file, check_output_file
@@ -30,30 +32,44 @@ def _decode_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
         yield text.rstrip("\r\n")
 
 
+def stream_documents(lines: Iterable[str]) -> Iterator[list[str]]:
+    """Documents of ``lines``, each as soon as the blank line after it (or the end) is read; what
+    :func:`split_documents` gives, one at a time."""
+    doc: list[str] = []
+    seen = False
+    for line in lines:
+        seen = True
+        if line.strip():
+            doc.append(line)
+        else:
+            yield doc
+            doc = []
+    if seen:
+        yield doc
+
+
 def split_documents(lines: Iterable[str]) -> list[list[str]]:
     """Group lines into documents at blank (or whitespace-only) lines, as ``ctxmt prepare`` does.
 
     Every blank line is one boundary, so consecutive blank lines give empty
     documents and writing the result back gives one line per input line.
     """
-    docs: list[list[str]] = [[]]
-    seen = False
-    for line in lines:
-        seen = True
-        if line.strip():
-            docs[-1].append(line)
-        else:
-            docs.append([])
-    return docs if seen else []
+    return list(stream_documents(lines))
+
+
+def input_lines(path_or_dash: str | Path) -> Iterator[str]:
+    """The lines of a text file (``-``: stdin, read as they arrive), UTF-8 checked line by line."""
+    if str(path_or_dash) == "-":
+        yield from _decode_lines(sys.stdin.buffer, "<stdin>")
+        return
+    path = check_input_file(Path(path_or_dash), "input file", "check the path (use - for stdin)")
+    with open(path, "rb") as f:
+        yield from _decode_lines(f, str(path))
 
 
 def read_documents(path_or_dash: str | Path) -> list[list[str]]:
     """Documents of a text file (one sentence per line, a blank line between documents); ``-`` = stdin."""
-    if str(path_or_dash) == "-":
-        return split_documents(_decode_lines(sys.stdin.buffer, "<stdin>"))
-    path = check_input_file(Path(path_or_dash), "input file", "check the path (use - for stdin)")
-    with open(path, "rb") as f:
-        return split_documents(_decode_lines(f, str(path)))
+    return split_documents(input_lines(path_or_dash))
 
 
 def format_documents(docs: Sequence[Sequence[str]]) -> str:
@@ -69,24 +85,57 @@ def format_documents(docs: Sequence[Sequence[str]]) -> str:
 
 def write_documents(docs: Sequence[Sequence[str]], path_or_dash: str | Path) -> None:
     """Write ``docs`` like :func:`read_documents` reads them; ``-`` = stdout. Files are replaced atomically."""
-    text = format_documents(docs)
-    if str(path_or_dash) == "-":
+    with DocumentWriter(path_or_dash) as out:
+        out.write(format_documents(docs))
+
+
+class DocumentWriter:
+    """Text written piece by piece, each piece flushed at once: to stdout (``-``, UTF-8 whatever the locale
+    says), or to a file that replaces ``path`` atomically when the writer closes without an error (a failure
+    or an interrupt leaves neither half a file nor the temporary one)."""
+
+    def __init__(self, path_or_dash: str | Path):
+        self.path = None if str(path_or_dash) == "-" else Path(path_or_dash)
+        self.tmp: Optional[Path] = None
+        self.file: Optional[IO[bytes]] = None
+
+    def __enter__(self) -> "DocumentWriter":
+        if self.path is not None:
+            check_output_file(self.path, "--output")                 # again: the path may have changed meanwhile
+            self.tmp = self.path.with_name(f".{self.path.name}.tmp{os.getpid()}")
+            self.file = self._named(lambda: open(self.tmp, "wb"))
+        return self
+
+    def write(self, text: str) -> None:
+        """Write ``text`` and flush it."""
+        if self.file is not None:
+            self._named(lambda: (self.file.write(text.encode("utf-8")), self.file.flush()))
+            return
         sys.stdout.flush()
         buffer = getattr(sys.stdout, "buffer", None)
-        if buffer is not None:                                             # UTF-8 whatever the locale says
+        if buffer is not None:
             buffer.write(text.encode("utf-8"))
             buffer.flush()
         else:
             sys.stdout.write(text)
-        return
-    path = Path(path_or_dash)
-    check_output_file(path, "--output")                               # again: the path may have changed meanwhile
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except BaseException as err:       # a full disk or an interrupt leaves neither half a file nor the temp
-        tmp.unlink(missing_ok=True)
-        if isinstance(err, OSError) and err.errno is not None:   # name the output, not the temp file
-            raise OSError(err.errno, err.strerror, str(path)) from err
-        raise
+            sys.stdout.flush()
+
+    def __exit__(self, kind, *exc) -> None:
+        if self.file is None:
+            return
+        try:
+            self.file.close()
+            if kind is None:
+                self._named(lambda: os.replace(self.tmp, self.path))
+        finally:
+            if kind is not None or self.tmp.exists():
+                self.tmp.unlink(missing_ok=True)
+
+    def _named(self, action):
+        """Run ``action``; an OS error names the output, not the temporary file."""
+        try:
+            return action()
+        except OSError as err:
+            if err.errno is not None:
+                raise OSError(err.errno, err.strerror, str(self.path)) from err
+            raise

@@ -43,6 +43,7 @@ import torch
 
 from ctxmt_cli.core.model import DocumentMode, VocabInfo
 from ctxmt_cli.decode.bilingual import DocumentIds, first_pass_ids, first_pass_per_document
+from ctxmt_cli.decode.records import Candidate
 from ctxmt_cli.decode.search import Hypothesis, beam_search
 from ctxmt_cli.decode.steps import Plan, StepInput, generated_sentence, step_batch, with_memory
 from ctxmt_cli.errors import CtxmtError
@@ -63,17 +64,6 @@ class TranslationStats:
     fallbacks: int = 0            # generate mode: wrong separator count, re-decoded in prefix mode
     truncated: int = 0            # sentences longer than the window limit, cut to fit
     seconds: float = 0.0
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One translation of a sentence: its text, ``logprob`` the summed log-probability of its tokens and ``</s>``
-    given its source window and target context (what forced decoding gives the same text), and ``score`` the
-    beam's normalised score (``logprob / (tokens + 1) ** lenpen``, what ranks an n-best list)."""
-
-    text: str
-    logprob: float
-    score: float
 
 
 @dataclass(frozen=True)
@@ -212,9 +202,9 @@ def _translate_group(model, docs: list[_Encoded], plan, sp, search, mode, stats,
 
 
 def _encode_document(tokenizer, doc: Sequence[str], limit: int, stats: TranslationStats, first_pass=None,
-                     given: Sequence[str] = ()) -> _Encoded:
+                     given: Sequence = ()) -> _Encoded:
     """The non-empty sentences of ``doc`` as ids (over-long ones cut; + ``first_pass``: DocumentIds) and the
-    target ids of ``given``, the translations of its first sentences."""
+    target ids of ``given``, the translations of its first sentences (text, or ids used as they are)."""
     kept, ids = [], []
     for i, text in enumerate(doc):
         tokens = tokenizer.encode_src(text) if text.strip() else []
@@ -253,7 +243,8 @@ def _model_device(model) -> torch.device:
 
 def _candidates(tokenizer, hyp: Hypothesis) -> list[Candidate]:
     """The n-best list of a hypothesis as texts, best first."""
-    return [Candidate(tokenizer.decode_tgt(h.tokens), h.logprob, h.score) for h in (hyp, *hyp.alternatives)]
+    return [Candidate(tokenizer.decode_tgt(h.tokens), h.logprob, h.score, tuple(h.tokens))
+            for h in (hyp, *hyp.alternatives)]
 
 
 def _translate_as_groups(model, tokenizer, encoded: list[_Encoded], results, settings: DecodeSettings, search: _Search,
@@ -295,7 +286,7 @@ def _translate_in_slots(model, tokenizer, encoded: list[_Encoded], results, plan
                     results[d][line] = _candidates(tokenizer, hyp)
 
 
-def _check(s: DecodeSettings, documents: Sequence[Sequence[str]], given) -> list[Sequence[str]]:
+def _check(s: DecodeSettings, documents: Sequence[Sequence[str]], given) -> list[Sequence]:
     """Refuse settings that cannot work (one line each); each document's given translations (none: empty)."""
     if s.target_context not in MODES:
         raise CtxmtError(f"target_context {s.target_context!r}: choose prefix or generate")

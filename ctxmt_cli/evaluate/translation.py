@@ -186,9 +186,16 @@ def _translate_corpus(req: EvalRequest) -> Corpus:
 # ---- reading hypothesis / reference / source files ----------------------------------------------
 
 def read_lines(path: Path, role: str) -> list[str]:
-    """Lines of a UTF-8 text file (no line ends, BOM dropped); one-line errors for missing/non-UTF-8 files."""
-    path = check_input_file(Path(path), f"{role} file", "check the path")
-    data = path.read_bytes()
+    """Lines of a UTF-8 text file (no line ends, BOM dropped), ``-``: stdin (``ctxmt translate ... | ctxmt
+    evaluate --hyp - ...``); one-line errors for missing/non-UTF-8 files."""
+    if str(path) == "-":
+        import sys
+
+        data = sys.stdin.buffer.read()
+        path = "<stdin>"
+    else:
+        path = check_input_file(Path(path), f"{role} file", "check the path")
+        data = path.read_bytes()
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -289,6 +296,10 @@ def _validate(req: EvalRequest) -> list[str]:
         raise CtxmtError("give either --checkpoint (translate a split) or --hyp/--ref (score files), not both")
     if req.hyps and req.ref is None:
         raise CtxmtError("--hyp needs --ref REFERENCE_FILE")
+    stdin = [role for role, paths in (("--hyp", req.hyps), ("--ref", [req.ref]), ("--src", [req.src]),
+                                      ("--docids", [req.docids])) for p in paths if str(p) == "-"]
+    if len(stdin) > 1:
+        raise CtxmtError(f"{' and '.join(stdin)} both read stdin (-); stdin holds one file: give the others as paths")
     if req.hyps and req.first_pass is not None:
         raise CtxmtError("--first-pass gives a bilingual checkpoint its target context; give it with --checkpoint, "
                          "not with --hyp files")

@@ -1,0 +1,263 @@
+"""The Python API: load a checkpoint, translate documents, score candidate translations, analyse attention.
+
+::
+
+    from ctxmt_cli import api
+
+    model = api.load("run/checkpoint_best.pt", device="auto")
+    [doc] = model.translate([["The cat sat.", "It purred."]], scores=True, nbest=2, beam=4)
+    doc.translations, doc.logprobs, doc.sentences[0].nbest
+    # the next sentences of the same document, given what is already translated
+    [more] = model.translate([api.Document(src=[..., "New sentence."], tgt_context=doc.translations)])
+    model.score([api.ScoreItem(["The cat sat."], ["Die Katze saß."], "It purred.", ["Sie schnurrte.", "Er schnurrte."])])
+
+A document is a list of source sentences, or a :class:`Document` that also gives the translations of its first
+sentences (``tgt_context``): those are not translated again but are the target context of the next ones — forced
+as the decoder prefix of a concatenation model, cached with their sources by a caching model, so translating a
+document piece by piece gives what translating it at once gives. ``ctxmt translate`` is a thin layer over
+:meth:`Model.translate_stream`; :meth:`Model.score` is the forced-decoding scorer of ``ctxmt contrastive``.
+torch is imported by :func:`load`, not by ``import ctxmt_cli.api``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
+
+from ctxmt_cli.decode.records import Candidate, Document, DocumentTranslation, Given, SentenceTranslation
+from ctxmt_cli.errors import CtxmtError
+
+__all__ = ["Candidate", "Document", "DocumentTranslation", "Model", "ScoreItem", "SentenceTranslation", "load"]
+
+#: what :meth:`Model.translate` takes as a document
+DocumentLike = Union[Document, Sequence[str]]
+
+
+@dataclass
+class ScoreItem:
+    """Candidates to score in one context: the context sentences (oldest first) on both sides, the current
+    source sentence and the candidate translations of it."""
+
+    src_context: list[str]
+    tgt_context: list[str]
+    src: str
+    candidates: list[str]
+
+
+def load(checkpoint: Union[str, Path], device: str = "auto", *, first_pass: Union[str, Path, None] = None,
+         repair: Union[str, Path, None] = None) -> "Model":
+    """The model of a checkpoint, ready to translate (eval mode, on ``device``: ``auto`` = CUDA when present).
+
+    ``first_pass``: a sentence-level checkpoint whose translations a bilingual HanoiT model reads as target
+    context (refused for any other model). ``repair``: a DocRepair checkpoint that rewrites the translations.
+    """
+    from ctxmt_cli.decode.bilingual import check_first_pass, check_first_pass_model
+    from ctxmt_cli.models.loading import load_model
+
+    path = Path(checkpoint)
+    loaded = load_model(path, device=device)
+    model = Model(loaded, path)
+    if first_pass is not None:
+        check_first_pass(loaded.model, [], [])                         # a model that reads no first pass: refused
+        model.first_pass_model = Model(load_model(Path(first_pass), device=device), Path(first_pass))
+        check_first_pass_model(model.first_pass_model.loaded, loaded, first_pass, path)
+    if repair is not None:
+        from ctxmt_cli.decode.repair import check_repair_pair, repair_group_size
+
+        repairer = load_model(Path(repair), device=device)
+        size = repair_group_size(repairer, Path(repair))
+        check_repair_pair(loaded, repairer, path, Path(repair))
+        model.repairer = (repairer, size)
+    return model
+
+
+class Model:
+    """A loaded checkpoint (:func:`load`): ``loaded`` holds the network, its recipe and tokenizer; ``warn`` takes
+    each warning line (default: :func:`warnings.warn`)."""
+
+    def __init__(self, loaded, checkpoint: Path):
+        self.loaded, self.checkpoint = loaded, Path(checkpoint)
+        self.first_pass_model: Optional[Model] = None
+        self.repairer: Optional[tuple[Any, int]] = None
+        self.warn: Callable[[str], None] = lambda line: warnings.warn(line, stacklevel=3)
+
+    @property
+    def family(self) -> str:
+        """The model family (``sentence``, ``concat``, ``caching``, ``mbe``, ``hanoit``)."""
+        return self.loaded.recipe.model.family
+
+    @property
+    def recipe(self):
+        """The recipe the checkpoint was trained with (its ``decode`` section gives the default settings)."""
+        return self.loaded.recipe
+
+    def translate(
+        self, documents: Sequence[DocumentLike], *, target_context: Optional[Sequence[Sequence[Given]]] = None,
+        beam: Optional[int] = None, lenpen: Optional[float] = None, nbest: Optional[int] = None, scores: bool = False,
+        mode: Optional[str] = None, context: Optional[int] = None, batch_docs: Optional[int] = None,
+        group_sentences: Optional[int] = None, group_order: str = "consecutive",
+        progress: Optional[Callable] = None, stats=None,
+    ) -> list[DocumentTranslation]:
+        """Translate ``documents``; one :class:`DocumentTranslation` per document, of the sentences after its
+        given target context.
+
+        ``target_context[d]``: translations of document d's first sentences (text, or a :class:`Candidate`'s
+        ``tokens`` to continue a document exactly; or give :class:`Document` objects).
+        ``nbest`` N: each sentence's N best translations (N <= beam). ``scores``: each sentence's log-probability
+        (summed over its tokens and ``</s>``, given its context). ``mode``: ``prefix`` or ``generate`` (n-best lists,
+        scores and given target context need ``prefix``). ``beam``, ``lenpen``, ``mode``, ``batch_docs``: default
+        the recipe's; ``context`` K: K context sentences instead of the model's own; ``group_sentences`` /
+        ``group_order``: how an mbe model groups a document; ``progress(stats)`` after every decoding step.
+        """
+        from ctxmt_cli.decode.translator import decode_documents
+
+        docs = _documents(documents, target_context)
+        settings = self._settings(beam, lenpen, nbest, scores, mode, context, batch_docs, group_sentences, group_order)
+        found = decode_documents(self.loaded.model, self.loaded.tokenizer, [d.src for d in docs], settings,
+                                 given=[d.tgt_context for d in docs], first_pass=self._first_pass(docs, batch_docs),
+                                 progress=progress, stats=stats)
+        if self.repairer is not None:
+            found = self._repair(docs, found)
+        return [_result(doc, sentences, scores, nbest is not None) for doc, sentences in zip(docs, found)]
+
+    def translate_stream(self, documents: Iterable[DocumentLike], **options) -> Iterator[DocumentTranslation]:
+        """:meth:`translate` (same keyword arguments except ``target_context``) over documents that may still be
+        arriving: each result is yielded as soon as its batch is done, a batch being the documents ready at
+        that moment (at most ``batch_docs``); a list is translated ``batch_docs`` documents at a time."""
+        from ctxmt_cli.decode.streaming import ready_chunks
+
+        if options.get("target_context") is not None:
+            raise CtxmtError("translate_stream: give each document's target context as Document(tgt_context=...)")
+        size = options.get("batch_docs") or self.loaded.recipe.decode.batch_docs
+        for chunk in ready_chunks(documents, size):
+            yield from self.translate(chunk, **options)
+
+    def score(self, items: Sequence[ScoreItem], *, normalize: str = "none", context: Optional[int] = None,
+              span: str = "all", max_tokens: int = 4096, pretokenized: bool = False) -> list[list[float]]:
+        """Forced-decoding scores of every candidate of every item (higher = better), as ``ctxmt contrastive``
+        computes them: ``normalize="none"`` the summed log-probability of the candidate's tokens and ``</s>``,
+        ``"mean"`` per token. ``context`` K: K context sentences instead of the model's own; ``span``: ``all``
+        or ``current`` (see :mod:`ctxmt_cli.evaluate.contrastive`). Scores are rounded to 6 decimals."""
+        from ctxmt_cli.evaluate.contrastive import score_testset
+        from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet
+
+        rows = [item if isinstance(item, ContrastiveItem) else
+                ContrastiveItem(src_context=list(item.src_context), src=item.src, tgt_context=list(item.tgt_context),
+                                candidates=list(item.candidates)) for item in items]
+        for n, row in enumerate(rows):
+            if len(row.tgt_context) > len(row.src_context):
+                raise CtxmtError(f"score item {n + 1}: {len(row.tgt_context)} target context sentences for "
+                                 f"{len(row.src_context)} source ones; give at most one per source sentence")
+        testset = TestSet(name="api", kind="jsonl", items=rows, pretokenized=pretokenized)
+        return score_testset(self.loaded.model, self.loaded.tokenizer, testset, max_tokens=max_tokens,
+                             normalize=normalize, span=span, context=context)
+
+    def analyze(self, src: Sequence[Sequence[str]], ref: Sequence[Sequence[str]], *, context: Optional[int] = None,
+                max_sentences: Optional[int] = None, max_tokens: int = 4096) -> dict:
+        """Attention statistics teacher-forced over aligned source and reference documents: what ``ctxmt
+        analyze-attention --src --ref`` writes to ``analysis.json`` (entropy and current-sentence share per
+        kind, layer and head, group usage, kept context shares), without files or figures."""
+        from ctxmt_cli.analysis.attention_run import analyze_documents
+
+        result = analyze_documents(self.loaded, [list(d) for d in src], [list(d) for d in ref], context=context,
+                                   max_sentences=max_sentences, max_tokens=max_tokens)
+        return {**result, "checkpoint": str(self.checkpoint)}
+
+    # ---- helpers ---------------------------------------------------------------------------------
+    def _settings(self, beam, lenpen, nbest, scores, mode, context, batch_docs, group_sentences, group_order):
+        """The decoding settings of one call: the arguments given, the recipe's for the others."""
+        from ctxmt_cli.decode.translator import MODES, DecodeSettings
+        from ctxmt_cli.models import context_sentences, next_sentences
+
+        recipe = self.loaded.recipe
+        dec = recipe.decode
+        mode = mode or dec.target_context
+        if mode not in MODES:
+            raise CtxmtError(f"--target-context {mode!r}: choose prefix or generate")
+        if (scores or nbest is not None) and mode != "prefix":
+            raise CtxmtError("--scores and --nbest need --target-context prefix: generate mode writes the context "
+                             "too, so a sentence has no log-probability of its own")
+        if (scores or nbest is not None) and self.repairer is not None:
+            raise CtxmtError("--scores and --nbest describe the first translation, which --repair rewrites; "
+                             "leave out --repair or them")
+        src_context, tgt_context = context_sentences(recipe.model, context)
+        return DecodeSettings(
+            src_context, tgt_context, beam or dec.beam, dec.lenpen if lenpen is None else lenpen, dec.max_len_a,
+            dec.max_len_b, mode, batch_docs or dec.batch_docs, recipe.data.max_window_tokens,
+            group_sentences=group_sentences, group_order=group_order,
+            src_next_sentences=next_sentences(recipe.model, context), nbest=nbest or 1)
+
+    def _first_pass(self, docs: list[Document], batch_docs: Optional[int]) -> Optional[list[list[str]]]:
+        """Each document's first pass for a bilingual model (the given one, completed by the first-pass model);
+        None for any other model."""
+        from ctxmt_cli.decode.bilingual import check_first_pass, reads_target_concat
+
+        if not reads_target_concat(self.loaded.model):
+            if any(d.first_pass is not None for d in docs):
+                check_first_pass(self.loaded.model, [], [])            # refused: the model reads none
+            return None
+        missing = [i for i, d in enumerate(docs) if len(d.first_pass or ()) < len(d.src)]
+        if missing and self.first_pass_model is None:
+            check_first_pass(self.loaded.model, [d.src for d in docs], None)   # refused: no first-pass model
+        firsts = [list(d.first_pass or []) for d in docs]
+        if missing:                                                    # the given first pass is its prefix
+            done = self.first_pass_model.translate(
+                [Document(docs[i].src, tgt_context=firsts[i]) for i in missing], batch_docs=batch_docs)
+            for i, result in zip(missing, done):
+                firsts[i] += result.translations
+        return firsts
+
+    def _repair(self, docs: list[Document], found: list[list]) -> list[list]:
+        """DocRepair's second pass over whole documents (given and new translations); the new ones come back
+        rewritten. A warning line when groups kept their first pass."""
+        from ctxmt_cli.decode.repair import RepairStats, repair_documents
+
+        repairer, size = self.repairer
+        as_text = lambda t: t if isinstance(t, str) else self.loaded.tokenizer.decode_tgt(list(t))  # noqa: E731
+        texts = [[as_text(t) for t in d.tgt_context] + [c[0].text if c else "" for c in sentences[len(d.tgt_context):]]
+                 for d, sentences in zip(docs, found)]
+        stats = RepairStats()
+        repaired = repair_documents(repairer, texts, group_size=size, stats=stats)
+        kept = stats.fallbacks + stats.too_long
+        if kept:
+            self.warn(f"--repair: {kept} of {stats.groups + stats.too_long} groups kept their first-pass "
+                      f"translation ({stats.fallbacks} rewritten with a wrong or empty sentence, {stats.too_long} "
+                      "too long for the repair model)")
+        out = []
+        for d, new, sentences in zip(docs, repaired, found):   # rewritten texts; no score describes them
+            given = len(d.tgt_context)
+            out.append([None] * given + [[Candidate(text, float("nan"), float("nan"))] if c else []
+                                         for text, c in zip(new[given:], sentences[given:])])
+        return out
+
+
+def _documents(documents: Sequence[DocumentLike], target_context) -> list[Document]:
+    """``documents`` as :class:`Document` objects, ``target_context[d]`` (when given) as document d's."""
+    if isinstance(documents, (str, Document)):
+        raise CtxmtError("translate takes a list of documents (each a list of sentences or a Document)")
+    docs = []
+    for d, doc in enumerate(documents):
+        if isinstance(doc, str):
+            raise CtxmtError(f"document {d + 1} is a string; give each document as a list of sentences")
+        docs.append(doc if isinstance(doc, Document) else Document(src=list(doc)))
+    if target_context is None:
+        return docs
+    if len(target_context) != len(docs):
+        raise CtxmtError(f"target_context has {len(target_context)} entries for {len(docs)} documents; give one "
+                         "list of translations per document")
+    if any(doc.tgt_context for doc in docs):
+        raise CtxmtError("give the target context once: in target_context or in Document.tgt_context")
+    return [Document(doc.src, list(given), doc.doc_id, doc.first_pass) for doc, given in zip(docs, target_context)]
+
+
+def _result(doc: Document, found: list, scores: bool, nbest: bool) -> DocumentTranslation:
+    """The translation record of one document from its sentences' n-best lists (after the given ones)."""
+    sentences = []
+    for candidates in found[len(doc.tgt_context):]:
+        best = candidates[0] if candidates else None
+        sentences.append(SentenceTranslation(text="" if best is None else best.text,
+                                             logprob=best.logprob if scores and best is not None else None,
+                                             nbest=list(candidates) if nbest else None))
+    return DocumentTranslation(doc.doc_id, sentences)
