@@ -11,7 +11,7 @@
 # sentences), valid = the last 5 dev talks (371 sentences; whole talks held out, so no context crosses into them),
 # test = their 23 test talks (2271 sentences).
 # Systems, all at the quickstart's dims (d_model 128, ffn 256, 4 heads, 2 encoder + 2 decoder layers) from
-# recipes/quickstart/ with --set:
+# the packaged quickstart recipes (quickstart/NAME, `ctxmt recipes list quickstart`) with --set:
 #   sentence       the sentence-level Transformer (Table 1 'Transformer')
 #   concat         the previous source sentence concatenated, learned segment embeddings, target = the current
 #                  sentence (ECT-like 2-to-1, Table 1 'ECT' with 1 previous sentence)
@@ -21,16 +21,19 @@
 # the real path works, not the paper's BLEU. The kept share of context tokens after HanoiT's selection layer
 # (Figure 4's statistic) is read from the last validation record of its metrics.jsonl.
 #
-# Usage (from anywhere; the checkout is the one holding this script):
-#   bash recipes/yang2023_hanoit/real_iwslt17.sh                 # the full run: 2000 updates per system, beam 4
-#   UPDATES=20 TEST_TALKS=2 BEAM=1 THREADS=1 bash recipes/yang2023_hanoit/real_iwslt17.sh   # a smoke run
+# Usage (from anywhere; the checkout is the one holding this script, in ctxmt_cli/recipes/yang2023_hanoit/):
+#   bash ctxmt_cli/recipes/yang2023_hanoit/real_iwslt17.sh       # the full run: 2000 updates per system, beam 4
+#   UPDATES=20 TEST_TALKS=2 BEAM=1 THREADS=1 bash ctxmt_cli/recipes/yang2023_hanoit/real_iwslt17.sh   # a smoke run
+# With an installed ctxmt and no checkout: `ctxmt recipes copy yang2023_hanoit DIR`, then
+#   MARUF=... bash DIR/real_iwslt17.sh (the current folder stands in for the checkout).
 # Settings (environment): MARUF (folder of Maruf's IWSLT2017 files; default ../shared/data/maruf2019/IWSLT2017
 #   beside the checkout), OUT (work folder, default runs/yang2023_hanoit/real_iwslt17 in the checkout; it must not
 #   exist yet), UPDATES (2000), THREADS (2), VOCAB (8000), BEAM (4), TEST_TALKS (all, or the first N test talks),
 #   SYSTEMS ("sentence concat hanoit"; add hanoit_online), CTXMT (the ctxmt command).
 set -euo pipefail
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)   # ctxmt_cli/recipes/yang2023_hanoit/ -> the checkout
+[ -f "$REPO/pyproject.toml" ] || REPO=$PWD                       # a copy, or an installed package: the current folder
 MARUF=${MARUF:-$REPO/../shared/data/maruf2019/IWSLT2017}
 OUT=${OUT:-$REPO/runs/yang2023_hanoit/real_iwslt17}
 UPDATES=${UPDATES:-2000}
@@ -96,11 +99,10 @@ step prepare "$CTXMT" prepare maruf --train "$OUT/raw/train" --valid "$OUT/raw/v
 COMMON=(--set "data.path=$OUT/data" --set "data.max_tokens=4096" --set "train.max_steps=$UPDATES"
         --set "train.valid_every=$(( UPDATES / 4 > 0 ? UPDATES / 4 : 1 ))" --set "train.threads=$THREADS"
         --set "decode.beam=$BEAM")
-cd "$REPO"
 for sys in "${SYSTEMS[@]}"; do
   sets=()
   for s in ${EXTRA[$sys]}; do sets+=(--set "$s"); done
-  step "train_$sys" "$CTXMT" train "recipes/quickstart/${RECIPE[$sys]}.yaml" "${COMMON[@]}" "${sets[@]}" \
+  step "train_$sys" "$CTXMT" train "quickstart/${RECIPE[$sys]}" "${COMMON[@]}" "${sets[@]}" \
     --set "train.save_dir=$OUT/$sys"
   step "evaluate_$sys" "$CTXMT" evaluate -c "$OUT/$sys/checkpoint_best.pt" --split test --tokenize none \
     --out "$OUT/bleu_$sys.json"
