@@ -60,7 +60,7 @@ def test_python_dash_m_runs_the_cli(tmp_path):
     result = _python("-m", "ctxmt_cli", "--version", cwd=tmp_path)
     assert result.returncode == 0 and result.stdout == f"ctxmt {ctxmt_cli.__version__}\n", result.stderr
     usage = _python("-m", "ctxmt_cli", "recipes", "-h", cwd=tmp_path)
-    assert usage.returncode == 0 and "Usage: ctxmt recipes" in usage.stdout
+    assert usage.returncode == 0 and "Usage: python -m ctxmt_cli recipes" in usage.stdout
 
 
 def test_shell_completion_completes_commands_and_choices(tmp_path):
@@ -72,6 +72,16 @@ def test_shell_completion_completes_commands_and_choices(tmp_path):
     choices = _python("-c", complete, cwd=tmp_path, env={"_CTXMT_COMPLETE": "complete_bash",
                                                          "COMP_WORDS": "ctxmt recipes list --family ", "COMP_CWORD": "4"})
     assert set(choices.stdout.split()) == {"sentence", "concat", "caching", "mbe", "hanoit"}
+
+
+def test_the_family_choices_are_the_schemas():
+    from typing import get_args
+
+    from ctxmt_cli.cli_package import Family
+    from ctxmt_cli.config import ModelConfig
+
+    configs = get_args(get_args(ModelConfig)[0])                    # Annotated[Union[...], discriminator]
+    assert {f.value for f in Family} == {get_args(c.model_fields["family"].annotation)[0] for c in configs}
 
 
 def test_recipes_list_names_every_recipe_once():
