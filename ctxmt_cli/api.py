@@ -9,7 +9,8 @@
     doc.translations, doc.logprobs, doc.sentences[0].nbest
     # the next sentences of the same document, given what is already translated
     [more] = model.translate([api.Document(src=[..., "New sentence."], tgt_context=doc.translations)])
-    model.score([api.ScoreItem(["The cat sat."], ["Die Katze saß."], "It purred.", ["Sie schnurrte.", "Er schnurrte."])])
+    model.score([api.ScoreItem(["The cat sat."], ["Die Katze saß."], "It purred.",
+                               ["Sie schnurrte.", "Er schnurrte."])])
 
 A document is a list of source sentences, or a :class:`Document` that also gives the translations of its first
 sentences (``tgt_context``): those are not translated again but are the target context of the next ones — forced
@@ -137,19 +138,17 @@ class Model:
     def score(self, items: Sequence[ScoreItem], *, normalize: str = "none", context: Optional[int] = None,
               span: str = "all", max_tokens: int = 4096, pretokenized: bool = False) -> list[list[float]]:
         """Forced-decoding scores of every candidate of every item (higher = better), as ``ctxmt contrastive``
-        computes them: ``normalize="none"`` the summed log-probability of the candidate's tokens and ``</s>``,
-        ``"mean"`` per token. ``context`` K: K context sentences instead of the model's own; ``span``: ``all``
-        or ``current`` (see :mod:`ctxmt_cli.evaluate.contrastive`). Scores are rounded to 6 decimals."""
+        computes them (an item may also be a :class:`~ctxmt_cli.evaluate.testsets.base.ContrastiveItem`, whose
+        sentences may be token-id tuples): ``normalize="none"`` the summed log-probability of the candidate's
+        tokens and ``</s>``, ``"mean"`` per token. ``context`` K: K context sentences instead of the model's own;
+        ``span``: ``all`` or ``current`` (see :mod:`ctxmt_cli.evaluate.contrastive`). Scores are rounded to 6
+        decimals."""
         from ctxmt_cli.evaluate.contrastive import score_testset
         from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet
 
         rows = [item if isinstance(item, ContrastiveItem) else
                 ContrastiveItem(src_context=list(item.src_context), src=item.src, tgt_context=list(item.tgt_context),
                                 candidates=list(item.candidates)) for item in items]
-        for n, row in enumerate(rows):
-            if len(row.tgt_context) > len(row.src_context):
-                raise CtxmtError(f"score item {n + 1}: {len(row.tgt_context)} target context sentences for "
-                                 f"{len(row.src_context)} source ones; give at most one per source sentence")
         testset = TestSet(name="api", kind="jsonl", items=rows, pretokenized=pretokenized)
         return score_testset(self.loaded.model, self.loaded.tokenizer, testset, max_tokens=max_tokens,
                              normalize=normalize, span=span, context=context)

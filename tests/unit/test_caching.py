@@ -716,3 +716,16 @@ def test_context_state_is_shared_by_beams_and_gathered_when_permuted():
         assert dropped.context.k[0].size(0) == b - 1
         drop_logits, _ = model.decode_step(dropped.pending, dropped)
         close(drop_logits, logits[1:].repeat_interleave(3, dim=0))
+
+
+@pytest.mark.parametrize("cache", [True, False])
+def test_given_translations_still_fill_the_document_cache(tokenizer, cache):
+    from ctxmt_cli.decode.translator import DecodeSettings, decode_documents
+
+    model, docs = tok_model(tokenizer, "tokens"), documents()
+    settings = DecodeSettings(2, 0, beam=2, max_len_b=5, cache=cache)
+    whole = decode_documents(model, tokenizer, docs, settings)
+    given = [[list(c[0].tokens) if c else "" for c in d[:2]] for d in whole]
+    continued = decode_documents(model, tokenizer, docs, settings, given=given)
+    assert [d[2:] for d in continued] == [d[2:] for d in whole]             # the cached sources of given sentences
+    assert sum(len(d) > 2 for d in docs) and [d[:2] for d in continued] == [[None] * min(len(d), 2) for d in docs]

@@ -35,3 +35,38 @@ def test_bad_input_files_are_one_line_errors(tmp_path):
         read_documents(bad)
     with pytest.raises(CtxmtError, match="not found"):
         read_documents(tmp_path / "missing.txt")
+
+
+def test_documents_stream_one_at_a_time():
+    from ctxmt_cli.decode.documents import split_documents, stream_documents
+
+    read = []
+
+    def lines():
+        for line in ["a", "b", "", "c", "", "", "d"]:
+            read.append(line)
+            yield line
+
+    stream = stream_documents(lines())
+    assert next(stream) == ["a", "b"] and read == ["a", "b", ""]            # yielded at its blank line
+    assert list(stream) == [["c"], [], ["d"]]
+    assert split_documents(["a", "b", "", "c", "", "", "d"]) == [["a", "b"], ["c"], [], ["d"]]
+    assert list(stream_documents([])) == [] and list(stream_documents([""])) == [[], []]
+
+
+def test_document_writer_replaces_the_file_only_when_done(tmp_path):
+    from ctxmt_cli.decode.documents import DocumentWriter
+
+    path = tmp_path / "out.txt"
+    path.write_text("old\n")
+    with pytest.raises(RuntimeError):
+        with DocumentWriter(path) as out:
+            out.write("new 1\n")
+            raise RuntimeError("interrupted")
+    assert path.read_text() == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+    with DocumentWriter(path) as out:
+        out.write("new 1\n")
+        temp = next(p for p in tmp_path.iterdir() if p.name != "out.txt")
+        assert temp.read_text() == "new 1\n" and path.read_text() == "old\n"   # flushed, not yet in place
+        out.write("new 2\n")
+    assert path.read_text() == "new 1\nnew 2\n" and not temp.exists()

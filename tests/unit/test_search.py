@@ -177,3 +177,34 @@ def test_beams_share_cross_attention_rows_and_decode_as_copies():
         assert swapped.cross.for_rows()[3] == 1                             # gathered per row
         gathered, _ = model.decode_step(swapped.pending, swapped)
     torch.testing.assert_close(gathered, folded[[3, 4, 5, 0, 1, 2]], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_nbest_lists_hold_distinct_finished_hypotheses_best_first(family):
+    model = make_model(family, eos_bias=1.0)
+    batch = batch_of([0, 1, 2], prefix=True)
+    best = beam_search(model, batch, beam=4, max_len=12, banned=[BRK])
+    for n in (1, 3, 4):
+        hyps = beam_search(model, batch, beam=4, max_len=12, banned=[BRK], nbest=n)
+        for i, (hyp, one) in enumerate(zip(hyps, best)):
+            found = [hyp, *hyp.alternatives]
+            assert len(found) == n and hyp.tokens == one.tokens and hyp.score == one.score
+            assert [h.score for h in found] == sorted((h.score for h in found), reverse=True)
+            assert len({tuple(h.tokens) for h in found}) == n
+            for h in found:                                                  # each one's own forward-pass score
+                assert h.score == pytest.approx(forward_logprob(model, SOURCES[i], PREFIXES[i], h.tokens, 0.6),
+                                                abs=1e-4)
+                assert h.logprob == pytest.approx(h.score * (len(h.tokens) + 1) ** 0.6, abs=1e-4)
+    with pytest.raises(ValueError, match="nbest=5"):
+        beam_search(model, batch, beam=4, nbest=5)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_log_probabilities_are_the_unnormalised_scores(family):
+    model = make_model(family, eos_bias=1.0)
+    batch = batch_of([0, 1, 2], prefix=True)
+    for i, hyp in enumerate(greedy_search(model, batch, max_len=12, banned=[BRK], lenpen=0.6)):
+        assert hyp.logprob == pytest.approx(hyp.score * (len(hyp.tokens) + 1) ** 0.6, abs=1e-4)
+        assert hyp.logprob == pytest.approx(forward_logprob(model, SOURCES[i], PREFIXES[i], hyp.tokens, 0.0), abs=1e-4)
+    for hyp in beam_search(model, batch, beam=3, max_len=12, banned=[BRK], lenpen=0.0):
+        assert hyp.logprob == pytest.approx(hyp.score, abs=1e-5) and hyp.alternatives == []

@@ -245,3 +245,27 @@ def test_context_option_sets_next_sentences_too():
     assert next_sentences(s2to2) == next_sentences(s2to2, 4) == 0
     with pytest.raises(CtxmtError, match="reads no context"):
         next_sentences(config(family="sentence"), 1)
+
+
+def test_given_target_context_stands_for_the_models_own_translations(tokenizer):
+    from ctxmt_cli.decode.translator import DecodeSettings, decode_documents
+
+    model, docs = make_model(tokenizer), documents(sizes=(4, 1, 3))
+    docs[0][1] = ""                                                         # an empty line inside the given prefix
+    settings = DecodeSettings(2, 2, beam=3, max_len_b=6, batch_docs=2)
+    whole = decode_documents(model, tokenizer, docs, settings)
+    assert whole[0][1] == [] and all(c for i, d in enumerate(whole) for j, c in enumerate(d) if (i, j) != (0, 1))
+    own = [[list(c[0].tokens) if c else "" for c in d[:k]] for d, k in zip(whole, (3, 0, 2))]
+    stats = TranslationStats()
+    continued = decode_documents(model, tokenizer, docs, settings, given=own, stats=stats)
+    for d, k in enumerate((3, 0, 2)):
+        assert continued[d][:k] == [None] * k                               # given: not translated
+        assert continued[d][k:] == whole[d][k:]                             # the rest as if the model wrote them
+    assert stats.total == stats.sentences == 1 + 1 + 1                      # only the others were decoded
+    other = [["ka lu mi no"] * 3, [], ["re sa ti"] * 2]                      # someone else's translations
+    changed = decode_documents(model, tokenizer, docs, settings, given=other)
+    assert [c[0].tokens for c in changed[0][3:] + changed[2][2:]] != [c[0].tokens for c in whole[0][3:] + whole[2][2:]]
+    with pytest.raises(CtxmtError, match="at most one translation per source sentence"):
+        decode_documents(model, tokenizer, docs, settings, given=[["a"] * 5, [], []])
+    with pytest.raises(CtxmtError, match="--target-context prefix"):
+        decode_documents(model, tokenizer, docs, DecodeSettings(2, 2, target_context="generate"), given=other)
