@@ -287,6 +287,14 @@ def _read_corpus(req: EvalRequest) -> Corpus:
 
 # ---- scoring and reporting ----------------------------------------------------------------------
 
+def _check_stdin(req: EvalRequest) -> None:
+    """At most one input file is ``-`` (stdin holds one file)."""
+    stdin = [role for role, paths in (("--hyp", req.hyps), ("--ref", [req.ref]), ("--src", [req.src]),
+                                      ("--docids", [req.docids])) for p in paths if str(p) == "-"]
+    if len(stdin) > 1:
+        raise CtxmtError(f"{' and '.join(stdin)} both read stdin (-); stdin holds one file: give the others as paths")
+
+
 def _validate(req: EvalRequest) -> list[str]:
     """Every check that needs no model or file contents; returns the significance tests to run."""
     from ctxmt_cli.evaluate.bleu import check_tokenize
@@ -296,10 +304,7 @@ def _validate(req: EvalRequest) -> list[str]:
         raise CtxmtError("give either --checkpoint (translate a split) or --hyp/--ref (score files), not both")
     if req.hyps and req.ref is None:
         raise CtxmtError("--hyp needs --ref REFERENCE_FILE")
-    stdin = [role for role, paths in (("--hyp", req.hyps), ("--ref", [req.ref]), ("--src", [req.src]),
-                                      ("--docids", [req.docids])) for p in paths if str(p) == "-"]
-    if len(stdin) > 1:
-        raise CtxmtError(f"{' and '.join(stdin)} both read stdin (-); stdin holds one file: give the others as paths")
+    _check_stdin(req)
     if req.hyps and req.first_pass is not None:
         raise CtxmtError("--first-pass gives a bilingual checkpoint its target context; give it with --checkpoint, "
                          "not with --hyp files")
