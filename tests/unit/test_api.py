@@ -35,11 +35,11 @@ FAMILIES = {
 DECODE = {"beam": 3, "max_len_a": 1.0, "max_len_b": 3, "batch_docs": 2}
 
 
-def write_checkpoint(prepared: Path, family: str, out: Path) -> Path:
-    """A checkpoint of a tiny ``family`` model with random (peaked) weights and the prepared vocabulary."""
+def write_checkpoint(prepared: Path, family: str, out: Path, spec: dict | None = None) -> Path:
+    """A checkpoint of a tiny ``family`` model (or ``spec``) with random (peaked) weights and the prepared vocabulary."""
     data = PreparedData(prepared)
     tok = data.tokenizer
-    recipe = validate_recipe({"data": {"path": str(prepared)}, "model": {**TINY, **FAMILIES[family]},
+    recipe = validate_recipe({"data": {"path": str(prepared)}, "model": {**TINY, **(spec or FAMILIES[family])},
                               "decode": DECODE})
     recipe = recipe.model_copy(update={"model": resolve_model_config(recipe.model, data.meta)})
     vocab = VocabInfo(src_size=tok.src_vocab_size, tgt_size=tok.tgt_vocab_size, brk=tok.brk_id,
@@ -193,6 +193,36 @@ def test_analyze_equals_the_analysis_command(checkpoints, documents, prepared, t
     assert mine["sentences"] == sum(len(d) for d in documents)
     assert {k: v for k, v in mine.items() if k not in ("checkpoint", "split")} == \
         {k: v for k, v in written.items() if k not in ("checkpoint", "split")}
+
+
+def test_a_bilingual_model_reads_a_given_first_pass_or_its_first_pass_model(checkpoints, documents, prepared,
+                                                                            tmp_path):
+    spec = {"family": "hanoit", "bilingual": True, "encoder_layers": 2, "src_next_sentences": 1}
+    bilingual = write_checkpoint(prepared, "hanoit", tmp_path / "bilingual.pt", spec)
+    with pytest.raises(CtxmtError, match="--first-pass SENTENCE_CKPT"):
+        api.load(bilingual, device="cpu").translate(documents)
+    model = api.load(bilingual, device="cpu", first_pass=checkpoints["sentence"])
+    auto = model.translate(documents, scores=True)
+    first = [d.translations for d in api.load(checkpoints["sentence"], device="cpu").translate(documents)]
+    given = model.translate([api.Document(src, first_pass=f) for src, f in zip(documents, first)], scores=True)
+    partial = model.translate([api.Document(src, first_pass=f[:1]) for src, f in zip(documents, first)], scores=True)
+    assert given == auto and partial == auto                    # the first-pass model completes a given prefix
+    other = model.translate([api.Document(src, first_pass=["ka ka ."] * len(src)) for src in documents], scores=True)
+    flat = lambda results: [x for d in results for x in d.logprobs]  # noqa: E731
+    assert flat(other) != pytest.approx(flat(auto), abs=1e-3)                     # and it is read
+
+
+def test_translate_stream_gives_what_translate_gives(checkpoints, documents):
+    model = api.load(checkpoints["concat"], device="cpu")
+    whole = model.translate(documents, scores=True)
+    for streamed in (model.translate_stream(documents, scores=True, batch_docs=2),
+                     model.translate_stream(iter(documents), scores=True, batch_docs=1)):   # a list, an iterator
+        streamed = list(streamed)
+        assert [d.translations for d in streamed] == [d.translations for d in whole]
+        for mine, theirs in zip(streamed, whole):                          # other batches: float noise only
+            assert mine.logprobs == pytest.approx(theirs.logprobs, abs=1e-4)
+    with pytest.raises(CtxmtError, match="Document"):
+        list(model.translate_stream(documents, target_context=[[]] * 3))
 
 
 def test_refusals_are_one_line_errors(checkpoints, documents, tmp_path):
