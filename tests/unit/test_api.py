@@ -212,6 +212,17 @@ def test_a_bilingual_model_reads_a_given_first_pass_or_its_first_pass_model(chec
     assert flat(other) != pytest.approx(flat(auto), abs=1e-3)                     # and it is read
 
 
+def test_a_model_reading_its_sentence_group_keeps_given_sentences_in_the_group(documents, prepared, tmp_path):
+    model = api.load(write_checkpoint(prepared, "mbe", tmp_path / "mbe.pt", {"family": "mbe"}), device="cpu")
+    whole = model.translate(documents, nbest=2)
+    for sent in (s for d in whole for s in d.sentences):
+        assert len(sent.nbest) == 2 and sent.nbest[0].score >= sent.nbest[1].score and sent.nbest[0].text == sent.text
+    given = model.translate(documents, target_context=[d.translations[:2] for d in whole], nbest=2)
+    assert [d.sentences for d in given] == [d.sentences[2:] for d in whole]   # the group still reads their sources
+    alone = model.translate([d[2:] for d in documents], nbest=2)              # groups without those sentences
+    assert [d.sentences for d in alone] != [d.sentences for d in given]
+
+
 def test_translate_stream_gives_what_translate_gives(checkpoints, documents):
     model = api.load(checkpoints["concat"], device="cpu")
     whole = model.translate(documents, scores=True)
