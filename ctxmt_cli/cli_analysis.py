@@ -12,7 +12,8 @@ from typing import List, Optional
 
 import typer
 
-from ctxmt_cli.cli_errors import check_device, user_errors
+from ctxmt_cli.cli_errors import user_errors
+from ctxmt_cli.cli_options import Device
 from ctxmt_cli.errors import CtxmtError
 
 #: command name -> function; each is registered on the app by :func:`register`
@@ -49,7 +50,7 @@ def analyze_attention(
     trials: int = typer.Option(1000, min=1, help="compare: permutations of approximate randomisation"),
     seed: int = typer.Option(1, help="compare: seed of the permutations"),
     max_tokens: int = typer.Option(4096, min=16, help="token budget per batch"),
-    device: str = typer.Option("cpu", callback=check_device, help="cpu | cuda | cuda:N"),
+    device: Device = "auto",
 ):
     """Attention entropy and current-sentence share per kind, layer and head (Lupo et al. 2022, Table 5 and
     Figure 2), group usage of the caching family, HanoiT's kept context tokens per selection layer and its
@@ -95,7 +96,7 @@ def cxmi(
     out: Optional[Path] = typer.Option(None, help="write the figures to this JSON file"),
     per_sentence: Optional[Path] = typer.Option(None, help="write P-CXMI (one JSON line per sentence) to this file"),
     max_tokens: int = typer.Option(4096, help="token budget per scoring batch"),
-    device: str = typer.Option("cpu", callback=check_device, help="cpu | cuda | cuda:N"),
+    device: Device = "auto",
 ):
     """Context usage (CXMI, Fernandes et al. 2021): log q(y|x,C) - log q(y|x) of the same model, per token and per
     sentence, over a prepared split's reference sentences."""

@@ -34,10 +34,11 @@ def check_options(ctx, fmt: str) -> None:
             raise CtxmtError(f"{max(param.opts, key=len)} does not apply to `ctxmt prepare {fmt}` ({reads}); drop it")
 
 
-def prepare_derived(ctx, fmt: str, out: Path, *, data: Optional[Path], splits: str, reverse: Optional[Path],
-                    forward: Optional[Path], group_size: int, stride: Optional[int], beam: Optional[int], device: str,
-                    force: bool, log_format: Optional[str] = None) -> str:
-    """``ctxmt prepare docrepair|reverse``; the summary line to print (progress on stderr in ``log_format``)."""
+def prepare_derived(ctx) -> str:
+    """``ctxmt prepare docrepair|reverse`` with the options of ``ctx`` (the prepare command's context); the summary
+    line to print (the progress goes to stderr in ``--log-format``)."""
+    opts = ctx.params
+    fmt, out, data, force, splits = opts["fmt"], opts["out"], opts["data"], opts["force"], opts["splits"]
     check_options(ctx, fmt)
     if data is None:
         raise CtxmtError(f"ctxmt prepare {fmt} needs --data DIR, a prepared dataset")
@@ -46,7 +47,7 @@ def prepare_derived(ctx, fmt: str, out: Path, *, data: Optional[Path], splits: s
 
         meta = reverse_prepared(data, out, force=force)
         return f"prepared {out} ({meta['src_lang']} → {meta['tgt_lang']}: {data} with its sides swapped)"
-    if reverse is None or forward is None:
+    if opts["reverse"] is None or opts["forward"] is None:
         raise CtxmtError("ctxmt prepare docrepair needs --reverse CKPT (target → source) and --forward CKPT "
                          "(source → target)")
     from ctxmt_cli.decode.first_pass import PassSettings, RoundTrip, round_trip_corpus
@@ -54,14 +55,16 @@ def prepare_derived(ctx, fmt: str, out: Path, *, data: Optional[Path], splits: s
     names = tuple(s.strip() for s in splits.split(",") if s.strip())
     if not names or len(set(names)) != len(names):
         raise CtxmtError(f"--splits {splits!r}: give prepared split names, comma-separated, each once (e.g. train,valid)")
-    job = RoundTrip(data, out, reverse, forward, names, group_size, stride, device=device)
-    log = _progress_log(log_format)
+    job = RoundTrip(data, out, opts["reverse"], opts["forward"], names, opts["group_size"], opts["stride"],
+                    device=opts["device"])
+    log = _progress_log(opts["log_format"])
     try:
-        meta = round_trip_corpus(job, PassSettings(beam=beam, force=force), say=log.message, progress=log.update)
+        meta = round_trip_corpus(job, PassSettings(beam=opts["beam"], force=force), say=log.message,
+                                 progress=log.update)
     finally:
         log.close()
     sizes = ", ".join(f"{k}: {v['sentences']} groups / {v['documents']} docs" for k, v in meta["splits"].items())
-    return f"prepared {out} (DocRepair, {meta['tgt_lang']} → {meta['tgt_lang']}, groups of {group_size}; {sizes})"
+    return f"prepared {out} (DocRepair, {meta['tgt_lang']} → {meta['tgt_lang']}, groups of {job.group_size}; {sizes})"
 
 
 def _progress_log(log_format: Optional[str]):

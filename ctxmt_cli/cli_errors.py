@@ -2,13 +2,18 @@
 
 Shared by every command module (``cli.py``, ``cli_analysis.py``): a :class:`CtxmtError`, an OS error the
 user can fix (a full disk, a permission) and a bad option value (click's usage error, which would
-otherwise print a usage box) all become ``ctxmt: error: ...``.
+otherwise print a usage box) all become ``ctxmt: error: ...``. While a command runs, warnings (Python's and the
+``ctxmt_cli`` loggers') become ``ctxmt: warning: ...`` lines on stderr, never mixed into stdout.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import sys
+import warnings
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -55,12 +60,52 @@ def usage_error_line(err, argv: list[str]) -> str:
     return f"ctxmt: error: {where}{what}; see ctxmt {sub + ' ' if sub else ''}--help"
 
 
+def _warning_line(text: str) -> str:
+    return "ctxmt: warning: " + " ".join(str(text).split())
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """``warnings.showwarning`` while a command runs: one line on stderr (not the source line Python adds); a
+    warning from another package names its category and origin."""
+    where = "" if "ctxmt_cli" in Path(filename).parts else \
+        f" ({getattr(category, '__name__', 'Warning')} from {Path(filename).name}:{lineno})"
+    print(_warning_line(f"{message}{where}"), file=sys.stderr, flush=True)
+
+
+class _WarningLines(logging.Handler):
+    """ctxmt's log warnings as ``ctxmt: warning: ...`` lines on the stderr of the moment (a test runner swaps it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(_warning_line(record.getMessage()), file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def warnings_on_stderr():
+    """While a command runs, Python warnings and the ``ctxmt_cli`` loggers' warnings print one line each on stderr,
+    so stdout carries only the command's output (translations, tables, JSON lines)."""
+    logger, handler = logging.getLogger("ctxmt_cli"), _WarningLines(logging.WARNING)
+    if any(isinstance(h, _WarningLines) for h in logger.handlers):        # already inside a command
+        yield
+        return
+    propagate = logger.propagate
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        logger.addHandler(handler)
+        logger.propagate = False
+        try:
+            yield
+        finally:
+            logger.removeHandler(handler)
+            logger.propagate = propagate
+
+
 class OneLineGroup(typer.core.TyperGroup):
     """The command group, printing a bad command line as one line (exit 2) instead of a usage box."""
 
     def main(self, args=None, *rest, **kwargs):
         self._argv = list(sys.argv[1:] if args is None else args)
-        return super().main(args, *rest, **kwargs)
+        with warnings_on_stderr():
+            return super().main(args, *rest, **kwargs)
 
     def _one_line(self, err) -> None:
         if type(err).__name__ == "NoArgsIsHelpError":             # `ctxmt` or `ctxmt translate` alone: help

@@ -131,7 +131,7 @@ TRANSLATE = [
     (["translate", "doc.txt", "-c", "{ckpt}", "-o", "ro/out.txt"], ["ro/out.txt", "permission denied"]),
     (["translate", "doc.txt", "-c", "adir"], ["checkpoint is a directory, not a file", "adir"]),
     (["translate", "adir", "-c", "{ckpt}"], ["is a directory, not a file", "adir"]),
-    (["translate", "doc.txt", "-c", "{ckpt}", "--device", "tpu"], ["translate", "--device tpu", "cpu, cuda"]),
+    (["translate", "doc.txt", "-c", "{ckpt}", "--device", "tpu"], ["translate", "--device tpu", "auto | cpu | cuda | cuda:N"]),
     (["translate", "doc.txt", "-c", "{ckpt}", "--beam", "0"], ["translate", "--beam 0", "1"]),
     (["translate", "doc.txt", "-c", "{ckpt}", "--lenpen", "-1"], ["translate", "--lenpen -1", "0"]),
     (["translate", "doc.txt", "-c", "{ckpt}", "--batch-docs", "0"], ["translate", "--batch-docs 0", "1"]),

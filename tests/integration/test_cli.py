@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from tests.integration.conftest import QUICKSTART, assert_user_error, run_cli, tiny_sets
 
@@ -35,6 +36,9 @@ def test_translate_stdin_to_stdout_and_generate_mode(concat_checkpoint, two_docu
 def test_contrastive_and_evaluate(concat_checkpoint, synthetic_dir, tmp_path):
     result = run_cli("contrastive", f"synthetic:{synthetic_dir}", "--checkpoint", concat_checkpoint, "--out", tmp_path)
     assert result.exit_code == 0, result.output
+    scoring = [line for line in result.stderr.splitlines() if line.startswith("scoring: ")]   # no terminal: plain
+    assert scoring and all(re.match(r"^scoring: \d+/\d+ rows  elapsed \d+:\d\d:\d\d  eta ", s) for s in scoring)
+    assert len(set(scoring[-1].split()[1].split("/"))) == 1 and "scoring" not in result.stdout    # done = total
     results = json.loads((tmp_path / "results.json").read_text())
     synthetic = results["sets"]["synthetic"]
     assert set(synthetic["by"]["phenomenon"]) == {"pronoun", "deixis", "lex_cohesion", "ellipsis_vp"}

@@ -8,6 +8,7 @@ interruption) → ``prepare docrepair`` (checked group by group) → train the r
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -48,8 +49,14 @@ def pipeline(synthetic_dir, tmp_path_factory) -> SimpleNamespace:
 
 @pytest.fixture(scope="module")
 def first_pass(pipeline) -> PreparedData:
-    result = run_cli("first-pass", "-c", pipeline.forward, "--data", pipeline.data, "--split", "test", "--name", "fp")
+    result = run_cli("first-pass", "-c", pipeline.forward, "--data", pipeline.data, "--split", "test", "--name", "fp",
+                     "--log-format", "json")
     assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("wrote ") and len(result.stdout.splitlines()) == 1
+    progress = [json.loads(line) for line in result.stderr.splitlines()]   # --log-format json: objects on stderr
+    assert [(r["kind"], r["task"], r["done"]) for r in progress] == [("progress", "test.fp", 0),
+                                                                     ("progress", "test.fp", progress[0]["total"])]
+    assert progress[-1]["eta_s"] == 0.0 and progress[-1]["unit"] == "documents"
     return PreparedData(pipeline.data)
 
 

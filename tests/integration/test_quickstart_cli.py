@@ -17,20 +17,21 @@ RUN_SPECIFIC = {"seconds", "eval_seconds", "checkpoint", "data"}
 
 
 @pytest.fixture(scope="module")
-def two_runs(tmp_path_factory) -> list[tuple[Path, dict, str]]:
-    """The same tiny quickstart twice (same seed): (OUT, results.json, printed output) each."""
+def two_runs(tmp_path_factory) -> list[tuple[Path, dict, str, str]]:
+    """The same tiny quickstart twice (same seed), the first with the default log format (plain: the output is no
+    terminal), the second with --log-format json: (OUT, results.json, printed output, stdout) each."""
     runs = []
-    for name in ("a", "b"):
+    for name, log_format in (("a", ()), ("b", ("--log-format", "json"))):
         out = tmp_path_factory.mktemp("qs") / name
         result = run_cli("quickstart", "--out", out, "--docs", 41, "--systems", ",".join(SYSTEMS),
-                         "--updates", UPDATES, "--seed", 2)
+                         "--updates", UPDATES, "--seed", 2, *log_format)
         assert result.exit_code == 0, result.output
-        runs.append((out, json.loads((out / "results.json").read_text()), result.output))
+        runs.append((out, json.loads((out / "results.json").read_text()), result.output, result.stdout))
     return runs
 
 
 def test_quickstart_trains_each_system_its_update_budget(two_runs):
-    out, results, output = two_runs[0]
+    out, results, output, _ = two_runs[0]
     resolve = lambda path: Path(path) if Path(path).is_absolute() else out / path  # noqa: E731 - relative to OUT
     assert results["seconds"] > 0 and resolve(results["data"]).is_dir()
     assert results["systems"] == list(SYSTEMS) and list(results["models"]) == list(SYSTEMS)
@@ -56,7 +57,7 @@ def test_quickstart_trains_each_system_its_update_budget(two_runs):
 
 def test_quickstart_same_seed_same_figures(two_runs):
     def figures(run: tuple[Path, dict, str]) -> dict:
-        out, results, _ = run
+        out, results, _, _ = run
         models = {n: {k: v for k, v in m.items() if k not in RUN_SPECIFIC} for n, m in results["models"].items()}
         valid = {n: [json.loads(line) for line in (out / n / "metrics.jsonl").read_text().splitlines()]
                  for n in models}
@@ -67,3 +68,17 @@ def test_quickstart_same_seed_same_figures(two_runs):
     assert first["metrics"] == second["metrics"]           # every logged loss, bit for bit
     assert first == second
 
+
+def test_quickstart_log_formats(two_runs):
+    """Its nested training runs follow --log-format: plain lines by default off a terminal; with json, stdout is
+    JSON lines only (each run's records, a closing result) and the tables go to stderr. Same figures either way
+    (test_quickstart_same_seed_same_figures)."""
+    plain, as_json = two_runs[0][3], two_runs[1][3]
+    finals = [line for line in plain.splitlines() if line.startswith(f"train | step {UPDATES}/{UPDATES}  ")]
+    assert len(finals) == len(SYSTEMS) and all(line.endswith("eta 0:00:00") for line in finals)
+    assert not [line for line in plain.splitlines() if "train" in line and "━" in line]     # no bar frames
+    records = [json.loads(line) for line in as_json.splitlines()]
+    assert {r["kind"] for r in records} <= {"train", "valid", "message", "result"}
+    assert sum(r["kind"] == "train" and r["step"] == r["max_steps"] == UPDATES for r in records) == len(SYSTEMS)
+    assert records[-1]["kind"] == "result" and set(records[-1]["bleu"]) == set(SYSTEMS)
+    assert "BLEU" in two_runs[1][2] and "BLEU" not in as_json                 # the table went to stderr

@@ -1,0 +1,106 @@
+"""``ctxmt benchmark NAME``: run one of the packaged benchmarks (``ctxmt_cli/benchmarks/``).
+
+Registered on the app by :func:`register` (kept out of ``cli.py`` so neither module grows past a readable size).
+Each benchmark reads a subset of the options; any other given on the command line is refused with one line,
+never silently dropped.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Literal, Optional
+
+import typer
+
+from ctxmt_cli.cli_errors import given_params, user_errors
+from ctxmt_cli.cli_options import BenchCorpus, Device, LogFormat, Preset
+from ctxmt_cli.errors import CtxmtError
+
+BENCHMARKS = {"context-scaling": "context_scaling.py", "train": "train.py", "score": "score.py", "decode": "decode.py",
+              "document": "document.py", "mbe": "mbe.py"}
+CONTEXT_SCALING_OUT = Path("out/context_scaling")
+PEER_BENCHMARKS = ("train", "score", "decode", "document", "mbe")             # one shared Settings (bench_util)
+BenchmarkName = Literal[tuple(BENCHMARKS)]
+#: the options each benchmark reads; any other given on the command line is refused, not silently dropped
+_PEER_READS = ("preset", "quick", "threads", "repeats")
+BENCHMARK_READS = {"context-scaling": ("contexts", "out", "docs", "sentences", "device", "preset", "beam", "repeats",
+                                       "threads", "quick", "log_format"),
+                   **{name: _PEER_READS for name in PEER_BENCHMARKS}, "mbe": (*_PEER_READS, "corpus")}
+
+
+def _load_benchmark(name: str):
+    """Import ``ctxmt_cli/benchmarks/<file>`` as a module (scripts that import their siblings by bare name)."""
+    import importlib.util
+
+    import ctxmt_cli
+
+    if name not in BENCHMARKS:
+        raise CtxmtError(f"unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)}")
+    path = Path(ctxmt_cli.__file__).resolve().parent / "benchmarks" / BENCHMARKS[name]
+    if not path.is_file():                               # they ship with the package: a broken installation
+        raise CtxmtError(f"benchmark script not found at {path}; reinstall ctxmt (pip install --force-reinstall)")
+    spec = importlib.util.spec_from_file_location(f"ctxmt_benchmark_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module                                        # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@user_errors
+def benchmark(
+    ctx: typer.Context,
+    name: BenchmarkName = typer.Argument(..., metavar="NAME", help="the benchmark to run"),
+    contexts: Optional[str] = typer.Option(None, help="context sizes K in sentences, comma-separated "
+                                           "[default: 1,2,4,8,16; --quick 1,4,8]"),
+    out: Path = typer.Option(CONTEXT_SCALING_OUT, "--out", help="directory for the JSON results and the PNG plot"),
+    docs: Optional[int] = typer.Option(None, min=1, help="documents timed (decoded in parallel) [default: 4; --quick 2]"),
+    sentences: Optional[int] = typer.Option(None, min=1, help="first N sentences of each timed document "
+                                            "[default: 32; --quick 16]"),
+    device: Device = "auto",
+    preset: Preset = typer.Option("small", help="model dims"),
+    beam: int = typer.Option(1, min=1, help="beam size (1 = greedy)"),
+    repeats: Optional[int] = typer.Option(None, min=1, help="timed runs per implementation, round-robin "
+                                           "(default: context-scaling 2, --quick 1, the fastest kept; "
+                                           "train/score/decode 5, median)"),
+    threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads, same for ctxmt and peers "
+                                          "(default: context-scaling 1, train/score/decode 2)"),
+    quick: bool = typer.Option(False, "--quick", help="fewer repeats (context-scaling: fewer K, documents and "
+                                                   "sentences): under 3 minutes"),
+    corpus: Optional[BenchCorpus] = typer.Option(None, help="mbe: synthetic (the quickstart's corpus), maruf-iwslt17 "
+                                                 "(real TED talks, ../shared/data/maruf2019) [default: synthetic]"),
+    log_format: LogFormat = None,
+):
+    """Run a benchmark (code in ctxmt_cli/benchmarks/): context-scaling = time and memory vs context size;
+    train / score / decode = tokens/s or pairs/s of ctxmt vs torch.nn.Transformer and HF Marian, with ratio lines;
+    mbe = training tokens/s of Mini-batch Embedding vs the sentence-level model of the same dims.
+    Each benchmark refuses the options it does not read."""
+    _check_benchmark_options(ctx, name)
+    module = _load_benchmark(name)
+    if name in PEER_BENCHMARKS:
+        defaults = module.Settings()
+        settings = module.Settings(preset, quick, threads or defaults.threads, repeats or defaults.repeats)
+        module.run(settings if corpus is None else replace(settings, corpus=corpus))
+        return
+    from ctxmt_cli.device import resolve_device
+    from ctxmt_cli.logs import resolve_log_format
+
+    module.run(module.Settings.make(quick, contexts, out=out, docs=docs, sentences=sentences,
+                                    device=str(resolve_device(device)), preset=preset, beam=beam, repeats=repeats,
+                                    threads=threads, log_format=resolve_log_format(log_format, sys.stdout)))
+
+
+def _check_benchmark_options(ctx, name: str) -> None:
+    """Refuse every option given on the command line that benchmark ``name`` does not read (one line)."""
+    reads = BENCHMARK_READS[name]
+    ignored = [max(p.opts, key=len) for p in given_params(ctx) if p.name not in reads and p.name != "name"]
+    if ignored:
+        takes = ", ".join(f"--{r.replace('_', '-')}" for r in reads)
+        them = "them" if len(ignored) > 1 else "it"
+        raise CtxmtError(f"benchmark {name} does not read {', '.join(ignored)} (remove {them}); it takes {takes}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``benchmark`` to the app."""
+    app.command(name="benchmark")(benchmark)

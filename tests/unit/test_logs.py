@@ -1,0 +1,91 @@
+"""ctxmt_cli.logs: the log format a stream gets, durations and ETAs, strict JSON lines, counted progress."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from ctxmt_cli.logs import CountLog, duration, eta_seconds, json_line, resolve_log_format
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def _strict(line: str) -> dict:
+    """Parse like a strict JSON reader: NaN and Infinity are errors."""
+    def refuse(name):
+        raise ValueError(f"non-standard JSON constant {name}")
+    return json.loads(line, parse_constant=refuse)
+
+
+def test_default_format_follows_the_stream():
+    assert resolve_log_format(None, Terminal()) == "rich"
+    assert resolve_log_format(None, io.StringIO()) == "plain"          # a file or a pipe
+    closed = io.StringIO()
+    closed.close()
+    assert resolve_log_format(None, closed) == "plain"
+    for name in ("plain", "rich", "json"):                               # an explicit choice wins either way
+        assert resolve_log_format(name, Terminal()) == resolve_log_format(name, io.StringIO()) == name
+    with pytest.raises(ValueError, match="csv"):
+        resolve_log_format("csv", io.StringIO())
+
+
+def test_duration_and_eta():
+    assert duration(3725.2) == "1:02:05" and duration(59.6) == "0:01:00" and duration(0) == "0:00:00"
+    assert duration(None) == "-" and duration(float("nan")) == "-"
+    assert eta_seconds(25, 100, 10.0) == pytest.approx(30.0)             # 25 in 10 s: 75 more take 30 s
+    assert eta_seconds(60, 100, 10.0, start=50) == pytest.approx(40.0)   # a resumed run: only its own rate counts
+    assert eta_seconds(50, 100, 10.0, start=50) is None                  # no progress yet: no rate
+    assert eta_seconds(100, 100, 10.0) == 0.0
+
+
+def test_json_lines_are_strict():
+    record = _strict(json_line({"loss": float("nan"), "lr": float("inf"), "step": 3, "text": "ü"}))
+    assert record == {"loss": None, "lr": None, "step": 3, "text": "ü"}
+
+
+@pytest.mark.parametrize("fmt", ["plain", "json"])
+def test_count_log_lines(fmt):
+    stream = io.StringIO()
+    log = CountLog(fmt, "documents", stream)
+    log.update("test.fp", 2, 8)                  # a resumed task: the baseline
+    log.message("a note", extra=1)
+    for done in (4, 6, 8):
+        log.update("test.fp", done, 8)
+    log.close()
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 5
+    if fmt == "json":
+        records = [_strict(line) for line in lines]
+        assert records[1] == {"kind": "message", "text": "a note", "extra": 1}
+        progress = [r for r in records if r["kind"] == "progress"]
+        assert [r["done"] for r in progress] == [2, 4, 6, 8] and {r["total"] for r in progress} == {8}
+        assert progress[0]["eta_s"] is None and progress[-1]["eta_s"] == 0.0
+        assert all(r["elapsed_s"] >= 0 and r["task"] == "test.fp" and r["unit"] == "documents" for r in progress)
+    else:
+        assert lines[1] == "a note"
+        assert lines[0].startswith("test.fp: 2/8 documents  elapsed 0:00:00  eta -")
+        assert lines[-1].startswith("test.fp: 8/8 documents  elapsed ") and lines[-1].endswith("eta 0:00:00")
+
+
+def test_count_log_throttles_but_keeps_the_first_and_last_line():
+    stream = io.StringIO()
+    log = CountLog("plain", "rows", stream, every=3600.0)
+    for done in range(0, 101, 10):
+        log.update("scoring", done, 100)
+    assert [line.split()[1] for line in stream.getvalue().splitlines()] == ["0/100", "100/100"]
+
+
+def test_count_log_rich_draws_a_bar_on_its_stream():
+    stream = Terminal()
+    log = CountLog("rich", "documents", stream)
+    log.update("valid.fp", 0, 4)
+    log.message("note above the bar")
+    log.update("valid.fp", 4, 4)
+    log.close()
+    text = stream.getvalue()
+    assert "note above the bar" in text and "valid.fp" in text and "4/4" in text
