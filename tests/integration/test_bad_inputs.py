@@ -202,7 +202,7 @@ QUICKSTART_ROWS = [
     (["quickstart", "--out", "ro/q"], ["ro/q", "permission denied"]),
     (["quickstart", "--docs", "10", "--out", "q"], ["quickstart", "--docs 10", "41"]),
     (["quickstart", "--updates", "0", "--out", "q"], ["quickstart", "--updates 0", "1"]),
-    (["quickstart", "--systems", "concat,hanoit", "--out", "q"], ["'hanoit'", "available", "grouping", "sentence"]),
+    (["quickstart", "--systems", "concat,hanoi", "--out", "q"], ["'hanoi'", "available", "grouping", "sentence"]),
     (["quickstart", "--systems", "concat,concat", "--out", "q"], ["'concat' twice"]),
     (["quickstart", "--systems", ",", "--out", "q"], ["--systems is empty"]),
 ]
