@@ -44,7 +44,8 @@ def ctxmt_scorer(model, batch):
     targets = [row.numpy() for row in batch.tgt_out]
     scored = [1] * len(sources)                                          # one sentence per row: score all of it
     model.eval()
-    return lambda: _score_rows(model, ids, sources, targets, scored, MAX_TOKENS, None)
+    windows = (sources, [0] * len(sources), None)                    # no next sentences, no target concatenation
+    return lambda: _score_rows(model, ids, windows, targets, scored, MAX_TOKENS, None)
 
 
 def run(settings: Settings) -> dict[str, list[float]]:

@@ -139,7 +139,7 @@ def test_different_document_counts(files):
 
 def test_unknown_tokenizer(files):
     assert_user_error(run_cli("evaluate", "--hyp", files["h1"], "--ref", files["ref"], "--tokenize", "moses"),
-                      "unknown --tokenize 'moses'", "13a")
+                      "--tokenize moses: 'moses' is not one of", "13a")
 
 
 def test_significance_needs_two_systems(files):
