@@ -339,7 +339,9 @@ def _interrupted(path) -> None:
 def test_failed_translation_write_keeps_the_old_output(concat_checkpoint, ws, monkeypatch, failure, code, line):
     (ws / "out.txt").write_text("the previous translation\n")
     before = snapshot(ws)
-    monkeypatch.setattr(Path, "write_text", lambda self, *a, **k: failure(self))
+    from ctxmt_cli.decode.documents import DocumentWriter
+    # the translation is streamed into a temporary file beside out.txt: its first write fails
+    monkeypatch.setattr(DocumentWriter, "write", lambda self, text: self._named(lambda: failure(self.tmp)))
     result = run_cli("translate", "doc.txt", "-c", concat_checkpoint, "-o", "out.txt")
     monkeypatch.undo()
     assert result.exit_code == code and "Traceback" not in result.output
