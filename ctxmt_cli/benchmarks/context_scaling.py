@@ -1,4 +1,4 @@
-"""Context scaling: time per translated sentence and operation memory as the context grows (seed 002, Fig. 4).
+"""Context scaling: time per translated sentence and operation memory as the context grows ("Sequence Shortening for Context-Aware MT", 2023, Fig. 4).
 
 For each context size K (default 1, 2, 4, 8, 16 sentences), four random models of the same dims (same
 seed, eval mode) translate the same documents with ``translate_documents``: ``concat`` s(K+1)to(K+1)
@@ -30,7 +30,7 @@ cost of the context path.
   by malloc caching, oneDNN scratch, Python objects), not tracemalloc (blind to tensor storage). Both
   measurements live in ``bench_util`` (shared with the peer benchmarks' peak-memory figures).
   Attention is SDPA, whose fused kernels never hold the L x L score matrix, so concat's memory grows
-  about linearly in K here (seed 002 measured quadratic growth with explicit attention).
+  about linearly in K here (the sequence-shortening paper measured quadratic growth with explicit attention).
 
     python -m ctxmt_cli.benchmarks.context_scaling [--quick] [--contexts 1,2,4,8,16] [--out DIR] [--preset small]
         [--threads 1]

@@ -1,4 +1,4 @@
-"""Decoding speed: generated tokens/s for greedy and beam-4 search, ctxmt vs its peers in the same run (issue 5).
+"""Decoding speed: generated tokens/s for greedy and beam-4 search, ctxmt vs its peers in the same run.
 
 32 source sentences of 25 tokens (random, 16k joint vocabulary), decoded in one batch; every
 implementation generates exactly 25 tokens per sentence, i.e. 25 decoder steps: ctxmt's search with

@@ -1,5 +1,5 @@
 """Document translation: seconds per sentence, sentence-level vs s4to4 (forced target prefix) vs s4to4 regenerating
-the window (issue 5; DESIGN 9: "concatenation re-encodes the window").
+the window (concatenation re-encodes the window for every sentence).
 
 Random models would emit arbitrary lengths and, in ``generate`` mode, the wrong number of ``<brk>``
 separators (each one a fallback re-decode), so the figures would measure randomness. Every model here is
@@ -13,7 +13,7 @@ produce the same text. The work compared is therefore what the modes really cost
   forced as the decoder prefix in one parallel pass, only the current sentence generated;
 * ``s4to4-generate``: the same window, the whole target window generated token by token.
 
-Targets (issue 5): prefix <= 1.6x the sentence-level seconds per sentence, and >= 2x faster than generate.
+Targets: prefix <= 1.6x the sentence-level seconds per sentence, and >= 2x faster than generate.
 
     ctxmt benchmark document [--quick] [--preset small] [--threads 2] [--repeats 5]
 """

@@ -1,4 +1,4 @@
-"""Scoring speed: sentence pairs scored per second, ctxmt vs its peers in the same run (issue 5).
+"""Scoring speed: sentence pairs scored per second, ctxmt vs its peers in the same run.
 
 64 source/target pairs of 25 tokens each (random tokens, 16k joint vocabulary, one batch). ctxmt runs
 the contrastive scorer's real path (``ctxmt_cli.evaluate.contrastive._score_rows``: length-bucketed

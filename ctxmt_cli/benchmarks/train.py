@@ -1,4 +1,4 @@
-"""Training speed: target tokens/s of one optimiser update, ctxmt vs its peers in the same run (issue 5).
+"""Training speed: target tokens/s of one optimiser update, ctxmt vs its peers in the same run.
 
 Batches of about 4096 target tokens of 25-token sentences (equal lengths: no padding, so the step is
 pure matrix work), fp32, random tokens over a 16k joint vocabulary. ctxmt runs its trainer's real

@@ -1,4 +1,4 @@
-"""Training speed on real length distributions, where padding waste counts (issue 5, part of ``train``).
+"""Training speed on real length distributions, where padding waste counts (part of ``train``).
 
 Sentence lengths come from real text, tokenised with a SentencePiece model trained on it: SCAT's
 En->Fr training examples (``../shared/data/scat``, markers stripped) and the synthetic benchmark.
