@@ -12,6 +12,7 @@ This module must not import torch: ``ctxmt --help`` and ``--dry-run`` stay fast.
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union, get_args
 
@@ -379,6 +380,13 @@ def _construct_unique_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode, d
 
 
 UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
+# YAML 1.2 booleans (true/false only): under YAML 1.1's rules `amp: off` or `--set train.amp=off` would be the
+# boolean False, which the schema then refuses although 'off' is one of the choices it names
+_BOOL = "tag:yaml.org,2002:bool"
+UniqueKeyLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != _BOOL]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+UniqueKeyLoader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
 
 
 def _read_yaml(path: Path) -> Any:

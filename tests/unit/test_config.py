@@ -80,6 +80,16 @@ def test_set_overrides_go_through_the_schema(tmp_path):
         apply_overrides({}, ["train.lr=[1"])
 
 
+def test_amp_off_is_a_choice_not_a_boolean(tmp_path):
+    """YAML 1.2 booleans: 'off' (a choice of train.amp) stays a string in a file and in --set; true/false stay
+    booleans."""
+    path = tmp_path / "r.yaml"
+    path.write_text("model:\n  family: sentence\ntrain:\n  amp: off\n  compile: false\n")
+    assert load_recipe(path).train.amp == "off"
+    recipe = load_recipe(path, ["train.amp=bf16", "train.amp=off", "train.compile=true"])
+    assert recipe.train.amp == "off" and recipe.train.compile is True
+
+
 BAD_RECIPE_FILES = [  # (file content; None = no file, "DIR" = a directory), message fragments
     (None, ["r.yaml", "not found"]),
     ("DIR", ["r.yaml", "is a directory, not a file"]),
