@@ -2,7 +2,7 @@
 
 CTranslate2 has no random-init path and its Marian converter needs a real vocabulary, so the peer is
 built from a :class:`~ctranslate2.specs.TransformerSpec` filled with the weights of the very ctxmt model
-it is timed against (pre-norm, ReLU, sinusoidal positions, tied embeddings, LayerNorm eps 1e-5). The
+it is timed against, by the mapping ``ctxmt export ctranslate2`` uses (:mod:`ctxmt_cli.export.ctranslate2`). The
 same weights make the comparison checkable: greedy search of both engines must return the same tokens
 (``tests/unit/test_bench_peers.py``). Tokens are the strings ``w<ID>`` with ctxmt's special ids in place.
 CTranslate2 runs float32 with ``intra_threads`` = the benchmark's thread count, one translator thread.
@@ -15,77 +15,15 @@ import importlib.util
 import tempfile
 from typing import Optional
 
-import numpy as np
 import torch
 from bench_util import EOS, PAD
 from torch import Tensor
 
 from ctxmt_cli.core.batch import Batch
+from ctxmt_cli.export.ctranslate2 import transformer_spec
 
 SPECIALS = ["<blank>", "<unk>", "<s>", "</s>", "<brk>"]     # ctxmt's ids 0..4 (PAD, UNK, BOS, EOS, BRK)
 BANNED = [["<blank>"], ["<s>"]]                             # never generated, as in ctxmt's search
-
-
-def _np(t: Tensor) -> np.ndarray:
-    return t.detach().float().contiguous().numpy()
-
-
-def _linear(spec, *layers) -> None:
-    """Fill a CTranslate2 linear spec with ``layers`` stacked along the output axis (fused projections)."""
-    spec.weight = _np(torch.cat([layer.weight for layer in layers]))
-    spec.bias = _np(torch.cat([layer.bias for layer in layers]))
-
-
-def _norm(spec, norm) -> None:
-    spec.gamma, spec.beta = _np(norm.weight), _np(norm.bias)
-
-
-def _self_attention(spec, block, attn) -> None:
-    _norm(spec.layer_norm, block.norm)
-    _linear(spec.linear[0], attn.q_proj, attn.k_proj, attn.v_proj)
-    _linear(spec.linear[1], attn.out_proj)
-
-
-def _ffn(spec, block, ffn) -> None:
-    _norm(spec.layer_norm, block.norm)
-    _linear(spec.linear_0, ffn.fc1)
-    _linear(spec.linear_1, ffn.fc2)
-
-
-def _positions(pos_module, length: int) -> np.ndarray:
-    """The model's own position codes for positions 0..length-1 of a one-sentence window: (length, C)."""
-    return _np(pos_module(torch.arange(length).unsqueeze(0), None)[0])
-
-
-def transformer_spec(model, max_positions: int):
-    """A CTranslate2 ``TransformerSpec`` holding ``model``'s weights (a pre-norm sentence-level ctxmt model)."""
-    from ctranslate2.specs import transformer_spec as ts
-
-    cfg = model.cfg
-    if not cfg.normalize_before:
-        raise ValueError("the CTranslate2 peer maps pre-norm models only")
-    spec = ts.TransformerSpec.from_config((cfg.encoder_layers, cfg.decoder_layers), cfg.heads, pre_norm=True)
-    spec.config.layer_norm_epsilon = model.encoder_norm.eps
-    enc, dec = spec.encoder, spec.decoder
-    enc.embeddings[0].weight = _np(model.src_embed.weight)
-    enc.position_encodings.encodings = _positions(model.src_pos, max_positions)
-    for layer_spec, layer in zip(enc.layer, model.encoder_layers):
-        _self_attention(layer_spec.self_attention, layer.attn_block, layer.self_attn)
-        _ffn(layer_spec.ffn, layer.ffn_block, layer.ffn)
-    _norm(enc.layer_norm, model.encoder_norm)
-    dec.embeddings.weight = _np(model.tgt_embed.weight)
-    dec.position_encodings.encodings = _positions(model.tgt_pos, max_positions)
-    for layer_spec, layer in zip(dec.layer, model.decoder_layers):
-        _self_attention(layer_spec.self_attention, layer.self_block, layer.self_attn)
-        cross = layer_spec.attention
-        _norm(cross.layer_norm, layer.cross_block.norm)
-        _linear(cross.linear[0], layer.cross_attn.q_proj)
-        _linear(cross.linear[1], layer.cross_attn.k_proj, layer.cross_attn.v_proj)
-        _linear(cross.linear[2], layer.cross_attn.out_proj)
-        _ffn(layer_spec.ffn, layer.ffn_block, layer.ffn)
-    _norm(dec.layer_norm, model.decoder_norm)
-    dec.projection.weight = _np(model.output.weight)
-    return spec
 
 
 class CT2Peer:

@@ -1,0 +1,1 @@
+"""Exporting trained models to other inference engines (CTranslate2: :mod:`ctxmt_cli.export.ctranslate2`)."""
