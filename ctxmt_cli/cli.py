@@ -15,7 +15,7 @@ from typing import List, Optional
 
 import typer
 
-from ctxmt_cli import cli_analysis, cli_benchmark, cli_docrepair, cli_package
+from ctxmt_cli import cli_analysis, cli_benchmark, cli_docrepair, cli_package, cli_serve
 from ctxmt_cli.cli_errors import OneLineGroup, user_errors
 from ctxmt_cli.cli_options import (
     TESTSET_HELP,
@@ -219,8 +219,8 @@ def contrastive(
         raise CtxmtError(f"unexpected arguments {[str(r) for r in runs]}; give one TESTSET (or 'compare RUN_A RUN_B')")
     if checkpoint is None:
         raise CtxmtError("contrastive scoring needs --checkpoint CKPT")
-    if json_file is not None and testset.partition(":")[0] != "lopes":
-        raise CtxmtError(f"--json is read by the lopes test set only, not {testset.partition(':')[0]!r}; drop it")
+    _check_set_options(testset.partition(":")[0], {"--split": split, "--dev": dev or None, "--documents": documents,
+                                                  "--json": json_file})
     if out is not None:
         check_output_dir(out, "--out")
     from ctxmt_cli.evaluate.contrastive_report import render, run_contrastive, warning_lines
@@ -233,6 +233,17 @@ def contrastive(
     Console().print(render(results))
     for line in warning_lines(results):  # ties or unknown tokens decided the accuracy: one line each, on stderr
         typer.echo(f"ctxmt: warning: {line}", err=True)
+
+
+#: options that one kind of contrastive test set reads (given for another kind, they would be ignored)
+SET_OPTIONS = {"--split": "scat", "--dev": "voita", "--documents": "contrapro", "--json": "lopes"}
+
+
+def _check_set_options(kind: str, given: dict) -> None:
+    """Refuse an option of one test set kind given for another (one line naming both)."""
+    for option, value in given.items():
+        if value is not None and SET_OPTIONS[option] != kind:
+            raise CtxmtError(f"{option} is read by the {SET_OPTIONS[option]} test set only, not {kind!r}; drop it")
 
 
 def _compare_contrastive(runs) -> None:
@@ -337,6 +348,7 @@ cli_benchmark.register(app)
 cli_analysis.register(app)
 cli_docrepair.register(app)
 cli_package.register(app)
+cli_serve.register(app)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -101,9 +101,12 @@ def test_a_model_without_the_sets_language_reports_ties_and_unknown_tokens(conca
     assert "strict" in result.stdout and "unk tgt/src" in result.stdout
 
 
-def test_json_option_belongs_to_lopes(concat_checkpoint, synthetic_dir):
-    assert_user_error(run_cli("contrastive", "synthetic", "--data", synthetic_dir, "-c", concat_checkpoint,
-                              "--json", "x.json"), "--json", "lopes")
+@pytest.mark.parametrize("option, owner", [(("--json", "x.json"), "lopes"), (("--split", "valid"), "scat"),
+                                           (("--dev",), "voita"), (("--documents", "docs"), "contrapro")])
+def test_set_options_belong_to_their_set(option, owner, concat_checkpoint, synthetic_dir):
+    """An option of one test set kind is refused for another, never silently ignored."""
+    assert_user_error(run_cli("contrastive", "synthetic", "--data", synthetic_dir, "-c", concat_checkpoint, *option),
+                      option[0], owner, "'synthetic'")
 
 
 def test_lopes_without_context_uses_the_file_of_the_models_size(concat_checkpoint, sentence_checkpoint, tmp_path):
