@@ -34,6 +34,8 @@ __all__ = ["Candidate", "Document", "DocumentTranslation", "Model", "ScoreItem",
 
 #: what :meth:`Model.translate` takes as a document
 DocumentLike = Union[Document, Sequence[str]]
+#: what runs the search (:func:`load`'s ``engine``): ctxmt's own, or CTranslate2 over an exported folder
+ENGINES = ("torch", "ctranslate2")
 
 
 @dataclass
@@ -48,16 +50,20 @@ class ScoreItem:
 
 
 def load(checkpoint: Union[str, Path], device: str = "auto", *, first_pass: Union[str, Path, None] = None,
-         repair: Union[str, Path, None] = None) -> "Model":
+         repair: Union[str, Path, None] = None, engine: str = "torch") -> "Model":
     """The model of a checkpoint, ready to translate (eval mode, on ``device``: ``auto`` = CUDA when present).
 
     ``first_pass``: a sentence-level checkpoint whose translations a bilingual HanoiT model reads as target
     context (refused for any other model). ``repair``: a DocRepair checkpoint that rewrites the translations.
+    ``engine="ctranslate2"``: ``checkpoint`` is a folder ``ctxmt export ctranslate2`` wrote, translated by
+    CTranslate2 with the same windows (:mod:`ctxmt_cli.export.ct2_engine`; translation only).
     """
     from ctxmt_cli.decode.bilingual import check_first_pass, check_first_pass_model
     from ctxmt_cli.models.loading import load_model
 
     path = Path(checkpoint)
+    if engine != "torch":
+        return _load_exported(path, device, engine, first_pass, repair)
     loaded = load_model(path, device=device)
     model = Model(loaded, path)
     if first_pass is not None:
@@ -74,12 +80,30 @@ def load(checkpoint: Union[str, Path], device: str = "auto", *, first_pass: Unio
     return model
 
 
+def _load_exported(folder: Path, device: str, engine: str, first_pass, repair) -> "Model":
+    """:func:`load` of an exported CTranslate2 folder; the options only the torch engine has are refused."""
+    if engine not in ENGINES:
+        raise CtxmtError(f"--engine {engine}: choose one of {', '.join(ENGINES)}")
+    for option, value in (("--first-pass", first_pass), ("--repair", repair)):
+        if value is not None:
+            raise CtxmtError(f"{option}: the ctranslate2 engine translates with the exported model alone; leave "
+                             f"{option} out or use --engine torch with the checkpoint")
+    from ctxmt_cli.export.ct2_engine import load_exported
+
+    loaded = load_exported(folder, device)
+    model = Model(loaded, folder)
+    model.engine = loaded.model
+    return model
+
+
 class Model:
     """A loaded checkpoint (:func:`load`): ``loaded`` holds the network, its recipe and tokenizer; ``warn`` takes
-    each warning line (default: :func:`warnings.warn`)."""
+    each warning line (default: :func:`warnings.warn`). ``engine``: None for ctxmt's own search, else the exported
+    model whose search translates (:class:`~ctxmt_cli.export.ct2_engine.CT2Model`)."""
 
     def __init__(self, loaded, checkpoint: Path):
         self.loaded, self.checkpoint = loaded, Path(checkpoint)
+        self.engine = None
         self.first_pass_model: Optional[Model] = None
         self.repairer: Optional[tuple[Any, int]] = None
         self.warn: Callable[[str], None] = lambda line: warnings.warn(line, stacklevel=3)
@@ -116,9 +140,10 @@ class Model:
 
         docs = _documents(documents, target_context)
         settings = self._settings(beam, lenpen, nbest, scores, mode, context, batch_docs, group_sentences, group_order)
+        engine = None if self.engine is None else self.engine.search(scores or nbest is not None)
         found = decode_documents(self.loaded.model, self.loaded.tokenizer, [d.src for d in docs], settings,
                                  given=[d.tgt_context for d in docs], first_pass=self._first_pass(docs, batch_docs),
-                                 progress=progress, stats=stats)
+                                 progress=progress, stats=stats, engine=engine)
         if self.repairer is not None:
             found = self._repair(docs, found)
         return [_result(doc, sentences, scores, nbest is not None) for doc, sentences in zip(docs, found)]
@@ -146,6 +171,7 @@ class Model:
         from ctxmt_cli.evaluate.contrastive import score_testset
         from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet
 
+        self._torch_only("score")
         rows = [item if isinstance(item, ContrastiveItem) else
                 ContrastiveItem(src_context=list(item.src_context), src=item.src, tgt_context=list(item.tgt_context),
                                 candidates=list(item.candidates)) for item in items]
@@ -160,11 +186,17 @@ class Model:
         kind, layer and head, group usage, kept context shares), without files or figures."""
         from ctxmt_cli.analysis.attention_run import analyze_documents
 
+        self._torch_only("analyze")
         result = analyze_documents(self.loaded, [list(d) for d in src], [list(d) for d in ref], context=context,
                                    max_sentences=max_sentences, max_tokens=max_tokens)
         return {**result, "checkpoint": str(self.checkpoint)}
 
     # ---- helpers ---------------------------------------------------------------------------------
+    def _torch_only(self, what: str) -> None:
+        if self.engine is not None:
+            raise CtxmtError(f"Model.{what} runs ctxmt's own network: load the checkpoint ({self.checkpoint} is an "
+                             "exported CTranslate2 folder, which only translates)")
+
     def _settings(self, beam, lenpen, nbest, scores, mode, context, batch_docs, group_sentences, group_order):
         """The decoding settings of one call: the arguments given, the recipe's for the others."""
         from ctxmt_cli.decode.translator import MODES, DecodeSettings

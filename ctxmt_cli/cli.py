@@ -15,11 +15,12 @@ from typing import List, Optional
 
 import typer
 
-from ctxmt_cli import cli_analysis, cli_benchmark, cli_docrepair, cli_package, cli_serve
+from ctxmt_cli import cli_analysis, cli_benchmark, cli_docrepair, cli_export, cli_package, cli_serve
 from ctxmt_cli.cli_errors import OneLineGroup, user_errors
 from ctxmt_cli.cli_options import (
     TESTSET_HELP,
     Device,
+    Engine,
     GroupOrder,
     InputFormat,
     LogFormat,
@@ -152,7 +153,10 @@ def translate(
     input: str = typer.Argument(..., metavar="DOCS", help="documents (--input-format): text, one sentence per line "
                                 "and a blank line between documents, or JSONL; - = stdin, each document translated "
                                 "as soon as it is read"),
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="model checkpoint"),
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="model checkpoint (--engine ctranslate2: the "
+                                    "folder ctxmt export ctranslate2 wrote)"),
+    engine: Engine = typer.Option("torch", help="what searches: ctxmt (torch), or CTranslate2 over an exported "
+                                  "folder (same windows and target-context forcing)"),
     output: str = typer.Option("-", "--output", "-o", help="output file, in the input's format; - = stdout, each "
                                "document written as soon as it is done"),
     input_format: InputFormat = typer.Option("text", help="text, or jsonl: one document per line "
@@ -184,7 +188,8 @@ def translate(
     count = translate_file(input, output, checkpoint, input_format=input_format, scores=scores, nbest=nbest,
                            beam=beam, lenpen=lenpen, target_context=target_context,
                            batch_docs=batch_docs, device=device, context=context, repair=repair,
-                           group_sentences=group_sentences, group_order=group_order, first_pass=first_pass)
+                           group_sentences=group_sentences, group_order=group_order, first_pass=first_pass,
+                           engine=engine)
     typer.echo(f"translated {count} sentences", err=True)
 
 
@@ -349,6 +354,7 @@ cli_analysis.register(app)
 cli_docrepair.register(app)
 cli_package.register(app)
 cli_serve.register(app)
+cli_export.register(app)
 
 
 def main() -> None:  # pragma: no cover - console entry point

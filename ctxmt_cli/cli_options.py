@@ -31,6 +31,10 @@ SpmType = Literal["unigram", "bpe"]
 TargetContext = Literal["prefix", "generate"]
 #: ``ctxmt translate --input-format`` (ctxmt_cli.decode.streaming.INPUT_FORMATS)
 InputFormat = Literal["text", "jsonl"]
+#: ``ctxmt translate --engine``: ctxmt's own search, or an exported CTranslate2 folder (ctxmt_cli.api.load)
+Engine = Literal["torch", "ctranslate2"]
+#: ``ctxmt export ctranslate2 --quantization`` (ctxmt_cli.export.ct2_export.QUANTIZATIONS)
+Quantization = Literal["float32", "int8", "int8_float32", "float16", "bfloat16"]
 GroupOrder = Literal["consecutive", "length"]
 #: sacrebleu's BLEU tokenizers (ctxmt_cli.evaluate.bleu.TOKENIZERS)
 Tokenize = Literal["13a", "intl", "char", "zh", "none", "ja-mecab", "ko-mecab", "spm", "flores101", "flores200",

@@ -50,7 +50,7 @@ def train_result_lines(result, log_format=None) -> str:
 def translate_file(input: str, output: str, checkpoint: Path, *, input_format: str = "text", scores: bool = False,
                    nbest=None, beam=None, lenpen=None, target_context=None, batch_docs=None, device: str = "auto",
                    context=None, repair=None, group_sentences=None, group_order: str = "consecutive",
-                   first_pass=None) -> int:
+                   first_pass=None, engine: str = "torch") -> int:
     """``ctxmt translate``: translate a document file (or stdin, as it arrives) with the Python API
     (:meth:`ctxmt_cli.api.Model.translate_stream`) and write each document as soon as it is done; returns the
     number of sentences translated.
@@ -59,7 +59,8 @@ def translate_file(input: str, output: str, checkpoint: Path, *, input_format: s
     ``jsonl`` (:mod:`ctxmt_cli.decode.jsonl`; the output is JSONL, with ``scores`` the sentence
     log-probabilities and with ``nbest`` N the N best translations of each sentence). The other options are
     those of :meth:`~ctxmt_cli.api.Model.translate` (``target_context``: its ``mode``) and of
-    :func:`ctxmt_cli.api.load` (``first_pass``, ``repair``).
+    :func:`ctxmt_cli.api.load` (``first_pass``, ``repair``, ``engine``: ``ctranslate2`` translates the folder
+    ``checkpoint`` that ``ctxmt export ctranslate2`` wrote).
     """
     import sys
 
@@ -75,7 +76,7 @@ def translate_file(input: str, output: str, checkpoint: Path, *, input_format: s
     if output != "-":                  # before any work: a bad -o must not cost a whole translation
         check_output_file(Path(output), "--output", inputs=(checkpoint,) + (() if input == "-" else (input,)) + extra)
     documents = read_input(input, input_format)   # a file is read and checked first: a bad input costs no model load
-    model = api.load(checkpoint, device=device, first_pass=first_pass, repair=repair)
+    model = api.load(checkpoint, device=device, first_pass=first_pass, repair=repair, engine=engine)
     model.warn = lambda line: print(f"ctxmt: warning: {line}", file=sys.stderr)
     count = 0
     with DocumentWriter(output) as out:

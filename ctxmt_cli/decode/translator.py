@@ -28,6 +28,11 @@ them, its group summary reading their sources, and drops those outputs.
 Every translated sentence comes back as its n-best list of :class:`Candidate` (best first): the text, the
 summed log-probability of its tokens and ``</s>`` given its window and target context, and the beam score.
 
+Another inference engine can run the search of each step (``engine`` of :func:`decode_documents`, a
+:data:`StepSearch`): documents, windows, target-context forcing and fallbacks stay the ones here, and ``model``
+then only needs the attributes the translator reads (``cfg``, ``vocab``, ``batch_scheme``, ``document_mode``).
+The CTranslate2 engine (:mod:`ctxmt_cli.export.ct2_engine`) does this; without ``engine`` ctxmt's beam search runs.
+
 An empty source line (or one that tokenizes to nothing) yields an empty output
 and does not enter later windows: the models never saw empty sentences.
 """
@@ -50,6 +55,9 @@ from ctxmt_cli.errors import CtxmtError
 
 log = logging.getLogger(__name__)
 MODES = ("prefix", "generate")
+#: another engine's search of one step: ``(step, banned, beam, lenpen, nbest)`` -> the best hypothesis of every row
+#: (token ids after the forced prefix, without ``</s>``; at most ``step.max_len`` of them; n-best alternatives)
+StepSearch = Callable[[StepInput, Sequence[int], int, float, int], list[Hypothesis]]
 
 
 @dataclass
@@ -96,6 +104,7 @@ class _Search:
     lenpen: float
     device: torch.device
     nbest: int = 1
+    engine: Optional[StepSearch] = None          # None: ctxmt's own beam search over ``model``
 
 
 @dataclass
@@ -110,6 +119,8 @@ class _Encoded:
 
 def _decode(model, step: StepInput, search: _Search, banned: Sequence[int], enc=None) -> list[Hypothesis]:
     """One batched beam search; the best hypothesis of every row (with its n-best alternatives)."""
+    if search.engine is not None:
+        return search.engine(step, banned, search.beam, search.lenpen, search.nbest)
     return beam_search(model, step.batch.to(search.device), beam=search.beam, lenpen=search.lenpen,
                        max_len=step.max_len.to(search.device), banned=banned, enc=enc, nbest=search.nbest)
 
@@ -314,13 +325,14 @@ def _check(s: DecodeSettings, documents: Sequence[Sequence[str]], given) -> list
 def decode_documents(
     model, tokenizer, documents: list[list[str]], settings: DecodeSettings, *, given: Optional[Sequence] = None,
     first_pass: Optional[list[list]] = None, progress: Optional[Callable[[TranslationStats], None]] = None,
-    stats: Optional[TranslationStats] = None,
+    stats: Optional[TranslationStats] = None, engine: Optional[StepSearch] = None,
 ) -> list[list[Optional[list[Candidate]]]]:
     """Translate ``documents``; per input sentence its n-best list (best first; ``[]`` for an empty source line,
     None for a sentence whose translation ``given`` holds).
 
     ``given[d]``: translations of document d's first sentences (prefix mode): not translated, they are the
     target context of the next ones. ``first_pass``, ``progress`` and ``stats`` as :func:`translate_documents`.
+    ``engine``: another engine's search of each step (module docstring); None: ctxmt's beam search over ``model``.
     """
     s = settings
     given = _check(s, documents, given)
@@ -328,14 +340,16 @@ def decode_documents(
     started = time.perf_counter()
     plan = Plan(s.src_context_sentences, s.tgt_context_sentences, s.max_window_tokens, s.max_len_a, s.max_len_b,
                 _next_sentences(model, s.src_next_sentences))
-    search = _Search(s.beam, s.lenpen, _model_device(model), s.nbest)
+    search = _Search(s.beam, s.lenpen, _model_device(model) if engine is None else torch.device("cpu"), s.nbest, engine)
     firsts = first_pass_per_document(model, documents, first_pass)           # refused where it does not fit
     encoded = [_encode_document(tokenizer, doc, s.max_window_tokens, stats, f, g)
                for doc, f, g in zip(documents, firsts, given)]
     stats.documents += len(documents)
     results: list[list] = [[None if i < len(g) else [] for i in range(len(doc))] for doc, g in zip(documents, given)]
-    was_training = model.training
-    model.eval()
+    own = isinstance(model, torch.nn.Module)                                 # another engine's model has no modes
+    was_training = own and model.training
+    if own:
+        model.eval()
     try:
         if model.batch_scheme.groups:
             _translate_as_groups(model, tokenizer, encoded, results, s, search, stats, progress)
@@ -346,7 +360,8 @@ def decode_documents(
             _translate_in_slots(model, tokenizer, encoded, results, plan, search, s.target_context, stats, progress,
                                 s.batch_docs, s.cache and model.document_mode is DocumentMode.MEMORY)
     finally:
-        model.train(was_training)
+        if own:
+            model.train(was_training)
         stats.seconds += time.perf_counter() - started
     return results
 

@@ -8,12 +8,14 @@ from ctxmt_cli import cli_options as O
 
 
 def test_choices_equal_their_owners():
+    from ctxmt_cli.api import ENGINES
     from ctxmt_cli.cli_benchmark import BENCHMARKS, _load_benchmark
     from ctxmt_cli.cli_docrepair import DERIVED_FORMATS
     from ctxmt_cli.config_base import PRESETS
     from ctxmt_cli.data.pipeline import FORMATS
     from ctxmt_cli.evaluate.bleu import TOKENIZERS
     from ctxmt_cli.evaluate.testsets import READERS
+    from ctxmt_cli.export.ct2_export import QUANTIZATIONS
     from ctxmt_cli.logs import LOG_FORMATS
 
     assert get_args(O.PrepareFormat) == (*FORMATS, *DERIVED_FORMATS)
@@ -22,4 +24,6 @@ def test_choices_equal_their_owners():
     assert get_args(O.Preset) == tuple(PRESETS)
     assert get_args(O.BenchCorpus) == _load_benchmark("mbe").CORPORA
     assert get_args(O.LogFormatName) == LOG_FORMATS
+    assert get_args(O.Quantization) == QUANTIZATIONS
+    assert get_args(O.Engine) == ENGINES
     assert all(_load_benchmark(name) for name in BENCHMARKS)                     # every name has its script

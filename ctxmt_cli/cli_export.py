@@ -1,0 +1,44 @@
+"""``ctxmt export ctranslate2 CKPT OUT_DIR``: a checkpoint as a CTranslate2 model folder.
+
+Kept beside ``cli.py``, which registers it through :func:`register`. CTranslate2 and torch are imported inside
+the command (:mod:`ctxmt_cli.export.ct2_export`), so ``--help`` stays instant and a missing ``ctranslate2`` is one
+line naming the extra to install.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ctxmt_cli.cli_errors import OneLineGroup, user_errors
+from ctxmt_cli.cli_options import Quantization
+
+export_app = typer.Typer(
+    cls=OneLineGroup, no_args_is_help=True, pretty_exceptions_enable=False,
+    help="Export a checkpoint to another inference engine (CTranslate2).",
+)
+
+
+@export_app.command("ctranslate2")
+@user_errors
+def export_ctranslate2(
+    checkpoint: Path = typer.Argument(..., metavar="CKPT", help="model checkpoint (sentence, or concat without "
+                                      "shifted positions, segment, persistent or PSE encodings)"),
+    out_dir: Path = typer.Argument(..., metavar="OUT_DIR", help="folder to create: the CTranslate2 model, its "
+                                   "SentencePiece model(s) and ctxmt.json"),
+    quantization: Quantization = typer.Option("float32", help="weight type CTranslate2 stores (int8: smaller and "
+                                              "faster on CPU)"),
+    force: bool = typer.Option(False, "--force", help="replace an existing OUT_DIR"),
+):
+    """Write a CTranslate2 model folder; translate it with ctxmt translate DOCS --engine ctranslate2 -c OUT_DIR.
+    A model CTranslate2 cannot compute exactly is refused with the option that prevents it."""
+    from ctxmt_cli.export.ct2_export import export_ctranslate2 as export
+
+    meta = export(checkpoint, out_dir, quantization=quantization, force=force)
+    typer.echo(f"exported {checkpoint} ({meta['family']}, {quantization}) to {out_dir}", err=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``export`` to the ``ctxmt`` app."""
+    app.add_typer(export_app, name="export")
