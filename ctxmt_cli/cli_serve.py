@@ -1,0 +1,100 @@
+"""``ctxmt serve``: the HTTP translation server that keeps document context (:mod:`ctxmt_cli.serve`).
+
+Registered on the app by :func:`register` (one line in ``cli.py``). Starlette, uvicorn and torch are imported
+inside the command, so ``--help`` stays instant and a missing server package is one line naming the extra.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ctxmt_cli.cli_errors import user_errors
+from ctxmt_cli.cli_options import Device
+from ctxmt_cli.errors import CtxmtError
+
+
+def _check_packages() -> None:
+    """Starlette and uvicorn, or one line saying how to install them."""
+    from ctxmt_cli.serve import INSTALL_HINT
+
+    for name in ("starlette", "uvicorn"):
+        try:
+            __import__(name)
+        except ImportError:
+            raise CtxmtError(f"ctxmt serve needs {name}, which is not installed: {INSTALL_HINT}") from None
+
+
+@user_errors
+def serve(
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="model checkpoint"),
+    host: str = typer.Option("127.0.0.1", help="address to listen on (0.0.0.0: every interface)"),
+    port: int = typer.Option(8000, min=0, max=65535, help="port to listen on (0: a free one, printed)"),
+    device: Device = "auto",
+    max_documents: int = typer.Option(1000, min=1, help="documents kept; a new one evicts the least recently used"),
+    max_batch_docs: int = typer.Option(16, min=1, help="requests (different documents) translated in one batch"),
+    max_sentences: int = typer.Option(64, min=1, help="sentences per request"),
+    max_sentence_chars: int = typer.Option(2000, min=1, help="characters per sentence"),
+    batch_wait_ms: float = typer.Option(10.0, min=0.0, help="how long a batch waits for more requests after its "
+                                        "first one"),
+    beam: Optional[int] = typer.Option(None, min=1, help="beam size (default: recipe decode.beam)"),
+    lenpen: Optional[float] = typer.Option(None, min=0.0, help="length penalty (default: recipe)"),
+    first_pass: Optional[Path] = typer.Option(None, help="bilingual hanoit: the sentence-level checkpoint whose "
+                                              "translations it reads as target context"),
+    group_sentences: Optional[int] = typer.Option(None, min=1, help="mbe: groups of N consecutive sentences (the "
+                                                  "server keeps the unfinished group) [default: the whole document]"),
+    max_document_sentences: Optional[int] = typer.Option(None, min=1, help="mbe without --group-sentences: the "
+                                                         "most sentences a document may hold (all are kept and "
+                                                         "re-read) [default: 1024]"),
+):
+    """Serve translations over HTTP, keeping each document's context between requests.
+
+    POST /translate {"doc_id": "d1", "sentences": [...]} continues a document as `ctxmt translate` would.
+
+    DELETE /documents/ID forgets one; GET /health, GET /documents. Different documents are batched together.
+    """
+    _check_packages()
+    from ctxmt_cli.serve.server import bind
+
+    sock = bind(host, port)             # an address in use is refused before the model loads
+    try:
+        app, line = _build(checkpoint, device, first_pass, beam, lenpen, group_sentences, max_document_sentences,
+                           max_documents, max_batch_docs, max_sentences, max_sentence_chars, batch_wait_ms)
+    except BaseException:
+        sock.close()
+        raise
+    from ctxmt_cli.serve.server import serve_forever
+
+    serve_forever(app, sock, lambda url: typer.echo(f"ctxmt: serve: listening on {url} ({line}); Ctrl-C stops",
+                                                     err=True))
+
+
+def _build(checkpoint, device, first_pass, beam, lenpen, group_sentences, max_document_sentences, max_documents,
+           max_batch_docs, max_sentences, max_sentence_chars, batch_wait_ms):
+    """The application and the words of the listening line."""
+    import sys
+
+    from ctxmt_cli import api
+    from ctxmt_cli.decode.bilingual import check_first_pass, reads_target_concat
+    from ctxmt_cli.serve.app import Limits, build_app
+    from ctxmt_cli.serve.documents import DocumentStore
+    from ctxmt_cli.serve.engine import Engine, keep_rule
+
+    model = api.load(checkpoint, device=device, first_pass=first_pass)
+    model.warn = lambda text: print(f"ctxmt: warning: {text}", file=sys.stderr)
+    if reads_target_concat(model.loaded.model) and first_pass is None:
+        check_first_pass(model.loaded.model, [], None)              # refused: it needs --first-pass
+    rule = keep_rule(model, group_sentences, max_document_sentences)
+    engine = Engine(model, DocumentStore(max_documents, rule), beam=beam, lenpen=lenpen,
+                    group_sentences=group_sentences)
+    app = build_app(engine, limits=Limits(max_sentences, max_sentence_chars), max_batch_docs=max_batch_docs,
+                    batch_wait_ms=batch_wait_ms)
+    return app, (f"{model.family} model {checkpoint}; keeps {rule.describe()} of at most {max_documents} "
+                 "documents; POST /translate, GET /health")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``serve`` to the ``ctxmt`` command group."""
+    app.command("serve")(serve)

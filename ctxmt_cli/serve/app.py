@@ -1,0 +1,223 @@
+"""The HTTP layer of ``ctxmt serve``: a Starlette application over an :class:`~ctxmt_cli.serve.engine.Engine`.
+
+Routes:
+
+- ``POST /translate`` ``{"doc_id": "talk-1", "sentences": ["...", ...], "scores": false}`` →
+  ``{"doc_id", "translations", "context", "context_sentences"[, "scores"]}``: the sentences translated after the
+  document's earlier ones (``context``: ``new``, ``evicted`` or ``continued``; see :mod:`~ctxmt_cli.serve.documents`);
+- ``DELETE /documents/{doc_id}`` forgets a document (404 when it is not kept); ``GET /documents`` lists the kept
+  ids, least recently used first; ``GET /health`` the model family, the documents kept and the batch counters.
+
+Every error is ``{"error": "one line"}``: 400 malformed JSON, 422 a body of the wrong shape (not an object,
+unknown or missing fields, wrong types, an empty list), 413 too many sentences, too long a sentence or too big a
+body, 404 an unknown route or document, 405 a method a route does not take, 500 a translation that failed (the
+server goes on). Requests are queued to the :class:`~ctxmt_cli.serve.batcher.Batcher`, whose worker thread runs
+the model, so the event loop never waits for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from dataclasses import dataclass
+
+from ctxmt_cli.serve.batcher import Batcher, Job, ShuttingDown
+from ctxmt_cli.serve.engine import Engine, RequestRefused, TranslateRequest
+
+log = logging.getLogger(__name__)
+FIELDS = ("doc_id", "sentences", "scores")
+ROUTES = "POST /translate, DELETE /documents/{doc_id}, GET /documents, GET /health"
+MAX_DOC_ID = 256
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may hold: ``max_sentences`` sentences of at most ``max_sentence_chars`` characters."""
+
+    max_sentences: int = 64
+    max_sentence_chars: int = 2000
+
+    @property
+    def max_body_bytes(self) -> int:
+        """The largest body such sentences make (every character escaped as ``\\uXXXX``, plus the fields)."""
+        return self.max_sentences * (6 * self.max_sentence_chars + 8) + 2 * MAX_DOC_ID + 1024
+
+
+def build_app(engine: Engine, *, limits: Limits = Limits(), max_batch_docs: int = 16, batch_wait_ms: float = 10.0):
+    """The Starlette application; its lifespan starts and stops the batch worker (``app.state.batcher``)."""
+    from starlette.applications import Starlette
+    from starlette.exceptions import HTTPException
+    from starlette.routing import Route
+
+    handlers = _Handlers(engine, Batcher(engine.translate, max_docs=max_batch_docs, wait_s=batch_wait_ms / 1000),
+                         limits)
+    routes = [Route("/translate", handlers.translate, methods=["POST"]),
+              Route("/documents", handlers.documents, methods=["GET"]),
+              Route("/documents/{doc_id:path}", handlers.delete, methods=["DELETE"]),
+              Route("/health", handlers.health, methods=["GET"])]
+    app = Starlette(routes=routes, lifespan=handlers.lifespan, exception_handlers={
+        HTTPException: handlers.http_error, RequestRefused: handlers.refused, Exception: handlers.crashed})
+    app.state.batcher, app.state.engine = handlers.batcher, engine
+    return app
+
+
+class _Handlers:
+    """The routes, the error handlers and the lifespan of one application."""
+
+    def __init__(self, engine: Engine, batcher: Batcher, limits: Limits):
+        self.engine, self.batcher, self.limits = engine, batcher, limits
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app):
+        self.batcher.start()
+        try:
+            yield
+        finally:                                    # the batch in flight finishes; queued requests get a 503
+            await asyncio.get_running_loop().run_in_executor(None, self.batcher.stop)
+
+    async def translate(self, request):
+        """``POST /translate``: checked, queued to the batcher, answered when its batch is done."""
+        job = _parse_request(await _read_body(request, self.limits.max_body_bytes), self.limits)
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        settle = lambda result: loop.call_soon_threadsafe(_settle, future, result)  # noqa: E731
+        try:
+            self.batcher.submit(Job(job.doc_id, job, settle))
+        except ShuttingDown as err:
+            return _error(503, str(err))
+        result = await future
+        if isinstance(result, RequestRefused):
+            return _error(result.status, str(result))
+        if isinstance(result, ShuttingDown):
+            return _error(503, str(result))
+        if isinstance(result, Exception):
+            log.warning("translating document %r failed: %s", job.doc_id, _one_line(result))
+            return _error(500, f"translation failed: {_one_line(result)}")
+        return _json(result.to_json())
+
+    async def delete(self, request):
+        """``DELETE /documents/{doc_id}``."""
+        doc_id = request.path_params["doc_id"]
+        if not self.engine.store.delete(doc_id):
+            return _error(404, f"no document {doc_id!r} is kept (never translated, deleted or evicted)")
+        return _json({"deleted": doc_id, "documents": len(self.engine.store)})
+
+    async def documents(self, request):
+        """``GET /documents``: the kept ids, least recently used first."""
+        return _json({"documents": self.engine.store.ids(), "max_documents": self.engine.store.max_documents})
+
+    async def health(self, request):
+        """``GET /health``: the model, the documents kept and the batch counters."""
+        store, stats = self.engine.store, self.batcher.stats
+        model = self.engine.model
+        return _json({"status": "ok", "family": model.family, "checkpoint": str(model.checkpoint),
+                      "documents": len(store), "max_documents": store.max_documents, "keeps": store.rule.describe(),
+                      "evictions": store.evictions, "batches": stats.batches, "requests": stats.requests,
+                      "largest_batch": stats.largest_batch, "queued": self.batcher.queued})
+
+    async def http_error(self, request, exc):
+        """Starlette's 404 and 405 (and any other HTTP error) as one JSON line."""
+        if exc.status_code == 404:
+            return _error(404, f"no route {request.method} {request.url.path}; the routes are {ROUTES}")
+        if exc.status_code == 405:
+            allowed = (exc.headers or {}).get("Allow", "")
+            return _error(405, f"{request.method} is not allowed on {request.url.path}; use {allowed}",
+                          headers={"Allow": allowed})
+        return _error(exc.status_code, str(exc.detail))
+
+    async def refused(self, request, exc: RequestRefused):
+        return _error(exc.status, str(exc))
+
+    async def crashed(self, request, exc: Exception):
+        log.warning("%s %s failed: %s", request.method, request.url.path, _one_line(exc))
+        return _error(500, f"internal error: {_one_line(exc)}")
+
+
+def _settle(future: asyncio.Future, result) -> None:
+    if not future.done():                       # a client that went away cancelled its future
+        future.set_result(result)
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or "no message"
+    return f"{type(err).__name__}: {text}"
+
+
+def _json(content: dict, status: int = 200, headers=None):
+    from starlette.responses import JSONResponse
+
+    return JSONResponse(content, status_code=status, headers=headers)
+
+
+def _error(status: int, message: str, headers=None):
+    return _json({"error": message}, status, headers)
+
+
+async def _read_body(request, limit: int) -> bytes:
+    """The request body; 413 once it grows past ``limit`` bytes (checked as it arrives, not after)."""
+    too_big = RequestRefused(413, f"the body is larger than {limit} bytes, more than --max-sentences sentences of "
+                             "--max-sentence-chars characters can take; send fewer or shorter sentences per request")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_big
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_big
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _parse_request(body: bytes, limits: Limits) -> TranslateRequest:
+    """The checked body of ``POST /translate``; :class:`RequestRefused` (400, 413 or 422) with one line if not."""
+    try:
+        data = json.loads(body.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise RequestRefused(400, f"the body is not UTF-8 text (byte {err.start})") from None
+    except json.JSONDecodeError as err:
+        raise RequestRefused(400, f"malformed JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
+    if not isinstance(data, dict):
+        raise RequestRefused(422, f'the body is a JSON {_kind(data)}; send an object {{"doc_id": "...", '
+                             '"sentences": ["...", ...]}')
+    unknown = sorted(set(data) - set(FIELDS))
+    if unknown:
+        raise RequestRefused(422, f"unknown field{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))}; "
+                             f"the fields are {', '.join(FIELDS)}")
+    for name in ("doc_id", "sentences"):
+        if name not in data:
+            raise RequestRefused(422, f"missing field {name!r}; send {{\"doc_id\": \"...\", \"sentences\": [...]}}")
+    doc_id, sentences, scores = data["doc_id"], data["sentences"], data.get("scores", False)
+    if not isinstance(doc_id, str) or not doc_id or len(doc_id) > MAX_DOC_ID:
+        raise RequestRefused(422, f"doc_id must be a non-empty string of at most {MAX_DOC_ID} characters, not "
+                             f"{_kind(doc_id) if not isinstance(doc_id, str) else f'{len(doc_id)} characters'}")
+    if not isinstance(scores, bool):
+        raise RequestRefused(422, f"scores must be true or false, not a JSON {_kind(scores)}")
+    _check_sentences(sentences, limits)
+    return TranslateRequest(doc_id, list(sentences), scores)
+
+
+def _check_sentences(sentences, limits: Limits) -> None:
+    if not isinstance(sentences, list):
+        raise RequestRefused(422, f"sentences must be a list of strings, not a JSON {_kind(sentences)}")
+    if not sentences:
+        raise RequestRefused(422, "sentences is empty; send at least one sentence")
+    if len(sentences) > limits.max_sentences:
+        raise RequestRefused(413, f"{len(sentences)} sentences in one request, more than --max-sentences "
+                             f"{limits.max_sentences}; send the document in several requests (its context is kept)")
+    for i, sentence in enumerate(sentences):
+        if not isinstance(sentence, str):
+            raise RequestRefused(422, f"sentences[{i}] is a JSON {_kind(sentence)}; every sentence must be a string")
+        if len(sentence) > limits.max_sentence_chars:
+            raise RequestRefused(413, f"sentences[{i}] has {len(sentence)} characters, more than "
+                                 f"--max-sentence-chars {limits.max_sentence_chars}; split it")
+
+
+def _kind(value) -> str:
+    """A JSON value's type in JSON's words."""
+    if isinstance(value, bool):
+        return "boolean"
+    return {dict: "object", list: "array", str: "string", int: "number", float: "number",
+            type(None): "null"}.get(type(value), type(value).__name__)

@@ -1,0 +1,129 @@
+"""Gathering requests for different documents into batches, translated one batch at a time by a worker thread.
+
+The model runs in this thread, never in the event loop, so the server keeps answering (``/health``, request
+checks, other connections) while a batch is translated. A batch is what is queued ``wait_s`` after its first
+request arrived (or as soon as ``max_docs`` documents are waiting), at most ``max_docs`` requests, never two of
+the same document: a document's second request waits for the next batch, after the first one's translations
+are kept, so each document's requests are translated in arrival order with the context of all earlier ones.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable, Hashable, Optional
+
+
+class ShuttingDown(RuntimeError):
+    """A job submitted while the batcher stops, or still queued when it stopped."""
+
+
+@dataclass
+class Job:
+    """One request: ``key`` its document, ``payload`` what the translate function reads, ``done(result)`` called
+    from the worker thread with its result (or the exception that failed it)."""
+
+    key: Hashable
+    payload: Any
+    done: Callable[[Any], None]
+
+
+@dataclass
+class BatchStats:
+    """Counters the worker keeps (``/health`` shows them)."""
+
+    batches: int = 0
+    requests: int = 0
+    largest_batch: int = 0
+
+    def add(self, size: int) -> None:
+        """Count a batch of ``size`` requests."""
+        self.batches += 1
+        self.requests += size
+        self.largest_batch = max(self.largest_batch, size)
+
+
+class Batcher:
+    """A worker thread calling ``translate(payloads) -> results`` (one result or exception per payload, in order)
+    on batches of submitted :class:`Job`; :meth:`start` and :meth:`stop` it around the server's life."""
+
+    def __init__(self, translate: Callable[[list[Any]], list[Any]], *, max_docs: int, wait_s: float):
+        if max_docs < 1 or wait_s < 0:
+            raise ValueError("max_docs must be >= 1 and wait_s >= 0")
+        self.translate, self.max_docs, self.wait_s = translate, max_docs, wait_s
+        self.stats = BatchStats()
+        self._pending: deque[Job] = deque()
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._thread: Optional[threading.Thread] = None
+
+    def start(self) -> None:
+        """Start the worker thread."""
+        self._stopping = False
+        self._thread = threading.Thread(target=self._work, name="ctxmt-serve-batcher", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Let the worker finish its batch and stop; jobs still queued get a :class:`ShuttingDown`."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        with self._cond:
+            left, self._pending = list(self._pending), deque()
+        for job in left:
+            job.done(ShuttingDown("the server is shutting down; send the request again once it is back"))
+
+    def submit(self, job: Job) -> None:
+        """Queue ``job`` (any thread)."""
+        with self._cond:
+            if self._stopping:
+                raise ShuttingDown("the server is shutting down; send the request again once it is back")
+            self._pending.append(job)
+            self._cond.notify_all()
+
+    @property
+    def queued(self) -> int:
+        """Requests waiting for a batch."""
+        with self._cond:
+            return len(self._pending)
+
+    def _work(self) -> None:
+        while True:
+            batch = self._next_batch()
+            if batch is None:
+                return
+            try:
+                results = self.translate([job.payload for job in batch])
+            except Exception as err:  # noqa: BLE001 - every job of the batch gets the error; the worker goes on
+                results = [err] * len(batch)
+            self.stats.add(len(batch))
+            for job, result in zip(batch, results):
+                job.done(result)
+
+    def _next_batch(self) -> Optional[list[Job]]:
+        """Wait for a job, then up to ``wait_s`` for others (less once ``max_docs`` documents wait); take the
+        first job of each of at most ``max_docs`` documents, in arrival order. None when stopping."""
+        with self._cond:
+            while not self._pending and not self._stopping:
+                self._cond.wait()
+            if self._stopping:
+                return None
+            deadline = time.monotonic() + self.wait_s
+            while len({job.key for job in self._pending}) < self.max_docs and not self._stopping:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            batch, keys, rest = [], set(), deque()
+            for job in self._pending:
+                if job.key in keys or len(batch) >= self.max_docs:
+                    rest.append(job)
+                else:
+                    keys.add(job.key)
+                    batch.append(job)
+            self._pending = rest
+            return batch

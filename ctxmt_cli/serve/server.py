@@ -1,0 +1,111 @@
+"""Running the application with uvicorn on a socket bound here, in the foreground or in a background thread.
+
+Binding the socket ourselves turns an address in use or a bad host into one :class:`CtxmtError` line before
+uvicorn starts (uvicorn would log the error and exit with its own code), and gives the port a ``--port 0``
+asked the system for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from typing import Callable, Optional
+
+from ctxmt_cli.errors import CtxmtError
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host``:``port`` (0: a free port); a one-line error when it cannot be had."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as err:
+        raise CtxmtError(f"--host {host}: not an address of this machine ({err.strerror}); "
+                         "use 127.0.0.1, 0.0.0.0 or a name that resolves") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as err:
+        sock.close()
+        raise CtxmtError(f"cannot listen on {host}:{port}: {err.strerror or err}; choose another --port (or "
+                         "--host), or stop the program using it") from None
+    sock.setblocking(False)
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    """``http://HOST:PORT`` of a bound socket (an IPv6 host in brackets)."""
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def make_server(app, log_level: str = "warning"):
+    """A uvicorn server for ``app`` (no access log; uvicorn's own warnings and errors only)."""
+    import uvicorn
+
+    return uvicorn.Server(uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on"))
+
+
+def serve_forever(app, sock: socket.socket, announce: Callable[[str], None]) -> None:
+    """Serve ``app`` on ``sock`` until Ctrl-C or SIGTERM (a graceful stop: the batch being translated finishes);
+    ``announce(url)`` once it is listening."""
+    server = make_server(app)
+
+    async def run() -> None:
+        task = asyncio.ensure_future(server.serve(sockets=[sock]))
+        while not server.started and not task.done():
+            await asyncio.sleep(0.02)
+        if server.started:
+            announce(url_of(sock))
+        await task
+
+    try:
+        asyncio.run(run())
+    except KeyboardInterrupt:        # uvicorn re-raises the Ctrl-C it turned into a graceful stop
+        pass
+    finally:
+        sock.close()
+
+
+class ServerThread:
+    """``app`` served on ``host``:``port`` (0: a free one) by uvicorn in a background thread, for tests and
+    embedding: ``with ServerThread(app) as server: urlopen(server.url + "/health")``."""
+
+    def __init__(self, app, host: str = "127.0.0.1", port: int = 0):
+        self.sock = bind(host, port)
+        self.url = url_of(self.sock)
+        self.server = make_server(app)
+        self._thread = threading.Thread(target=self._run, name="ctxmt-serve", daemon=True)
+        self._error: Optional[BaseException] = None
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self.server.serve(sockets=[self.sock]))
+        except BaseException as err:  # noqa: BLE001 - handed to start()/stop()
+            self._error = err
+
+    def start(self, timeout: float = 30.0) -> "ServerThread":
+        """Start serving; returns once the server listens."""
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if self._error is not None or not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the server did not start: {self._error!r}")
+            time.sleep(0.01)
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop gracefully and wait for the thread."""
+        self.server.should_exit = True
+        self._thread.join(timeout)
+        self.sock.close()
+
+    def __enter__(self) -> "ServerThread":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
