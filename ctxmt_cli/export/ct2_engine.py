@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from functools import partial
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 from ctxmt_cli.core.model import BatchScheme, DocumentMode, VocabInfo
 from ctxmt_cli.decode.search import Hypothesis
@@ -124,11 +124,15 @@ def _hypothesis(hyps: list[list[int]], logprobs: list[float], lenpen: float) -> 
     return made[0]
 
 
-def load_exported(folder: Path, device: str = "auto"):
+def load_exported(folder: Path, device: str = "auto", threads: Optional[int] = None):
     """An exported folder, ready to translate: a :class:`~ctxmt_cli.models.loading.LoadedModel` whose ``model`` is
-    a :class:`CT2Model` (weights in CTranslate2, on ``device``), with the recipe and tokenizer it was exported with."""
+    a :class:`CT2Model` (weights in CTranslate2, on ``device``), with the recipe and tokenizer it was exported with.
+
+    ``threads``: CTranslate2's threads per batch (``intra_threads``); default torch's thread count, what ctxmt's own
+    search would use (two thread pools that both spin-wait on the same cores slow each other down many times)."""
     require_ctranslate2("--engine ctranslate2")
     import ctranslate2
+    import torch
 
     from ctxmt_cli.models.loading import LoadedModel
 
@@ -138,7 +142,8 @@ def load_exported(folder: Path, device: str = "auto"):
     vocab = VocabInfo(**meta["vocab"])
     where, index = ct2_device(device)
     try:
-        translator = ctranslate2.Translator(str(folder), device=where, device_index=index, compute_type="default")
+        translator = ctranslate2.Translator(str(folder), device=where, device_index=index, compute_type="default",
+                                            intra_threads=threads or torch.get_num_threads())
     except (RuntimeError, ValueError) as err:
         raise CtxmtError(f"CTranslate2 cannot load {folder} ({' '.join(str(err).split())}); export it again") from None
     model = CT2Model(recipe.model, vocab, translator, vocabulary(tokenizer, "src", vocab.src_size),

@@ -36,10 +36,10 @@ INSTALL = "pip install 'ctxmt[ctranslate2]'"
 
 def require_ctranslate2(what: str) -> None:
     """One line naming the extra to install when ``ctranslate2`` does not import."""
-    import importlib.util
-
-    if importlib.util.find_spec("ctranslate2") is None:
-        raise CtxmtError(f"{what} needs CTranslate2, which is not installed: {INSTALL}")
+    try:
+        import ctranslate2  # noqa: F401
+    except ImportError:
+        raise CtxmtError(f"{what} needs CTranslate2, which is not installed: {INSTALL}") from None
 
 
 def _shift_text(shift) -> Optional[str]:
