@@ -10,7 +10,9 @@ import subprocess
 import sys
 
 import pytest
+from typer.testing import CliRunner
 
+from ctxmt_cli.cli import app
 from tests.integration.conftest import assert_user_error, run_cli
 from tests.unit.ct2_fixtures import CONCAT, write_checkpoint
 
@@ -113,6 +115,13 @@ def test_refusals_are_one_line(exported, synthetic_dir, docs, tmp_path):
     assert_user_error(run_cli("translate", path, "-c", folder, "--engine", "ctranslate2", "--first-pass", ckpt),
                       "--first-pass: the ctranslate2 engine")
     assert_user_error(run_cli("translate", path, "-c", folder, "--engine", "onnx"), "--engine onnx")
+
+
+def test_help_lists_the_engines_and_quantizations():
+    for args, choices in ((("translate",), "<torch|ctranslate2>"),
+                          (("export", "ctranslate2"), "<float32|int8|int8_float32|float16|bfloat16>")):
+        result = CliRunner().invoke(app, [*args, "--help"], env={"COLUMNS": "250"})
+        assert result.exit_code == 0 and choices in result.stdout, result.stdout
 
 
 CODE = """import sys
