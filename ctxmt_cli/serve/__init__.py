@@ -7,7 +7,7 @@
 - :mod:`~ctxmt_cli.serve.app`: the Starlette application (routes, request checks, JSON errors);
 - :mod:`~ctxmt_cli.serve.server`: running it with uvicorn on a socket of ours (foreground or a background thread).
 
-Nothing here imports torch at import time except :mod:`~ctxmt_cli.serve.engine`'s callers through the API.
+Importing these modules imports neither torch nor Starlette nor uvicorn: the functions that need them do.
 """
 
 #: what a missing Starlette or uvicorn tells the user
