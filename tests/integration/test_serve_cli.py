@@ -86,3 +86,10 @@ def test_a_server_process_translates_and_stops_on_ctrl_c(models):
         _, rest = process.communicate(timeout=60)
     assert process.returncode == 0, rest
     assert "Traceback" not in rest
+
+
+def test_importing_the_server_modules_loads_no_torch_or_server_package():
+    code = ("import sys, ctxmt_cli.cli_serve, ctxmt_cli.serve.app, ctxmt_cli.serve.engine, ctxmt_cli.serve.server; "
+            "print([m for m in ('torch', 'starlette', 'uvicorn') if m in sys.modules])")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.strip() == "[]"
