@@ -27,7 +27,7 @@ BenchmarkName = Literal[tuple(BENCHMARKS)]
 _PEER_READS = ("preset", "quick", "threads", "repeats")
 BENCHMARK_READS = {"context-scaling": ("contexts", "out", "docs", "sentences", "device", "preset", "beam", "repeats",
                                        "threads", "quick", "log_format"),
-                   **{name: _PEER_READS for name in PEER_BENCHMARKS}, "mbe": (*_PEER_READS, "corpus")}
+                   **{name: (*_PEER_READS, "device") for name in PEER_BENCHMARKS}, "mbe": (*_PEER_READS, "corpus")}
 
 
 def _load_benchmark(name: str):
@@ -74,20 +74,25 @@ def benchmark(
 ):
     """Run a benchmark (code in ctxmt_cli/benchmarks/): context-scaling = time and memory vs context size;
     train / score / decode = tokens/s or pairs/s of ctxmt vs torch.nn.Transformer and HF Marian, with ratio lines;
-    mbe = training tokens/s of Mini-batch Embedding vs the sentence-level model of the same dims.
+    document = seconds per sentence of the target-context modes; mbe = training tokens/s of Mini-batch Embedding
+    vs the sentence-level model of the same dims. All but mbe run on --device (ctxmt and its peers alike).
     Each benchmark refuses the options it does not read."""
+    from ctxmt_cli.device import resolve_device
+
     _check_benchmark_options(ctx, name)
+    where = str(resolve_device(device)) if "device" in BENCHMARK_READS[name] else None  # a missing GPU: one line
     module = _load_benchmark(name)
     if name in PEER_BENCHMARKS:
         defaults = module.Settings()
         settings = module.Settings(preset, quick, threads or defaults.threads, repeats or defaults.repeats)
+        if where is not None:                                  # None: mbe, whose trainers run on the CPU
+            settings = replace(settings, device=where)
         module.run(settings if corpus is None else replace(settings, corpus=corpus))
         return
-    from ctxmt_cli.device import resolve_device
     from ctxmt_cli.logs import resolve_log_format
 
     module.run(module.Settings.make(quick, contexts, out=out, docs=docs, sentences=sentences,
-                                    device=str(resolve_device(device)), preset=preset, beam=beam, repeats=repeats,
+                                    device=where, preset=preset, beam=beam, repeats=repeats,
                                     threads=threads, log_format=resolve_log_format(log_format, sys.stdout)))
 
 

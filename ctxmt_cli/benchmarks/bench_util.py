@@ -1,16 +1,21 @@
-"""Shared pieces of the peer benchmarks (train, score, decode): settings, data, timing, report.
+"""Shared pieces of the peer benchmarks (train, score, decode, document): settings, data, timing, report.
 
 Every figure is timed round-robin (one run of each implementation per repeat, after a warm-up run
 of each) so a slow spell of a shared CPU hits every implementation alike; the report gives the
 median rate and its spread (min-max) and closes with ``ratio: FIGURE ctxmt/PEER = X.XX`` lines,
 each the ratio of the medians (above 1 = ctxmt faster).
 
-Peak memory (:func:`peak_memory`): after the timed rounds, one more, untimed call of each implementation
-under ``torch.profiler`` (:func:`cpu_operation_memory`): the peak of tensor storage torch's CPU allocator
-handed out during the call beyond what was live before (weights, optimiser state, caches kept between
-calls are not in it). Reported as ``memory: FIGURE IMPL = X.X MB`` and ``memory-ratio: FIGURE PEER/ctxmt
-= X.XX`` lines (above 1 = ctxmt uses less), before the ratio lines. An implementation with its own
-allocator (CTranslate2) is invisible there and gets no figure.
+``Settings.device`` (``--device``): ctxmt and every peer run there, their inputs put there once, before
+any clock is read. On CUDA, kernels run asynchronously, so each timed call is bracketed by
+:func:`synchronize` (a no-op on the CPU): the clock reads the finished work, not the launches.
+
+Peak memory (:func:`peak_memory`): after the timed rounds, one more, untimed call of each implementation.
+On the CPU under ``torch.profiler`` (:func:`cpu_operation_memory`): the peak of tensor storage torch's CPU
+allocator handed out during the call beyond what was live before (weights, optimiser state, caches kept
+between calls are not in it); on CUDA ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats``,
+minus what was allocated before (:func:`cuda_operation_memory`). Reported as ``memory: FIGURE IMPL = X.X MB``
+and ``memory-ratio: FIGURE PEER/ctxmt = X.XX`` lines (above 1 = ctxmt uses less), before the ratio lines.
+An implementation with its own allocator (CTranslate2) is invisible there and gets no figure.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import gc
 import statistics
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterator, Optional
 
 import torch
@@ -27,6 +32,7 @@ import torch
 from ctxmt_cli.config import PRESETS, validate_recipe
 from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.device import resolve_device
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models import build_model
 
@@ -49,6 +55,7 @@ class Settings:
     threads: int = 2
     repeats: int = 5                  # timed runs per implementation, round-robin (quick: 3)
     seed: int = 0
+    device: str = "cpu"               # a --device value; :func:`check` resolves it (auto -> cpu or cuda:N)
 
     def timed_repeats(self) -> int:
         return min(self.repeats, 3) if self.quick else self.repeats
@@ -76,12 +83,31 @@ class Dims:
                 f"vocab={self.vocab}")
 
 
-def check(settings: Settings) -> None:
-    """One-line errors for options the run cannot use."""
+def check(settings: Settings) -> Settings:
+    """One-line errors for options the run cannot use; ``settings`` with its device resolved (``cpu`` or
+    ``cuda:N``; a CUDA device this machine lacks is refused)."""
     if settings.preset not in PRESETS:
         raise CtxmtError(f"--preset {settings.preset!r}: choose one of {', '.join(PRESETS)}")
     if min(settings.repeats, settings.threads) < 1:
         raise CtxmtError("--repeats and --threads must be >= 1")
+    return replace(settings, device=str(resolve_device(settings.device)))
+
+
+def is_cuda(device: str) -> bool:
+    """Whether a resolved device name (``cpu``, ``cuda:N``) is a CUDA device."""
+    return str(device).startswith("cuda")
+
+
+def synchronize(device: str) -> None:
+    """Wait until ``device`` has run every queued kernel (CUDA is asynchronous); a no-op on the CPU."""
+    if is_cuda(device):
+        torch.cuda.synchronize(device)
+
+
+def device_note(device: str) -> str:
+    """The header lines' device part: empty on the CPU (the lines read as they always did), else
+    ``; on cuda:0 (NVIDIA H200)``."""
+    return f"; on {device} ({torch.cuda.get_device_name(torch.device(device))})" if is_cuda(device) else ""
 
 
 @contextmanager
@@ -103,10 +129,11 @@ def ctxmt_recipe(dims: Dims):
         "max_positions": dims.max_positions}}, "peer benchmark")
 
 
-def ctxmt_model(dims: Dims, seed: int):
-    """ctxmt's sentence Transformer with a joint vocabulary (embeddings and output tied, as in the peers)."""
+def ctxmt_model(dims: Dims, seed: int, device: str = "cpu"):
+    """ctxmt's sentence Transformer with a joint vocabulary (embeddings and output tied, as in the peers), on
+    ``device``."""
     torch.manual_seed(seed)
-    return build_model(ctxmt_recipe(dims).model, VocabInfo(dims.vocab, dims.vocab))
+    return build_model(ctxmt_recipe(dims).model, VocabInfo(dims.vocab, dims.vocab)).to(device)
 
 
 def random_pairs(rows: int, length: int, vocab: int, seed: int) -> Batch:
@@ -121,16 +148,20 @@ def random_pairs(rows: int, length: int, vocab: int, seed: int) -> Batch:
 
 
 def time_round_robin(runs: dict[str, Callable[[], object]], repeats: int,
-                     warmups: Optional[dict[str, Callable[[], object]]] = None) -> dict[str, list[float]]:
+                     warmups: Optional[dict[str, Callable[[], object]]] = None,
+                     device: str = "cpu") -> dict[str, list[float]]:
     """Seconds of each run per repeat: one warm-up call each (``warmups[name]`` instead where given: a
-    shorter call of the same code), then ``repeats`` rounds over all runs."""
+    shorter call of the same code), then ``repeats`` rounds over all runs; ``device`` is synchronised
+    before each clock reading (:func:`synchronize`)."""
     for name, fn in runs.items():
-        (warmups or {}).get(name, fn)()               # warm-up: allocator, oneDNN kernels, lazy init
+        (warmups or {}).get(name, fn)()               # warm-up: allocator, oneDNN/cuBLAS kernels, lazy init
     seconds: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeats):
         for name, fn in runs.items():
+            synchronize(device)                       # the previous call's kernels are not this call's time
             start = time.perf_counter()
             fn()
+            synchronize(device)
             seconds[name].append(time.perf_counter() - start)
     return seconds
 
@@ -184,10 +215,10 @@ def operation_memory(fn: Callable[[], object], device: str = "cpu") -> float:
     return measure(fn, device) / MB
 
 
-def peak_memory(runs: dict[str, Callable[[], object]]) -> dict[str, Optional[float]]:
-    """MB of one extra, untimed call of each run (call it after the timed rounds: warm-up done); None where
-    the implementation has its own allocator (:data:`OWN_ALLOCATOR`)."""
-    return {name: None if name in OWN_ALLOCATOR else operation_memory(fn) for name, fn in runs.items()}
+def peak_memory(runs: dict[str, Callable[[], object]], device: str = "cpu") -> dict[str, Optional[float]]:
+    """MB of one extra, untimed call of each run on ``device`` (call it after the timed rounds: warm-up done);
+    None where the implementation has its own allocator (:data:`OWN_ALLOCATOR`)."""
+    return {name: None if name in OWN_ALLOCATOR else operation_memory(fn, device) for name, fn in runs.items()}
 
 
 def memory_lines(figure: str, per_impl: dict[str, Optional[float]], shown: Optional[set[str]] = None) -> list[str]:
@@ -234,12 +265,13 @@ def print_report(table, lines: list[str]) -> None:
 
 def main(run: Callable[[Settings], object], doc: str) -> None:
     """The scripts' own entry point: ``python -m ctxmt_cli.benchmarks.NAME [--quick] [--preset P] [--threads N]
-    [--repeats N]``."""
+    [--repeats N] [--device auto|cpu|cuda|cuda:N]``."""
     import argparse
 
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     for flag, kind in (("preset", str), ("threads", int), ("repeats", int)):
         parser.add_argument(f"--{flag}", type=kind, default=getattr(Settings, flag))
+    parser.add_argument("--device", default="auto")
     args = parser.parse_args()
-    run(Settings(args.preset, args.quick, args.threads, args.repeats))
+    run(Settings(args.preset, args.quick, args.threads, args.repeats, device=args.device))

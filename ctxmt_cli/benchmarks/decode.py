@@ -7,11 +7,11 @@ implementation generates exactly 25 tokens per sentence, i.e. 25 decoder steps: 
 Random models would otherwise stop at arbitrary lengths and the figures would not compare.
 ctxmt runs :func:`greedy_search` / :func:`beam_search` (key/value caches); the torch peer reruns its
 decoder over the prefix at every step (``nn.Transformer`` has no cache: its real cost).
-One timed run = the whole batch. ``--preset tiny`` is the smoke-test path. Peak memory of greedy and of
-beam-4: one more, untimed run of each implementation under the profiler (tensor storage beyond what was
-live before; see ``bench_util.peak_memory``; the CTranslate2 peer's own allocator is invisible to it).
+One timed run = the whole batch, put on ``--device`` once. ``--preset tiny`` is the smoke-test path. Peak memory
+of greedy and of beam-4: one more, untimed run of each implementation (tensor storage beyond what was live
+before; see ``bench_util.peak_memory``; the CTranslate2 peer's own allocator is invisible to it).
 
-    ctxmt benchmark decode [--quick] [--preset small] [--threads 2] [--repeats 5]
+    ctxmt benchmark decode [--quick] [--preset small] [--threads 2] [--repeats 5] [--device auto]
 
 Prints ``memory: MODE-PRESET IMPL = X.X MB`` and ``memory-ratio: MODE-PRESET PEER/ctxmt = X.XX`` (above 1 =
 ctxmt uses less), then closes with ``ratio: greedy-PRESET ctxmt/PEER`` and ``ratio: beam4-PRESET ctxmt/PEER``
@@ -50,29 +50,30 @@ def ctxmt_runs(model, batch: Batch) -> dict:
 
 def measure(settings: Settings, dims: bu.Dims, batch: Batch) -> tuple[dict, dict]:
     """tokens/s and peak memory (MB, None = not measurable) per search mode and implementation."""
-    model = bu.ctxmt_model(dims, settings.seed)
+    model = bu.ctxmt_model(dims, settings.seed, settings.device)
     ours = ctxmt_runs(model, batch)
-    peers = make_peers(dims, settings.seed, inference_of=model, threads=settings.threads)
+    peers = make_peers(dims, settings.seed, inference_of=model, threads=settings.threads, device=settings.device)
     results, memory = {}, {}
     for mode, k in (("greedy", 1), (f"beam{BEAM}", BEAM)):
         runs = {"ctxmt": ours[mode]}
         for peer in peers:
             runs[peer.name] = (lambda peer=peer, k=k: peer.beam(batch, k, NEW))
-        results[mode] = bu.rates(bu.time_round_robin(runs, settings.timed_repeats()), SENTENCES * NEW)
-        memory[mode] = bu.peak_memory(runs)
+        seconds = bu.time_round_robin(runs, settings.timed_repeats(), device=settings.device)
+        results[mode] = bu.rates(seconds, SENTENCES * NEW)
+        memory[mode] = bu.peak_memory(runs, settings.device)
     return results, memory
 
 
 def run(settings: Settings) -> dict[str, dict[str, list[float]]]:
     """Time greedy and beam search, then their peak memory; print the table, the memory lines and the ratio lines;
     tokens/s per mode and implementation."""
-    bu.check(settings)
+    settings = bu.check(settings)
     dims = bu.Dims.of(settings.preset)
-    batch = Batch(src=bu.random_pairs(SENTENCES, LENGTH, dims.vocab, settings.seed).src)
+    batch = Batch(src=bu.random_pairs(SENTENCES, LENGTH, dims.vocab, settings.seed).src).to(settings.device)
     with bu.torch_threads(settings.threads):
         print(f"decode {settings.preset}: {dims.describe()}; {SENTENCES} sentences x {LENGTH} source tokens, "
               f"{NEW} new tokens each; {settings.threads} torch threads; "
-              f"{settings.timed_repeats()} timed runs each after one warm-up")
+              f"{settings.timed_repeats()} timed runs each after one warm-up{bu.device_note(settings.device)}")
         results, memory = measure(settings, dims, batch)
     table, lines, ratios = bu.new_table("decoding: generated tokens/s", "tok/s"), [], []
     for mode, per_impl in results.items():

@@ -14,8 +14,9 @@ produce the same text. The work compared is therefore what the modes really cost
 * ``s4to4-generate``: the same window, the whole target window generated token by token.
 
 Targets: prefix <= 1.6x the sentence-level seconds per sentence, and >= 2x faster than generate.
+The models run on ``--device`` (the translator puts each batch there, as ``ctxmt translate`` does).
 
-    ctxmt benchmark document [--quick] [--preset small] [--threads 2] [--repeats 5]
+    ctxmt benchmark document [--quick] [--preset small] [--threads 2] [--repeats 5] [--device auto]
 """
 
 from __future__ import annotations
@@ -83,21 +84,24 @@ class Copy(nn.Module):
         return logits.scatter_add(1, target.unsqueeze(1), torch.full_like(logits[:, :1], FORCE)), new
 
 
-def build(family: str, dims: tuple, vocab: int, seed: int):
-    """A random model of ``family`` ("sentence" or "concat" s4to4) with the preset's dims, wrapped in :class:`Copy`."""
+def build(family: str, dims: tuple, vocab: int, seed: int, device: str = "cpu"):
+    """A random model of ``family`` ("sentence" or "concat" s4to4) with the preset's dims, wrapped in :class:`Copy`,
+    on ``device``."""
     d, f, h, e, dl = dims
     spec = {"family": family, "preset": None, "d_model": d, "ffn_dim": f, "heads": h, "encoder_layers": e,
             "decoder_layers": dl, "dropout": 0.0}
     if family == "concat":
         spec.update(src_context_sentences=CONTEXT, tgt_context_sentences=CONTEXT, shift=20)
     torch.manual_seed(seed)
-    return Copy(build_model(validate_recipe({"model": spec}, "document benchmark").model, VocabInfo(vocab, vocab))).eval()
+    model = build_model(validate_recipe({"model": spec}, "document benchmark").model, VocabInfo(vocab, vocab))
+    return Copy(model).to(device).eval()
 
 
 def runs(docs, tok, settings: Settings) -> dict:
     """The three timed document translations (same documents, beam 4)."""
     dims = PRESETS[settings.preset]
-    sentence, concat = build("sentence", dims, tok.src_vocab_size, settings.seed), build("concat", dims, tok.src_vocab_size, settings.seed)
+    sentence, concat = (build(family, dims, tok.src_vocab_size, settings.seed, settings.device)
+                        for family in ("sentence", "concat"))
 
     def translate(model, context: int, mode: str):
         stats = TranslationStats()
@@ -113,7 +117,7 @@ def runs(docs, tok, settings: Settings) -> dict:
 
 def run(settings: Settings) -> dict:
     """Time the three modes, print the table and the ratio lines; seconds per sentence per mode."""
-    bu.check(settings)
+    settings = bu.check(settings)
     tiny = settings.preset == "tiny"                                      # the smoke-test path
     docs, tok, name = load_text(1000 if tiny else 8000)
     n_docs, n_sents = (2, 4) if tiny else (2, 12) if settings.quick else (4, 24)
@@ -121,8 +125,9 @@ def run(settings: Settings) -> dict:
     sentences = sum(len(d) for d in docs)
     with bu.torch_threads(settings.threads):
         print(f"document {settings.preset}: {name}; {n_docs} documents x {n_sents} sentences, beam 4, "
-              f"{settings.threads} torch threads; {settings.timed_repeats()} timed runs each after one warm-up")
-        seconds = bu.time_round_robin(runs(docs, tok, settings), settings.timed_repeats())
+              f"{settings.threads} torch threads; {settings.timed_repeats()} timed runs each after one warm-up"
+              f"{bu.device_note(settings.device)}")
+        seconds = bu.time_round_robin(runs(docs, tok, settings), settings.timed_repeats(), device=settings.device)
     per_sentence = {mode: [1000.0 * s / sentences for s in values] for mode, values in seconds.items()}
     table = bu.new_table("document translation: ms per sentence (lower is better)", "ms")
     bu.add_rows(table, f"document-{settings.preset}", per_sentence)

@@ -17,6 +17,8 @@ Only the peers' *cost* matters here, never their outputs. Every peer offers the 
   the labels out of the inputs and smooths the logits itself). Only when ``transformers`` imports.
 
 Dropout is off everywhere (ctxmt too): the figures compare the matrix work, not mask generation.
+Every peer is built on the benchmark's device (``device``) and makes its own tensors on its input's device.
+The CTranslate2 peer of the inference benchmarks runs on the CPU only, so on CUDA it is left out (one line).
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ class TorchPeer(nn.Module):
 
     name = "torch"
 
-    def __init__(self, dims: Dims, seed: int = 0):
+    def __init__(self, dims: Dims, seed: int = 0, device: str = "cpu"):
         super().__init__()
         torch.manual_seed(seed)
         self.scale = dims.d_model ** 0.5
@@ -83,6 +85,7 @@ class TorchPeer(nn.Module):
                                        dropout=0.0, batch_first=True, norm_first=True)
         self.out = nn.Linear(dims.d_model, dims.vocab, bias=False)
         self.out.weight = self.embed.weight
+        self.to(device)                       # before the optimiser: its state is made where the weights are
         self.optimizer = torch.optim.Adam(self.parameters(), **ADAM)
 
     def embed_tokens(self, tokens: Tensor) -> Tensor:
@@ -124,13 +127,13 @@ class TorchPeer(nn.Module):
         Beams are adjacent rows; each step reruns the decoder over every beam's whole prefix.
         """
         self.eval()
-        b = batch.src.size(0)
+        b, device = batch.src.size(0), batch.src.device
         src_pad = (batch.src == PAD).repeat_interleave(k, 0)
         memory = self.encode(batch.src).repeat_interleave(k, 0)            # (B*k, S, C)
-        tokens = torch.full((b * k, 1), BOS, dtype=torch.long)
-        scores = torch.zeros(b, k)
+        tokens = torch.full((b * k, 1), BOS, dtype=torch.long, device=device)
+        scores = torch.zeros(b, k, device=device)
         scores[:, 1:] = float("-inf")                                      # step 1: only beam 0 may extend <s>
-        base = (torch.arange(b) * k).unsqueeze(1)
+        base = (torch.arange(b, device=device) * k).unsqueeze(1)
         for _ in range(new):
             hidden = self.decode(tokens, memory, src_pad)[:, -1]           # only the last position is used
             lp = _banned(torch.log_softmax(self.out(hidden).float(), dim=-1))  # (B*k, V)
@@ -147,7 +150,7 @@ class HFPeer:
 
     name = "hf"
 
-    def __init__(self, dims: Dims, seed: int = 0):
+    def __init__(self, dims: Dims, seed: int = 0, device: str = "cpu"):
         from transformers import MarianConfig, MarianMTModel
 
         config = MarianConfig(
@@ -160,7 +163,7 @@ class HFPeer:
             forced_eos_token_id=None, share_encoder_decoder_embeddings=True, tie_word_embeddings=True,
         )
         torch.manual_seed(seed)
-        self.model = MarianMTModel(config)
+        self.model = MarianMTModel(config).to(device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), **ADAM)
 
     def describe(self) -> str:
@@ -194,23 +197,27 @@ class HFPeer:
                                    do_sample=False, max_new_tokens=new, min_new_tokens=new)
 
 
-def make_peers(dims: Dims, seed: int, say=print, inference_of=None, threads: int = 2) -> list:
-    """The peers this environment can run: the torch reference always, HF when ``transformers`` imports.
+def make_peers(dims: Dims, seed: int, say=print, inference_of=None, threads: int = 2, device: str = "cpu") -> list:
+    """The peers this environment can run on ``device``: the torch reference always, HF when ``transformers``
+    imports.
 
     ``inference_of``: the ctxmt model of an inference benchmark; CTranslate2 then joins with its weights
-    (when ``ctranslate2`` imports), running ``threads`` threads.
+    (when ``ctranslate2`` imports), running ``threads`` threads, on the CPU only (left out on CUDA, one line).
     """
-    peers: list = [TorchPeer(dims, seed), hf_peer(dims, seed, say)]
-    if inference_of is not None:
+    peers: list = [TorchPeer(dims, seed, device), hf_peer(dims, seed, say, device)]
+    if inference_of is not None and device != "cpu":
+        say(f"note: ct2 peer skipped on {device.partition(':')[0]} (the benchmark's CTranslate2 peer runs on "
+            "the CPU only)")
+    elif inference_of is not None:
         peers.append(ct2_peer(inference_of, dims.vocab, dims.max_positions, threads, say))
     return [peer for peer in peers if peer is not None]
 
 
-def hf_peer(dims: Dims, seed: int, say=print) -> Optional[HFPeer]:
-    """:class:`HFPeer`, or None with one printed line when ``transformers`` is not installed."""
+def hf_peer(dims: Dims, seed: int, say=print, device: str = "cpu") -> Optional[HFPeer]:
+    """:class:`HFPeer` on ``device``, or None with one printed line when ``transformers`` is not installed."""
     if importlib.util.find_spec("transformers") is None:
         say("note: peer hf skipped: transformers is not installed (pip install -e '.[bench]')")
         return None
-    peer = HFPeer(dims, seed)
+    peer = HFPeer(dims, seed, device)
     say(f"peer hf: MarianMTModel ({peer.describe()})")
     return peer

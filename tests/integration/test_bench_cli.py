@@ -3,6 +3,8 @@ end to end on tiny dims.
 
 A smoke test of the output's shape only: benchmarks are not tests, so no timing value is asserted.
 The torch peer always runs; the HF peer only where ``transformers`` is installed (else one note line).
+``--device cpu`` prints the lines the benchmarks always printed (the CUDA run is a manual GPU check); a CUDA
+device the machine lacks is one line.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.integration.conftest import assert_user_error, run_cli
 
@@ -54,9 +57,13 @@ def _assert_memory_lines(lines: list[str], name: str, peers: list[str]) -> None:
         (figure, peer) for figure in MEMORY_FIGURES[name] for peer in peers if peer != "ct2"}, ratios
 
 
-@pytest.mark.parametrize("name", sorted(FIGURES))
-def test_peer_benchmark_prints_ratio_lines(name, capsys):
-    result = run_cli("benchmark", name, "--preset", "tiny", "--quick", "--repeats", 1, "--threads", 1)
+@pytest.mark.parametrize("name, device", [pytest.param(name, ("--device", "cpu"), id=f"{name}-cpu") for name in sorted(FIGURES)]
+                         + [pytest.param("score", (), id="score-default")])
+def test_peer_benchmark_prints_ratio_lines(name, device, capsys):
+    """The same lines with ``--device cpu`` as with the default (auto: the CPU on a machine without CUDA)."""
+    if not device and torch.cuda.is_available():
+        pytest.skip("the default device is CUDA on this machine")
+    result = run_cli("benchmark", name, "--preset", "tiny", "--quick", "--repeats", 1, "--threads", 1, *device)
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     ratios = [line for line in lines if line.startswith("ratio:")]
@@ -82,7 +89,8 @@ def test_bad_preset_is_one_line():
 
 
 def test_document_benchmark_prints_its_ratio_lines():
-    result = run_cli("benchmark", "document", "--preset", "tiny", "--quick", "--repeats", 1, "--threads", 1)
+    result = run_cli("benchmark", "document", "--preset", "tiny", "--quick", "--repeats", 1, "--threads", 1,
+                     "--device", "cpu")
     assert result.exit_code == 0, result.output
     ratios = result.stdout.splitlines()[-2:]
     assert re.match(r"^ratio: document-tiny s4to4-prefix/sentence = \d+\.\d\d \(target <= 1\.6\)$", ratios[0]), ratios
@@ -140,7 +148,7 @@ def test_benchmark_corpus_choices(name, option, says):
 
 @pytest.mark.parametrize("name, option", [("mbe", ("--beam", "4")), ("mbe", ("--docs", "2")),
                                           ("mbe", ("--out", "elsewhere")), ("train", ("--contexts", "1")),
-                                          ("train", ("--beam", "1")), ("score", ("--device", "cpu")),
+                                          ("train", ("--beam", "1")), ("mbe", ("--device", "cpu")),
                                           ("decode", ("--log-format", "json")),
                                           ("context-scaling", ("--corpus", "synthetic"))])
 def test_benchmarks_refuse_options_they_ignore(name, option):
@@ -148,3 +156,11 @@ def test_benchmarks_refuse_options_they_ignore(name, option):
     its default value."""
     text = assert_user_error(run_cli("benchmark", name, *option), f"benchmark {name} does not read {option[0]} ")
     assert "it takes --" in text and "--preset" in text.partition("it takes")[2]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
+@pytest.mark.parametrize("name", ["train", "score", "decode", "document"])
+def test_benchmark_on_a_missing_cuda_device_is_one_line(name):
+    """--device cuda where there is none: one line naming the way out, before any model is built."""
+    assert_user_error(run_cli("benchmark", name, "--preset", "tiny", "--quick", "--device", "cuda"),
+                      "--device cuda: CUDA is not available on this machine", "--device auto or cpu")
