@@ -75,7 +75,7 @@ def benchmark(
     """Run a benchmark (code in ctxmt_cli/benchmarks/): context-scaling = time and memory vs context size;
     train / score / decode = tokens/s or pairs/s of ctxmt vs torch.nn.Transformer and HF Marian, with ratio lines;
     document = seconds per sentence of the target-context modes; mbe = training tokens/s of Mini-batch Embedding
-    vs the sentence-level model of the same dims. All but mbe run on --device (ctxmt and its peers alike).
+    vs the sentence-level model of the same dims. All but mbe run on the device chosen (ctxmt and its peers alike).
     Each benchmark refuses the options it does not read."""
     from ctxmt_cli.device import resolve_device
 
