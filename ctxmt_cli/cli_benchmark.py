@@ -19,7 +19,7 @@ from ctxmt_cli.cli_options import BenchCorpus, Device, LogFormat, Preset
 from ctxmt_cli.errors import CtxmtError
 
 BENCHMARKS = {"context-scaling": "context_scaling.py", "train": "train.py", "score": "score.py", "decode": "decode.py",
-              "document": "document.py", "mbe": "mbe.py"}
+              "document": "document.py", "mbe": "mbe.py", "ctranslate2": "export_ct2.py"}
 CONTEXT_SCALING_OUT = Path("out/context_scaling")
 PEER_BENCHMARKS = ("train", "score", "decode", "document", "mbe")             # one shared Settings (bench_util)
 BenchmarkName = Literal[tuple(BENCHMARKS)]
@@ -27,7 +27,8 @@ BenchmarkName = Literal[tuple(BENCHMARKS)]
 _PEER_READS = ("preset", "quick", "threads", "repeats")
 BENCHMARK_READS = {"context-scaling": ("contexts", "out", "docs", "sentences", "device", "preset", "beam", "repeats",
                                        "threads", "quick", "log_format"),
-                   **{name: (*_PEER_READS, "device") for name in PEER_BENCHMARKS}, "mbe": (*_PEER_READS, "corpus")}
+                   **{name: (*_PEER_READS, "device") for name in PEER_BENCHMARKS}, "mbe": (*_PEER_READS, "corpus"),
+                   "ctranslate2": ("checkpoint", "quick", "threads", "repeats", "beam", "device")}
 
 
 def _load_benchmark(name: str):
@@ -71,17 +72,23 @@ def benchmark(
     corpus: Optional[BenchCorpus] = typer.Option(None, help="mbe: synthetic (the quickstart's corpus), maruf-iwslt17 "
                                                  "(real TED talks, ../shared/data/maruf2019) [default: synthetic]"),
     log_format: LogFormat = None,
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="ctranslate2: an exportable "
+                                              "checkpoint trained on the quickstart's synthetic data [default: "
+                                              "train the quickstart's concat system without shifted positions]"),
 ):
     """Run a benchmark (code in ctxmt_cli/benchmarks/): context-scaling = time and memory vs context size;
     train / score / decode = tokens/s or pairs/s of ctxmt vs torch.nn.Transformer and HF Marian, with ratio lines;
     document = seconds per sentence of the target-context modes; mbe = training tokens/s of Mini-batch Embedding
-    vs the sentence-level model of the same dims. All but mbe run on the device chosen (ctxmt and its peers alike).
+    vs the sentence-level model of the same dims; ctranslate2 = translation tokens/s and BLEU of a checkpoint under
+    ctxmt vs its CTranslate2 export (float32, int8). All but mbe run on the device chosen (ctxmt and its peers alike).
     Each benchmark refuses the options it does not read."""
     from ctxmt_cli.device import resolve_device
 
     _check_benchmark_options(ctx, name)
     where = str(resolve_device(device)) if "device" in BENCHMARK_READS[name] else None  # a missing GPU: one line
     module = _load_benchmark(name)
+    if name == "ctranslate2":
+        return _run_ctranslate2(module, checkpoint, quick, threads, repeats, beam, where)
     if name in PEER_BENCHMARKS:
         defaults = module.Settings()
         settings = module.Settings(preset, quick, threads or defaults.threads, repeats or defaults.repeats)
@@ -94,6 +101,13 @@ def benchmark(
     module.run(module.Settings.make(quick, contexts, out=out, docs=docs, sentences=sentences,
                                     device=where, preset=preset, beam=beam, repeats=repeats,
                                     threads=threads, log_format=resolve_log_format(log_format, sys.stdout)))
+
+
+def _run_ctranslate2(module, checkpoint, quick, threads, repeats, beam, device: str) -> None:
+    """``benchmark ctranslate2``, with its own settings (``export_ct2.Settings``); ``device`` resolved."""
+    defaults = module.Settings()
+    module.run(module.Settings(checkpoint, quick, threads or defaults.threads, repeats or defaults.repeats, beam,
+                               device))
 
 
 def _check_benchmark_options(ctx, name: str) -> None:
