@@ -72,9 +72,8 @@ def benchmark(
     corpus: Optional[BenchCorpus] = typer.Option(None, help="mbe: synthetic (the quickstart's corpus), maruf-iwslt17 "
                                                  "(real TED talks, ../shared/data/maruf2019) [default: synthetic]"),
     log_format: LogFormat = None,
-    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="ctranslate2: an exportable "
-                                              "checkpoint trained on the quickstart's synthetic data [default: "
-                                              "train the quickstart's concat system without shifted positions]"),
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="ctranslate2: an exportable checkpoint "
+                                              "of the quickstart's synthetic data [default: train one here]"),
 ):
     """Run a benchmark (code in ctxmt_cli/benchmarks/): context-scaling = time and memory vs context size;
     train / score / decode = tokens/s or pairs/s of ctxmt vs torch.nn.Transformer and HF Marian, with ratio lines;
