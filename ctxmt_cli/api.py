@@ -62,7 +62,7 @@ def load(checkpoint: Union[str, Path], device: str = "auto", *, first_pass: Unio
     from ctxmt_cli.models.loading import load_model
 
     path = Path(checkpoint)
-    if engine != "torch":
+    if engine != "torch" or (path / "ctxmt.json").is_file():     # an exported folder: refused with the fix
         return _load_exported(path, device, engine, first_pass, repair)
     loaded = load_model(path, device=device)
     model = Model(loaded, path)
@@ -84,6 +84,9 @@ def _load_exported(folder: Path, device: str, engine: str, first_pass, repair) -
     """:func:`load` of an exported CTranslate2 folder; the options only the torch engine has are refused."""
     if engine not in ENGINES:
         raise CtxmtError(f"--engine {engine}: choose one of {', '.join(ENGINES)}")
+    if engine == "torch":
+        raise CtxmtError(f"{folder} is a folder written by ctxmt export ctranslate2: translate it with --engine "
+                         "ctranslate2 (or give the checkpoint it was exported from)")
     for option, value in (("--first-pass", first_pass), ("--repair", repair)):
         if value is not None:
             raise CtxmtError(f"{option}: the ctranslate2 engine translates with the exported model alone; leave "

@@ -177,3 +177,6 @@ def test_what_the_engine_cannot_do_is_refused(pairs, prepared, documents, tmp_pa
         api.load(tmp_path, engine="ctranslate2")
     with pytest.raises(CtxmtError, match="--engine onnx: choose one of torch, ctranslate2"):
         api.load(folder, engine="onnx")
+    with pytest.raises(CtxmtError, match="is a folder written by ctxmt export ctranslate2: translate it with --engine "
+                       "ctranslate2"):
+        api.load(folder)
