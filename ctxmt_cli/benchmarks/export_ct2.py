@@ -7,23 +7,26 @@ prepared again as the quickstart does, seed 1, 2000 documents), or else the quic
 context discount 0.01) without segment-shifted positions, which CTranslate2 cannot represent, trained here for a
 fixed number of updates (``UPDATES``; ``--quick`` fewer). Each engine translates the whole split with the recipe's
 decoding settings and ``--beam`` (default 1: greedy, where the float32 export must give ctxmt's own translations):
-the same windows and target-context forcing (:mod:`ctxmt_cli.export.ct2_engine`). One timed run = the whole split
-(tokenization, windows and detokenization included), after a warm-up on its first document; the runs are
-round-robin. tokens/s counts the target subword tokens of each engine's own output (re-encoded) plus ``</s>`` per
-sentence. torch and CTranslate2 run ``--threads`` threads each; ``--device`` runs both there.
+the same windows and target-context forcing (:mod:`ctxmt_cli.export.ct2_engine`). Each engine runs in a process of
+its own, as under ``ctxmt translate`` (see :func:`measure`), with ``--threads`` threads, on ``--device``. One timed
+run = the whole split (tokenization, windows and detokenization included), clocked in that process, after a warm-up
+on its first document; the runs are round-robin. tokens/s counts the target subword tokens of each engine's own
+output (re-encoded) plus ``</s>`` per sentence.
 
     ctxmt benchmark ctranslate2 [--checkpoint CKPT] [--quick] [--threads 2] [--repeats 3] [--beam 1] [--device cpu]
 
 Prints the table, ``bleu: FIGURE ENGINE = X.XX`` per engine, ``same-output: FIGURE ENGINE = N/M`` (sentences
-translated as ctxmt translates them), then ``ratio: FIGURE ENGINE/ctxmt-float32 = X.XX`` (tokens/s; above 1 =
-CTranslate2 faster) and ``bleu-change: FIGURE ENGINE-ctxmt-float32 = +X.XX`` lines.
+translated as ctxmt translates them), ``bleu-change: FIGURE ENGINE-ctxmt-float32 = +X.XX`` and last
+``ratio: FIGURE ENGINE/ctxmt-float32 = X.XX`` (tokens/s; above 1 = CTranslate2 faster).
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import statistics
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -89,33 +92,66 @@ def output_tokens(tokenizer, documents: list[list[str]]) -> int:
     return sum(len(tokenizer.encode_tgt(s)) + 1 for doc in documents for s in doc)
 
 
-def engines(checkpoint: Path, root: Path, threads: int, device: str) -> dict:
-    """The three engines, loaded: ctxmt (torch, float32) and the checkpoint exported to CTranslate2 twice."""
+#: the engine a worker process holds (:func:`start_engine`)
+_WORKER: dict = {}
+
+
+def start_engine(name: str, checkpoint: Path, folder: Optional[Path], threads: int, device: str) -> None:
+    """Worker initializer: load engine ``name`` (ctxmt on ``checkpoint``, or CTranslate2 on the exported ``folder``)
+    with ``threads`` threads."""
+    import torch
+
     from ctxmt_cli import api
     from ctxmt_cli.export.ct2_engine import load_exported
+
+    torch.set_num_threads(threads)
+    if folder is None:
+        _WORKER["model"] = api.load(checkpoint, device=device)
+        return
+    model = api.Model(load_exported(folder, device, threads=threads), folder)
+    model.engine = model.loaded.model
+    _WORKER["model"] = model
+
+
+def translate_timed(documents: list[list[str]], beam: int) -> tuple[float, list[list[str]]]:
+    """Worker task: seconds to translate ``documents`` (clocked in the worker) and the translations."""
+    start = time.perf_counter()
+    found = _WORKER["model"].translate(documents, beam=beam)
+    return time.perf_counter() - start, [d.translations for d in found]
+
+
+def measure(checkpoint: Path, root: Path, sources: list[list[str]], settings: Settings) -> tuple[dict, dict]:
+    """Export twice, then time each engine in a process of its own, round-robin after a warm-up: seconds per timed
+    run of each engine, and its translations.
+
+    A process per engine, as each runs under ``ctxmt translate``: two OpenMP runtimes in one process (torch's and
+    CTranslate2's) slowed CTranslate2 on 2 threads 4x here once torch's thread team existed.
+    """
+    from concurrent.futures import ProcessPoolExecutor
+
+    from ctxmt_cli.benchmarks import export_ct2 as worker  # importable by name in a spawned process
     from ctxmt_cli.export.ct2_export import export_ctranslate2
 
-    models = {"ctxmt-float32": api.load(checkpoint, device=device)}
-    for quantization in ("float32", "int8"):
-        folder = root / f"ct2-{quantization}"
-        export_ctranslate2(checkpoint, folder, quantization=quantization)
-        model = api.Model(load_exported(folder, device, threads=threads), folder)
-        model.engine = model.loaded.model
-        models[f"ct2-{quantization}"] = model
-    return models
-
-
-def measure(models: dict, sources: list[list[str]], settings: Settings) -> tuple[dict, dict]:
-    """Seconds per timed run of each engine and each engine's translations."""
-    outputs = {}
-
-    def run(name: str, docs: list[list[str]]):
-        return lambda: outputs.__setitem__(name, [d.translations for d in models[name].translate(docs,
-                                                                                                  beam=settings.beam)])
-
-    runs = {name: run(name, sources) for name in models}
-    warmups = {name: run(name, sources[:1]) for name in models}
-    seconds = bu.time_round_robin(runs, settings.repeats if not settings.quick else 1, warmups)
+    folders = {name: None if name.startswith("ctxmt") else root / name for name in ENGINES}
+    for name, folder in folders.items():
+        if folder is not None:
+            export_ctranslate2(checkpoint, folder, quantization=name.removeprefix("ct2-"))
+    context = multiprocessing.get_context("spawn")
+    pools = {name: ProcessPoolExecutor(1, context, worker.start_engine,
+                                       (name, checkpoint, folder, settings.threads, settings.device))
+             for name, folder in folders.items()}
+    seconds: dict[str, list[float]] = {name: [] for name in pools}
+    outputs: dict[str, list[list[str]]] = {}
+    try:
+        for pool in pools.values():                                     # warm-up: its first document
+            pool.submit(worker.translate_timed, sources[:1], settings.beam).result()
+        for _ in range(settings.repeats if not settings.quick else 1):
+            for name, pool in pools.items():
+                took, outputs[name] = pool.submit(worker.translate_timed, sources, settings.beam).result()
+                seconds[name].append(took)
+    finally:
+        for pool in pools.values():
+            pool.shutdown()
     return seconds, outputs
 
 
@@ -160,13 +196,12 @@ def run(settings: Settings) -> dict:
         checkpoint = settings.checkpoint or train_concat(root, settings.quick, settings.threads, settings.device)
         loaded = load_model(checkpoint)
         sources, references = split_documents(PreparedData(prepared_data(root, loaded)), "test")
-        models = engines(checkpoint, root, settings.threads, settings.device)
-        seconds, outputs = measure(models, sources, settings)
+        seconds, outputs = measure(checkpoint, root, sources, settings)
     tok, flat = loaded.tokenizer, lambda docs: [s for d in docs for s in d]  # noqa: E731
-    rates = {name: [output_tokens(tok, outputs[name]) / s for s in seconds[name]] for name in models}
+    rates = {name: [output_tokens(tok, outputs[name]) / s for s in seconds[name]] for name in seconds}
     bleu = bleu_scores(outputs, references)
     ours = flat(outputs["ctxmt-float32"])
-    same = {name: sum(a == b for a, b in zip(ours, flat(outputs[name]))) for name in models}
+    same = {name: sum(a == b for a, b in zip(ours, flat(outputs[name]))) for name in outputs}
     figure = f"translate-{loaded.recipe.model.family}-beam{settings.beam}"
     print(f"ctranslate2: {checkpoint.name} ({loaded.recipe.model.family}, d_model {loaded.recipe.model.d_model}), "
           f"synthetic test split: {len(sources)} documents, {len(ours)} sentences; beam {settings.beam}; "
