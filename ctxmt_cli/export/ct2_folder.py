@@ -53,6 +53,8 @@ def read_metadata(folder: Path) -> dict:
     """``ctxmt.json`` of an exported folder; anything else (a checkpoint file, another folder) is one line."""
     folder = Path(folder)
     hint = "export a checkpoint with: ctxmt export ctranslate2 CKPT DIR"
+    if not folder.exists():
+        raise CtxmtError(f"{folder} not found; --engine ctranslate2 takes the folder ctxmt export ctranslate2 wrote")
     if folder.is_file():
         raise CtxmtError(f"{folder} is a file; --engine ctranslate2 takes the folder ctxmt export ctranslate2 wrote "
                          "(or use --engine torch for a checkpoint)")

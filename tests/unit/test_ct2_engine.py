@@ -177,6 +177,8 @@ def test_what_the_engine_cannot_do_is_refused(pairs, prepared, documents, tmp_pa
         api.load(torch_model.checkpoint, engine="ctranslate2")
     with pytest.raises(CtxmtError, match="no ctxmt.json"):
         api.load(tmp_path, engine="ctranslate2")
+    with pytest.raises(CtxmtError, match="missing not found; --engine ctranslate2 takes the folder"):
+        api.load(tmp_path / "missing", engine="ctranslate2")
     with pytest.raises(CtxmtError, match="--engine onnx: choose one of torch, ctranslate2"):
         api.load(folder, engine="onnx")
     with pytest.raises(CtxmtError, match="is a folder written by ctxmt export ctranslate2: translate it with --engine "
