@@ -50,6 +50,8 @@ def test_evaluate_sweeps_sentences_per_group(mbe_checkpoint, synthetic_dir, tmp_
 def test_group_sentences_refused_for_other_models(concat_checkpoint, synthetic_dir, two_documents):
     assert_user_error(run_cli("translate", two_documents, "-c", concat_checkpoint, "--group-sentences", "2"),
                       "does not read sentence groups")
+    assert_user_error(run_cli("translate", two_documents, "-c", concat_checkpoint, "--group-order", "length"),
+                      "--group-order length", "does not read sentence groups")
     assert_user_error(run_cli("evaluate", "-c", concat_checkpoint, "--data", synthetic_dir, "--group-sentences",
                               "1,all"), "does not read sentence groups")
 
