@@ -28,9 +28,13 @@ SCORE_MIN_WIDTH = 512
 SCORE_ROWS = 2048
 
 
-def slice_width(rows: int, vocab: int) -> int:
+def slice_width(rows: int, vocab: int, device: Optional[torch.device] = None) -> int:
     """Vocabulary columns per slice for ``rows`` rows (see :data:`SCORE_SLICE_BYTES`); the whole vocabulary
-    when that fits."""
+    when that fits, and always on a GPU: there no cache is to be kept warm, and every slice costs kernel launches
+    (32 slices of a 16k vocabulary made scoring on an H200 0.6x as fast as one projection), while a block's
+    logits (at most :data:`SCORE_ROWS` rows) fit its memory."""
+    if device is not None and device.type == "cuda":
+        return vocab
     width = (SCORE_SLICE_BYTES // (4 * max(rows, 1))) // 256 * 256
     return min(vocab, max(SCORE_MIN_WIDTH, width))
 
@@ -46,7 +50,7 @@ def log_partition(states: Tensor, weight: Tensor, width: Optional[int] = None) -
     ``logaddexp``.
     """
     n, v = states.size(0), weight.size(0)
-    width = min(v, width or slice_width(n, v))
+    width = min(v, width or slice_width(n, v, states.device))
     logprobs = torch.empty(n, width, dtype=torch.float32, device=states.device)   # (N, w), reused by every slice
     total = None
     for j in range(0, v, width):

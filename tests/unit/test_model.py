@@ -5,7 +5,7 @@ import torch
 
 from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.batch import Batch
-from ctxmt_cli.core.logits import log_partition
+from ctxmt_cli.core.logits import log_partition, slice_width
 from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.core.positions import sinusoid, window_layout
 from ctxmt_cli.models import FAMILIES, build_model
@@ -149,6 +149,13 @@ def test_target_logprobs_equal_log_softmax_of_forward_and_zero_off_the_mask(name
     torch.testing.assert_close(model.target_logprobs(batch), full, atol=1e-5, rtol=1e-5)
     nothing = torch.zeros_like(where)
     assert bool((model.target_logprobs(batch, nothing) == 0).all())       # no position scored: zeros, no error
+
+
+def test_slices_on_the_cpu_whole_vocabulary_on_a_gpu():
+    """CPU: slices that keep a block's logits in cache; GPU: one projection (launches, not cache, cost there)."""
+    assert slice_width(2048, 16000) < 16000 and slice_width(4, 16000) == 16000
+    assert slice_width(2048, 16000, torch.device("cuda")) == 16000
+    assert slice_width(2048, 16000, torch.device("cpu")) == slice_width(2048, 16000)
 
 
 @pytest.mark.parametrize("width", [1, 5, 16, 64])
