@@ -21,10 +21,12 @@ An implementation with its own allocator (CTranslate2) is invisible there and ge
 from __future__ import annotations
 
 import gc
+import os
 import statistics
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 import torch
@@ -35,6 +37,17 @@ from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.device import resolve_device
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models import build_model
+
+#: where the third-party corpora some benchmarks read (SCAT, IWSLT 2017, Maruf et al.'s documents) live: this
+#: variable, else ``shared/data`` beside the source checkout the package sits in (the repository's ../shared/data)
+SHARED_DATA_ENV = "CTXMT_SHARED_DATA"
+
+
+def shared_data(*parts: str) -> Path:
+    """A path under the third-party data folder (see :data:`SHARED_DATA_ENV`); an installed ctxmt sets the variable."""
+    root = os.environ.get(SHARED_DATA_ENV)
+    base = Path(root) if root else Path(__file__).resolve().parents[3] / "shared" / "data"
+    return base.joinpath(*parts)
 
 PAD, UNK, BOS, EOS, BRK = 0, 1, 2, 3, 4          # ctxmt's special ids (VocabInfo defaults), used by every peer
 FIRST_WORD = 5                                   # random tokens never hit a special id

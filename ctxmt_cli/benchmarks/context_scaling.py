@@ -68,7 +68,7 @@ from ctxmt_cli.decode.translator import TranslationStats, translate_documents  #
 from ctxmt_cli.errors import CtxmtError  # noqa: E402
 from ctxmt_cli.models import build_model  # noqa: E402
 
-IWSLT = Path(__file__).resolve().parents[3] / "shared" / "data" / "iwslt17" / "IWSLT17.TED.test.en-de.tgz"
+IWSLT = bu.shared_data("iwslt17", "IWSLT17.TED.test.en-de.tgz")
 MODELS = ("concat", "caching-tokens", "grouping", "sentence")
 DEFAULT_CONTEXTS = (1, 2, 4, 8, 16)
 MAX_LEN_A, MAX_LEN_B = 1.0, 2      # outputs about as long as their source (see the module docstring)
@@ -143,7 +143,7 @@ def load_text(vocab: int) -> tuple[list[list[str]], Tokenizer, str]:
     if IWSLT.is_file():
         docs, name = iwslt_documents(IWSLT), "IWSLT17 TED test (en)"
     else:
-        print(f"note: {IWSLT} not found (no ../shared/data); using the synthetic benchmark's text instead",
+        print(f"note: {IWSLT} not found (no ../shared/data; set {bu.SHARED_DATA_ENV}); using the synthetic benchmark's text instead",
               file=sys.stderr)
         docs, name = synthetic_documents(), "synthetic benchmark (source side)"
     with tempfile.TemporaryDirectory() as tmp:

@@ -55,7 +55,7 @@ from ctxmt_cli.train.trainer import Trainer  # noqa: E402
 
 CORPORA = ("synthetic", "maruf-iwslt17")
 #: Maruf et al. (2019)'s IWSLT 2017 En→De documents (public dev and test splits), outside the repository
-MARUF = Path(__file__).resolve().parents[3] / "shared" / "data" / "maruf2019" / "IWSLT2017"
+MARUF = bu.shared_data("maruf2019", "IWSLT2017")
 MARUF_VOCAB = 8000                # joint SentencePiece pieces for the real talks
 
 
@@ -151,7 +151,7 @@ def missing_data(corpus: str) -> str | None:
     missing = [f"concatenated_en2de_{split}_{lang}.txt" for split in ("dev", "test") for lang in ("en", "de")
                if not (MARUF / f"concatenated_en2de_{split}_{lang}.txt").is_file()]
     return (f"{MARUF}/{missing[0]} not found (Maruf et al. 2019's IWSLT 2017 files belong in "
-            "../shared/data/maruf2019/IWSLT2017 beside the repository)") if missing else None
+            f"../shared/data/maruf2019/IWSLT2017 beside the repository, or set {bu.SHARED_DATA_ENV})") if missing else None
 
 
 def prepare(corpus: str, preset: str, data: Path) -> None:

@@ -23,13 +23,14 @@ import re
 import tempfile
 from pathlib import Path
 
+import bench_util as bu  # a sibling: train.py puts this folder on the path
 import numpy as np
 
 from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.data.batching import collate, token_batches
 from ctxmt_cli.data.tokenize import Tokenizer, train_sentencepiece
 
-SCAT = Path(__file__).resolve().parents[3] / "shared" / "data" / "scat"
+SCAT = bu.shared_data("scat")
 MARKERS = re.compile(r"</?p>|<hon>|<hoff>")
 BUDGET = 4096
 
@@ -113,7 +114,7 @@ def corpora() -> dict[str, list[tuple[str, str]]]:
     if scat:
         out["scat"] = scat
     else:
-        print(f"train-*-scat not timed: {SCAT} not found (no ../shared/data)")
+        print(f"train-*-scat not timed: {SCAT} not found (no ../shared/data; set {bu.SHARED_DATA_ENV})")
     return out
 
 

@@ -89,3 +89,12 @@ def test_ct2_peer_is_left_out_off_the_cpu(bench):
     assert "ct2" not in {peer.name for peer in made}
     assert [line for line in said if "ct2" in line] == [
         "note: ct2 peer skipped on meta (the benchmark's CTranslate2 peer runs on the CPU only)"]
+
+
+def test_shared_data_beside_the_checkout_or_from_the_environment(bench, monkeypatch, tmp_path):
+    """An installed ctxmt has no ../shared beside it: CTXMT_SHARED_DATA names the folder instead."""
+    bench_util = bench[0]
+    monkeypatch.delenv(bench_util.SHARED_DATA_ENV, raising=False)
+    assert bench_util.shared_data("scat") == BENCHMARKS.parents[1].parent / "shared" / "data" / "scat"
+    monkeypatch.setenv(bench_util.SHARED_DATA_ENV, str(tmp_path))
+    assert bench_util.shared_data("maruf2019", "IWSLT2017") == tmp_path / "maruf2019" / "IWSLT2017"
