@@ -213,9 +213,6 @@ class Model:
         if (scores or nbest is not None) and mode != "prefix":
             raise CtxmtError("--scores and --nbest need --target-context prefix: generate mode writes the context "
                              "too, so a sentence has no log-probability of its own")
-        if self.engine is not None and group_order != "consecutive":      # only mbe reads groups: never exported
-            raise CtxmtError(f"--group-order {group_order}: an exported model reads no sentence groups (only mbe "
-                             "does, which is not exported); leave it out")
         if (scores or nbest is not None) and self.repairer is not None:
             raise CtxmtError("--scores and --nbest describe the first translation, which --repair rewrites; "
                              "leave out --repair or them")

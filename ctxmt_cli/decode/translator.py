@@ -354,9 +354,9 @@ def decode_documents(
         if model.batch_scheme.groups:
             _translate_as_groups(model, tokenizer, encoded, results, s, search, stats, progress)
         elif s.group_sentences is not None or s.group_order != "consecutive":
-            given = (f"--group-sentences {s.group_sentences}" if s.group_sentences is not None
-                     else f"--group-order {s.group_order}")
-            raise CtxmtError(f"{given}: this model does not read sentence groups (only a family like mbe does); "
+            option = (f"--group-sentences {s.group_sentences}" if s.group_sentences is not None
+                      else f"--group-order {s.group_order}")
+            raise CtxmtError(f"{option}: this model does not read sentence groups (only a family like mbe does); "
                              "leave it out")
         else:
             _translate_in_slots(model, tokenizer, encoded, results, plan, search, s.target_context, stats, progress,
