@@ -64,7 +64,7 @@ def benchmark(
     beam: int = typer.Option(1, min=1, help="beam size (1 = greedy)"),
     repeats: Optional[int] = typer.Option(None, min=1, help="timed runs per implementation, round-robin "
                                            "(default: context-scaling 2, --quick 1, the fastest kept; "
-                                           "train/score/decode 5, median)"),
+                                           "train/score/decode 5, --quick 3, median; given, it wins over --quick)"),
     threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads, same for ctxmt and peers "
                                           "(default: context-scaling 1, train/score/decode 2)"),
     quick: bool = typer.Option(False, "--quick", help="fewer repeats (context-scaling: fewer K, documents and "

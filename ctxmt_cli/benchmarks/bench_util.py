@@ -66,12 +66,17 @@ class Settings:
     preset: str = "small"
     quick: bool = False
     threads: int = 2
-    repeats: int = 5                  # timed runs per implementation, round-robin (quick: 3)
+    repeats: Optional[int] = None     # timed rounds, round-robin; None: 5 (quick: 3); given, it wins over quick
     seed: int = 0
     device: str = "cpu"               # a --device value; :func:`check` resolves it (auto -> cpu or cuda:N)
 
     def timed_repeats(self) -> int:
-        return min(self.repeats, 3) if self.quick else self.repeats
+        """Rounds to time: ``--repeats`` when given (also with ``--quick``: a between-commit comparison needs
+        more rounds than quick's 3, whose ratios vary by about 15% from run to run on a shared CPU), else 5, or
+        3 with ``--quick``."""
+        if self.repeats is not None:
+            return self.repeats
+        return 3 if self.quick else 5
 
 
 @dataclass(frozen=True)
@@ -101,7 +106,7 @@ def check(settings: Settings) -> Settings:
     ``cuda:N``; a CUDA device this machine lacks is refused)."""
     if settings.preset not in PRESETS:
         raise CtxmtError(f"--preset {settings.preset!r}: choose one of {', '.join(PRESETS)}")
-    if min(settings.repeats, settings.threads) < 1:
+    if min(settings.timed_repeats(), settings.threads) < 1:
         raise CtxmtError("--repeats and --threads must be >= 1")
     return replace(settings, device=str(resolve_device(settings.device)))
 
@@ -261,10 +266,20 @@ def new_table(title: str, unit: str):
 
 
 def ratio_lines(figure: str, per_impl: dict[str, list[float]]) -> list[str]:
-    """``ratio: FIGURE ctxmt/PEER = X.XX`` for every peer that was timed, ratio of medians."""
+    """``ratio: FIGURE ctxmt/PEER = X.XX`` for every peer that was timed, ratio of medians; with two or more
+    rounds, `` (rounds LO-HI)`` follows: the lowest and highest ratio of one round's pair of runs, so a single
+    run shows how far its ratio can be trusted."""
     ours = statistics.median(per_impl["ctxmt"])
-    return [f"ratio: {figure} ctxmt/{name} = {ours / statistics.median(values):.2f}"
-            for name, values in per_impl.items() if name != "ctxmt"]
+    lines = []
+    for name, values in per_impl.items():
+        if name == "ctxmt":
+            continue
+        line = f"ratio: {figure} ctxmt/{name} = {ours / statistics.median(values):.2f}"
+        rounds = [a / b for a, b in zip(per_impl["ctxmt"], values)]   # the same round: the machine's same moment
+        if len(rounds) > 1:
+            line += f" (rounds {min(rounds):.2f}-{max(rounds):.2f})"
+        lines.append(line)
+    return lines
 
 
 def print_report(table, lines: list[str]) -> None:

@@ -20,7 +20,7 @@ from tests.integration.conftest import assert_user_error, run_cli
 
 HAS_HF = importlib.util.find_spec("transformers") is not None
 HAS_CT2 = importlib.util.find_spec("ctranslate2") is not None
-RATIO = re.compile(r"^ratio: ([a-z0-9-]+) ctxmt/(torch|hf|ct2) = \d+\.\d\d$")
+RATIO = re.compile(r"^ratio: ([a-z0-9-]+) ctxmt/(torch|hf|ct2) = \d+\.\d\d( \(rounds \d+\.\d\d-\d+\.\d\d\))?$")
 MEMORY = re.compile(r"^memory: ([a-z0-9-]+) (ctxmt|torch|hf|ct2) = (\d+\.\d MB|n/a \(own allocator\))$")
 MEMORY_RATIO = re.compile(r"^memory-ratio: ([a-z0-9-]+) (torch|hf)/ctxmt = \d+\.\d\d$")
 INFERENCE = {"score", "decode"}                      # CTranslate2 is an inference engine: no training figure

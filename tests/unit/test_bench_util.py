@@ -98,3 +98,21 @@ def test_shared_data_beside_the_checkout_or_from_the_environment(bench, monkeypa
     assert bench_util.shared_data("scat") == BENCHMARKS.parents[1].parent / "shared" / "data" / "scat"
     monkeypatch.setenv(bench_util.SHARED_DATA_ENV, str(tmp_path))
     assert bench_util.shared_data("maruf2019", "IWSLT2017") == tmp_path / "maruf2019" / "IWSLT2017"
+
+
+def test_given_repeats_win_over_quick(bench):
+    """``--quick`` times 3 rounds and the default 5; an explicit ``--repeats`` is what runs, quick or not."""
+    bu, _ = bench
+    assert bu.Settings("tiny", quick=True).timed_repeats() == 3
+    assert bu.Settings("tiny").timed_repeats() == 5
+    assert bu.Settings("tiny", quick=True, repeats=15).timed_repeats() == 15
+    with pytest.raises(CtxmtError, match="--repeats"):
+        bu.check(bu.Settings("tiny", repeats=0))
+
+
+def test_ratio_lines_give_the_range_over_rounds(bench):
+    """The ratio of medians, then the lowest and highest ratio of one round's pair of runs."""
+    bu, _ = bench
+    per_impl = {"ctxmt": [10.0, 12.0, 9.0], "hf": [5.0, 10.0, 6.0]}    # rounds: 2.0, 1.2, 1.5
+    assert bu.ratio_lines("train-tiny-equal", per_impl) == ["ratio: train-tiny-equal ctxmt/hf = 1.67 (rounds 1.20-2.00)"]
+    assert bu.ratio_lines("x", {"ctxmt": [4.0], "torch": [2.0]}) == ["ratio: x ctxmt/torch = 2.00"]
