@@ -31,6 +31,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ctxmt_cli.data.text_input import JsonInputError, load_json, text_problem
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.paths import check_input_file
 
@@ -44,6 +45,7 @@ LocatedDoc = tuple[list[tuple[str, ...]], list[int]]
 _TAG_LINE = re.compile(r"^<[A-Za-z/]")
 _EOS_SPLIT = re.compile(r"(?:^|\s)_eos(?=\s|$)")
 _ICONV_HINT = "convert it, e.g. `iconv -f LATIN1 -t UTF-8 {p} > {p}.utf8`"
+_NUL_HINT = "is it UTF-16 or a binary file? convert it to UTF-8 text, e.g. `iconv -f UTF-16 -t UTF-8 {p} > {p}.utf8`"
 
 
 def fail(path: Path | str, lineno: int | None, what: str, fix: str) -> CtxmtError:
@@ -72,6 +74,9 @@ def read_lines(path: Path, role: str = "input") -> Iterator[tuple[int, str]]:
                 ) from None
             if lineno == 1 and text.startswith("\ufeff"):
                 text = text[1:]
+            problem = text_problem(text)
+            if problem is not None:
+                raise fail(path, lineno, f"not text: {problem}", _NUL_HINT.format(p=path))
             yield lineno, text.rstrip("\r\n")
 
 
@@ -235,32 +240,47 @@ def _jsonl_docs(path: Path, fields: tuple[str, ...]) -> Iterator[LocatedDoc]:
     for lineno, line in read_lines(path, "jsonl"):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise fail(path, lineno, f"invalid JSON ({e.msg} at column {e.colno})",
-                       f"each line must be one object like {example}") from None
-        missing = [k for k in ("doc_id", *fields) if not isinstance(obj, dict) or k not in obj]
-        if missing:
-            raise fail(path, lineno, f"missing key(s) {', '.join(missing)}",
-                       f"each line must be one object like {example}")
-        texts = []
-        for k in fields:
-            if not isinstance(obj[k], str):
-                raise fail(path, lineno, f'"{k}" is not a string', f"write it like {example}")
-            texts.append(obj[k].strip())
-            if not texts[-1]:
-                raise fail(path, lineno, f'empty "{k}" (an empty sentence)',
-                           "fill it in or remove the line")
-        doc_id = obj["doc_id"]
+        doc_id, texts = _jsonl_record(path, lineno, line, fields, example)
         if sents and doc_id != prev_id:
             yield sents, lines
             sents, lines = [], []
         prev_id = doc_id
-        sents.append(tuple(texts))
+        sents.append(texts)
         lines.append(lineno)
     if sents:
         yield sents, lines
+
+
+def _jsonl_record(path: Path, lineno: int, line: str, fields: tuple[str, ...],
+                  example: str) -> tuple[object, tuple[str, ...]]:
+    """The document id and the sentences (one per field) of one JSONL line, every field's type checked."""
+    try:
+        obj = load_json(line)
+    except json.JSONDecodeError as e:
+        raise fail(path, lineno, f"invalid JSON ({e.msg} at column {e.colno})",
+                   f"each line must be one object like {example}") from None
+    except JsonInputError as e:
+        raise fail(path, lineno, str(e), f"each line must be one object like {example}") from None
+    if not isinstance(obj, dict):
+        raise fail(path, lineno, f"a JSON {type(obj).__name__}, not an object",
+                   f"each line must be one object like {example}")
+    missing = [k for k in ("doc_id", *fields) if k not in obj]
+    if missing:
+        raise fail(path, lineno, f"missing key(s) {', '.join(missing)}",
+                   f"each line must be one object like {example}")
+    doc_id = obj["doc_id"]
+    if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int, float)) or doc_id == "":
+        raise fail(path, lineno, f'"doc_id" is {json.dumps(doc_id)[:40]}, not a non-empty string or a number',
+                   f"write it like {example}")
+    texts = []
+    for k in fields:
+        if not isinstance(obj[k], str):
+            raise fail(path, lineno, f'"{k}" is not a string', f"write it like {example}")
+        texts.append(obj[k].strip())
+        if not texts[-1]:
+            raise fail(path, lineno, f'empty "{k}" (an empty sentence)',
+                       "fill it in or remove the line")
+    return doc_id, tuple(texts)
 
 
 def _tags_side(path: Path, role: str) -> Iterator[tuple[list[str], list[int], int]]:
