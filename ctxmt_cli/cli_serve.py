@@ -67,7 +67,7 @@ def serve(
         raise
     from ctxmt_cli.serve.server import serve_forever
 
-    serve_forever(app, sock, lambda url: typer.echo(f"ctxmt: serve: listening on {url} ({line}); Ctrl-C stops",
+    serve_forever(app, sock, lambda url: typer.echo(f"ctxmt: serve: listening on {url} ({line}); Ctrl-C or SIGTERM stops",
                                                      err=True))
 
 

@@ -91,9 +91,9 @@ class Batcher:
 
     @property
     def queued(self) -> int:
-        """Requests waiting for a batch."""
+        """Requests waiting for a batch (not counting those whose client went away)."""
         with self._cond:
-            return len(self._pending)
+            return sum(not job.gone for job in self._pending)
 
     def _work(self) -> None:
         while True:
