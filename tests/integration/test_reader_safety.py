@@ -11,7 +11,10 @@ import json
 
 import pytest
 
-from tests.integration.test_bad_inputs import check_bad_input, placeholders, ws  # noqa: F401 (ws: a fixture)
+from tests.integration import test_bad_inputs
+from tests.integration.test_bad_inputs import check_bad_input, placeholders
+
+ws = test_bad_inputs.ws          # the fixture: a scratch working directory with files of every wrong kind
 
 DEEP = "[" * 200_000                                         # RecursionError in json.loads, unbounded
 UTF16 = "Hello.".encode("utf-16-le")                         # valid UTF-8 bytes, NUL every other one
