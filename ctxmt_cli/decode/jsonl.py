@@ -24,8 +24,8 @@ EXAMPLE = '{"doc_id": "d1", "src": ["First sentence.", "Second one."]}'
 def _strings(value, name: str, where: str) -> list[str]:
     """``value`` as a list of strings, or a one-line error naming the field."""
     if not isinstance(value, list):
-        raise CtxmtError(f"{where}: {name!r} is a JSON {json_kind(value)}; it must be a list of strings (one per "
-                         f"sentence), e.g. {EXAMPLE}")
+        raise CtxmtError(f"{where}: {name!r} must be a list of strings (one per sentence), not a JSON "
+                         f"{json_kind(value)}; e.g. {EXAMPLE}")
     for i, sentence in enumerate(value):
         if not isinstance(sentence, str):
             raise CtxmtError(f"{where}: {name}[{i}] is a JSON {json_kind(sentence)}; every sentence must be a string, "

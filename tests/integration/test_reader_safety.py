@@ -82,11 +82,11 @@ TRANSLATE_JSONL = [
     ('{"doc_id": "d\\ud800", "src": ["a ."]}', ["in.jsonl:2", "doc_id holds a lone surrogate"]),
     ('{"src": ["a .", "b \\udc00 ."]}', ["in.jsonl:2", "src[1] holds a lone surrogate \\udc00"]),
     ('{"src": ["a .", "b ."], "tgt_context": ["\\u0000"]}', ["in.jsonl:2", "tgt_context[0] holds a NUL"]),
-    ('{"src": "a b ."}', ["in.jsonl:2", "'src' is a JSON string", "list of strings"]),
-    ('{"src": ["a ."], "tgt_context": "A ."}', ["in.jsonl:2", "'tgt_context' is a JSON string"]),
+    ('{"src": "a b ."}', ["in.jsonl:2", "'src' must be a list of strings", "not a JSON string"]),
+    ('{"src": ["a ."], "tgt_context": "A ."}', ["in.jsonl:2", "'tgt_context' must be a list of strings", "not a JSON string"]),
     ('{"src": [["a ."]]}', ["in.jsonl:2", "src[0] is a JSON array"]),
     ('{"src": [null]}', ["in.jsonl:2", "src[0] is a JSON null"]),
-    ('{"src": {"0": "a ."}}', ["in.jsonl:2", "'src' is a JSON object"]),
+    ('{"src": {"0": "a ."}}', ["in.jsonl:2", "'src' must be a list", "not a JSON object"]),
     ('{"src": ["a ."], "doc_id": {"id": 1}}', ["in.jsonl:2", "doc_id must be a non-empty string or a number"]),
     ('{"src": ["a ."], "doc_id": ""}', ["in.jsonl:2", "doc_id must be a non-empty string", "line number"]),
     ('{"src": ["a ."], "doc_id": false}', ["in.jsonl:2", "doc_id must be"]),
@@ -173,3 +173,30 @@ def test_contrastive_voita_refuses_hostile_json(text, needles, ws, concat_checkp
     (ws / "deixis_test.json").write_text(text, encoding="utf-8")
     check_bad_input(["contrastive", "voita:deixis_test.json", "-c", "{ckpt}", "--out", "res", "--device", "cpu"],
                     needles, ws, placeholders(ckpt=concat_checkpoint))
+
+
+# ---- ctxmt contrastive scat:FILE: the publisher's line-aligned text files ------------------------------------------
+def test_contrastive_scat_refuses_text_that_is_not_text(ws, concat_checkpoint):
+    (ws / "highlighted.test.en").write_bytes(b"It is <p>big</p> .\nI \x00 saw it .\n")
+    check_bad_input(["contrastive", "scat:highlighted.test.en", "-c", "{ckpt}", "--out", "res", "--device", "cpu"],
+                    ["highlighted.test.en:2", "NUL character"], ws, placeholders(ckpt=concat_checkpoint))
+
+
+# ---- ctxmt contrastive compare RUN_A RUN_B: the runs' SET.decisions.jsonl ------------------------------------------
+COMPARE = [
+    (DEEP, ["ra/s.decisions.jsonl:2", "nested deeper than 32 levels"]),
+    ('{"correct": NaN, "tags": {}}', ["ra/s.decisions.jsonl:2", "NaN is not valid JSON"]),
+    ('{"correct": "yes", "tags": {}}', ["ra/s.decisions.jsonl:2", '"correct": true or false']),
+    ('{"correct": true, "tags": "pronoun"}', ["ra/s.decisions.jsonl:2", "not a decision"]),
+    ("garbage", ["ra/s.decisions.jsonl:2", "not a decision", "Expecting value"]),
+    (b'{"correct": true, "tags": {"x": "\xff"}}', ["ra/s.decisions.jsonl:2", "not valid UTF-8"]),
+]
+
+
+@pytest.mark.parametrize("hostile,needles", COMPARE, ids=range(len(COMPARE)))
+def test_contrastive_compare_refuses_hostile_decisions(hostile, needles, ws):
+    good = '{"correct": true, "tags": {"distance": 1}}'
+    for run in ("ra", "rb"):
+        (ws / run).mkdir()
+        write(ws / run / "s.decisions.jsonl", good, hostile if run == "ra" else good)
+    check_bad_input(["contrastive", "compare", "ra", "rb"], needles, ws, placeholders())
