@@ -155,6 +155,8 @@ async def _answered_before_disconnect(request, future: asyncio.Future) -> bool:
     watcher = asyncio.ensure_future(_disconnect(request))
     try:
         await asyncio.wait({future, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        if not future.done() and watcher.exception() is not None:     # cannot tell: wait for the answer
+            await future
     finally:
         watcher.cancel()
     return future.done()
