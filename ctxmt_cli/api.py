@@ -175,6 +175,10 @@ class Model:
         from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet
 
         self._torch_only("score")
+        for number, item in enumerate(items):
+            for name in ("src_context", "tgt_context", "candidates"):
+                if isinstance(getattr(item, name), str):          # not a list of one-character sentences
+                    raise CtxmtError(f"item {number}: {name} is a string; give a list of sentences")
         rows = [item if isinstance(item, ContrastiveItem) else
                 ContrastiveItem(src_context=list(item.src_context), src=item.src, tgt_context=list(item.tgt_context),
                                 candidates=list(item.candidates)) for item in items]

@@ -67,7 +67,7 @@ def serve(
         raise
     from ctxmt_cli.serve.server import serve_forever
 
-    serve_forever(app, sock, lambda url: typer.echo(f"ctxmt: serve: listening on {url} ({line}); Ctrl-C stops",
+    serve_forever(app, sock, lambda url: typer.echo(f"ctxmt: serve: listening on {url} ({line}); Ctrl-C or SIGTERM stops",
                                                      err=True))
 
 
@@ -82,6 +82,7 @@ def _build(checkpoint, device, first_pass, beam, lenpen, group_sentences, max_do
     from ctxmt_cli.serve.documents import DocumentStore
     from ctxmt_cli.serve.engine import Engine, keep_rule
 
+    _refuse_exported_folder(checkpoint)
     model = api.load(checkpoint, device=device, first_pass=first_pass)
     model.warn = lambda text: print(f"ctxmt: warning: {text}", file=sys.stderr)
     if reads_target_concat(model.loaded.model) and first_pass is None:
@@ -93,6 +94,17 @@ def _build(checkpoint, device, first_pass, beam, lenpen, group_sentences, max_do
                     batch_wait_ms=batch_wait_ms)
     return app, (f"{model.family} model {checkpoint}; keeps {rule.describe()} of at most {max_documents} "
                  "documents; POST /translate, GET /health")
+
+
+def _refuse_exported_folder(checkpoint: Path) -> None:
+    """A CTranslate2 export is refused with what does work (the server runs ctxmt's own torch model only)."""
+    from ctxmt_cli.export.ct2_folder import META_FILE
+
+    if (checkpoint / META_FILE).is_file():
+        raise CtxmtError(f"{checkpoint} is a folder written by ctxmt export ctranslate2, which ctxmt serve does not "
+                         "run (it serves ctxmt's own model): serve the .pt checkpoint it was exported from, "
+                         f"ctxmt serve -c CHECKPOINT.pt, or translate the folder with ctxmt translate DOCS --engine "
+                         f"ctranslate2 -c {checkpoint}")
 
 
 def register(app: typer.Typer) -> None:

@@ -5,7 +5,7 @@ Formats (publishers' layouts, read exactly as distributed):
 - ``text``: one sentence per line, a blank line between documents; or, with a
   ``.docids`` file (one id per line, aligned with the sentences), a new document
   whenever the id changes between adjacent lines.
-- ``jsonl``: ``{"doc_id", "src", "tgt"}`` per line; a new document when doc_id changes.
+- ``jsonl``: ``{"doc_id", "src", "tgt"}`` per line; a new document when doc_id changes (see :mod:`.formats_jsonl`).
 - ``iwslt-tags``: IWSLT ``train.tags.L1-L2.L``; tag lines (``<url>``, ``<talkid>`` ...)
   are skipped and each tag block that follows segments starts a new talk.
 - ``iwslt-xml``: official ``<doc docid=...>`` / ``<seg id=N>`` XML (see :mod:`.formats_xml`).
@@ -25,12 +25,12 @@ Readers stream: memory is bounded by one document. Every user error is a
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ctxmt_cli.data.text_input import text_problem
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.paths import check_input_file
 
@@ -44,6 +44,7 @@ LocatedDoc = tuple[list[tuple[str, ...]], list[int]]
 _TAG_LINE = re.compile(r"^<[A-Za-z/]")
 _EOS_SPLIT = re.compile(r"(?:^|\s)_eos(?=\s|$)")
 _ICONV_HINT = "convert it, e.g. `iconv -f LATIN1 -t UTF-8 {p} > {p}.utf8`"
+_NUL_HINT = "is it UTF-16 or a binary file? convert it to UTF-8 text, e.g. `iconv -f UTF-16 -t UTF-8 {p} > {p}.utf8`"
 
 
 def fail(path: Path | str, lineno: int | None, what: str, fix: str) -> CtxmtError:
@@ -72,6 +73,9 @@ def read_lines(path: Path, role: str = "input") -> Iterator[tuple[int, str]]:
                 ) from None
             if lineno == 1 and text.startswith("\ufeff"):
                 text = text[1:]
+            problem = text_problem(text)
+            if problem is not None:
+                raise fail(path, lineno, f"not text: {problem}", _NUL_HINT.format(p=path))
             yield lineno, text.rstrip("\r\n")
 
 
@@ -227,42 +231,6 @@ def _voita_docs(paths: list[Path]) -> Iterator[LocatedDoc]:
         yield list(zip(*groups)), [lineno] * len(groups[0])
 
 
-def _jsonl_docs(path: Path, fields: tuple[str, ...]) -> Iterator[LocatedDoc]:
-    sents: list[tuple[str, ...]] = []
-    lines: list[int] = []
-    prev_id: object = None
-    example = json.dumps({"doc_id": "d1", **{f: "..." for f in fields}})
-    for lineno, line in read_lines(path, "jsonl"):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise fail(path, lineno, f"invalid JSON ({e.msg} at column {e.colno})",
-                       f"each line must be one object like {example}") from None
-        missing = [k for k in ("doc_id", *fields) if not isinstance(obj, dict) or k not in obj]
-        if missing:
-            raise fail(path, lineno, f"missing key(s) {', '.join(missing)}",
-                       f"each line must be one object like {example}")
-        texts = []
-        for k in fields:
-            if not isinstance(obj[k], str):
-                raise fail(path, lineno, f'"{k}" is not a string', f"write it like {example}")
-            texts.append(obj[k].strip())
-            if not texts[-1]:
-                raise fail(path, lineno, f'empty "{k}" (an empty sentence)',
-                           "fill it in or remove the line")
-        doc_id = obj["doc_id"]
-        if sents and doc_id != prev_id:
-            yield sents, lines
-            sents, lines = [], []
-        prev_id = doc_id
-        sents.append(tuple(texts))
-        lines.append(lineno)
-    if sents:
-        yield sents, lines
-
-
 def _tags_side(path: Path, role: str) -> Iterator[tuple[list[str], list[int], int]]:
     """One IWSLT train.tags side: ``(segments, their lines, first line of the talk)``."""
     segs: list[str] = []
@@ -349,7 +317,9 @@ def _located(fmt: str, paths: list[Path], docids: Path | None,
         from ctxmt_cli.data.formats_xml import xml_docs
 
         return xml_docs(paths)
-    return _jsonl_docs(paths[0], ("src", "tgt")[:sides])
+    from ctxmt_cli.data.formats_jsonl import jsonl_docs
+
+    return jsonl_docs(paths[0], ("src", "tgt")[:sides])
 
 
 def _jsonl_single(fmt: str, src_path: Path, tgt_path: Path) -> None:

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import IO, Iterable, Iterator, Optional, Sequence
 
+from ctxmt_cli.data.text_input import text_problem
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.paths import check_input_file, check_output_file
 
@@ -29,6 +30,10 @@ def _decode_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
             ) from None
         if lineno == 1 and text.startswith("\ufeff"):
             text = text[1:]
+        problem = text_problem(text)
+        if problem is not None:
+            raise CtxmtError(f"{name}:{lineno}: not text: {problem}; is it UTF-16 or a binary file? convert it to "
+                             "UTF-8 text, e.g. iconv -f UTF-16 -t UTF-8")
         yield text.rstrip("\r\n")
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Iterable, Iterator
 
+from ctxmt_cli.data.text_input import JsonInputError, json_kind, load_json
 from ctxmt_cli.decode.records import Document, DocumentTranslation
 from ctxmt_cli.errors import CtxmtError
 
@@ -22,8 +23,13 @@ EXAMPLE = '{"doc_id": "d1", "src": ["First sentence.", "Second one."]}'
 
 def _strings(value, name: str, where: str) -> list[str]:
     """``value`` as a list of strings, or a one-line error naming the field."""
-    if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
-        raise CtxmtError(f"{where}: {name!r} must be a list of strings (one per sentence), e.g. {EXAMPLE}")
+    if not isinstance(value, list):
+        raise CtxmtError(f"{where}: {name!r} must be a list of strings (one per sentence), not a JSON "
+                         f"{json_kind(value)}; e.g. {EXAMPLE}")
+    for i, sentence in enumerate(value):
+        if not isinstance(sentence, str):
+            raise CtxmtError(f"{where}: {name}[{i}] is a JSON {json_kind(sentence)}; every sentence must be a string, "
+                             f"e.g. {EXAMPLE}")
     return value
 
 
@@ -31,12 +37,14 @@ def parse_document(text: str, where: str, default_id: int) -> Document:
     """The document on one JSONL line; ``where`` (``FILE:LINE``) starts every error, ``default_id`` is its id
     when the line gives none."""
     try:
-        obj = json.loads(text)
+        obj = load_json(text)
     except json.JSONDecodeError as err:
         raise CtxmtError(f"{where}: not valid JSON ({err.msg}, column {err.colno}); give one JSON object per "
                          f"line, e.g. {EXAMPLE}") from None
+    except JsonInputError as err:
+        raise CtxmtError(f"{where}: {err}; give one JSON object per line, e.g. {EXAMPLE}") from None
     if not isinstance(obj, dict):
-        raise CtxmtError(f"{where}: a document is a JSON object, not {type(obj).__name__}; e.g. {EXAMPLE}")
+        raise CtxmtError(f"{where}: a document is a JSON object, not a JSON {json_kind(obj)}; e.g. {EXAMPLE}")
     unknown = [key for key in obj if key not in FIELDS]
     if unknown:
         raise CtxmtError(f"{where}: unknown field {unknown[0]!r}; a document has the fields "
@@ -50,8 +58,9 @@ def parse_document(text: str, where: str, default_id: int) -> Document:
         raise CtxmtError(f"{where}: {len(given)} tgt_context sentences for {len(src)} src sentences; tgt_context "
                          "holds the translations of the first src sentences (at most one per sentence)")
     doc_id = obj.get("doc_id", default_id)
-    if isinstance(doc_id, (bool, list, dict)):
-        raise CtxmtError(f"{where}: doc_id must be a string or a number, not {json.dumps(doc_id)}")
+    if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int, float)) or doc_id == "":
+        raise CtxmtError(f"{where}: doc_id must be a non-empty string or a number, not {json.dumps(doc_id)[:40]} "
+                         "(leave it out to use the line number)")
     return Document(src=src, tgt_context=given, doc_id=doc_id)
 
 

@@ -8,11 +8,12 @@ and the chi-squared statistic with Edwards' continuity correction,
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from pathlib import Path
 
+from ctxmt_cli.data.formats import read_lines
+from ctxmt_cli.data.text_input import load_json
 from ctxmt_cli.errors import CtxmtError
 
 
@@ -42,7 +43,24 @@ def read_decisions(run: Path) -> dict[str, list[dict]]:
     files = sorted(Path(run).glob("*.decisions.jsonl"))
     if not files:
         raise CtxmtError(f"{run}: no *.decisions.jsonl; pass directories written by ctxmt contrastive --out")
-    return {f.name[: -len(".decisions.jsonl")]: [json.loads(line) for line in f.read_text().splitlines()] for f in files}
+    return {f.name[: -len(".decisions.jsonl")]: _decisions_file(f) for f in files}
+
+
+def _decisions_file(path: Path) -> list[dict]:
+    """The decisions of one ``SET.decisions.jsonl``, each line checked: an object with ``correct`` (true or
+    false) and ``tags`` (an object); anything else is one line naming the file and line."""
+    fix = "pass directories written by ctxmt contrastive --out (or run it again)"
+    rows = []
+    for number, line in read_lines(path, "decisions"):
+        try:
+            row = load_json(line)
+        except ValueError as err:                   # malformed (JSONDecodeError) or refused (JsonInputError)
+            raise CtxmtError(f"{path}:{number}: not a decision ({' '.join(str(err).split())}); {fix}") from None
+        if not (isinstance(row, dict) and isinstance(row.get("correct"), bool) and isinstance(row.get("tags"), dict)):
+            raise CtxmtError(f'{path}:{number}: not a decision (an object with "correct": true or false and '
+                             f'"tags": {{...}}); {fix}')
+        rows.append(row)
+    return rows
 
 
 def compare_runs(run_a: Path, run_b: Path) -> dict:

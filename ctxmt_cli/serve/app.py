@@ -8,11 +8,14 @@ Routes:
 - ``DELETE /documents/{doc_id}`` forgets a document (404 when it is not kept); ``GET /documents`` lists the kept
   ids, least recently used first; ``GET /health`` the model family, the documents kept and the batch counters.
 
-Every error is ``{"error": "one line"}``: 400 malformed JSON, 422 a body of the wrong shape (not an object,
-unknown or missing fields, wrong types, an empty list), 413 too many sentences, too long a sentence or too big a
-body, 404 an unknown route or document, 405 a method a route does not take, 500 a translation that failed (the
-server goes on). Requests are queued to the :class:`~ctxmt_cli.serve.batcher.Batcher`, whose worker thread runs
-the model, so the event loop never waits for it.
+Every error is ``{"error": "one line"}``: 400 malformed or non-standard JSON (NaN, Infinity, nested deeper than
+:data:`~ctxmt_cli.data.text_input.MAX_DEPTH`), 422 a body of the wrong shape (not an object, unknown or missing
+fields, wrong types, an empty list, a string that is not text: a NUL or a lone surrogate), 413 too many sentences,
+too long a sentence or too big a body, 404 an unknown route or document, 405 a method a route does not take, 500 a
+translation that failed (the server goes on). Requests are queued to the
+:class:`~ctxmt_cli.serve.batcher.Batcher`, whose worker thread runs the model, so the event loop never waits for
+it; a request whose client disconnects while it waits is dropped from the queue, never translated (``/health``
+counts it as ``dropped``).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import json
 import logging
 from dataclasses import dataclass
 
+from ctxmt_cli.data.text_input import JsonInputError, json_kind, load_json, text_problem
 from ctxmt_cli.serve.batcher import Batcher, Job, ShuttingDown
 from ctxmt_cli.serve.engine import Engine, RequestRefused, TranslateRequest
 
@@ -83,11 +87,15 @@ class _Handlers:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         settle = lambda result: loop.call_soon_threadsafe(_settle, future, result)  # noqa: E731
+        queued = Job(job.doc_id, job, settle)
         try:
-            self.batcher.submit(Job(job.doc_id, job, settle))
+            self.batcher.submit(queued)
         except ShuttingDown as err:
             return _error(503, str(err))
-        result = await future
+        if not await _answered_before_disconnect(request, future):
+            queued.gone = True                      # still queued: the batcher drops it, nothing is translated
+            return _error(499, "the client closed the connection before the request was translated")
+        result = future.result()
         if isinstance(result, RequestRefused):
             return _error(result.status, str(result))
         if isinstance(result, ShuttingDown):
@@ -100,6 +108,7 @@ class _Handlers:
     async def delete(self, request):
         """``DELETE /documents/{doc_id}``."""
         doc_id = request.path_params["doc_id"]
+        _check_doc_id(doc_id)
         if not self.engine.store.delete(doc_id):
             return _error(404, f"no document {doc_id!r} is kept (never translated, deleted or evicted)")
         return _json({"deleted": doc_id, "documents": len(self.engine.store)})
@@ -115,7 +124,8 @@ class _Handlers:
         return _json({"status": "ok", "family": model.family, "checkpoint": str(model.checkpoint),
                       "documents": len(store), "max_documents": store.max_documents, "keeps": store.rule.describe(),
                       "evictions": store.evictions, "batches": stats.batches, "requests": stats.requests,
-                      "largest_batch": stats.largest_batch, "queued": self.batcher.queued})
+                      "largest_batch": stats.largest_batch, "dropped": stats.dropped,
+                      "queued": self.batcher.queued})
 
     async def http_error(self, request, exc):
         """Starlette's 404 and 405 (and any other HTTP error) as one JSON line."""
@@ -140,6 +150,24 @@ def _settle(future: asyncio.Future, result) -> None:
         future.set_result(result)
 
 
+async def _answered_before_disconnect(request, future: asyncio.Future) -> bool:
+    """Wait for ``future``; False as soon as the client disconnects first (nobody would read the answer)."""
+    watcher = asyncio.ensure_future(_disconnect(request))
+    try:
+        await asyncio.wait({future, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        if not future.done() and watcher.exception() is not None:     # cannot tell: wait for the answer
+            await future
+    finally:
+        watcher.cancel()
+    return future.done()
+
+
+async def _disconnect(request) -> None:
+    """Return once the server reports the client gone (the body is read: what comes next is the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
 def _one_line(err: BaseException) -> str:
     text = " ".join(str(err).split()) or "no message"
     return f"{type(err).__name__}: {text}"
@@ -162,25 +190,32 @@ async def _read_body(request, limit: int) -> bytes:
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise too_big
+    from starlette.requests import ClientDisconnect
+
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise too_big
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise too_big
+            chunks.append(chunk)
+    except ClientDisconnect:                    # nobody reads the answer; not a server error
+        raise RequestRefused(400, "the client closed the connection before sending the whole body") from None
     return b"".join(chunks)
 
 
 def _parse_request(body: bytes, limits: Limits) -> TranslateRequest:
     """The checked body of ``POST /translate``; :class:`RequestRefused` (400, 413 or 422) with one line if not."""
     try:
-        data = json.loads(body.decode("utf-8"))
+        data = load_json(body.decode("utf-8"))
     except UnicodeDecodeError as err:
         raise RequestRefused(400, f"the body is not UTF-8 text (byte {err.start})") from None
     except json.JSONDecodeError as err:
         raise RequestRefused(400, f"malformed JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
+    except JsonInputError as err:               # a string that is not text: the field is named (422)
+        raise RequestRefused(400 if err.field is None else 422, str(err)) from None
     if not isinstance(data, dict):
-        raise RequestRefused(422, f'the body is a JSON {_kind(data)}; send an object {{"doc_id": "...", '
+        raise RequestRefused(422, f'the body is a JSON {json_kind(data)}; send an object {{"doc_id": "...", '
                              '"sentences": ["...", ...]}')
     unknown = sorted(set(data) - set(FIELDS))
     if unknown:
@@ -190,18 +225,27 @@ def _parse_request(body: bytes, limits: Limits) -> TranslateRequest:
         if name not in data:
             raise RequestRefused(422, f"missing field {name!r}; send {{\"doc_id\": \"...\", \"sentences\": [...]}}")
     doc_id, sentences, scores = data["doc_id"], data["sentences"], data.get("scores", False)
-    if not isinstance(doc_id, str) or not doc_id or len(doc_id) > MAX_DOC_ID:
-        raise RequestRefused(422, f"doc_id must be a non-empty string of at most {MAX_DOC_ID} characters, not "
-                             f"{_kind(doc_id) if not isinstance(doc_id, str) else f'{len(doc_id)} characters'}")
+    _check_doc_id(doc_id)
     if not isinstance(scores, bool):
-        raise RequestRefused(422, f"scores must be true or false, not a JSON {_kind(scores)}")
+        raise RequestRefused(422, f"scores must be true or false, not a JSON {json_kind(scores)}")
     _check_sentences(sentences, limits)
     return TranslateRequest(doc_id, list(sentences), scores)
 
 
+def _check_doc_id(doc_id) -> None:
+    """A document id: a non-empty string of at most :data:`MAX_DOC_ID` characters, text (422 if not)."""
+    if not isinstance(doc_id, str) or not doc_id or len(doc_id) > MAX_DOC_ID:
+        given = f"{len(doc_id)} characters" if isinstance(doc_id, str) else f"a JSON {json_kind(doc_id)}"
+        raise RequestRefused(422, f"doc_id must be a non-empty string of at most {MAX_DOC_ID} characters, not "
+                             f"{given}")
+    problem = text_problem(doc_id)
+    if problem is not None:
+        raise RequestRefused(422, f"doc_id holds {problem}; give a text id")
+
+
 def _check_sentences(sentences, limits: Limits) -> None:
     if not isinstance(sentences, list):
-        raise RequestRefused(422, f"sentences must be a list of strings, not a JSON {_kind(sentences)}")
+        raise RequestRefused(422, f"sentences must be a list of strings, not a JSON {json_kind(sentences)}")
     if not sentences:
         raise RequestRefused(422, "sentences is empty; send at least one sentence")
     if len(sentences) > limits.max_sentences:
@@ -209,15 +253,7 @@ def _check_sentences(sentences, limits: Limits) -> None:
                              f"{limits.max_sentences}; send the document in several requests (its context is kept)")
     for i, sentence in enumerate(sentences):
         if not isinstance(sentence, str):
-            raise RequestRefused(422, f"sentences[{i}] is a JSON {_kind(sentence)}; every sentence must be a string")
+            raise RequestRefused(422, f"sentences[{i}] is a JSON {json_kind(sentence)}; every sentence must be a string")
         if len(sentence) > limits.max_sentence_chars:
             raise RequestRefused(413, f"sentences[{i}] has {len(sentence)} characters, more than "
                                  f"--max-sentence-chars {limits.max_sentence_chars}; split it")
-
-
-def _kind(value) -> str:
-    """A JSON value's type in JSON's words."""
-    if isinstance(value, bool):
-        return "boolean"
-    return {dict: "object", list: "array", str: "string", int: "number", float: "number",
-            type(None): "null"}.get(type(value), type(value).__name__)

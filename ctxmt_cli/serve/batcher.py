@@ -23,11 +23,14 @@ class ShuttingDown(RuntimeError):
 @dataclass
 class Job:
     """One request: ``key`` its document, ``payload`` what the translate function reads, ``done(result)`` called
-    from the worker thread with its result (or the exception that failed it)."""
+    from the worker thread with its result (or the exception that failed it). ``gone``: set (any thread) when
+    nobody waits for the result any more (the client disconnected): a job still queued is then dropped, never
+    translated, and ``done`` is not called."""
 
     key: Hashable
     payload: Any
     done: Callable[[Any], None]
+    gone: bool = False
 
 
 @dataclass
@@ -37,6 +40,7 @@ class BatchStats:
     batches: int = 0
     requests: int = 0
     largest_batch: int = 0
+    dropped: int = 0            # jobs whose client went away before their turn
 
     def add(self, size: int) -> None:
         """Count a batch of ``size`` requests."""
@@ -87,15 +91,17 @@ class Batcher:
 
     @property
     def queued(self) -> int:
-        """Requests waiting for a batch."""
+        """Requests waiting for a batch (not counting those whose client went away)."""
         with self._cond:
-            return len(self._pending)
+            return sum(not job.gone for job in self._pending)
 
     def _work(self) -> None:
         while True:
             batch = self._next_batch()
             if batch is None:
                 return
+            if not batch:                       # every waiting job was dropped
+                continue
             try:
                 results = self.translate([job.payload for job in batch])
             except Exception as err:  # noqa: BLE001 - every job of the batch gets the error; the worker goes on
@@ -106,7 +112,8 @@ class Batcher:
 
     def _next_batch(self) -> Optional[list[Job]]:
         """Wait for a job, then up to ``wait_s`` for others (less once ``max_docs`` documents wait); take the
-        first job of each of at most ``max_docs`` documents, in arrival order. None when stopping."""
+        first job of each of at most ``max_docs`` documents, in arrival order, dropping the jobs nobody waits
+        for (possibly all: an empty batch). None when stopping."""
         with self._cond:
             while not self._pending and not self._stopping:
                 self._cond.wait()
@@ -120,7 +127,9 @@ class Batcher:
                 self._cond.wait(left)
             batch, keys, rest = [], set(), deque()
             for job in self._pending:
-                if job.key in keys or len(batch) >= self.max_docs:
+                if job.gone:
+                    self.stats.dropped += 1
+                elif job.key in keys or len(batch) >= self.max_docs:
                     rest.append(job)
                 else:
                     keys.add(job.key)

@@ -8,6 +8,8 @@ asked the system for.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 import socket
 import threading
 import time
@@ -51,8 +53,8 @@ def make_server(app, log_level: str = "warning"):
 
 
 def serve_forever(app, sock: socket.socket, announce: Callable[[str], None]) -> None:
-    """Serve ``app`` on ``sock`` until Ctrl-C or SIGTERM (a graceful stop: the batch being translated finishes);
-    ``announce(url)`` once it is listening."""
+    """Serve ``app`` on ``sock`` until Ctrl-C or SIGTERM (a graceful stop: the requests in flight are answered,
+    then the process exits with status 0); ``announce(url)`` once it is listening."""
     server = make_server(app)
 
     async def run() -> None:
@@ -64,11 +66,30 @@ def serve_forever(app, sock: socket.socket, announce: Callable[[str], None]) -> 
         await task
 
     try:
-        asyncio.run(run())
+        with _sigterm_stops(server):
+            asyncio.run(run())
     except KeyboardInterrupt:        # uvicorn re-raises the Ctrl-C it turned into a graceful stop
         pass
     finally:
         sock.close()
+
+
+@contextlib.contextmanager
+def _sigterm_stops(server):
+    """SIGTERM stops ``server`` gracefully and the process then exits with status 0.
+
+    uvicorn catches SIGTERM to stop gracefully (in-flight requests finish), then restores the handler it found
+    and raises the signal again: with the default handler found, that kills the process (status -15) after the
+    clean stop. So the handler it finds is this one, which asks the server to stop (also before uvicorn's own
+    is installed) and is harmless when raised again after the stop."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: setattr(server, "should_exit", True))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class ServerThread:

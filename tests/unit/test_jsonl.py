@@ -18,13 +18,20 @@ def test_documents_with_and_without_their_optional_fields():
 
 @pytest.mark.parametrize("line, message", [
     ('{"src": ["a"]', "in.jsonl:3: not valid JSON"),
-    ("42", "in.jsonl:3: a document is a JSON object, not int"),
+    ("42", "in.jsonl:3: a document is a JSON object, not a JSON number"),
     ('{"src": ["a"], "first_pass": ["b"]}', "in.jsonl:3: unknown field 'first_pass'"),
     ('{"doc_id": "x", "tgt_context": []}', 'in.jsonl:3: no "src"'),
-    ('{"src": ["a", 1]}', "in.jsonl:3: 'src' must be a list of strings"),
-    ('{"src": ["a"], "tgt_context": "b"}', "in.jsonl:3: 'tgt_context' must be a list of strings"),
+    ('{"src": ["a", 1]}', "in.jsonl:3: src[1] is a JSON number; every sentence must be a string"),
+    ('{"src": "a b"}', "in.jsonl:3: 'src' must be a list of strings (one per sentence), not a JSON string"),
+    ('{"src": ["a"], "tgt_context": "b"}', "in.jsonl:3: 'tgt_context' must be a list of strings (one per sentence), not a JSON string"),
     ('{"src": ["a"], "tgt_context": ["b", "c"]}', "in.jsonl:3: 2 tgt_context sentences for 1 src sentences"),
-    ('{"src": ["a"], "doc_id": [1]}', "in.jsonl:3: doc_id must be a string or a number"),
+    ('{"src": ["a"], "doc_id": [1]}', "in.jsonl:3: doc_id must be a non-empty string or a number"),
+    ('{"src": ["a"], "doc_id": ""}', "in.jsonl:3: doc_id must be a non-empty string or a number"),
+    ('{"src": ["a"], "doc_id": NaN}', "in.jsonl:3: NaN is not valid JSON"),
+    ('{"src": ["a"], "doc_id": 1e999}', "in.jsonl:3: the number 1e999 is too large"),
+    ('{"src": ["a", "\\ud800"]}', "in.jsonl:3: src[1] holds a lone surrogate \\ud800"),
+    ('{"src": ["a\\u0000"]}', "in.jsonl:3: src[0] holds a NUL character"),
+    ("[" * 200_000, "in.jsonl:3: arrays or objects nested deeper than 32 levels"),
 ])
 def test_bad_lines_name_the_file_and_line(line, message):
     with pytest.raises(CtxmtError) as err:

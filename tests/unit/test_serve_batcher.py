@@ -111,3 +111,29 @@ def test_stopping_fails_what_is_still_queued():
         submit_all(batcher, [("b", "b1")])
     with pytest.raises(ValueError):
         Batcher(rec, max_docs=0, wait_s=0.0)
+
+
+def test_a_job_nobody_waits_for_is_dropped_before_its_turn():
+    rec = Recorder()
+    batcher = Batcher(rec, max_docs=4, wait_s=0.01)
+    batcher.start()
+    try:
+        rec.gate.clear()                                                    # the worker holds its first batch
+        first = submit_all(batcher, [("x", "x0")])
+        time.sleep(0.1)
+        gone = Job("g", "g1", lambda result: pytest.fail("a dropped job got a result"))
+        batcher.submit(gone)
+        kept = submit_all(batcher, [("k", "k1")])
+        assert batcher.queued == 2
+        gone.gone = True                                                    # its client disconnected
+        assert batcher.queued == 1
+        rec.gate.set()
+        assert all(e.wait(10) for e in first + kept)
+        lonely = Job("h", "h1", lambda result: pytest.fail("a dropped job got a result"), gone=True)
+        batcher.submit(lonely)                                              # a batch of dropped jobs only:
+        time.sleep(0.1)                                                     # the worker waits on
+        assert all(e.wait(10) for e in submit_all(batcher, [("k", "k2")]))
+    finally:
+        batcher.stop()
+    assert [p for batch in rec.batches for p in batch] == ["x0", "k1", "k2"]
+    assert (batcher.stats.dropped, batcher.stats.requests) == (2, 3)

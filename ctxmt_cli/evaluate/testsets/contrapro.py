@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Optional
 
 from ctxmt_cli.data.formats import fail, read_lines
+from ctxmt_cli.data.text_input import JsonInputError, load_json
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet
 
@@ -70,12 +71,14 @@ _CHECK_HINT = "re-run the publisher's json2text_and_context.pl with this json"
 def load_records(path: Path, required: tuple[str, ...]) -> list[dict]:
     """The publisher's JSON list of records; each must hold ``required`` keys and non-empty ``errors``."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = load_json(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as err:
         raise CtxmtError(f"{path}: not UTF-8 at byte {err.start}; re-download the publisher's file") from None
     except json.JSONDecodeError as err:
         raise CtxmtError(f"{path}:{err.lineno}: malformed JSON ({err.msg} at column {err.colno}); "
                          "re-download the publisher's file") from None
+    except JsonInputError as err:
+        raise CtxmtError(f"{path}: {err}; re-download the publisher's file") from None
     if not isinstance(raw, list) or not raw:
         raise CtxmtError(f"{path}: expected a non-empty JSON list of records; is this the publisher's test-set json?")
     for number, record in enumerate(raw, 1):

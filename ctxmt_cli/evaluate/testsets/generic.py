@@ -17,49 +17,87 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ctxmt_cli.data.formats import read_lines
+from ctxmt_cli.data.text_input import JsonInputError, json_kind, load_json
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet
 
 FIELDS = {"src_context", "src", "tgt_context", "candidates", "correct", "tags", "candidate_contexts"}
+EXAMPLE = '{"src": "It is big.", "candidates": ["Es ist groß.", "Sie ist groß."], "correct": 0}'
 
 
 def parse_item(raw: object, where: str) -> ContrastiveItem:
-    """One generic item, checked; ``where`` (``FILE:LINE``) prefixes every error."""
+    """One generic item, every field's type checked; ``where`` (``FILE:LINE``) prefixes every error."""
     if not isinstance(raw, dict):
-        raise CtxmtError(f"{where}: expected a JSON object per line; see the jsonl layout in README")
+        raise CtxmtError(f"{where}: a JSON {json_kind(raw)}, not an object; give one item per line, e.g. {EXAMPLE}")
     unknown = set(raw) - FIELDS
     if unknown or "src" not in raw or "candidates" not in raw:
         raise CtxmtError(f"{where}: needs 'src' and 'candidates'{f'; unknown keys {sorted(unknown)}' if unknown else ''} "
                          f"(allowed: {', '.join(sorted(FIELDS))})")
+    _check_string(raw["src"], "src", where)
+    for name in ("src_context", "tgt_context", "candidates"):
+        _check_strings(raw.get(name, []), name, where)
     item = ContrastiveItem(**{"src_context": [], "tgt_context": [], **raw})
-    strings = [item.src, *item.src_context, *item.tgt_context, *item.candidates]
-    if not all(isinstance(s, str) for s in strings) or not isinstance(item.tags, dict):
-        raise CtxmtError(f"{where}: sentences must be strings and 'tags' an object")
-    if len(item.candidates) < 2 or not isinstance(item.correct, int) or not 0 <= item.correct < len(item.candidates):
+    if isinstance(item.correct, bool) or not isinstance(item.correct, int):
+        raise CtxmtError(f"{where}: 'correct' is a JSON {json_kind(item.correct)}; give the index of the correct "
+                         "candidate (a whole number)")
+    if len(item.candidates) < 2 or not 0 <= item.correct < len(item.candidates):
         raise CtxmtError(f"{where}: needs >= 2 candidates and 0 <= correct < {len(item.candidates)}")
-    if item.candidate_contexts is not None and (
-        len(item.candidate_contexts) != len(item.candidates)
-        or any(len(ctx) != len(item.src_context) for ctx in item.candidate_contexts)
-    ):
-        raise CtxmtError(f"{where}: 'candidate_contexts' needs one list per candidate, each as long as 'src_context'")
+    _check_tags(item.tags, where)
+    if item.candidate_contexts is not None:
+        _check_candidate_contexts(item, where)
     return item
+
+
+def _check_string(value, name: str, where: str) -> None:
+    if not isinstance(value, str):
+        raise CtxmtError(f"{where}: {name!r} is a JSON {json_kind(value)}; it must be a string (one sentence)")
+
+
+def _check_strings(value, name: str, where: str) -> None:
+    """A list of sentences: a string is refused, not read as a list of characters."""
+    if not isinstance(value, list):
+        raise CtxmtError(f"{where}: {name!r} is a JSON {json_kind(value)}; it must be a list of strings, e.g. "
+                         f"{EXAMPLE}")
+    for i, sentence in enumerate(value):
+        _check_string(sentence, f"{name}[{i}]", where)
+
+
+def _check_tags(tags, where: str) -> None:
+    if not isinstance(tags, dict):
+        raise CtxmtError(f"{where}: 'tags' is a JSON {json_kind(tags)}; it must be an object, e.g. "
+                         '{"phenomenon": "pronoun", "distance": 2}')
+    for key, value in tags.items():
+        if not isinstance(value, (str, int, float)) and value is not None:
+            raise CtxmtError(f"{where}: tags.{key} is a JSON {json_kind(value)}; a tag is a string, a number, true, "
+                             "false or null (accuracy is grouped by it)")
+
+
+def _check_candidate_contexts(item: ContrastiveItem, where: str) -> None:
+    contexts = item.candidate_contexts
+    if not isinstance(contexts, list) or len(contexts) != len(item.candidates):
+        raise CtxmtError(f"{where}: 'candidate_contexts' needs one list per candidate, each as long as 'src_context'")
+    for k, context in enumerate(contexts):
+        _check_strings(context, f"candidate_contexts[{k}]", where)
+        if len(context) != len(item.src_context):
+            raise CtxmtError(f"{where}: 'candidate_contexts' needs one list per candidate, each as long as "
+                             "'src_context'")
 
 
 def read_items(path: Path) -> list[ContrastiveItem]:
     """Items of a generic JSONL file (blank lines skipped)."""
     items = []
-    try:
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    raw = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise CtxmtError(f"{path}:{number}: malformed JSON ({err.msg} at column {err.colno})") from None
-                items.append(parse_item(raw, f"{path}:{number}"))
-    except UnicodeDecodeError as err:
-        raise CtxmtError(f"{path}: not UTF-8 at byte {err.start}; convert it, e.g. iconv -f LATIN1 -t UTF-8") from None
+    for number, line in read_lines(path, "jsonl test set"):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            raw = load_json(line)
+        except json.JSONDecodeError as err:
+            raise CtxmtError(f"{where}: malformed JSON ({err.msg} at column {err.colno})") from None
+        except JsonInputError as err:
+            raise CtxmtError(f"{where}: {err}; give one item per line, e.g. {EXAMPLE}") from None
+        items.append(parse_item(raw, where))
     if not items:
         raise CtxmtError(f"{path}: no items; expected one JSON object per line")
     return items

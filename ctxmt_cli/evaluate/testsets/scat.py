@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from ctxmt_cli.data.text_input import text_problem
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet
 
@@ -233,4 +234,8 @@ def _read_lines(path: Path) -> list[str]:
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
+    for number, line in enumerate(lines, 1):
+        problem = text_problem(line)
+        if problem is not None:
+            raise CtxmtError(f"{path}:{number}: not text: {problem}; re-download it from {DOWNLOAD}")
     return [line.rstrip("\r") for line in lines]

@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ctxmt_cli.data.text_input import JsonInputError, load_json
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet
 
@@ -111,10 +112,12 @@ def _load_json(path: Path) -> list:
     except (OSError, UnicodeDecodeError) as exc:
         raise CtxmtError(f"cannot read {path}: {exc} (it must be a UTF-8 JSON file)") from None
     try:
-        groups = json.loads(text)
+        groups = load_json(text)
     except json.JSONDecodeError as exc:
         raise CtxmtError(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg} "
                          f"(re-download the file or fix it there)") from None
+    except JsonInputError as exc:
+        raise CtxmtError(f"{path}: {exc} (re-download the file or fix it there)") from None
     if not isinstance(groups, list) or not groups:
         raise CtxmtError(f"{path}: expected a non-empty JSON list of groups "
                          f'{{"src", "dst", "true_ind", "ctx_dist"}}, got {type(groups).__name__}'

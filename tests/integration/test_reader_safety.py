@@ -1,0 +1,202 @@
+"""Hostile text and JSON through every reader of user files: one line naming the file, line and field, exit 2,
+no traceback, every input byte-identical and no output left (:func:`check_bad_input`).
+
+Each row is (the hostile line or bytes, fragments the error line must hold). The hostile line is the second line
+of the file (after a good one, so a reader that streams has begun), except where a row gives the whole file.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.integration import test_bad_inputs
+from tests.integration.test_bad_inputs import check_bad_input, placeholders
+
+ws = test_bad_inputs.ws          # the fixture: a scratch working directory with files of every wrong kind
+
+DEEP = "[" * 200_000                                         # RecursionError in json.loads, unbounded
+UTF16 = "Hello.".encode("utf-16-le")                         # valid UTF-8 bytes, NUL every other one
+HUGE_INT = "1" * 5000                                        # more digits than Python converts to an int
+
+
+def write(path, first: str, hostile) -> None:
+    """``path``: the good line ``first``, then the hostile line (text or bytes)."""
+    tail = hostile if isinstance(hostile, bytes) else hostile.encode("utf-8")
+    path.write_bytes(first.encode("utf-8") + b"\n" + tail + b"\n")
+
+
+# ---- ctxmt prepare jsonl: {"doc_id", "src", "tgt"} per line ------------------------------------------------
+PREPARE_JSONL = [
+    (DEEP, ["c.jsonl:2", "nested deeper than 32 levels"]),
+    ('{"doc_id": NaN, "src": "a", "tgt": "b"}', ["c.jsonl:2", "NaN is not valid JSON"]),
+    ('{"doc_id": -Infinity, "src": "a", "tgt": "b"}', ["c.jsonl:2", "-Infinity is not valid JSON"]),
+    ('{"doc_id": 1e400, "src": "a", "tgt": "b"}', ["c.jsonl:2", "1e400 is too large"]),
+    ('{"doc_id": ' + HUGE_INT + ', "src": "a", "tgt": "b"}', ["c.jsonl:2", "thousands of digits"]),
+    ('{"doc_id": "d\\ud800", "src": "a", "tgt": "b"}', ["c.jsonl:2", "doc_id holds a lone surrogate \\ud800"]),
+    ('{"doc_id": "d", "src": "a", "tgt": "b\\udfff c"}', ["c.jsonl:2", "tgt holds a lone surrogate \\udfff"]),
+    ('{"doc_id": "d", "src": "a\\u0000", "tgt": "b"}', ["c.jsonl:2", "src holds a NUL character"]),
+    ('{"doc_id": "d", "src\\ud800": "a", "tgt": "b"}', ["c.jsonl:2", "a key holds a lone surrogate"]),
+    ('{"doc_id": "d", "src": ["a", "b"], "tgt": "c"}', ["c.jsonl:2", '"src" is not a string']),
+    ('{"doc_id": "d", "src": "a", "tgt": 7}', ["c.jsonl:2", '"tgt" is not a string']),
+    ('{"doc_id": ["d"], "src": "a", "tgt": "b"}', ["c.jsonl:2", '"doc_id" is ["d"]', "non-empty string"]),
+    ('{"doc_id": true, "src": "a", "tgt": "b"}', ["c.jsonl:2", '"doc_id" is true']),
+    ('{"doc_id": "", "src": "a", "tgt": "b"}', ["c.jsonl:2", '"doc_id" is ""']),
+    ('{"doc_id": null, "src": "a", "tgt": "b"}', ["c.jsonl:2", '"doc_id" is null']),
+    ("42", ["c.jsonl:2", "not an object"]),
+    ('{"doc_id": "d", "src": "a"}', ["c.jsonl:2", "missing key(s) tgt"]),
+    (b'{"doc_id": "d", "src": "caf\xe9", "tgt": "b"}', ["c.jsonl:2", "not valid UTF-8", "0xe9"]),
+    (b'{"doc_id": "d", "src": "a", "tgt": "b"}\x00', ["c.jsonl:2", "NUL character", "UTF-16"]),
+]
+
+
+@pytest.mark.parametrize("hostile,needles", PREPARE_JSONL, ids=range(len(PREPARE_JSONL)))
+def test_prepare_jsonl_refuses_hostile_lines(hostile, needles, ws):
+    write(ws / "c.jsonl", '{"doc_id": "d0", "src": "a b", "tgt": "c d"}', hostile)
+    check_bad_input(["prepare", "jsonl", "--train", "c.jsonl", "--out", "p"], needles, ws, placeholders())
+
+
+# ---- ctxmt prepare text: one sentence per line, the same line on each side ------------------------------------
+PREPARE_TEXT = [
+    ("en", "a \x00 b", ["small.en:2", "NUL character at column 3", "iconv -f UTF-16"]),
+    ("de", b"aus zwei Zeilen \xff", ["small.de:2", "not valid UTF-8", "0xff"]),
+    ("en", UTF16, ["small.en:2", "NUL character", "UTF-16"]),
+]
+
+
+@pytest.mark.parametrize("side,hostile,needles", PREPARE_TEXT, ids=range(len(PREPARE_TEXT)))
+def test_prepare_text_refuses_text_that_is_not_text(side, hostile, needles, ws):
+    write(ws / f"small.{side}", "a first line", hostile)
+    check_bad_input(["prepare", "text", "--train", "small", "--src-lang", "en", "--tgt-lang", "de", "--out", "p"],
+                    needles, ws, placeholders())
+
+
+# ---- ctxmt translate --input-format jsonl: {"doc_id", "src": [...], "tgt_context": [...]} ------------------------
+TRANSLATE_JSONL = [
+    (DEEP, ["in.jsonl:2", "nested deeper than 32 levels"]),
+    ('{"doc_id": NaN, "src": ["a ."]}', ["in.jsonl:2", "NaN is not valid JSON"]),
+    ('{"doc_id": Infinity, "src": ["a ."]}', ["in.jsonl:2", "Infinity is not valid JSON"]),
+    ('{"doc_id": -1e999, "src": ["a ."]}', ["in.jsonl:2", "-1e999 is too large"]),
+    ('{"doc_id": ' + HUGE_INT + ', "src": ["a ."]}', ["in.jsonl:2", "thousands of digits"]),
+    ('{"doc_id": "d\\ud800", "src": ["a ."]}', ["in.jsonl:2", "doc_id holds a lone surrogate"]),
+    ('{"src": ["a .", "b \\udc00 ."]}', ["in.jsonl:2", "src[1] holds a lone surrogate \\udc00"]),
+    ('{"src": ["a .", "b ."], "tgt_context": ["\\u0000"]}', ["in.jsonl:2", "tgt_context[0] holds a NUL"]),
+    ('{"src": "a b ."}', ["in.jsonl:2", "'src' must be a list of strings", "not a JSON string"]),
+    ('{"src": ["a ."], "tgt_context": "A ."}', ["in.jsonl:2", "'tgt_context' must be a list of strings", "not a JSON string"]),
+    ('{"src": [["a ."]]}', ["in.jsonl:2", "src[0] is a JSON array"]),
+    ('{"src": [null]}', ["in.jsonl:2", "src[0] is a JSON null"]),
+    ('{"src": {"0": "a ."}}', ["in.jsonl:2", "'src' must be a list", "not a JSON object"]),
+    ('{"src": ["a ."], "doc_id": {"id": 1}}', ["in.jsonl:2", "doc_id must be a non-empty string or a number"]),
+    ('{"src": ["a ."], "doc_id": ""}', ["in.jsonl:2", "doc_id must be a non-empty string", "line number"]),
+    ('{"src": ["a ."], "doc_id": false}', ["in.jsonl:2", "doc_id must be"]),
+    ('"a ."', ["in.jsonl:2", "not a JSON string"]),
+    (b'{"src": ["caf\xe9 ."]}', ["in.jsonl:2", "not valid UTF-8"]),
+    (b'{"src": ["a ."]}\x00', ["in.jsonl:2", "NUL character"]),
+]
+
+
+@pytest.mark.parametrize("hostile,needles", TRANSLATE_JSONL, ids=range(len(TRANSLATE_JSONL)))
+def test_translate_jsonl_refuses_hostile_lines(hostile, needles, ws, concat_checkpoint):
+    write(ws / "in.jsonl", '{"doc_id": "ok", "src": ["a b ."]}', hostile)
+    check_bad_input(["translate", "in.jsonl", "-c", "{ckpt}", "--input-format", "jsonl", "-o", "out.jsonl",
+                     "--device", "cpu"], needles, ws, placeholders(ckpt=concat_checkpoint))
+
+
+# ---- ctxmt translate: plain text documents ------------------------------------------------------------------
+TRANSLATE_TEXT = [
+    (b"a \x00 b .", ["in.txt:2", "NUL character at column 3", "UTF-16"]),
+    (b"caf\xe9 .", ["in.txt:2", "not valid UTF-8", "0xe9"]),
+    (b"\xed\xa0\x80 .", ["in.txt:2", "not valid UTF-8", "0xed"]),        # a surrogate encoded as UTF-8
+    (UTF16, ["in.txt:2", "NUL character"]),
+]
+
+
+@pytest.mark.parametrize("hostile,needles", TRANSLATE_TEXT, ids=range(len(TRANSLATE_TEXT)))
+def test_translate_text_refuses_text_that_is_not_text(hostile, needles, ws, concat_checkpoint):
+    write(ws / "in.txt", "a b .", hostile)
+    check_bad_input(["translate", "in.txt", "-c", "{ckpt}", "-o", "out.txt", "--device", "cpu"], needles, ws,
+                    placeholders(ckpt=concat_checkpoint))
+
+
+# ---- ctxmt contrastive jsonl:FILE: {"src", "candidates": [...], "correct", ...} -------------------------------
+GOOD_ITEM = {"src_context": ["a ."], "src": "b .", "tgt_context": ["A ."], "candidates": ["B .", "C ."],
+             "correct": 0, "tags": {"distance": 1}}
+
+
+def item(**fields) -> str:
+    """A good item with ``fields`` replaced (a value of None: the field removed)."""
+    out = {**GOOD_ITEM, **fields}
+    return json.dumps({k: v for k, v in out.items() if v is not None}, allow_nan=True)
+
+
+CONTRASTIVE_JSONL = [
+    (DEEP, ["items.jsonl:2", "nested deeper than 32 levels"]),
+    (item(candidates="BC"), ["items.jsonl:2", "'candidates' is a JSON string", "list of strings"]),
+    (item(src_context="a ."), ["items.jsonl:2", "'src_context' is a JSON string"]),
+    (item(tgt_context="A ."), ["items.jsonl:2", "'tgt_context' is a JSON string"]),
+    (item(src=["b ."]), ["items.jsonl:2", "'src' is a JSON array", "a string"]),
+    (item(candidates=["B .", 3]), ["items.jsonl:2", "'candidates[1]' is a JSON number"]),
+    (item(correct=True), ["items.jsonl:2", "'correct' is a JSON boolean"]),
+    (item(correct=0.5), ["items.jsonl:2", "'correct' is a JSON number", "whole number"]),
+    (item(correct=float("nan")), ["items.jsonl:2", "NaN is not valid JSON"]),
+    (item(tags={"distance": float("inf")}), ["items.jsonl:2", "Infinity is not valid JSON"]),
+    (item(tags="pronoun"), ["items.jsonl:2", "'tags' is a JSON string"]),
+    (item(tags={"distance": [1]}), ["items.jsonl:2", "tags.distance is a JSON array"]),
+    (item(candidate_contexts="A ."), ["items.jsonl:2", "'candidate_contexts' needs one list per candidate"]),
+    (item(candidate_contexts=["A .", "A ."]), ["items.jsonl:2", "'candidate_contexts[0]' is a JSON string"]),
+    (item(candidates=["B .", "C \ud800 ."]), ["items.jsonl:2", "candidates[1] holds a lone surrogate"]),
+    (item(src="b \x00 ."), ["items.jsonl:2", "src holds a NUL character"]),
+    (b'{"src": "caf\xe9", "candidates": ["a", "b"]}', ["items.jsonl:2", "not valid UTF-8"]),
+]
+
+
+@pytest.mark.parametrize("hostile,needles", CONTRASTIVE_JSONL, ids=range(len(CONTRASTIVE_JSONL)))
+def test_contrastive_jsonl_refuses_hostile_items(hostile, needles, ws, concat_checkpoint):
+    write(ws / "items.jsonl", item(), hostile)
+    check_bad_input(["contrastive", "jsonl:items.jsonl", "-c", "{ckpt}", "--out", "res", "--device", "cpu"],
+                    needles, ws, placeholders(ckpt=concat_checkpoint))
+
+
+# ---- ctxmt contrastive voita:FILE: one JSON list of groups -----------------------------------------------------
+VOITA = [
+    (DEEP, ["deixis_test.json", "nested deeper than 32 levels"]),
+    ('[{"src": "a", "dst": ["b", "c"], "true_ind": 0, "ctx_dist": NaN}]', ["deixis_test.json", "NaN is not valid"]),
+    ('[{"src": "a \\ud800", "dst": ["b", "c"], "true_ind": 0, "ctx_dist": 1}]',
+     ["deixis_test.json", "[0].src holds a lone surrogate"]),
+    ('[{"src": "a", "dst": "bc", "true_ind": 0, "ctx_dist": 1}]', ["deixis_test.json", '"dst" a list of strings']),
+]
+
+
+@pytest.mark.parametrize("text,needles", VOITA, ids=range(len(VOITA)))
+def test_contrastive_voita_refuses_hostile_json(text, needles, ws, concat_checkpoint):
+    (ws / "deixis_test.json").write_text(text, encoding="utf-8")
+    check_bad_input(["contrastive", "voita:deixis_test.json", "-c", "{ckpt}", "--out", "res", "--device", "cpu"],
+                    needles, ws, placeholders(ckpt=concat_checkpoint))
+
+
+# ---- ctxmt contrastive scat:FILE: the publisher's line-aligned text files ------------------------------------------
+def test_contrastive_scat_refuses_text_that_is_not_text(ws, concat_checkpoint):
+    (ws / "highlighted.test.en").write_bytes(b"It is <p>big</p> .\nI \x00 saw it .\n")
+    check_bad_input(["contrastive", "scat:highlighted.test.en", "-c", "{ckpt}", "--out", "res", "--device", "cpu"],
+                    ["highlighted.test.en:2", "NUL character"], ws, placeholders(ckpt=concat_checkpoint))
+
+
+# ---- ctxmt contrastive compare RUN_A RUN_B: the runs' SET.decisions.jsonl ------------------------------------------
+COMPARE = [
+    (DEEP, ["ra/s.decisions.jsonl:2", "nested deeper than 32 levels"]),
+    ('{"correct": NaN, "tags": {}}', ["ra/s.decisions.jsonl:2", "NaN is not valid JSON"]),
+    ('{"correct": "yes", "tags": {}}', ["ra/s.decisions.jsonl:2", '"correct": true or false']),
+    ('{"correct": true, "tags": "pronoun"}', ["ra/s.decisions.jsonl:2", "not a decision"]),
+    ("garbage", ["ra/s.decisions.jsonl:2", "not a decision", "Expecting value"]),
+    (b'{"correct": true, "tags": {"x": "\xff"}}', ["ra/s.decisions.jsonl:2", "not valid UTF-8"]),
+]
+
+
+@pytest.mark.parametrize("hostile,needles", COMPARE, ids=range(len(COMPARE)))
+def test_contrastive_compare_refuses_hostile_decisions(hostile, needles, ws):
+    good = '{"correct": true, "tags": {"distance": 1}}'
+    for run in ("ra", "rb"):
+        (ws / run).mkdir()
+        write(ws / run / "s.decisions.jsonl", good, hostile if run == "ra" else good)
+    check_bad_input(["contrastive", "compare", "ra", "rb"], needles, ws, placeholders())

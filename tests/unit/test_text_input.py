@@ -1,0 +1,55 @@
+"""The one strict JSON reader and text check every reader and the server share: bounded nesting, standard
+JSON only, strings that are text, errors that name the field."""
+
+import json
+
+import pytest
+
+from ctxmt_cli.data.text_input import MAX_DEPTH, JsonInputError, json_kind, load_json, text_problem
+
+
+def test_standard_json_within_the_depth_reads_as_json_loads_does():
+    text = json.dumps({"doc_id": "d", "src": ["ü 😀 .", "[{not nested}]"], "n": [1, 2.5, -3e10],
+                       "deep": [[[[[]]]]], "none": None, "yes": True})
+    assert load_json(text) == json.loads(text)
+    nested = "[" * MAX_DEPTH + "]" * MAX_DEPTH                       # exactly the limit
+    assert load_json(nested) == json.loads(nested)
+    assert load_json('"' + "[" * 1000 + '"') == "[" * 1000           # brackets inside a string are text
+
+
+@pytest.mark.parametrize("text, words, field", [
+    ("[" * 200_000, f"nested deeper than {MAX_DEPTH} levels (at column {MAX_DEPTH + 1})", None),
+    ('{"a": ' * (MAX_DEPTH + 1) + "1" + "}" * (MAX_DEPTH + 1), "nested deeper", None),
+    ("[NaN]", "NaN is not valid JSON", None),
+    ('{"x": Infinity}', "Infinity is not valid JSON", None),
+    ("-Infinity", "-Infinity is not valid JSON", None),
+    ("[1e400]", "1e400 is too large for a 64-bit float", None),
+    ("1" * 5000, "thousands of digits", None),
+    ('{"src": ["a", "b\\ud800"]}', "src[1] holds a lone surrogate \\ud800 at column 2", "src[1]"),
+    ('{"doc_id": "\\udfff"}', "doc_id holds a lone surrogate \\udfff", "doc_id"),
+    ('{"tags": {"x": "a\\u0000"}}', "tags.x holds a NUL character at column 2", "tags.x"),
+    ('{"\\ud800": 1}', "a key holds a lone surrogate", "a key"),
+    ('{"a\\nb": ["\\u0000"]}', '"a\\nb"[0] holds a NUL character', '"a\\nb"[0]'),
+    ('"\\ud800"', "the value holds a lone surrogate", None),
+])
+def test_what_is_not_standard_json_text_is_one_line_naming_the_field(text, words, field):
+    with pytest.raises(JsonInputError) as err:
+        load_json(text)
+    assert words in str(err.value) and "\n" not in str(err.value)
+    assert err.value.field == field
+
+
+def test_malformed_json_is_left_to_each_reader_to_word():
+    with pytest.raises(json.JSONDecodeError):
+        load_json('{"src": [')
+
+
+def test_text_problem_names_the_character_and_its_column():
+    assert text_problem("plain text, ü, 😀") is None
+    assert text_problem("ab\x00") == "a NUL character at column 3"
+    assert text_problem("\ud83d") == "a lone surrogate \\ud83d at column 1, which is not a character"
+
+
+def test_json_kind_uses_json_words():
+    assert [json_kind(v) for v in ({}, [], "", 1, 1.5, True, None)] == [
+        "object", "array", "string", "number", "number", "boolean", "null"]
