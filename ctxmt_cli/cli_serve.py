@@ -78,10 +78,14 @@ def _build(checkpoint, device, first_pass, beam, lenpen, group_sentences, max_do
 
     from ctxmt_cli import api
     from ctxmt_cli.decode.bilingual import check_first_pass, reads_target_concat
+    from ctxmt_cli.export.ct2_folder import META_FILE
     from ctxmt_cli.serve.app import Limits, build_app
     from ctxmt_cli.serve.documents import DocumentStore
     from ctxmt_cli.serve.engine import Engine, keep_rule
 
+    if (Path(checkpoint) / META_FILE).is_file():   # api.load's hint would name translate's --engine option
+        raise CtxmtError(f"{checkpoint} is a folder written by ctxmt export ctranslate2; ctxmt serve runs ctxmt's "
+                         "own search over a checkpoint: give the checkpoint (.pt) it was exported from")
     model = api.load(checkpoint, device=device, first_pass=first_pass)
     model.warn = lambda text: print(f"ctxmt: warning: {text}", file=sys.stderr)
     if reads_target_concat(model.loaded.model) and first_pass is None:

@@ -196,7 +196,7 @@ def _marked_docs(paths: list[Path], mark: _Mark) -> Iterator[LocatedDoc]:
             if opened is None:
                 raise fail(paths[0], lineno, f"the file does not start with {mark.name}",
                            f"put a line holding only {mark.line} before each document, the first included, "
-                           "on both sides (or read the files as --format text)")
+                           "on both sides (or read files without these lines with `ctxmt prepare text`)")
             for p, t in zip(paths, texts):
                 if not t:
                     raise _empty_sentence(p, lineno)
