@@ -215,6 +215,9 @@ def contrastive(
 ):
     """Score contrastive test sets by forced decoding; accuracy per phenomenon/distance and the papers' aggregates.
 
+    Beside each accuracy: the strict accuracy (ties lose) and the ties, items whose correct candidate's score equals
+    any other candidate's (results.json: "ties", defined under "definitions").
+
     `ctxmt contrastive compare RUN_A RUN_B` runs McNemar's test on two runs' per-item decisions.
     """
     from rich.console import Console
