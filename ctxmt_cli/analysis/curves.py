@@ -166,7 +166,7 @@ def _row_problem(line: str) -> Optional[str]:
     try:
         row = json.loads(line)
     except (json.JSONDecodeError, RecursionError):
-        return "not JSON"
+        return "not a JSON object"
     if not isinstance(row, dict):
         return f"a JSON {type(row).__name__}, not an object"
     step = row.get("step")

@@ -123,11 +123,10 @@ def auto_docids_note(docids: Path) -> str:
 
 def _docid_docs(paths: list[Path], docids: Path) -> Iterator[LocatedDoc]:
     """Documents of line-aligned files whose ``docids`` file gives each line's document id; an error the ids
-    cause (their count, an empty or returning id, a blank sentence line meant as a break) says where they came from."""
+    cause (their count, an empty id, bytes that are not UTF-8, a blank sentence line meant as a break) says where they came from."""
     roles = ["source", "target"][: len(paths)] + ["docids"]
     sents: list[tuple[str, ...]] = []
     lines: list[int] = []
-    first_line: dict[str, int] = {}            # where each document id was first seen
     prev_id: str | None = None
     try:
         for lineno, vals in _zip_lines([*paths, docids], roles):
@@ -135,13 +134,9 @@ def _docid_docs(paths: list[Path], docids: Path) -> Iterator[LocatedDoc]:
             doc_id = vals[-1].strip()
             if not doc_id:
                 raise fail(docids, lineno, "empty document id", "give every line a document id")
-            if doc_id != prev_id:
-                if sents:
-                    yield sents, lines
-                    sents, lines = [], []
-                if first_line.setdefault(doc_id, lineno) != lineno:
-                    raise fail(docids, lineno, f"document id {doc_id!r} comes back after other documents (first "
-                               f"at line {first_line[doc_id]})", "the lines of one document must be consecutive")
+            if sents and doc_id != prev_id:      # adjacent lines compared: an id that comes back starts anew
+                yield sents, lines
+                sents, lines = [], []
             prev_id = doc_id
             for p, t in zip(paths, texts):
                 if not t:                      # most likely a document break of a corpus that has none here
