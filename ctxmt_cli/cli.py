@@ -16,7 +16,7 @@ from typing import List, Optional
 import typer
 
 from ctxmt_cli import cli_analysis, cli_benchmark, cli_docrepair, cli_export, cli_package, cli_serve
-from ctxmt_cli.cli_errors import OneLineGroup, user_errors
+from ctxmt_cli.cli_errors import OneLineGroup, refuse_given, user_errors
 from ctxmt_cli.cli_options import (
     TESTSET_HELP,
     Device,
@@ -194,6 +194,7 @@ def translate(
 
 
 def contrastive(
+    ctx: typer.Context,
     testset: str = typer.Argument(..., metavar="TESTSET", callback=check_testset, help=TESTSET_HELP),
     runs: Optional[List[Path]] = typer.Argument(None, metavar="[RUN_A RUN_B]", help="with 'compare': two --out directories"),
     checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="model checkpoint"),
@@ -214,12 +215,19 @@ def contrastive(
 ):
     """Score contrastive test sets by forced decoding; accuracy per phenomenon/distance and the papers' aggregates.
 
+    Beside each accuracy: the strict accuracy (ties lose) and the ties, items whose correct candidate's score equals
+    any other candidate's (results.json: "ties", defined under "definitions").
+
     `ctxmt contrastive compare RUN_A RUN_B` runs McNemar's test on two runs' per-item decisions.
     """
     from rich.console import Console
 
     if testset == "compare":
+        refuse_given(ctx, [p.name for p in ctx.command.params if p.name not in ("testset", "runs")],
+                     "does not apply to `contrastive compare RUN_A RUN_B` (it reads the two runs' decisions)")
         return _compare_contrastive(runs)
+    if out is None:
+        refuse_given(ctx, ("force",), "is read with --out DIR only (it allows replacing OUT/results.json)")
     if runs:
         raise CtxmtError(f"unexpected arguments {[str(r) for r in runs]}; give one TESTSET (or 'compare RUN_A RUN_B')")
     if checkpoint is None:
@@ -270,6 +278,7 @@ app.command(name="score-contrastive", help="Alias of `contrastive`.")(user_error
 @app.command()
 @user_errors
 def evaluate(
+    ctx: typer.Context,
     checkpoint: Optional[List[Path]] = typer.Option(None, "--checkpoint", "-c", help="translate the split with it; twice to compare two systems"),
     split: str = typer.Option("test", help="prepared split to translate and score"),
     data: Optional[Path] = typer.Option(None, help="prepared dir (default: the first checkpoint's recipe data.path)"),
@@ -285,11 +294,11 @@ def evaluate(
     document_level: bool = typer.Option(False, help="also BLEU/chrF with each document's sentences joined into one segment"),
     significance: Optional[Significance] = typer.Option(None, help="paired tests of each system against the first: "
                                                         "bootstrap resampling, ar (approximate randomisation), both"),
-    samples: Optional[int] = typer.Option(None, help="bootstrap resamples / AR trials (default 1000 / 10000)"),
+    samples: Optional[int] = typer.Option(None, min=1, help="bootstrap resamples / AR trials (default 1000 / 10000)"),
     seed: int = typer.Option(12345, help="seed of the significance tests (sacrebleu's default)"),
     comet: Optional[Path] = typer.Option(None, help="local COMET model folder or .ckpt; needs the optional unbabel-comet (extra: comet)"),
     out: Optional[Path] = typer.Option(None, help="write every figure to this JSON file"),
-    beam: Optional[int] = typer.Option(None, help="beam size (default: the recipe's decode.beam)"),
+    beam: Optional[int] = typer.Option(None, min=1, help="beam size (default: the recipe's decode.beam)"),
     context: Optional[str] = typer.Option(None, metavar="K[,K...]", help="with --checkpoint: translate once per K "
                                           "(comma-separated) and print BLEU/chrF per K. " + CONTEXT_HELP),
     group_sentences: Optional[str] = typer.Option(None, metavar="N[,N...|all]", help="mbe: translate once per number "
@@ -302,6 +311,7 @@ def evaluate(
     """BLEU and chrF (sacrebleu, signatures printed) of checkpoints on a prepared split, or of --hyp files against --ref."""
     from ctxmt_cli.evaluate.translation import EvalRequest, run_evaluate
 
+    _check_evaluate_options(ctx, bool(hyp), comet is not None, significance is not None)
     request = EvalRequest(
         checkpoints=list(checkpoint or []), split=split, data=data, hyps=list(hyp or []), ref=ref, src=src,
         docids=docids, lowercase=lowercase, tokenize=tokenize, document_level=document_level,
@@ -309,6 +319,17 @@ def evaluate(
         context=context, group_sentences=group_sentences, first_pass=first_pass,
     )
     typer.echo(run_evaluate(request))
+
+
+def _check_evaluate_options(ctx, scores_files: bool, comet: bool, significance: bool) -> None:
+    """Refuse the options of one way of ``evaluate`` given for the other (they would be silently ignored)."""
+    if scores_files:
+        refuse_given(ctx, ("split", "data", "beam"), "goes with --checkpoint (a prepared split is translated); "
+                     "--hyp files are scored as they are")
+        if not comet:
+            refuse_given(ctx, ("device",), "goes with --checkpoint or --comet (with --hyp alone no model runs)")
+    if not significance:
+        refuse_given(ctx, ("samples", "seed"), "is read by the significance tests only (--significance)")
 
 
 @app.command()

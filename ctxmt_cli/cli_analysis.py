@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from ctxmt_cli.cli_errors import user_errors
+from ctxmt_cli.cli_errors import refuse_given, user_errors
 from ctxmt_cli.cli_options import Device
 from ctxmt_cli.errors import CtxmtError
 
@@ -31,6 +31,7 @@ def _show(value: Optional[str]) -> tuple[int, ...]:
 
 
 def analyze_attention(
+    ctx: typer.Context,
     runs: Optional[List[str]] = typer.Argument(None, metavar="[compare RUN_A RUN_B]",
                                                help="'compare' and two --out directories: approximate randomisation"),
     checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="model checkpoint"),
@@ -38,8 +39,8 @@ def analyze_attention(
     split: str = typer.Option("test", help="prepared split, teacher-forced over its references"),
     src: Optional[Path] = typer.Option(None, help="source documents (blank line between documents) instead of a split"),
     ref: Optional[Path] = typer.Option(None, help="their reference translations, aligned with --src"),
-    context: Optional[int] = typer.Option(None, help="K context sentences per side that has context (default: the "
-                                          "model's own; for sKtoK windows of K+1 sentences; K next sentences too "
+    context: Optional[int] = typer.Option(None, min=0, help="K context sentences per side that has context (default: "
+                                          "the model's own; for sKtoK windows of K+1 sentences; K next sentences too "
                                           "for a model reading them)"),
     max_sentences: Optional[int] = typer.Option(None, min=1, help="analyse the first N windows only"),
     show: Optional[str] = typer.Option(None, help="window numbers (comma-separated) to draw as heat maps"),
@@ -64,14 +65,13 @@ def analyze_attention(
         if runs[0] != "compare" or len(runs) != 3:
             raise CtxmtError("usage: ctxmt analyze-attention compare RUN_A RUN_B (two directories written with --out), "
                              "or ctxmt analyze-attention -c CKPT [options]")
-        if checkpoint is not None or out is not None or show is not None:
-            raise CtxmtError("compare reads two finished runs; --checkpoint, --out and --show belong to an analysis")
+        refuse_given(ctx, [p.name for p in ctx.command.params if p.name not in ("runs", "trials", "seed")],
+                     "belongs to an analysis; `analyze-attention compare RUN_A RUN_B` reads two finished runs")
         typer.echo(attention_run.render_compare(attention_run.compare_runs(Path(runs[1]), Path(runs[2]), trials, seed)))
         return
     if checkpoint is None:
         raise CtxmtError("analyze-attention needs --checkpoint CKPT (or: compare RUN_A RUN_B)")
-    if (trials, seed) != (1000, 1):
-        raise CtxmtError("--trials and --seed belong to `analyze-attention compare RUN_A RUN_B`")
+    refuse_given(ctx, ("trials", "seed"), "belongs to `analyze-attention compare RUN_A RUN_B`")
     default_out = checkpoint.parent / f"analysis-{split if src is None else 'files'}"
     request = attention_run.AttentionRequest(
         checkpoint=checkpoint, out=out or default_out, data=data, split=split, src=src, ref=ref, context=context,
@@ -84,24 +84,27 @@ COMMANDS["analyze-attention"] = analyze_attention
 
 
 def cxmi(
+    ctx: typer.Context,
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="model checkpoint"),
     data: Optional[Path] = typer.Option(None, help="prepared dir (default: the checkpoint recipe's data.path)"),
     split: str = typer.Option("test", help="prepared split whose reference sentences are scored"),
-    context: Optional[int] = typer.Option(None, help="K context sentences per side that has context (default: the "
-                                          "model's own; K next sentences too for a model reading them, taken "
+    context: Optional[int] = typer.Option(None, min=0, help="K context sentences per side that has context (default: "
+                                          "the model's own; K next sentences too for a model reading them, taken "
                                           "from the document); a sentence-level model reads none: its CXMI is 0"),
     random_context: bool = typer.Option(False, "--random-context", help="control: context sentences (source and "
                                         "target, aligned) drawn from another document, seeded"),
     seed: int = typer.Option(1, help="seed of --random-context"),
     out: Optional[Path] = typer.Option(None, help="write the figures to this JSON file"),
     per_sentence: Optional[Path] = typer.Option(None, help="write P-CXMI (one JSON line per sentence) to this file"),
-    max_tokens: int = typer.Option(4096, help="token budget per scoring batch"),
+    max_tokens: int = typer.Option(4096, min=16, help="token budget per scoring batch"),
     device: Device = "auto",
 ):
     """Context usage (CXMI, Fernandes et al. 2021): log q(y|x,C) - log q(y|x) of the same model, per token and per
     sentence, over a prepared split's reference sentences."""
     from ctxmt_cli.analysis.cxmi import CxmiRequest, render, run_cxmi
 
+    if not random_context:
+        refuse_given(ctx, ("seed",), "is read with --random-context only (it draws the other documents' context)")
     request = CxmiRequest(checkpoint=checkpoint, data=data, split=split, context=context, random_context=random_context,
                           seed=seed, max_tokens=max_tokens, device=device, out=out, per_sentence=per_sentence)
     typer.echo(render(run_cxmi(request)))

@@ -2,8 +2,9 @@
 
 ``first-pass`` is registered on the app by :func:`register`; ``prepare`` (in ``cli.py``) hands its two
 derived formats to :func:`prepare_derived`. They read a prepared dataset instead of a raw corpus, so each
-takes its own options and refuses the raw-corpus ones (and ``prepare`` refuses theirs for a corpus format):
-an option that would be silently ignored is an error.
+takes its own options and refuses the raw-corpus ones; :data:`READS` says which options every format of
+``prepare`` reads, and :func:`check_options` refuses the others: an option that would be silently ignored is an
+error.
 """
 
 from __future__ import annotations
@@ -13,25 +14,44 @@ from typing import Optional
 
 import typer
 
-from ctxmt_cli.cli_errors import given_params, user_errors
+from ctxmt_cli.cli_errors import given_params, option_spelling, user_errors
 from ctxmt_cli.cli_options import Device, LogFormat
 from ctxmt_cli.errors import CtxmtError
 
 DERIVED_FORMATS = ("docrepair", "reverse")
-#: options of `ctxmt prepare` that only the derived formats read, and which of them each format reads
+#: options of `ctxmt prepare` that only the derived formats read
 DERIVED_OPTIONS = ("data", "splits", "reverse", "forward", "group_size", "stride", "beam", "device", "log_format")
-READS = {"docrepair": {"fmt", "out", "force", *DERIVED_OPTIONS}, "reverse": {"fmt", "out", "force", "data"}}
+#: the corpus readers' options (every corpus format reads each of them)
+CORPUS_OPTIONS = ("train", "valid", "test", "src_lang", "tgt_lang", "vocab_size", "joint", "moses", "spm_type",
+                  "max_sentence_tokens", "seed")
+#: what each format of `ctxmt prepare` reads besides FORMAT, --out and --force; any other option is refused
+READS = {
+    "synthetic": {"seed", "docs", "vocab_size"},      # generated languages, BPE, its own sentence lengths
+    **{fmt: set(CORPUS_OPTIONS) for fmt in ("text", "jsonl", "iwslt-tags", "iwslt-xml", "voita", "maruf")},
+    "docrepair": set(DERIVED_OPTIONS),
+    "reverse": {"data"},
+}
 
 
 def check_options(ctx, fmt: str) -> None:
-    """Refuse options ``prepare FORMAT`` would not read."""
-    allowed = READS.get(fmt)
+    """Refuse options ``prepare FORMAT`` would not read (one line naming the option and the formats that read it)."""
+    allowed = READS[fmt] | {"fmt", "out", "force"}
     for param in given_params(ctx):
-        wrong = param.name not in allowed if allowed is not None else param.name in DERIVED_OPTIONS
-        if wrong:
-            reads = (f"it reads {', '.join('--' + n.replace('_', '-') for n in sorted(allowed - {'fmt'}))}"
-                     if allowed is not None else f"it is read by {' and '.join(DERIVED_FORMATS)} only")
-            raise CtxmtError(f"{max(param.opts, key=len)} does not apply to `ctxmt prepare {fmt}` ({reads}); drop it")
+        if param.name not in allowed:
+            readers = [name for name, reads in READS.items() if param.name in reads]
+            reads = sorted(f"--{n.replace('_', '-')}" for n in allowed - {"fmt"})
+            own = f"; {fmt} reads {', '.join(reads)}" if len(reads) <= 6 else ""
+            verb = "reads" if len(readers) == 1 else "read"
+            raise CtxmtError(f"{option_spelling(ctx, param)} does not apply to `ctxmt prepare {fmt}` (only "
+                             f"{_formats(readers)} {verb} it{own}); drop it")
+
+
+def _formats(names: list[str]) -> str:
+    """``text, jsonl, ... and maruf``; the six corpus formats as one phrase."""
+    corpus = [n for n in names if n not in DERIVED_FORMATS and n != "synthetic"]
+    if len(corpus) > 1:
+        names = [n for n in names if n not in corpus] + ["the corpus formats"]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def prepare_derived(ctx) -> str:

@@ -147,6 +147,21 @@ def given_params(ctx) -> list:
     return [p for p in ctx.command.params if getattr(sources[p.name], "name", None) == "COMMANDLINE"]
 
 
+def option_spelling(ctx, param) -> str:
+    """How the command line spelt an option: its long name, or the half of a flag pair it gave (``--separate``)."""
+    if param.secondary_opts and ctx.params.get(param.name) is False:
+        return max(param.secondary_opts, key=len)
+    return max(param.opts, key=len)
+
+
+def refuse_given(ctx, names, why: str) -> None:
+    """Refuse the first option of ``names`` (parameter names) that the command line gave, a default being fine:
+    one line, ``OPTION why; drop it`` (``why`` says what reads the option instead)."""
+    for param in given_params(ctx):
+        if param.name in names:
+            raise CtxmtError(f"{option_spelling(ctx, param)} {why}; drop it")
+
+
 def user_errors(fn):
     """Turn CtxmtError, and an OS error the user can fix, into one line on stderr and exit code 2 (no traceback)."""
 

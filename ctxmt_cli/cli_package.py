@@ -55,9 +55,9 @@ def list_recipes(
 @user_errors
 def show_recipe(name: str = typer.Argument(..., metavar="NAME", help="recipe name (or path)")):
     """Print a recipe file as it ships, header comments included."""
-    from ctxmt_cli.recipe_catalog import resolve_recipe
+    from ctxmt_cli.recipe_catalog import read_recipe_text, resolve_recipe
 
-    typer.echo(resolve_recipe(name).read_text(encoding="utf-8"), nl=False)
+    typer.echo(read_recipe_text(resolve_recipe(name)), nl=False)
 
 
 @recipes_app.command("copy")

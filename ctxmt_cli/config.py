@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from ctxmt_cli.config_base import PRESETS, ModelBase, Section  # noqa: F401 (re-exported)
 from ctxmt_cli.config_hanoit import HanoiTConfig
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.recipe_catalog import resolve_recipe
+from ctxmt_cli.recipe_catalog import read_recipe_text, resolve_recipe
 
 
 class DataConfig(Section):
@@ -296,16 +296,30 @@ def _suggest(key: str, loc: tuple, raw: dict) -> str:
     return f" (did you mean '{match[0]}'?)" if match else ""
 
 
-def _format_error(err: ValidationError, source: str, raw: dict) -> str:
+def _override_source(loc: tuple, source: str, overrides: list[str]) -> str:
+    """Who gave the value at ``loc``: the ``--set`` that wrote it (or into it), else the recipe file."""
+    inside = None
+    for text in reversed(overrides):                   # the last --set of a key is the one that holds
+        parts = tuple(text.split("=", 1)[0].strip().split("."))
+        if loc[: len(parts)] == parts:
+            return f"--set {text!r}"
+        if inside is None and parts[: len(loc)] == loc:
+            inside = text
+    return source if inside is None else f"{source} with --set {inside!r}"
+
+
+def _format_error(err: ValidationError, source: str, raw: dict, overrides: list[str]) -> str:
     first = err.errors()[0]
     # pydantic puts the union tag (family name) into the location; users never wrote it
     loc = tuple(p for i, p in enumerate(first["loc"]) if not (i == 1 and first["loc"][0] == "model" and p in FAMILY_CONFIGS))
     path = ".".join(str(p) for p in loc) or "(top level)"
+    source = _override_source(tuple(str(p) for p in loc), source, overrides)
     if first["type"] == "extra_forbidden":
         return f"{source}: unknown key '{path}'{_suggest(str(loc[-1]), loc, raw)}; remove or rename it"
     msg = first["msg"].removeprefix("Value error, ")
     given = first.get("input")
-    shown = "" if isinstance(given, (dict, list)) or given is None else f" (got {given!r})"
+    shown = "" if isinstance(given, (dict, list)) or given is None else \
+        f" (got {str(given).lower() if isinstance(given, bool) else repr(given)})"
     more = f" [+{len(err.errors()) - 1} more]" if len(err.errors()) > 1 else ""
     return f"{source}: {path}: {msg}{shown}{more}"
 
@@ -342,14 +356,16 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
     return raw
 
 
-def validate_recipe(raw: dict, source: str = "recipe") -> Recipe:
-    """Validate a raw dict; any problem becomes one CtxmtError line naming ``source`` and the key path."""
+def validate_recipe(raw: Any, source: str = "recipe", overrides: Optional[list[str]] = None) -> Recipe:
+    """Validate a raw dict; any problem becomes one CtxmtError line naming ``source`` (or the ``--set`` of
+    ``overrides`` that gave the value) and the key path."""
     if not isinstance(raw, dict):
-        raise CtxmtError(f"{source}: a recipe must be a YAML mapping with sections data/model/train/decode")
+        raise CtxmtError(f"{source}: a recipe must be a YAML mapping with sections data/model/train/decode "
+                         f"(this file holds a {type(raw).__name__}); give a recipe file")
     try:
         return Recipe.model_validate(raw)
     except ValidationError as err:
-        raise CtxmtError(_format_error(err, source, raw)) from None
+        raise CtxmtError(_format_error(err, source, raw, list(overrides or []))) from None
 
 
 class DuplicateKeyError(yaml.YAMLError):
@@ -391,13 +407,7 @@ UniqueKeyLoader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|fal
 
 def _read_yaml(path: Path) -> Any:
     """The YAML content of a recipe file; bad bytes, bad syntax and duplicate keys are one line each."""
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        raise CtxmtError(f"{path}:{line}: not UTF-8 text (byte 0x{data[err.start]:02x}); save the recipe as "
-                         "UTF-8, e.g. iconv -f LATIN1 -t UTF-8") from None
+    text = read_recipe_text(path)
     try:
         return yaml.load(text, Loader=UniqueKeyLoader)
     except DuplicateKeyError as err:
@@ -412,9 +422,14 @@ def _read_yaml(path: Path) -> Any:
 def load_recipe(path: str | Path, overrides: Optional[list[str]] = None) -> Recipe:
     """Read, override and validate a recipe: a YAML file, or the name of a packaged recipe (``ctxmt recipes list``)."""
     path = resolve_recipe(path)
-    raw = _read_yaml(path) or {}
-    raw = apply_overrides(raw, list(overrides or []))
-    return validate_recipe(raw, str(path))
+    raw = _read_yaml(path)
+    if raw is None:                   # an empty file, or comments only: most likely the wrong file, not "defaults"
+        raise CtxmtError(f"{path}: the recipe is empty (no data/model/train/decode sections); give the right file, "
+                         "or start from a packaged one: ctxmt recipes copy quickstart/concat DIR")
+    overrides = list(overrides or [])
+    if isinstance(raw, dict):          # overrides write into the mapping; anything else is refused just below
+        raw = apply_overrides(raw, overrides)
+    return validate_recipe(raw, str(path), overrides)
 
 
 def recipe_to_dict(recipe: Recipe) -> dict:

@@ -6,9 +6,10 @@ own (:mod:`ctxmt_cli.config_hanoit`). No torch here either.
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Any, Literal, Optional, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 #: Architecture presets: (d_model, ffn_dim, heads, encoder_layers, decoder_layers).
 PRESETS: dict[str, tuple[int, int, int, int, int]] = {
@@ -19,10 +20,41 @@ PRESETS: dict[str, tuple[int, int, int, int, int]] = {
 }
 
 
+def _mentions(annotation: Any, kind: type) -> bool:
+    """Whether a field's type names ``kind`` anywhere (``Optional[int]``, ``tuple[float, float]``, a union)."""
+    return annotation is kind or any(_mentions(arg, kind) for arg in get_args(annotation))
+
+
+def _holds_bool(value: Any) -> bool:
+    """``value`` is a boolean, or a list or tuple with one inside (``betas: [true, 0.98]``)."""
+    return isinstance(value, bool) or (isinstance(value, (list, tuple)) and any(_holds_bool(v) for v in value))
+
+
 class Section(BaseModel):
-    """Base of every recipe section: unknown keys are errors, values are re-validated on assignment."""
+    """Base of every recipe section: unknown keys are errors, values are re-validated on assignment, and a
+    boolean is never taken for a number."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_as_number(cls, data: Any) -> Any:
+        # pydantic's lax mode reads true as 1 and false as 0 (`threads: true` would mean one thread, `dropout: true`
+        # would be refused as "less than 1"); strict mode would also refuse the YAML list a tuple field gets
+        if not isinstance(data, dict):
+            return data
+        errors = []
+        for key, value in data.items():
+            field = cls.model_fields.get(key) if isinstance(key, str) else None
+            if field is None or not _holds_bool(value) or _mentions(field.annotation, bool):
+                continue
+            what = "an integer" if _mentions(field.annotation, int) else "a number"
+            if _mentions(field.annotation, int) or _mentions(field.annotation, float):
+                errors.append(InitErrorDetails(type=PydanticCustomError(
+                    "bool_not_number", "expected {what}, not true/false", {"what": what}), loc=(key,), input=value))
+        if errors:
+            raise ValidationError.from_exception_data(cls.__name__, errors)
+        return data
 
 
 class ModelBase(Section):

@@ -101,6 +101,8 @@ def _as_name(text: str) -> str:
 
 def find_packaged(text: str) -> Path:
     """The file of the packaged recipe ``text`` names; an unknown or ambiguous name is a one-line error."""
+    if not text.strip():        # Path('') is the current directory: never report an empty name as "a directory"
+        raise CtxmtError(f"the recipe name is empty; give a recipe YAML file or a packaged NAME: {LIST_HINT}")
     name = _as_name(text)
     known = {r.name: r.path for r in packaged_recipes()}
     if name in known:
@@ -117,6 +119,9 @@ def find_packaged(text: str) -> Path:
     if Path(text).is_dir():
         raise CtxmtError(f"recipe is a directory, not a file: {text} (and no packaged recipe of that name{hint}); "
                          f"{LIST_HINT}")
+    if Path(text).exists():                              # a device, a FIFO: reading could block forever
+        raise CtxmtError(f"recipe is not a regular file: {text} (and no packaged recipe of that name{hint}); "
+                         f"{LIST_HINT}")
     raise CtxmtError(f"recipe not found: {text} (no such file, and no packaged recipe of that name{hint}); {LIST_HINT}")
 
 
@@ -126,6 +131,17 @@ def resolve_recipe(arg: str | Path) -> Path:
     if path.is_file():
         return path
     return find_packaged(str(arg))
+
+
+def read_recipe_text(path: Path) -> str:
+    """A recipe file's text; bytes that are not UTF-8 (a binary file, a Latin-1 file) are one line naming the line."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise CtxmtError(f"{path}:{line}: not UTF-8 text (byte 0x{data[err.start]:02x}); a recipe is a YAML text "
+                         "file: give the right file, or save it as UTF-8 (e.g. iconv -f LATIN1 -t UTF-8)") from None
 
 
 def copy_recipes(name: str, dest: Path) -> list[Path]:

@@ -18,6 +18,7 @@ and selects; :mod:`ctxmt_cli.analysis.figures` draws. It imports nothing heavy.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from dataclasses import dataclass, field
@@ -25,6 +26,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ctxmt_cli.errors import CtxmtError
+
+log = logging.getLogger(__name__)
 
 #: (steps, values) of one line
 Line = tuple[list[int], list[float]]
@@ -125,7 +128,9 @@ class Quantity:
 
 def read_metrics(run_dir: Path) -> list[dict]:
     """The metric rows of a run directory, sorted by step (stable). One line of error when the directory or
-    its ``metrics.jsonl`` is missing, a line other than the last is not JSON, or no row has a step and a kind."""
+    its ``metrics.jsonl`` is missing, is not UTF-8, a line other than the last is not a metric row (a JSON object
+    with an integer ``step`` and ``kind`` train or valid), or no row is. The last line, when it is not one, is
+    skipped with a warning: a run killed while writing it leaves it cut short, and the rows before it still plot."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         problem = "is a file, not a directory" if run_dir.exists() else "not found"
@@ -133,22 +138,43 @@ def read_metrics(run_dir: Path) -> list[dict]:
     path = run_dir / "metrics.jsonl"
     if not path.is_file():
         raise CtxmtError(f"no metrics.jsonl in {run_dir}; give the directory ctxmt train wrote (train.save_dir)")
-    lines = path.read_text(encoding="utf-8").splitlines()
+    data = path.read_bytes()
+    try:
+        lines = data.decode("utf-8").split("\n")
+    except UnicodeDecodeError as err:
+        number = data.count(b"\n", 0, err.start) + 1
+        raise CtxmtError(f"{path}, line {number}: not UTF-8 text; give the "
+                         "metrics.jsonl ctxmt train wrote (or remove that line)") from None
+    numbered = [(number, line) for number, line in enumerate(lines, 1) if line.strip()]
     rows = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            if number == len(lines):                            # cut short by a kill -9: the run's last line
-                continue
-            raise CtxmtError(f"{path}, line {number}: not a JSON object; remove or repair that line") from None
-        if isinstance(row, dict) and isinstance(row.get("step"), int) and row.get("kind") in KINDS:
-            rows.append(row)
+    for number, line in numbered:
+        problem = _row_problem(line)
+        if problem is None:
+            rows.append(json.loads(line))
+        elif number == numbered[-1][0]:                       # cut short by a kill: the run's last line
+            log.warning(f"{path}, line {number} (the last): {problem}, skipped (a run killed while writing it "
+                        "leaves it cut short)")
+        else:
+            raise CtxmtError(f"{path}, line {number}: {problem}; remove or repair that line")
     if not rows:
         raise CtxmtError(f"{path} holds no metric rows (step, kind train|valid); train the model first")
     return sorted(rows, key=lambda r: r["step"])
+
+
+def _row_problem(line: str) -> Optional[str]:
+    """Why a line of metrics.jsonl is not a metric row; None when it is one."""
+    try:
+        row = json.loads(line)
+    except (json.JSONDecodeError, RecursionError):
+        return "not a JSON object"
+    if not isinstance(row, dict):
+        return f"a JSON {type(row).__name__}, not an object"
+    step = row.get("step")
+    if not isinstance(step, int) or isinstance(step, bool):
+        return f"no integer 'step' (got {json.dumps(step)[:40]})"
+    if row.get("kind") not in KINDS:
+        return f"'kind' is {json.dumps(row.get('kind'))[:40]}, not one of {', '.join(KINDS)}"
+    return None
 
 
 def run_labels(run_dirs: list[Path]) -> list[str]:

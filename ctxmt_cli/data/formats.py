@@ -119,25 +119,39 @@ def _text_docs(paths: list[Path], docids: Path | None) -> Iterator[LocatedDoc]:
     return _docid_docs(paths, docids)
 
 
+def auto_docids_note(docids: Path) -> str:
+    """What to add to an error that the ``.docids`` file beside the corpus caused: the user never named it."""
+    return (f"{docids} was picked up automatically as the document ids of these files (PATH.docids beside "
+            f"PATH.L1 and PATH.L2): fix it, or rename or move it to read documents from blank lines instead")
+
+
 def _docid_docs(paths: list[Path], docids: Path) -> Iterator[LocatedDoc]:
+    """Documents of line-aligned files whose ``docids`` file gives each line's document id; an error the ids
+    cause (their count, an empty id, bytes that are not UTF-8, a blank sentence line meant as a break) says where they came from."""
     roles = ["source", "target"][: len(paths)] + ["docids"]
     sents: list[tuple[str, ...]] = []
     lines: list[int] = []
     prev_id: str | None = None
-    for lineno, vals in _zip_lines([*paths, docids], roles):
-        texts = [v.strip() for v in vals[: len(paths)]]
-        doc_id = vals[-1].strip()
-        if not doc_id:
-            raise fail(docids, lineno, "empty document id", "give every line a document id")
-        if sents and doc_id != prev_id:
-            yield sents, lines
-            sents, lines = [], []
-        prev_id = doc_id
-        for p, t in zip(paths, texts):
-            if not t:
-                raise _empty_sentence(p, lineno)
-        sents.append(tuple(texts))
-        lines.append(lineno)
+    try:
+        for lineno, vals in _zip_lines([*paths, docids], roles):
+            texts = [v.strip() for v in vals[: len(paths)]]
+            doc_id = vals[-1].strip()
+            if not doc_id:
+                raise fail(docids, lineno, "empty document id", "give every line a document id")
+            if sents and doc_id != prev_id:      # adjacent lines compared: an id that comes back starts anew
+                yield sents, lines
+                sents, lines = [], []
+            prev_id = doc_id
+            for p, t in zip(paths, texts):
+                if not t:                      # most likely a document break of a corpus that has none here
+                    raise fail(p, lineno, f"empty sentence (blank lines do not separate documents when {docids} "
+                               "gives the documents)", "fill it in or remove the line from every side and the ids")
+            sents.append(tuple(texts))
+            lines.append(lineno)
+    except CtxmtError as err:
+        if str(docids) not in str(err):
+            raise
+        raise CtxmtError(f"{err} ({auto_docids_note(docids)})") from None
     if sents:
         yield sents, lines
 
@@ -181,7 +195,7 @@ def _marked_docs(paths: list[Path], mark: _Mark) -> Iterator[LocatedDoc]:
             if opened is None:
                 raise fail(paths[0], lineno, f"the file does not start with {mark.name}",
                            f"put a line holding only {mark.line} before each document, the first included, "
-                           "on both sides (or read the files as --format text)")
+                           "on both sides (or read files without these lines with `ctxmt prepare text`)")
             for p, t in zip(paths, texts):
                 if not t:
                     raise _empty_sentence(p, lineno)

@@ -3,7 +3,9 @@
 The publishers' files are line-oriented (one ``<seg>`` per line) but not always
 well-formed XML, so this is a streaming tag scanner rather than an XML parser:
 it keeps line numbers for error messages and never holds more than one document.
-Segments are whitespace-normalised and XML entities are unescaped. The two sides
+A segment's text is kept as published (XML entities unescaped): only the whitespace around it is stripped,
+and a line break inside a segment that spans lines becomes a space (a sentence is one line everywhere after);
+runs of spaces inside it stay, so references equal the publisher's segments. The two sides
 are matched by docid (same documents, same order) and by seg id within a document.
 """
 
@@ -23,6 +25,7 @@ _TOKEN = re.compile(
 )
 _MAX_SEG_CHARS = 1 << 20  # an unclosed <seg> must not swallow the whole file
 _OPEN_SEG = re.compile(r"<seg\b", re.IGNORECASE)
+_LINE_BREAK = re.compile(r"\r\n|[\r\n]")
 _ATTR = re.compile(r"""([\w:-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""")
 
 # One side's document: (docid, [(seg id, text, line)], line of <doc>)
@@ -63,7 +66,7 @@ class _SideState:
         if seg_id in self.seen:
             raise fail(self.path, lineno, f"duplicate seg id {seg_id} in doc {self.doc[0]}",
                        "give each segment of a document its own id")
-        text = " ".join(html.unescape(text).split())
+        text = _LINE_BREAK.sub(" ", html.unescape(text).strip())
         if not text:
             raise fail(self.path, lineno, f"empty segment (seg id {seg_id})",
                        "fill it in or remove it from both sides")

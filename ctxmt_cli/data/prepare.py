@@ -22,7 +22,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ctxmt_cli.data.formats import FORMATS, count_lines, iter_parallel_located
+from ctxmt_cli.data.formats import FORMATS, auto_docids_note, count_lines, iter_parallel_located
 from ctxmt_cli.data.store import FORMAT_VERSION, REFERENCE_FILE, SPLIT_NAME, SplitWriter, choose_dtype, write_meta
 from ctxmt_cli.data.tokenize import BRK, SPECIAL_IDS, MosesProcessor, Tokenizer, train_sentencepiece
 from ctxmt_cli.errors import CtxmtError
@@ -131,9 +131,12 @@ def _validate_inputs(spec: PrepareSpec) -> None:
             if len({n for _, n in counts}) > 1:
                 detail = ", ".join(f"{p} has {n}" for p, n in counts)
                 first = min(n for _, n in counts) + 1
+                # the texts agree and the .docids file, which the user never named, does not
+                note = f" ({auto_docids_note(inp.docids)})" if inp.docids is not None and counts[0][1] == counts[1][1] \
+                    else ""
                 raise CtxmtError(
                     f"--{name}: line counts differ ({detail} lines); first unmatched line is "
-                    f"{first}; the files must be line-aligned (one sentence per line)")
+                    f"{first}; the files must be line-aligned (one sentence per line){note}")
 
 
 def _one_line(text: str) -> str:

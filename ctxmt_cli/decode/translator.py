@@ -303,6 +303,8 @@ def _check(s: DecodeSettings, documents: Sequence[Sequence[str]], given) -> list
         raise CtxmtError(f"target_context {s.target_context!r}: choose prefix or generate")
     if s.max_window_tokens < 2 or s.batch_docs < 1:
         raise CtxmtError("max_window_tokens must be >= 2 and batch_docs >= 1")
+    if s.beam < 1:                      # before the n-best check, which would blame --nbest for it
+        raise CtxmtError(f"--beam {s.beam}: give a beam size >= 1")
     if not 1 <= s.nbest <= s.beam:
         raise CtxmtError(f"--nbest {s.nbest}: an n-best list holds at most the beam's {s.beam} translations; "
                          f"give --beam {max(s.nbest, 1)} or more (and --nbest >= 1)")

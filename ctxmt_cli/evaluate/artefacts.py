@@ -5,9 +5,10 @@ token, so candidates that differ only in those words score exactly alike. Voita 
 the losses, first index on ties) then picks the first candidate, and since the correct candidate is the
 first one in every deixis and ellipsis item, it reports 100%. Beside each publisher's rule, every set gets:
 
-* ``ties``: items whose correct candidate's score equals the best contrastive candidate's score, decided on
-  exact equality of the stored scores -- the scorer rounds them to the scores file's 6 decimals, so a tie
-  here is a tie for the publishers' scripts too;
+* ``ties``: items whose correct candidate's score equals the score of any other candidate (the best contrastive
+  one or not: a set of identical unknown-token candidates ties them all, whichever wins), decided on exact
+  equality of the stored scores -- the scorer rounds them to the scores file's 6 decimals, so a tie here is a
+  tie for the publishers' scripts too;
 * ``strict_accuracy``: the share of items whose correct candidate is strictly better than every
   contrastive one (ContraPro's rule; equal to ``accuracy`` where the publisher's rule is already strict);
 * ``unknown_share``: of the target tokens of the candidates (every sentence of a candidate group) and of the
@@ -28,8 +29,8 @@ from ctxmt_cli.evaluate.testsets.base import TestSet
 TIE_LIMIT = 0.05          # share of items decided by a tie above which a result is flagged
 UNKNOWN_LIMIT = 0.05      # share of unknown target tokens above which a result is flagged
 DEFINITIONS = {
-    "ties": "items whose correct candidate's score equals the best contrastive score (exact equality of the "
-            "stored scores, rounded to the scores file's 6 decimals)",
+    "ties": "items whose correct candidate's score equals any other candidate's score, the best contrastive one's "
+            "or not (exact equality of the stored scores, rounded to the scores file's 6 decimals)",
     "strict_accuracy": "share of items whose correct candidate scores strictly better than every contrastive one "
                        "(ContraPro's rule; ties lose)",
     "unknown_share": "share of tokens that are the model's unknown token after its tokenizer: tgt = every sentence of "
@@ -59,8 +60,9 @@ class RecordingTokenizer:
 
 
 def tie_count(testset: TestSet, scores: list[list[float]]) -> int:
-    """Items whose correct candidate's score equals the best contrastive candidate's (exact equality)."""
-    return sum(row[item.correct] == max(s for k, s in enumerate(row) if k != item.correct)
+    """Items whose correct candidate's score equals any other candidate's score (exact equality): a tie with a
+    contrastive candidate below the best one counts too (``DEFINITIONS["ties"]``)."""
+    return sum(any(row[item.correct] == s for k, s in enumerate(row) if k != item.correct)
                for item, row in zip(testset.items, scores))
 
 
@@ -116,7 +118,8 @@ def artefact_warning(name: str, report: dict, n: int) -> Optional[str]:
     if unknown > UNKNOWN_LIMIT:
         reasons.append(f"{100 * unknown:.1f}% of its target tokens are unknown to the model's vocabulary")
     if tie_share > TIE_LIMIT:
-        reasons.append(f"{report['ties']} of {n} items ({100 * tie_share:.1f}%) are ties")
+        reasons.append(f"{report['ties']} of {n} items ({100 * tie_share:.1f}%) are ties (the correct "
+                       "candidate's score equals another candidate's)")
     if not reasons:
         return None
     return (f"{name}: {' and '.join(reasons)}; its accuracy may be an artefact of the tie rule "

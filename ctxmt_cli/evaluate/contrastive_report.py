@@ -136,7 +136,7 @@ def render(results: dict):
     unknown-token shares, n, every grouping) and the aggregates."""
     from rich.table import Table
 
-    table = Table(title="contrastive accuracy (%)")
+    table = Table(title="contrastive accuracy (%)", caption="ties: " + DEFINITIONS["ties"])
     columns = ("set", "n", "accuracy", "strict", "ties", "unk tgt/src", "by")
     for column in columns:
         table.add_column(column, justify="left" if column in ("set", "by") else "right")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ctxmt_cli.evaluate.artefacts import (
+    DEFINITIONS,
     RecordingTokenizer,
     artefact_report,
     artefact_warning,
@@ -43,6 +44,16 @@ def test_ties_and_the_strict_rule_on_hand_made_scores():
     # the publisher's rule decides ties its own way; the strict rule never counts one as correct
     assert decisions(_set("first_index"), scores) == [True, True, False, False, False, True, True]
     assert decisions(_set("strict"), scores) == strict_decisions(_set("strict"), scores)
+
+
+def test_a_tie_with_a_contrastive_candidate_below_the_best_counts_too():
+    # the correct candidate equals a contrastive one that is not the best: a tie, lost under both rules
+    cases = [(0, [-2.0, -1.0, -2.0]), (1, [-0.5, -3.0, -3.0, -4.0]), (0, [-1.0, -2.0, -3.0]), (2, [-9.0, -1.0, -9.0])]
+    scores = [row for _, row in cases]
+    for rule in ("first_index", "strict"):
+        assert tie_count(_set(rule, cases), scores) == 3
+    assert decisions(_set("first_index", cases), scores) == [False, False, True, False]
+    assert "any other candidate" in DEFINITIONS["ties"]
 
 
 def test_every_item_a_tie_reads_as_a_perfect_score_only_under_first_index(tokenizer):

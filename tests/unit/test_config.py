@@ -1,6 +1,7 @@
 """Recipe schema: typos, types, bounds and cross-field checks are one-line errors naming file and key."""
 
 import pytest
+from pydantic import ValidationError
 
 from ctxmt_cli.config import ShiftPair, apply_overrides, dump_recipe, load_recipe, validate_recipe
 from ctxmt_cli.errors import CtxmtError
@@ -97,6 +98,12 @@ BAD_RECIPE_FILES = [  # (file content; None = no file, "DIR" = a directory), mes
     (b"train:\n  lr: 1.0e-3\ntrain:\n  lr: 2.0e-3\n", ["r.yaml:3", "'train'", "twice", "first at line 1"]),
     (b"model:\n  family: concat\n  cd: 0.5\n  cd: 0.9\n", ["r.yaml:4", "'cd'", "twice", "line 3"]),
     (b"name: ok\ndescription: caf\xe9\n", ["r.yaml:2", "not UTF-8 text", "0xe9"]),
+    (bytes(range(256)) * 4, ["r.yaml:2", "not UTF-8 text", "a recipe is a YAML text file"]),     # a binary file
+    (b"", ["r.yaml", "the recipe is empty"]),
+    (b"# only a comment\n\n# and another\n", ["r.yaml", "the recipe is empty"]),
+    (b"- model\n- train\n", ["r.yaml", "a recipe must be a YAML mapping", "holds a list"]),
+    (b"just a line\n", ["r.yaml", "a recipe must be a YAML mapping", "holds a str"]),
+    (b"train:\n  threads: true\n", ["r.yaml", "train.threads: expected an integer, not true/false (got true)"]),
 ]
 
 
@@ -146,3 +153,43 @@ def test_other_names_of_a_key_point_to_ctxmt_s(name, ours):
     with pytest.raises(CtxmtError, match=f"unknown key 'model.{name}' \\(ctxmt calls it '{ours}'\\)"):
         validate_recipe({"model": {"family": "hanoit", name: 1}}, "r.yaml")
 
+
+
+BOOLEANS_AS_NUMBERS = [  # (--set, message fragment): lax pydantic would read true as 1 and false as 0
+    ("train.threads=true", "train.threads: expected an integer"),
+    ("train.lr=false", "train.lr: expected a number"),
+    ("model.dropout=true", "model.dropout: expected a number"),
+    ("train.betas=[true, 0.98]", "train.betas: expected a number"),
+    ("data.max_tokens=false", "data.max_tokens: expected an integer"),
+    ("model.shift=true", "model.shift: expected an integer"),
+    ("model.pse={d_se: true}", "model.pse.d_se: expected an integer"),
+    ("decode.beam=true", "decode.beam: expected an integer"),
+]
+
+
+@pytest.mark.parametrize("override, needle", BOOLEANS_AS_NUMBERS)
+def test_a_boolean_is_never_a_number_and_the_error_names_the_set(override, needle, tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text("model:\n  family: concat\n  segment: learned\n")
+    with pytest.raises(CtxmtError) as err:
+        load_recipe(path, [override])
+    assert str(err.value).startswith(f"--set {override!r}: {needle}"), str(err.value)
+
+
+def test_booleans_stay_booleans_and_numbers_numbers(tmp_path):
+    recipe = validate_recipe({"model": {"family": "concat", "persistent": True, "dropout": 0, "shift": 3},
+                              "train": {"threads": 2, "betas": [0.9, 1], "compile": False}})
+    assert recipe.model.persistent is True and recipe.model.shift == 3 and recipe.train.betas == (0.9, 1.0)
+    with pytest.raises(ValidationError, match="expected an integer, not true/false"):
+        recipe.train.threads = True                                  # assignment is validated too
+    with pytest.raises(CtxmtError, match=r"r\.yaml: model\.heads: expected an integer"):
+        validate_recipe({"model": {"family": "hanoit", "heads": True}}, "r.yaml")
+
+
+def test_an_error_in_a_value_the_file_gave_names_the_file_not_a_set(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text("train:\n  lr: -1\n")
+    with pytest.raises(CtxmtError, match=rf"^{path}: train\.lr: "):
+        load_recipe(path, ["train.seed=3"])
+    with pytest.raises(CtxmtError, match=rf"^{path} with --set 'model.cd=0.5': model: cd < 1"):
+        load_recipe(path, ["train.lr=1", "model.family=concat", "model.tgt_context_sentences=0", "model.cd=0.5"])

@@ -72,6 +72,38 @@ def test_read_metrics_sorts_by_step_and_skips_a_last_line_cut_short(tmp_path):
     assert [(r["step"], r["kind"]) for r in curves.read_metrics(run)] == [(2, "train"), (4, "train"), (4, "valid")]
 
 
+def test_a_last_line_cut_short_is_a_warning_naming_the_line(tmp_path, caplog):
+    run = write_rows(tmp_path / "run", [row(1, loss=1.0), row(2, loss=0.5)], tail='[1, 2')
+    with caplog.at_level("WARNING", logger="ctxmt_cli"):
+        rows = curves.read_metrics(run)
+    assert [r["step"] for r in rows] == [1, 2]
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "metrics.jsonl, line 3 (the last)" in warning and "skipped" in warning
+
+
+@pytest.mark.parametrize("middle, problem", [
+    ("garbage", "line 2: not a JSON object"),
+    ("[1, 2, 3]", "line 2: a JSON list, not an object"),
+    ('{"kind": "train", "loss": 1.0}', "line 2: no integer 'step'"),
+    ('{"step": true, "kind": "train"}', "line 2: no integer 'step' (got true)"),
+    ('{"step": 3, "kind": "test"}', "line 2: 'kind' is \"test\", not one of train, valid"),
+])
+def test_a_garbage_middle_line_is_an_error_naming_file_and_line(tmp_path, middle, problem):
+    run = write_rows(tmp_path / "run", [row(1, loss=1.0), middle, row(2, loss=0.5)])
+    with pytest.raises(CtxmtError) as err:
+        curves.read_metrics(run)
+    assert str(err.value).startswith(f"{run / 'metrics.jsonl'}, {problem}"), str(err.value)
+    assert "\n" not in str(err.value) and "remove or repair that line" in str(err.value)
+
+
+def test_metrics_that_are_not_utf8_are_one_line(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_bytes(json.dumps(row(1)).encode() + b"\n\xff\xfe\n")
+    with pytest.raises(CtxmtError, match=r"metrics\.jsonl, line 2: not UTF-8"):
+        curves.read_metrics(run)
+
+
 @pytest.mark.parametrize("setup, needle", [
     (lambda p: None, "not found"),
     (lambda p: p.write_text("x"), "is a file"),

@@ -81,7 +81,8 @@ def test_every_format_round_trips(tmp_path, fmt):
         assert end - start == len(doc)
         for i, (src, tgt) in zip(range(start, end), doc):
             assert split.src(i).tolist() == tok.encode_src(src)
-            assert tok.decode_tgt(split.tgt(i)) == tgt
+            # SentencePiece's ids hold no runs of spaces (an IWSLT segment may: it is kept as published)
+            assert tok.decode_tgt(split.tgt(i)) == " ".join(tgt.split())
 
 
 def test_layout_and_meta(tmp_path):

@@ -104,3 +104,27 @@ def test_copy_into_a_file_is_refused(tmp_path):
     (tmp_path / "afile").write_text("x", encoding="utf-8")
     with pytest.raises(CtxmtError, match="is a file, not a directory"):
         C.copy_recipes(NAME, tmp_path / "afile")
+
+
+@pytest.mark.parametrize("name", ["", "  "])
+def test_an_empty_recipe_name_is_not_taken_for_the_current_directory(name):
+    for call in (C.resolve_recipe, C.find_packaged, lambda n: C.copy_recipes(n, Path("never-made"))):
+        with pytest.raises(CtxmtError, match="the recipe name is empty") as err:
+            call(name)
+        assert "directory" not in str(err.value)
+    assert not Path("never-made").exists()
+
+
+def test_a_device_or_fifo_is_not_read_as_a_recipe(tmp_path):
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/null")):
+        with pytest.raises(CtxmtError, match=f"recipe is not a regular file: {path}"):
+            C.resolve_recipe(str(path))
+
+
+def test_recipe_text_that_is_not_utf8_names_the_line(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_bytes(b"name: a\n\x00\xff\x10binary\n")
+    with pytest.raises(CtxmtError, match=r"r\.yaml:2: not UTF-8 text \(byte 0xff\)"):
+        C.read_recipe_text(path)

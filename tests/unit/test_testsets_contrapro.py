@@ -165,6 +165,18 @@ def test_context_k_from_documents_and_trimmed_text_files(tmp_path):
     assert all(i.src_context == [] for i in _read(folder, context=0).items)
 
 
+def test_documents_without_context_extract_as_many_sentences_as_the_model_reads():
+    opus = FIXTURES / "opus"
+    for k in (0, 1, 3):
+        assert _rows(_read(documents=opus, model_context=k)) == _rows(_read(documents=opus, context=k))
+        # the spec ctxmt contrastive passes: KIND:PATH, the documents and the model's context size
+        (loaded,) = load_testsets(f"contrapro:{FIXTURES}", documents=opus, model_context=k)
+        assert _rows(loaded) == _rows(_read(documents=opus, context=k))
+    assert all(i.src_context == [] for i in _read(documents=opus, model_context=0).items)
+    assert _rows(_read(documents=opus, model_context=3, context=1)) == _rows(_read())   # --context wins
+    assert _rows(_read(documents=opus)) == _rows(_read())                                # no model known: 1
+
+
 def test_src_tgt_suffixes_and_json_only(tmp_path):
     folder = _copy(tmp_path, "contrapro.json")
     for old, new in (("en", "src"), ("de", "tgt")):

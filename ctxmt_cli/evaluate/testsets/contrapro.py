@@ -157,7 +157,8 @@ def read_contrapro(path: Path, **options) -> list[TestSet]:
 
     ``path``: the folder holding ``contrapro.json`` (or the json itself). Options:
     ``src_lang``/``tgt_lang`` (en/de; also ``.src/.tgt`` suffixes are read),
-    ``context`` (sentences to keep; default what the files hold, 1 when extracting),
+    ``context`` (sentences to keep; default what the files hold; when extracting, the ``model_context`` the
+    scoring model reads (``ctxmt contrastive`` passes it), else 1),
     ``documents`` (ContraPro's ``documents/`` folder, or the OPUS Moses files
     ``OpenSubtitles2018.de-en.{ids,de,en}`` / their prefix: extract the context
     directly, no Perl; used by default when the text files are absent and
@@ -173,7 +174,7 @@ def read_contrapro(path: Path, **options) -> list[TestSet]:
     if documents is None and text is None and (json_path.parent / "documents").is_dir():
         documents = json_path.parent / "documents"
     if documents is not None:
-        k = 1 if context is None else context
+        k = context if context is not None else _model_context(options.get("model_context"))
         rows, used = rows_from_documents(records, Path(documents), k, (src_lang, tgt_lang), check, json_path)
     elif text is not None:
         rows, used = rows_from_text(records, text, context, check, json_path.name)
@@ -189,6 +190,11 @@ def read_contrapro(path: Path, **options) -> list[TestSet]:
     return [TestSet(name=json_path.stem, kind="contrapro", items=items, tie_rule="strict",
                     groupings=("distance", "pronoun"), files=[json_path, *used],
                     src_lang=src_lang, tgt_lang=tgt_lang)]
+
+
+def _model_context(value) -> int:
+    """Context sentences to extract without ``--context``: as many as the model reads (1 when none is known)."""
+    return 1 if value is None else context_option(value)
 
 
 def _json_path(path: Path) -> Path:
