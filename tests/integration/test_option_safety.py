@@ -126,7 +126,7 @@ MESSAGES = [
     (["prepare", "maruf", "--train", "nod", "--src-lang", "en", "--tgt-lang", "de", "--out", "p"],
      ["nod.en:1: the file does not start with a <d> line", "`ctxmt prepare text`"]),
     (["serve", "-c", "exported", "--port", "0"], ["exported is a folder written by ctxmt export ctranslate2",
-                                                  "give the checkpoint (.pt) it was exported from"]),
+                                                  "serve the .pt checkpoint it was exported from"]),
 ]
 
 
