@@ -84,7 +84,7 @@ def _table(info: dict):
     rows = [
         ("checkpoint", info["path"]), ("recipe name", info["name"]), ("family", info["family"]),
         ("parameters", f"{info['parameters']:,}"), ("written by", f"ctxmt {info['ctxmt_version']} "
-                                                                  f"(format {info['format']})"),
+                                                                  f"(format {info['format']}, {info['container']})"),
         ("vocabulary", f"source {vocab['source_size']:,} / target {vocab['target_size']:,} "
                        f"({'joint' if vocab['joint'] else 'separate'}; Moses {'yes' if vocab['moses'] else 'no'})"),
         ("languages", languages), ("vocabulary fingerprint", str(vocab["fingerprint"])),
@@ -104,7 +104,7 @@ def _table(info: dict):
 
 @user_errors
 def inspect_checkpoint(
-    checkpoint: Path = typer.Argument(..., metavar="CKPT", help="checkpoint file (checkpoint_*.pt)"),
+    checkpoint: Path = typer.Argument(..., metavar="CKPT", help="checkpoint file (checkpoint_*.pt or .safetensors)"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout instead of the table"),
 ):
     """A checkpoint's recipe (resolved), family, parameter count, vocabulary and training state."""
