@@ -101,8 +101,7 @@ def read_safetensors(path: Path, device: str | torch.device = "cpu") -> dict:
     if isinstance(tokenizer, dict):
         for name in _PROTOS:
             proto = tensors.pop(TOKENIZER_PREFIX + name, None)
-            if proto is not None:
-                tokenizer[name] = proto.cpu().numpy().tobytes()
+            tokenizer[name] = None if proto is None else proto.cpu().numpy().tobytes()   # None: joint, as in a .pt
     if not isinstance(aliases, dict) or not all(isinstance(v, str) and v in tensors for v in aliases.values()):
         raise _unreadable(path, "its alias map names tensors the file does not hold")
     model = {name: t for name, t in tensors.items() if not name.startswith(TOKENIZER_PREFIX)}
