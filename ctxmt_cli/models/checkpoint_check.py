@@ -35,6 +35,8 @@ OPTIONAL = {"format": int, "version": str, "family": str, "vocab_fingerprint": s
 STATE_FIELDS = {"step": int, "epoch": int, "position": int, "best": numbers.Real, "best_step": int, "bad": int,
                 "last_valid_step": int, "elapsed": numbers.Real, "history": (list, tuple),
                 "recipe_history": (list, tuple)}
+#: ``meta.json`` fields loaders read from a checkpoint (languages, DocRepair's group size), and their types
+META_FIELDS = {"src_lang": str, "tgt_lang": str, "joint": bool, "moses": bool, "docrepair": dict}
 TOKENIZER_FIELDS = {"src_model": bytes, "tgt_model": bytes, "moses": bool, "src_lang": str, "tgt_lang": str,
                     "user_symbols": (list, tuple)}
 
@@ -86,10 +88,14 @@ def _check_fields(path: Path, ckpt: dict) -> None:
     if (ckpt.get("format") or CHECKPOINT_FORMAT) > CHECKPOINT_FORMAT:
         raise CtxmtError(f"{path} has checkpoint format {ckpt['format']} (ctxmt {ckpt.get('version')}); this ctxmt "
                          f"reads format {CHECKPOINT_FORMAT}: upgrade ctxmt to use it")
-    for key, kind in STATE_FIELDS.items():
-        value = (ckpt.get("state") or {}).get(key)
-        if value is not None and not _is(value, kind):
-            raise _fail(path, f"'state.{key}' is {_kind(value)}")
+    for section, expected in (("state", STATE_FIELDS), ("meta", META_FIELDS)):
+        for key, kind in expected.items():
+            value = (ckpt.get(section) or {}).get(key)
+            if value is not None and not _is(value, kind):
+                raise _fail(path, f"'{section}.{key}' is {_kind(value)}")
+    group = ((ckpt.get("meta") or {}).get("docrepair") or {}).get("group_size", 1)
+    if not _is(group, int) or group < 1:
+        raise _fail(path, f"'meta.docrepair.group_size' is {group!r}, not a sentence count")
 
 
 def _check_recipe(path: Path, ckpt: dict) -> Recipe:
