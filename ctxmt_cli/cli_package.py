@@ -94,6 +94,9 @@ def _table(info: dict):
     ]
     if train["averaged_from"]:
         rows.append(("averaged from", ", ".join(train["averaged_from"])))
+    for change in train["recipe_changes"]:
+        rows.append((f"recipe changed at step {change.get('step')}",
+                     ", ".join(f"{k} {old} → {new}" for k, (old, new) in (change.get("changed") or {}).items())))
     table = Table(show_header=False, title="ctxmt checkpoint")
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")                 # a long path wraps, never loses its end

@@ -93,6 +93,11 @@ def _check_fields(path: Path, ckpt: dict) -> None:
             value = (ckpt.get(section) or {}).get(key)
             if value is not None and not _is(value, kind):
                 raise _fail(path, f"'{section}.{key}' is {_kind(value)}")
+    for entry in (ckpt.get("state") or {}).get("recipe_history") or ():
+        changed = entry.get("changed") if isinstance(entry, dict) else None
+        if not isinstance(changed, dict) or not all(isinstance(v, (list, tuple)) and len(v) == 2
+                                                    for v in changed.values()):
+            raise _fail(path, "'state.recipe_history' holds an entry other than {step, changed: {key: [old, new]}}")
     group = ((ckpt.get("meta") or {}).get("docrepair") or {}).get("group_size", 1)
     if not _is(group, int) or group < 1:
         raise _fail(path, f"'meta.docrepair.group_size' is {group!r}, not a sentence count")

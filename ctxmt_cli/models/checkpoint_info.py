@@ -58,6 +58,7 @@ def training_info(ckpt: dict, recipe: Recipe) -> dict:
         "early_stop_on": recipe.train.early_stop_on, "validations": len(history),
         "elapsed_s": _finite(state.get("elapsed")), "world_size": ckpt.get("world_size"),
         "resumable": ckpt.get("optimizer") is not None,
+        "recipe_changes": list(state.get("recipe_history") or []),       # accepted with --resume --allow-changed
         "averaged_from": list(ckpt.get("averaged_from") or []),
     }
 

@@ -235,3 +235,5 @@ def test_resume_with_allowed_changes_trains_on_and_records_them(ws, synthetic_di
     notes = [r for r in rows if r["kind"] == "message"]
     assert len(notes) == 1 and notes[0]["step"] == 4 and notes[0]["changed"]["train.lr"] == [0.002, 0.01]
     assert [r["step"] for r in rows if r["kind"] == "valid"] == [2, 4, 6]
+    shown = json.loads(run_cli("inspect", run / "checkpoint_last.pt", "--json").stdout)["training"]
+    assert shown["recipe_changes"] == last["state"]["recipe_history"]

@@ -71,6 +71,7 @@ FLAWS = [
     (_set("meta", "docrepair", value={"group_size": "four"}), "'meta.docrepair.group_size' is 'four'"),
     (_set("state", "history", value=5), "'state.history' is an int"),
     (_set("state", "best", value="low"), "'state.best' is a str"),
+    (_set("state", "recipe_history", value=[{"step": 1, "changed": {"train.lr": 3}}]), "'state.recipe_history'"),
     (_set("model", value=[1]), "'model' is not a mapping of parameter names to tensors"),
     (_set("model", "src_embed.weight", value=[0.0]), "'model' is not a mapping"),
     (_set("model", "bogus", value=torch.zeros(1)), "1 unexpected tensors (e.g. bogus)"),
