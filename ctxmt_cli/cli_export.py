@@ -1,4 +1,5 @@
-"""``ctxmt export ctranslate2 CKPT OUT_DIR``: a checkpoint as a CTranslate2 model folder.
+"""``ctxmt export ctranslate2 CKPT OUT_DIR``: a checkpoint as a CTranslate2 model folder;
+``ctxmt export safetensors CKPT OUT.safetensors``: its weights in a format whose loading cannot run code.
 
 Kept beside ``cli.py``, which registers it through :func:`register`. CTranslate2 and torch are imported inside
 the command (:mod:`ctxmt_cli.export.ct2_export`), so ``--help`` stays instant and a missing ``ctranslate2`` is one
@@ -16,7 +17,7 @@ from ctxmt_cli.cli_options import Quantization
 
 export_app = typer.Typer(
     cls=OneLineGroup, no_args_is_help=True, pretty_exceptions_enable=False,
-    help="Export a checkpoint to another inference engine (CTranslate2).",
+    help="Export a checkpoint to another inference engine (CTranslate2) or to safetensors.",
 )
 
 
@@ -37,6 +38,21 @@ def export_ctranslate2(
 
     meta = export(checkpoint, out_dir, quantization=quantization, force=force)
     typer.echo(f"exported {checkpoint} ({meta['family']}, {quantization}) to {out_dir}", err=True)
+
+
+@export_app.command("safetensors")
+@user_errors
+def export_safetensors(
+    checkpoint: Path = typer.Argument(..., metavar="CKPT", help="model checkpoint (checkpoint_*.pt)"),
+    out: Path = typer.Argument(..., metavar="OUT.safetensors", help="file to write"),
+    force: bool = typer.Option(False, "--force", help="replace an existing OUT.safetensors"),
+):
+    """Write the weights, recipe and vocabulary as safetensors (no pickle: loading it cannot run code); every
+    command that takes -c CKPT reads it and translates exactly as with the .pt. It holds no optimiser state,
+    so it cannot be resumed."""
+    from ctxmt_cli.export.safetensors_export import export_safetensors as export
+
+    typer.echo(f"exported {checkpoint} to {export(checkpoint, out, force=force)}", err=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -84,7 +84,7 @@ def _table(info: dict):
     rows = [
         ("checkpoint", info["path"]), ("recipe name", info["name"]), ("family", info["family"]),
         ("parameters", f"{info['parameters']:,}"), ("written by", f"ctxmt {info['ctxmt_version']} "
-                                                                  f"(format {info['format']})"),
+                                                                  f"(format {info['format']}, {info['container']})"),
         ("vocabulary", f"source {vocab['source_size']:,} / target {vocab['target_size']:,} "
                        f"({'joint' if vocab['joint'] else 'separate'}; Moses {'yes' if vocab['moses'] else 'no'})"),
         ("languages", languages), ("vocabulary fingerprint", str(vocab["fingerprint"])),
@@ -94,6 +94,9 @@ def _table(info: dict):
     ]
     if train["averaged_from"]:
         rows.append(("averaged from", ", ".join(train["averaged_from"])))
+    for change in train["recipe_changes"]:
+        rows.append((f"recipe changed at step {change.get('step')}",
+                     ", ".join(f"{k} {old} → {new}" for k, (old, new) in (change.get("changed") or {}).items())))
     table = Table(show_header=False, title="ctxmt checkpoint")
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")                 # a long path wraps, never loses its end
@@ -104,7 +107,7 @@ def _table(info: dict):
 
 @user_errors
 def inspect_checkpoint(
-    checkpoint: Path = typer.Argument(..., metavar="CKPT", help="checkpoint file (checkpoint_*.pt)"),
+    checkpoint: Path = typer.Argument(..., metavar="CKPT", help="checkpoint file (checkpoint_*.pt or .safetensors)"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout instead of the table"),
 ):
     """A checkpoint's recipe (resolved), family, parameter count, vocabulary and training state."""

@@ -13,10 +13,10 @@ from typing import Any, Optional
 
 import torch
 
-from ctxmt_cli.config import Recipe, recipe_to_dict, validate_recipe
+from ctxmt_cli.config import Recipe, recipe_to_dict
 from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.models import build_model
-from ctxmt_cli.models.loading import read_checkpoint
+from ctxmt_cli.models.loading import open_checkpoint
 
 
 def count_parameters(recipe: Recipe, vocab: VocabInfo) -> int:
@@ -58,21 +58,29 @@ def training_info(ckpt: dict, recipe: Recipe) -> dict:
         "early_stop_on": recipe.train.early_stop_on, "validations": len(history),
         "elapsed_s": _finite(state.get("elapsed")), "world_size": ckpt.get("world_size"),
         "resumable": ckpt.get("optimizer") is not None,
+        "recipe_changes": list(state.get("recipe_history") or []),       # accepted with --resume --allow-changed
         "averaged_from": list(ckpt.get("averaged_from") or []),
     }
+
+
+def container(path: Path) -> str:
+    """``safetensors`` or ``torch``: the file format a checkpoint is stored in."""
+    from ctxmt_cli.models.safetensors_file import is_safetensors
+
+    return "safetensors" if is_safetensors(path) else "torch"
 
 
 def checkpoint_info(path: Path) -> dict:
     """Everything ``ctxmt inspect`` reports about a checkpoint, as JSON-ready values.
 
-    A missing, truncated or foreign file is a one-line :class:`~ctxmt_cli.errors.CtxmtError`.
+    A missing, truncated, foreign or malformed file is a one-line :class:`~ctxmt_cli.errors.CtxmtError`; a
+    ``.safetensors`` checkpoint is read like a ``.pt`` one (``container`` says which).
     """
     path = Path(path)
-    ckpt = read_checkpoint(path)
-    recipe = validate_recipe(ckpt["recipe"], f"{path} (stored recipe)")
-    vocab = VocabInfo(**ckpt["vocab"])
+    checked = open_checkpoint(path)
+    ckpt, recipe, vocab = checked.raw, checked.recipe, checked.vocab
     return {
-        "path": str(path), "format": ckpt.get("format"), "ctxmt_version": ckpt.get("version"),
+        "path": str(path), "container": container(path), "format": ckpt.get("format"), "ctxmt_version": ckpt.get("version"),
         "name": recipe.name, "family": recipe.model.family, "parameters": count_parameters(recipe, vocab),
         "vocabulary": vocabulary_info(ckpt), "training": training_info(ckpt, recipe),
         "recipe": recipe_to_dict(recipe),

@@ -1,11 +1,14 @@
 """Rebuilding a model from a checkpoint file alone: what translation, scoring, evaluation and training share.
 
 The checkpoint format itself (atomic writes, payloads, pruning, averaging) lives in
-:mod:`ctxmt_cli.train.checkpoint`; reading one back needs no training code.
+:mod:`ctxmt_cli.train.checkpoint`; reading one back needs no training code. A checkpoint is a ``.pt`` file
+(``torch.load(weights_only=True)``) or a ``.safetensors`` file (:mod:`ctxmt_cli.models.safetensors_file`),
+told apart by their first bytes; both are checked by :mod:`ctxmt_cli.models.checkpoint_check` before use.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,25 +16,43 @@ from typing import Any
 import torch
 from torch import nn
 
-from ctxmt_cli.config import Recipe, validate_recipe
+from ctxmt_cli.config import Recipe
 from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.device import resolve_device
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models import build_model
+from ctxmt_cli.models.checkpoint_check import CheckedCheckpoint, check_checkpoint
 from ctxmt_cli.paths import check_input_file
 
 
-def read_checkpoint(path: Path, device: str | torch.device = "cpu") -> dict:
-    """Load a checkpoint file; a missing, truncated or foreign file is a one-line CtxmtError."""
-    path = check_input_file(Path(path), "checkpoint", "give the path to a checkpoint_*.pt written by ctxmt train")
+def _load(path: Path, device: str | torch.device) -> Any:
+    """The file's contents: a safetensors checkpoint, or a torch one unpickled with ``weights_only=True`` (the one
+    ``torch.load`` of ctxmt: a pickle that would run code is refused, never run)."""
+    from ctxmt_cli.models.safetensors_file import is_safetensors, read_safetensors
+
+    if is_safetensors(path):
+        return read_safetensors(path, device)
     try:
-        ckpt = torch.load(path, map_location=device, weights_only=True)
+        with warnings.catch_warnings():     # torch's own warning about a foreign file would be a second line
+            warnings.simplefilter("ignore")
+            return torch.load(path, map_location=device, weights_only=True)
     except Exception as err:  # noqa: BLE001 - any unpickling failure means "not our file"
         raise CtxmtError(f"{path} is not a readable ctxmt checkpoint ({type(err).__name__}); "
                          "it may be truncated or from another tool") from None
-    if not isinstance(ckpt, dict) or "model" not in ckpt or "recipe" not in ckpt:
-        raise CtxmtError(f"{path} is not a ctxmt checkpoint (no model/recipe inside)")
-    return ckpt
+
+
+def open_checkpoint(path: Path, device: str | torch.device = "cpu") -> CheckedCheckpoint:
+    """Read a checkpoint file (``.pt`` or ``.safetensors``) and check its structure
+    (:func:`~ctxmt_cli.models.checkpoint_check.check_checkpoint`): a missing, truncated, foreign or malformed file
+    is a one-line CtxmtError naming it; every command that loads a checkpoint comes through here."""
+    path = check_input_file(Path(path), "checkpoint", "give a checkpoint_*.pt written by ctxmt train (or a "
+                            ".safetensors written by ctxmt export safetensors)")
+    return check_checkpoint(_load(path, device), path)
+
+
+def read_checkpoint(path: Path, device: str | torch.device = "cpu") -> dict:
+    """The checked contents of a checkpoint file (see :func:`open_checkpoint`) as a dict."""
+    return open_checkpoint(path, device).raw
 
 
 def load_state_strict(model: nn.Module, state: dict, path: Path) -> None:
@@ -64,14 +85,8 @@ def torch_device(name: str | torch.device = "auto") -> torch.device:
 
 def load_model(path: Path, device: str | torch.device = "cpu") -> LoadedModel:
     """Rebuild the model of a checkpoint (eval mode, on ``device``) without the prepared data."""
-    from ctxmt_cli.data.tokenize import Tokenizer
-
-    path = Path(path)
-    ckpt = read_checkpoint(path)
-    recipe = validate_recipe(ckpt["recipe"], f"{path} (stored recipe)")
-    vocab = VocabInfo(**ckpt["vocab"])
-    model = build_model(recipe.model, vocab)
-    load_state_strict(model, ckpt["model"], path)
+    checked = open_checkpoint(path)
+    model = build_model(checked.recipe.model, checked.vocab)
+    load_state_strict(model, checked.raw["model"], checked.path)
     model.to(torch_device(device)).eval()
-    tokenizer = Tokenizer.from_state(ckpt["tokenizer"])
-    return LoadedModel(model, recipe, tokenizer, vocab, dict(ckpt.get("meta") or {}))
+    return LoadedModel(model, checked.recipe, checked.tokenizer, checked.vocab, dict(checked.raw.get("meta") or {}))

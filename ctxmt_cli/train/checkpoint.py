@@ -31,9 +31,9 @@ from torch import nn
 import ctxmt_cli
 from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.models.checkpoint_check import CHECKPOINT_FORMAT
 from ctxmt_cli.models.loading import read_checkpoint
 
-CHECKPOINT_FORMAT = 1
 STEP_FILE = re.compile(r"^checkpoint_(\d+)\.pt$")
 TMP_PREFIX = ".tmp-"
 #: meta.json keys a checkpoint keeps (no local paths, no file names of the prepared dir)
@@ -82,6 +82,17 @@ def atomic_save(obj: Any, path: Path) -> Path:
     return _atomic(path, lambda tmp: torch.save(obj, tmp))
 
 
+def save_checkpoint(payload: dict, path: Path) -> Path:
+    """Write a checkpoint atomically: safetensors when ``path`` ends in ``.safetensors`` (weights, recipe and
+    tokenizer only: :mod:`ctxmt_cli.models.safetensors_file`), else ``torch.save``."""
+    if Path(path).suffix == ".safetensors":
+        from ctxmt_cli.models.safetensors_file import safetensors_bytes
+
+        data = safetensors_bytes(payload)
+        return _atomic(path, lambda tmp: Path(tmp).write_bytes(data))
+    return atomic_save(payload, path)
+
+
 def atomic_copy(src: Path, dst: Path) -> Path:
     """Copy ``src`` to ``dst`` atomically (e.g. a step checkpoint to ``checkpoint_best.pt``)."""
     return _atomic(dst, lambda tmp: shutil.copyfile(src, tmp))
@@ -125,6 +136,16 @@ def model_payload(recipe_dict: dict, tokenizer, vocab: VocabInfo, meta: dict, mo
         "meta": {k: meta[k] for k in META_KEYS if k in meta},
         "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
     }
+
+
+def check_resumable(ckpt: dict, path: Path) -> None:
+    """A checkpoint ``--resume`` can continue from: it carries the optimiser and the training counters (an averaged
+    or exported checkpoint does not)."""
+    optimizer = ckpt.get("optimizer")
+    if not isinstance(optimizer, dict) or not {"state", "param_groups"} <= set(optimizer) or not ckpt.get("state"):
+        raise CtxmtError(f"{path} holds no optimiser state or training counters (an averaged or exported "
+                         "checkpoint?); --resume continues only from a checkpoint_*.pt that ctxmt train wrote, "
+                         "or start a fresh run in another train.save_dir")
 
 
 def check_compatible(ckpt: dict, path: Path, family: str, fingerprint: str, data_dir: str) -> None:
@@ -228,7 +249,7 @@ def average_checkpoints(paths: list[Path], out: Path) -> Path:
     keep = ("format", "version", "family", "recipe", "tokenizer", "vocab_fingerprint", "vocab", "meta")
     payload = {k: first[k] for k in keep if k in first}
     payload.update(model=averaged, averaged_from=[str(p) for p in paths], state=first.get("state"))
-    return atomic_save(payload, Path(out))
+    return save_checkpoint(payload, Path(out))
 
 
 def _check_same_model(a: dict, b: dict, path_a: Path, path_b: Path) -> None:

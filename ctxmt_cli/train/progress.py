@@ -2,15 +2,18 @@
 optional TensorBoard.
 
 ``metrics.jsonl`` in the save directory always receives one JSON object per
-log line (``{"step", "kind": "train"|"valid", ...}``); when resuming, lines
+log line (``{"step", "kind": "train"|"valid"|"message", ...}``); when resuming, lines
 past the resumed step (written by the interrupted run after its last
 checkpoint) are dropped first so the file reads like one uninterrupted run.
-Other ranks get a reporter that does nothing.
+A validation row is on disk (flushed and fsynced) before the checkpoints of its
+step are written, so no kill between them loses it. Other ranks get a reporter
+that does nothing.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -23,13 +26,16 @@ _VALID_SHOWN = ("discounted_loss", "window_loss", "current_loss")
 
 
 def truncate_metrics(path: Path, last_step: int) -> None:
-    """Drop metric lines with ``step > last_step`` (they belong to work a resume will redo)."""
+    """Drop metric lines with ``step > last_step`` (they belong to work a resume will redo), and ``message`` rows
+    at ``last_step`` itself (an earlier resume from this same checkpoint wrote them; this one writes its own)."""
     if not path.is_file():
         return
     kept = []
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
-            if json.loads(line).get("step", 0) <= last_step:
+            row = json.loads(line)
+            step = row.get("step", 0)
+            if step < last_step or (step == last_step and row.get("kind") != "message"):
                 kept.append(line)
         except (json.JSONDecodeError, AttributeError):
             continue                        # a line cut short by a kill -9
@@ -52,6 +58,7 @@ class Reporter:
     def train(self, record: dict) -> None: ...
     def valid(self, record: dict) -> None: ...
     def message(self, text: str) -> None: ...
+    def record_message(self, step: int, text: str, **fields) -> None: ...
     def close(self) -> None: ...
 
 
@@ -187,9 +194,11 @@ class MainReporter(Reporter):
         if self._view is not None:
             self._view.start(step)
 
-    def _write(self, record: dict) -> None:
+    def _write(self, record: dict, durable: bool = False) -> None:
         self._jsonl.write(json.dumps(record, allow_nan=True) + "\n")
         self._jsonl.flush()
+        if durable:                         # on disk before the checkpoints that follow it
+            os.fsync(self._jsonl.fileno())
         if self._tb is not None:
             for key, value in record.items():
                 if isinstance(value, (int, float)) and key != "step":
@@ -202,8 +211,8 @@ class MainReporter(Reporter):
             self._view.train(record, self.clock)
 
     def valid(self, record: dict) -> None:
-        """A validation result, also shown as one line."""
-        self._write(record)
+        """A validation result (on disk when this returns), also shown as one line."""
+        self._write(record, durable=True)
         if self._view is not None:
             self._view.valid(record, self.clock)
 
@@ -211,6 +220,12 @@ class MainReporter(Reporter):
         """A note (resumed, stopped, averaged): above the bar, or one line (nothing when progress is off)."""
         if self._view is not None:
             self._view.message(text)
+
+    def record_message(self, step: int, text: str, **fields) -> None:
+        """A note that belongs to the run's record (a recipe change accepted on resume): a ``message`` row in
+        metrics.jsonl, and shown as :meth:`message` is."""
+        self._write({"step": step, "kind": "message", "text": text, **fields}, durable=True)
+        self.message(text)
 
     def close(self) -> None:
         """Stop the bar and close the files."""

@@ -21,8 +21,9 @@ from ctxmt_cli.data.windows import WindowDataset, WindowSpec
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.loading import read_checkpoint
 from ctxmt_cli.paths import check_output_dir
-from ctxmt_cli.train.checkpoint import check_compatible, step_checkpoints
+from ctxmt_cli.train.checkpoint import check_compatible, check_resumable, step_checkpoints
 from ctxmt_cli.train.distributed import DistEnv, broadcast_object
+from ctxmt_cli.train.resume import check_changes, recipe_changes
 
 
 @dataclass
@@ -38,6 +39,7 @@ class TrainState:
     last_valid_step: int = 0
     elapsed: float = 0.0           # training seconds before this process started
     history: list = field(default_factory=list)   # validation records
+    recipe_history: list = field(default_factory=list)   # recipe changes accepted on --resume (--allow-changed)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -123,8 +125,34 @@ def _preflight(save_dir: Path, resume: bool) -> tuple[Optional[str], Optional[Pa
     return None, None
 
 
-def find_resume_checkpoint(save_dir: Path, resume: bool, env: DistEnv, tokenizer, recipe: Recipe) -> Optional[dict]:
-    """The checkpoint to resume from (read on rank 0, sent to every rank), or None for a fresh run."""
+def _newest(save_dir: Path, path: Path) -> tuple[dict, Path]:
+    """The checkpoint at ``path`` (``checkpoint_last.pt``), or the newest step file when that is further on: a
+    kill between writing ``checkpoint_{step}.pt`` and copying it to ``checkpoint_last.pt`` left a complete
+    step (its validation row already in ``metrics.jsonl``) that the resume continues from."""
+    ckpt = read_checkpoint(path)
+    steps = step_checkpoints(save_dir)
+    newest = max(steps) if steps else None
+    if newest is not None and path.name == "checkpoint_last.pt" and newest > (ckpt.get("state") or {}).get("step", 0):
+        return read_checkpoint(steps[newest]), steps[newest]
+    return ckpt, path
+
+
+def _resume_from(save_dir: Path, path: Path, tokenizer, recipe: Recipe, allowed: tuple) -> dict:
+    """Read and check the checkpoint to resume from (rank 0): resumable, same family and vocabulary, and a recipe
+    that differs only in keys ``allowed`` names (the accepted changes go into ``ckpt["_changes"]``)."""
+    ckpt, path = _newest(save_dir, path)
+    check_resumable(ckpt, path)
+    check_compatible(ckpt, path, recipe.model.family, tokenizer.fingerprint(), recipe.data.path)
+    changes = recipe_changes(ckpt["recipe"], recipe, f"{path} (stored recipe)")
+    check_changes(changes, allowed, path)
+    ckpt["_path"], ckpt["_changes"] = str(path), changes
+    return ckpt
+
+
+def find_resume_checkpoint(save_dir: Path, resume: bool, env: DistEnv, tokenizer, recipe: Recipe,
+                           allow_changed: tuple = ()) -> Optional[dict]:
+    """The checkpoint to resume from (read on rank 0, sent to every rank), or None for a fresh run; a recipe
+    that differs from the stored one in a key not in ``allow_changed`` is refused (:mod:`~ctxmt_cli.train.resume`)."""
     decision = _preflight(save_dir, resume) if env.is_main else None
     error, path = broadcast_object(decision, env)
     if error:
@@ -132,17 +160,13 @@ def find_resume_checkpoint(save_dir: Path, resume: bool, env: DistEnv, tokenizer
     ckpt, problem = None, None
     if env.is_main and path is not None:
         try:
-            ckpt = read_checkpoint(path)
-            check_compatible(ckpt, path, recipe.model.family, tokenizer.fingerprint(), recipe.data.path)
+            ckpt = _resume_from(save_dir, path, tokenizer, recipe, tuple(allow_changed))
         except CtxmtError as err:
             problem = str(err)
     problem = broadcast_object(problem, env)
     if problem:
         raise CtxmtError(problem)
-    ckpt = broadcast_object(ckpt, env)
-    if ckpt is not None:
-        ckpt["_path"] = str(path)
-    return ckpt
+    return broadcast_object(ckpt, env)
 
 
 def rank_rng(ckpt: dict, env: DistEnv) -> Optional[Any]:

@@ -56,6 +56,7 @@ from ctxmt_cli.train.distributed import (
     wrap_model,
 )
 from ctxmt_cli.train.progress import make_reporter
+from ctxmt_cli.train.resume import describe
 from ctxmt_cli.train.schedule import InverseSqrtSchedule
 from ctxmt_cli.train.step import LossSettings, Updater, core_model, make_optimizer, make_scaler
 from ctxmt_cli.train.telemetry import TrainLog
@@ -77,15 +78,17 @@ class TrainResult:
 
 
 def train(recipe: Recipe, resume: bool = False, show_progress: bool = True, *, device: str = "auto",
-          log_format: Optional[str] = None) -> TrainResult:
+          log_format: Optional[str] = None, allow_changed: tuple = ()) -> TrainResult:
     """Train the system ``recipe`` describes; see the module docstring.
 
     ``device``: auto (CUDA device LOCAL_RANK when present, else the CPU), cpu, cuda or cuda:N. ``log_format``:
     the progress as a rich bar, plain lines or JSON lines (None: rich when stdout is a terminal, else plain).
+    ``allow_changed``: recipe keys (or sections) whose values may differ from the checkpoint's on ``resume``
+    (:mod:`ctxmt_cli.train.resume`); any other difference is refused before anything is written.
     """
     env = setup_distributed(device)
     try:
-        trainer = Trainer(recipe, env, resume, show_progress, log_format)
+        trainer = Trainer(recipe, env, resume, show_progress, log_format, tuple(allow_changed))
         try:
             return trainer.run()
         finally:
@@ -98,7 +101,7 @@ class Trainer:
     """State and steps of one training run (one instance per process)."""
 
     def __init__(self, recipe: Recipe, env: DistEnv, resume: bool, show_progress: bool,
-                 log_format: Optional[str] = None):
+                 log_format: Optional[str] = None, allow_changed: tuple = ()):
         self.env, self.cfg = env, recipe.train
         if self.cfg.threads:
             torch.set_num_threads(self.cfg.threads)
@@ -107,7 +110,7 @@ class Trainer:
         self.vocab = VocabInfo.of(self.tokenizer)
         self.recipe = S.resolve_recipe(recipe, self.meta)
         self.save_dir = Path(self.cfg.save_dir)
-        ckpt = S.find_resume_checkpoint(self.save_dir, resume, env, self.tokenizer, self.recipe)
+        ckpt = S.find_resume_checkpoint(self.save_dir, resume, env, self.tokenizer, self.recipe, allow_changed)
         self.train_ds = S.window_dataset(data, recipe.data.train_split, self.recipe, self.vocab, "train")
         valid_ds = S.window_dataset(data, recipe.data.valid_split, self.recipe, self.vocab, "valid")
         self._build(ckpt)
@@ -128,11 +131,22 @@ class Trainer:
         self.log = TrainLog(self.cfg, env, self.scaler is not None, self.loss.layout)
         if ckpt is not None:
             self.reporter.message(f"resumed from {ckpt['_path']} at step {self.state.step}")
+            self._record_changes(ckpt.get("_changes") or {})
         elif resume:
             self.reporter.message(f"no checkpoint in {self.save_dir} to resume from; starting a fresh run")
         self.t0 = time.monotonic() - self.state.elapsed
         self.stop_reason: Optional[str] = None
         self._epoch_cache: tuple[int, list] = (-1, [])
+
+    def _record_changes(self, changes: dict) -> None:
+        """Recipe changes accepted with ``--allow-changed``: printed, a ``message`` row in metrics.jsonl, and in
+        ``state.recipe_history`` (so every later checkpoint of the run carries them)."""
+        if not changes:
+            return
+        step = self.state.step
+        self.state.recipe_history.append({"step": step, "changed": {k: list(v) for k, v in changes.items()}})
+        self.reporter.record_message(step, f"resumed at step {step} with changed recipe values (--allow-changed): "
+                                           f"{describe(changes)}", changed={k: list(v) for k, v in changes.items()})
 
     def _build(self, ckpt: Optional[dict]) -> None:
         """Model, optimiser, scaler, schedule and state: fresh from the seed or restored from ``ckpt``."""
@@ -144,17 +158,33 @@ class Trainer:
         self.state = S.TrainState()
         if ckpt is not None:
             load_state_strict(net, ckpt["model"], Path(ckpt["_path"]))
-            self.optimizer.load_state_dict(ckpt["optimizer"])
-            if self.scaler is not None and ckpt.get("scaler"):
-                self.scaler.load_state_dict(ckpt["scaler"])
-            self.state = S.TrainState.from_dict(ckpt["state"])
-        rng = S.rank_rng(ckpt, self.env) if ckpt is not None else None
-        if rng is not None:
-            restore_rng(rng)
-        elif self.env.rank > 0 or ckpt is not None:
+        restored = self._restore(ckpt) if ckpt is not None else False
+        if not restored and (self.env.rank > 0 or ckpt is not None):
             # dropout streams differ per rank (and per resume point when a job changed size)
             torch.manual_seed(self.cfg.seed + 1000 * self.env.rank + self.state.step)
         self.model = wrap_model(net, self.env)
+
+    def _restore(self, ckpt: dict) -> bool:
+        """Optimiser, scaler and counters from ``ckpt``, and this rank's RNG state when it holds one (returns
+        whether it did). The optimiser keeps the recipe's betas/eps/weight decay, not the stored ones, so a change
+        accepted with --allow-changed applies (the learning rate comes from the schedule at every step). A state
+        that does not fit (a crafted or foreign checkpoint) is one line, not a traceback."""
+        settings = [{k: v for k, v in group.items() if k != "params"} for group in self.optimizer.param_groups]
+        try:
+            self.optimizer.load_state_dict(ckpt["optimizer"])
+            for group, own in zip(self.optimizer.param_groups, settings):
+                group.update(own)
+            if self.scaler is not None and ckpt.get("scaler"):
+                self.scaler.load_state_dict(ckpt["scaler"])
+            self.state = S.TrainState.from_dict(ckpt["state"])
+            rng = S.rank_rng(ckpt, self.env)
+            if rng is not None:
+                restore_rng(rng)
+            return rng is not None
+        except (KeyError, TypeError, ValueError, IndexError, RuntimeError) as err:
+            raise CtxmtError(f"{ckpt['_path']}: its optimiser, scaler or RNG state does not fit this run "
+                             f"({type(err).__name__}); resume from another checkpoint of the run, or start a fresh "
+                             "run in another train.save_dir") from None
 
     # ---- batches --------------------------------------------------------------------------------
     def _epoch_batches(self, epoch: int) -> list:
@@ -263,8 +293,10 @@ class Trainer:
         record = {"step": st.step, "kind": "valid", "epoch": st.epoch, **metrics,
                   "best": st.best, "bad_validations": st.bad}
         st.history.append(record)
-        self._save(improved)
+        # the row first (flushed to disk), then the checkpoints that include it: a kill in between loses no row,
+        # and a resume from the checkpoint before it drops the row with the work it redoes
         self.reporter.valid(record)
+        self._save(improved)
         if self.cfg.patience > 0 and st.bad >= self.cfg.patience and self.stop_reason is None:
             self.stop_reason = f"early stop: no {self.cfg.early_stop_on} improvement in {st.bad} validations"
         if os.environ.get(KILL_ENV) == str(st.step):

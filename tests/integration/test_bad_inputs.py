@@ -321,7 +321,8 @@ def test_full_disk_while_training_keeps_the_last_checkpoint(synthetic_dir, conca
     before = snapshot(run)
     monkeypatch.setattr(torch, "save", lambda obj, f, *a, **k: _full_disk(f))
     sets = [a.format(data=synthetic_dir) for a in tiny(str(run))] + ["--set", "train.max_steps=6"]
-    assert_user_error(run_cli("train", QUICKSTART, "--resume", *sets), "no space left on device", str(run))
+    assert_user_error(run_cli("train", QUICKSTART, "--resume", "--allow-changed", "train.max_steps", *sets),
+                      "no space left on device", str(run))
     monkeypatch.undo()
     after = {p: b for p, b in snapshot(run).items() if not p.endswith("metrics.jsonl")}
     assert after == {p: b for p, b in before.items() if not p.endswith("metrics.jsonl")}

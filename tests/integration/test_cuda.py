@@ -73,7 +73,8 @@ def test_train_translate_score_on_cuda(amp, corpus, tmp_path):
     assert losses and all(v == v and abs(v) < 1e4 for v in losses), rows
     # resume continues on the GPU to a larger budget
     result = run_cli("train", "quickstart/concat", *tiny_sets(data, save), "--set", f"train.amp={amp}",
-                     "--set", "train.max_steps=8", "--device", "cuda", "--resume", "--log-format", "json")
+                     "--set", "train.max_steps=8", "--device", "cuda", "--resume", "--allow-changed", "train.max_steps",
+                     "--log-format", "json")
     assert result.exit_code == 0, result.output
     assert max(step_checkpoints(save)) == 8
     ckpt = save / "checkpoint_last.pt"

@@ -33,7 +33,7 @@ def test_train_logs_plain_lines_then_json_lines_on_resume(synthetic_dir, tmp_pat
     assert lines[-1] == f"best checkpoint: {save / 'checkpoint_best.pt'}"
 
     result = run_cli("train", QUICKSTART, *tiny_sets(synthetic_dir, save), *once, "--set", "train.max_steps=6",
-                     "--resume", "--log-format", "json")
+                     "--resume", "--allow-changed", "train.max_steps", "--log-format", "json")
     assert result.exit_code == 0, result.output
     records = _json_lines(result.stdout)                                # every stdout line is a JSON object
     kinds = [r["kind"] for r in records]

@@ -189,7 +189,8 @@ def test_average_last_is_the_mean_of_the_last_n_and_survives_a_resume(prepared, 
     with_4 = {k: (mean[k] * 3 + weights(tmp_path / "whole" / "checkpoint_4.pt")[k].double()) / 4 for k in trained}
     assert any(not torch.allclose(trained[k].double(), with_4[k], atol=1e-6) for k in trained)
     train(recipe(prepared, tmp_path / "resumed", **{**settings, "max_steps": 8}), show_progress=False)
-    resumed = train(recipe(prepared, tmp_path / "resumed", **settings), resume=True, show_progress=False)
+    resumed = train(recipe(prepared, tmp_path / "resumed", **settings), resume=True, show_progress=False,
+                    allow_changed=("train.max_steps",))
     assert_same_weights(weights(resumed.averaged), trained)
     ordered = train(recipe(prepared, tmp_path / "ordered", **{**settings, "model": {**model, "context_order":
                                                                                         "previous"}}),

@@ -101,3 +101,28 @@ def test_default_is_plain_when_stdout_is_not_a_terminal(tmp_path, capsys):
     reporter.train(TRAIN)
     reporter.close()
     assert PLAIN_TRAIN.match(capsys.readouterr().out.strip())           # captured stdout is no terminal
+
+
+def test_a_resume_keeps_rows_up_to_its_step_and_drops_its_own_earlier_notes(tmp_path):
+    """truncate_metrics: rows past the resumed step go (their work is redone); a message row *at* the step came
+    from an earlier resume from this same checkpoint, which this resume replaces with its own."""
+    from ctxmt_cli.train.progress import truncate_metrics
+
+    rows = [{**TRAIN, "step": 3}, {**VALID, "step": 3}, {"step": 3, "kind": "message", "text": "changed"},
+            {**TRAIN, "step": 5}, {**VALID, "step": 6}, {"step": 1, "kind": "message", "text": "older"}]
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 7, "kind": "tr')    # a cut line
+    truncate_metrics(path, 3)
+    kept = [json.loads(line) for line in path.read_text().splitlines()]
+    assert kept == [rows[0], rows[1], rows[5]]
+
+
+def test_a_validation_row_and_a_note_are_on_disk_when_written(tmp_path):
+    reporter = MainReporter(tmp_path, max_steps=10, show=False)
+    reporter.valid(VALID)
+    reporter.record_message(4, "resumed with changes", changed={"train.lr": [0.1, 0.2]})
+    # read through another handle before closing: nothing waits in the reporter's buffer
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert rows == [VALID, {"step": 4, "kind": "message", "text": "resumed with changes",
+                            "changed": {"train.lr": [0.1, 0.2]}}]
+    reporter.close()

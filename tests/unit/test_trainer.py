@@ -211,3 +211,79 @@ def test_missing_prepared_dir(tmp_path):
     with pytest.raises(CtxmtError, match=r"prepared data not found: .*nowhere.*run ctxmt prepare"):
         train(recipe(tmp_path / "nowhere", tmp_path / "run"), show_progress=False)
     assert not (tmp_path / "run").exists()
+
+
+class Killed(BaseException):
+    """A kill -9 at a chosen write: nothing after it runs (not even an ``except Exception``)."""
+
+
+def _kill_at(monkeypatch, what: str) -> None:
+    """Kill the run at step 6 while writing ``what``: the step file itself, or its copy to best or last."""
+    from ctxmt_cli.train import trainer as trainer_module
+
+    real_save, real_copy = trainer_module.atomic_save, trainer_module.atomic_copy
+
+    def save(obj, path):
+        if what == "step" and Path(path).name == "checkpoint_6.pt":
+            raise Killed
+        return real_save(obj, path)
+
+    def copy(src, dst):
+        if Path(src).name == "checkpoint_6.pt" and Path(dst).name == f"checkpoint_{what}.pt":
+            raise Killed
+        return real_copy(src, dst)
+
+    monkeypatch.setattr(trainer_module, "atomic_save", save)
+    monkeypatch.setattr(trainer_module, "atomic_copy", copy)
+
+
+@pytest.mark.parametrize("what", ["step", "last"])
+def test_a_kill_between_checkpoint_writes_loses_no_validation_row(prepared, tmp_path, monkeypatch, what):
+    """The validation row reaches metrics.jsonl before its step's checkpoints: killed while the step file is
+    written, the resume from step 3 drops the row with the work it redoes and writes it again (once); killed
+    between the best and the last copy, the resume continues from the complete step file and keeps the row. Either
+    way the rows, the history and the weights are the uninterrupted run's."""
+    ref = train(recipe(prepared, tmp_path / "ref"), show_progress=False)
+    save = tmp_path / "killed"
+    _kill_at(monkeypatch, what)
+    with pytest.raises(Killed):
+        train(recipe(prepared, save), show_progress=False)
+    monkeypatch.undo()
+    assert read_checkpoint(save / "checkpoint_last.pt")["state"]["step"] == 3
+    assert [r["step"] for r in metrics(save, "valid")] == [3, 6]                # the row came first
+    resumed = train(recipe(prepared, save), resume=True, show_progress=False)
+    assert metrics(save, "valid") == metrics(tmp_path / "ref", "valid") == [
+        {**r, "kind": "valid"} for r in (dict(h) for h in ref.history)]
+    assert resumed.history == ref.history == read_checkpoint(save / "checkpoint_last.pt")["state"]["history"]
+    assert [r["step"] for r in metrics(save, "train")] == [r["step"] for r in metrics(tmp_path / "ref", "train")]
+    assert_same_weights(weights(resumed.last), weights(ref.last))
+    assert read_checkpoint(resumed.best)["state"]["best_step"] == read_checkpoint(ref.best)["state"]["best_step"]
+
+
+def test_a_resume_refuses_a_changed_recipe_and_applies_an_allowed_one(prepared, tmp_path):
+    """Without --allow-changed a changed value is refused before anything is written; allowed, the optimiser
+    runs with the new betas/weight decay (not the stored ones) and the run records the change."""
+    from ctxmt_cli.train.distributed import setup_distributed, teardown_distributed
+    from ctxmt_cli.train.trainer import Trainer
+
+    save = tmp_path / "run"
+    train(recipe(prepared, save, max_steps=3, valid_every=3), show_progress=False)
+    changed = recipe(prepared, save, max_steps=3, valid_every=3, weight_decay=0.05, betas=(0.8, 0.9))
+    before = {p.name: p.read_bytes() for p in save.iterdir()}
+    with pytest.raises(CtxmtError, match=r"other recipe values: train.weight_decay 0.0 → 0.05; ") as err:
+        train(changed, resume=True, show_progress=False, allow_changed=("train.betas",))
+    assert "betas" not in str(err.value)                                 # allowed: not listed
+    assert {p.name: p.read_bytes() for p in save.iterdir()} == before
+    env = setup_distributed("cpu")
+    trainer = Trainer(changed, env, True, False, allow_changed=("train.betas", "train.weight_decay"))
+    try:
+        group = trainer.optimizer.param_groups[0]
+        assert group["weight_decay"] == 0.05 and tuple(group["betas"]) == (0.8, 0.9)
+        assert trainer.optimizer.state                                 # the moments were restored all the same
+        assert trainer.state.recipe_history == [{"step": 3, "changed": {"train.betas": [[0.9, 0.98], [0.8, 0.9]],
+                                                                        "train.weight_decay": [0.0, 0.05]}}]
+    finally:
+        trainer.close()
+        teardown_distributed(env)
+    notes = metrics(save, "message")
+    assert len(notes) == 1 and notes[0]["changed"]["train.weight_decay"] == [0.0, 0.05]
