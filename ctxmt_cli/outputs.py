@@ -39,6 +39,8 @@ _OURS = re.compile(r"^\..+\.ctxmt-(?:tmp|old)-(\d+)-[0-9a-f]{8}$")
 #: the files of a prepared dataset written before manifests existed (``meta.json`` marks one)
 LEGACY_DATASET = ("meta.json", "*.bin", "*.idx", "*.docs", "*.ref", "*.txt", "*.json", "*.model", "*.vocab",
                   "*.partial", "raw", "raw/*")
+#: the files of a CTranslate2 model folder exported before manifests existed (``ctxmt.json`` marks one)
+LEGACY_EXPORT = ("ctxmt.json", "model.bin", "config.json", "*vocabulary*", "*.model")
 T = TypeVar("T")
 
 
@@ -174,14 +176,23 @@ def remove_stale(directory: Path) -> list[Path]:
 
 
 # ---- owned directories -----------------------------------------------------------------------------------------
-def write_manifest(directory: Path, command: str, patterns: Iterable[str] = ()) -> Path:
-    """Record ``directory`` as ``command``'s output: every entry now in it, and ``patterns`` for what it adds later."""
+def write_manifest(directory: Path, command: str, patterns: Iterable[str] = (), listed: bool = True) -> Path:
+    """Record ``directory`` as ``command``'s output: every entry now in it (``listed``; else none), and
+    ``patterns`` for the names it writes later."""
     from ctxmt_cli import __version__
 
     directory = Path(directory)
-    entries = sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.name != MANIFEST)
+    entries = sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*")
+                     if p.name != MANIFEST) if listed else []
     return write_json(directory / MANIFEST, {"ctxmt_output": 1, "command": command, "version": __version__,
                                              "entries": entries, "patterns": list(patterns)})
+
+
+def claim(directory: Path, command: str, patterns: Iterable[str]) -> None:
+    """Give ``directory``, which ``command`` writes into over time (a training run's ``save_dir``), a manifest
+    claiming only the names matching ``patterns``, unless it has one; whatever else is there stays foreign."""
+    if not (Path(directory) / MANIFEST).exists():
+        write_manifest(directory, command, patterns, listed=False)
 
 
 def _rules(directory: Path) -> Optional[tuple[str, set, list]]:
@@ -196,6 +207,8 @@ def _rules(directory: Path) -> Optional[tuple[str, set, list]]:
             return None
     if (directory / "meta.json").is_file():
         return "prepare", set(), list(LEGACY_DATASET)
+    if (directory / "ctxmt.json").is_file() and (directory / "model.bin").is_file():
+        return "export ctranslate2", set(), list(LEGACY_EXPORT)
     return None
 
 
@@ -302,3 +315,32 @@ def build_dir(out: Path, command: str, build: Callable[[Path], T], *, what: str 
             raise OSError(err.errno, err.strerror, str(out)) from err
         raise
     return result
+
+
+@contextlib.contextmanager
+def rebuilding(out: Path, command: str, patterns: Iterable[str], *, what: str = "--out") -> Iterator[Path]:
+    """For a command that writes its output directory in place over a long run (``quickstart``): set an existing
+    ``out`` (already checked with :func:`check_new_or_replaceable`) aside, give the new one a manifest claiming
+    ``patterns``, and on success list what was written and delete the old one; on any failure the new
+    directory is removed and the old one put back."""
+    out, patterns = Path(out), list(patterns)
+    aside = None
+    remove_stale(out.parent)
+    if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
+        out.rmdir()
+    elif out.exists() or out.is_symlink():
+        check_replaceable(out, what)
+        aside = temp_name(out, ASIDE_TAG)
+        os.rename(out, aside)
+    try:
+        out.mkdir(parents=True)
+        write_manifest(out, command, patterns, listed=False)
+        yield out
+        write_manifest(out, command, patterns)
+    except BaseException:
+        if aside is not None:
+            shutil.rmtree(out, ignore_errors=True)
+            os.rename(aside, out)
+        raise
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
