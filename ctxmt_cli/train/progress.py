@@ -34,7 +34,9 @@ def truncate_metrics(path: Path, last_step: int) -> None:
                 kept.append(line)
         except (json.JSONDecodeError, AttributeError):
             continue                        # a line cut short by a kill -9
-    write_atomic(path, "".join(k + "\n" for k in kept))
+    text = "".join(k + "\n" for k in kept)
+    if text.encode("utf-8") != path.read_bytes():          # nothing to drop: no write (a full disk may resume)
+        write_atomic(path, text)
 
 
 def _tensorboard(log_dir: Path):
