@@ -71,11 +71,16 @@ def _disk_full(directory: Path) -> bool:
     return usage.f_bavail * usage.f_frsize < 1 << 16
 
 
-def _named(err: BaseException, target: Path, directory: Path) -> Optional[OSError]:
-    """The error to raise instead of ``err``, naming ``target`` (the file the user knows, not the temp)."""
-    if isinstance(err, OSError) and err.errno is not None:
-        return OSError(err.errno, err.strerror, str(target))
-    if isinstance(err, RuntimeError) and _disk_full(directory):
+def _named(err: BaseException, target: Path, full: bool) -> Optional[OSError]:
+    """The error to raise instead of ``err``, naming ``target`` (the file the user knows, not the temp): an OS
+    error, also one that a writer's RuntimeError hides in its context (torch's zip writer, whose
+    end-of-file record fails after Python's own ENOSPC), or ENOSPC when the disk was ``full``."""
+    seen = err if isinstance(err, (OSError, RuntimeError)) else None
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno is not None:
+            return OSError(seen.errno, seen.strerror, str(target))
+        seen = seen.__cause__ or seen.__context__
+    if isinstance(err, RuntimeError) and full:
         return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target))
     return None
 
@@ -93,9 +98,10 @@ def atomic_path(target: Path) -> Iterator[Path]:
             os.fsync(handle.fileno())            # the data on disk before the rename makes it visible
         os.replace(tmp, target)
     except BaseException as err:
+        full = isinstance(err, RuntimeError) and _disk_full(target.parent)     # before the temp frees its space
         with contextlib.suppress(OSError):
             tmp.unlink()
-        replacement = _named(err, target, target.parent)
+        replacement = _named(err, target, full)
         if replacement is not None:
             raise replacement from err
         raise
