@@ -70,6 +70,31 @@ def check_output_dir(path: Path, what: str) -> Path:
     return path
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
+def check_not_input(output: Path, inputs, what: str) -> None:
+    """The one check that an output never lands on an input: ``output`` is none of ``inputs`` as a file (same
+    device and inode, so a hard link, a symbolic link or another spelling of the path is caught), and when
+    ``output`` is a directory (to be replaced) no input lies inside it. ``None`` inputs are skipped."""
+    output = Path(output)
+    if not (output.exists() or output.is_symlink()):
+        return
+    real = Path(os.path.realpath(output))
+    for source in inputs:
+        if source is None or not Path(source).exists():
+            continue
+        if _same_file(source, output):
+            raise CtxmtError(f"{what} {output} is also an input ({source}); write the result somewhere else")
+        if real.is_dir() and real in Path(os.path.realpath(source)).parents:
+            raise CtxmtError(f"{what} {output} holds the input {source}; replacing it would delete that input: "
+                             "write the result somewhere else")
+
+
 def check_output_file(path: Path, what: str, *, force: bool | None = None, inputs: tuple = (),
                       make_parents: bool = False) -> Path:
     """A file a command will write: not a directory, not one of its ``inputs``, in a writable directory.
@@ -80,9 +105,7 @@ def check_output_file(path: Path, what: str, *, force: bool | None = None, input
     path = Path(path)
     if path.is_dir():
         raise CtxmtError(f"{what} {path} is a directory; give a file name, e.g. {path / 'out'}")
-    for source in inputs:
-        if path.exists() and Path(source).exists() and os.path.samefile(source, path):
-            raise CtxmtError(f"{what} {path} is also an input; write the result to another file")
+    check_not_input(path, inputs, what)
     if path.exists() and force is False:
         raise CtxmtError(f"{what} {path} already exists; pass --force to overwrite it or choose another name")
     parent = path.parent

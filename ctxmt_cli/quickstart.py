@@ -13,9 +13,7 @@ thread count: the same seed gives the same figures on a fast or a busy machine.
 
 from __future__ import annotations
 
-import json
 import logging
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -23,6 +21,7 @@ from typing import Optional
 
 from ctxmt_cli.config import Recipe, load_recipe, recipe_to_dict, validate_recipe
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.outputs import check_new_or_replaceable, rebuilding, write_json
 from ctxmt_cli.recipe_catalog import RECIPES_DIR
 
 #: One recipe per system the quickstart can run, packaged with ctxmt (``ctxmt recipes list quickstart``).
@@ -157,23 +156,30 @@ def run_quickstart(out: Path, docs: int = 2000, seed: int = 1, force: bool = Fal
     ``seed`` seeds the synthetic data and every system's training; ``updates`` overrides each recipe's budget;
     ``device``: where the systems train and translate (auto: CUDA when present). ``log_format`` (None: rich on a
     terminal, else plain) applies to every training run; with json, stdout carries JSON lines only (the runs'
-    and a closing ``result``) and the stage headers and tables go to stderr.
+    and a closing ``result``) and the stage headers and tables go to stderr. An existing ``out`` is replaced
+    (``force``) only when it is a quickstart folder holding nothing but what ctxmt wrote; a failure keeps it.
     """
-    from rich.console import Console
-
-    from ctxmt_cli.commands import synthetic_items
     from ctxmt_cli.device import resolve_device
-    from ctxmt_cli.logs import json_line, resolve_log_format
+    from ctxmt_cli.logs import resolve_log_format
 
     out, log_format, device = Path(out), resolve_log_format(log_format, sys.stdout), str(resolve_device(device))
     if updates is not None and updates < 1:
         raise CtxmtError(f"--updates {updates}: the update budget must be at least 1")
     names = parse_systems(systems)
     recipes = {name: system_recipe(name, out, seed, updates) for name in names}   # every recipe checked first
-    if out.exists() and any(out.iterdir()) and not force:
-        raise CtxmtError(f"{out} already exists; pass --force to overwrite it or choose another --out")
-    if out.exists() and force:
-        shutil.rmtree(out)
+    check_new_or_replaceable(out, "--out", force, kind="a quickstart folder")
+    with rebuilding(out, "quickstart", ["results.json", "data", *names]):
+        payload = _run(out, names, recipes, docs, seed, device, log_format)
+    return payload
+
+
+def _run(out: Path, names: list, recipes: dict, docs: int, seed: int, device: str, log_format: str) -> dict:
+    """Every stage of :func:`run_quickstart` inside ``out``; the payload of ``results.json``."""
+    from rich.console import Console
+
+    from ctxmt_cli.commands import synthetic_items
+    from ctxmt_cli.logs import json_line
+
     console, start, stages = Console(stderr=log_format == "json"), time.time(), len(recipes) + 2
     data = _prepare(out, docs, seed, console, stages)
     items = synthetic_items(data)
@@ -189,7 +195,7 @@ def run_quickstart(out: Path, docs: int = 2000, seed: int = 1, force: bool = Fal
         "models": {n: {k: v for k, v in r.items() if not k.startswith("_")} for n, r in results.items()},
         "sample": sample,
     }
-    (out / "results.json").write_text(json.dumps(payload, indent=2, ensure_ascii=False))
+    write_json(out / "results.json", payload)
     console.print(f"done in {payload['seconds']:.0f} s; results in {out / 'results.json'}")
     if log_format == "json":
         print(json_line({"kind": "result", "results": str(out / "results.json"), "seconds": round(payload["seconds"], 3),

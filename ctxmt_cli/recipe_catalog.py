@@ -14,7 +14,6 @@ This module imports nothing heavy (no torch): listing recipes reads YAML only.
 from __future__ import annotations
 
 import difflib
-import shutil
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Optional
 import yaml
 
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.outputs import copy_atomic, remove_stale
 
 #: the packaged recipes, one folder per paper (or the quickstart's systems)
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
@@ -162,6 +162,7 @@ def copy_recipes(name: str, dest: Path) -> list[Path]:
     if taken:
         raise CtxmtError(f"{taken[0]} already exists; nothing copied: remove it or choose another directory")
     dest.mkdir(parents=True, exist_ok=True)
+    remove_stale(dest)
     for source, target in zip(sources, targets):
-        shutil.copy2(source, target)
+        copy_atomic(source, target)            # a full disk leaves no empty copy behind to block a retry
     return targets

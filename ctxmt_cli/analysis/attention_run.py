@@ -26,7 +26,8 @@ import torch
 from ctxmt_cli.analysis.attention import COLUMNS, SUMMARY, AttentionStats, approximate_randomization
 from ctxmt_cli.analysis.selection import KeptShares, render_kept
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.paths import check_output_dir
+from ctxmt_cli.outputs import remove_stale, write_atomic, write_json
+from ctxmt_cli.paths import check_output_dir, check_output_file
 
 OUTPUTS = ("analysis.json", "sentences.jsonl")
 
@@ -59,6 +60,9 @@ def _check(req: AttentionRequest) -> None:
     if req.context is not None and req.context < 0:
         raise CtxmtError(f"--context {req.context}: give a number of context sentences >= 0")
     check_output_dir(req.out, "--out")
+    for name in OUTPUTS:
+        check_output_file(Path(req.out) / name, "--out file", make_parents=True,
+                          inputs=[req.checkpoint, req.data, req.src, req.ref])
     taken = [name for name in OUTPUTS if (Path(req.out) / name).exists()]
     if taken and not req.force:
         raise CtxmtError(f"--out {req.out} already holds {', '.join(taken)}; pass --force to overwrite or choose another --out")
@@ -176,11 +180,12 @@ def run_attention(req: AttentionRequest) -> dict:
     stats, result = attention_result(loaded, dataset, indices, req.max_tokens, str(req.checkpoint))
     out = Path(req.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "analysis.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    remove_stale(out)
+    write_json(out / "analysis.json", result)
     doc = dataset.split.doc_index
     lines = [json.dumps({"sentence": sid, "doc": int(doc[sid]), **dict(zip(COLUMNS, row.tolist()))})
              for sid, row in sorted(stats.sentences.items())]
-    (out / "sentences.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_atomic(out / "sentences.jsonl", "\n".join(lines) + "\n")
     if req.plots:
         from ctxmt_cli.analysis.attention_figures import draw_all
 

@@ -244,5 +244,6 @@ def plot_runs(run_dirs: list[Path], out: Optional[Path] = None, force: bool = Fa
     out = Path(out) if out is not None else Path(run_dirs[0]) / "plots"
     check_output_dir(out, "--out")
     for quantity in select(runs):
-        check_output_file(out / quantity.file_name, "plot", force=force, make_parents=True)
+        check_output_file(out / quantity.file_name, "plot", force=force, make_parents=True,
+                          inputs=[Path(d) / "metrics.jsonl" for d in run_dirs])
     return training_curves(runs, out)

@@ -36,7 +36,6 @@ checked against the reference; the figures are then also given per tag (``by_tag
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
@@ -44,6 +43,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.outputs import remove_stale, write_atomic
 from ctxmt_cli.paths import check_output_file
 
 DEFINITION = ("CXMI = mean over sentences of log q(y|x,C) - log q(y|x) (Fernandes et al. 2021), nats; per_token: "
@@ -197,7 +197,7 @@ def _check_request(req: CxmiRequest) -> None:
         raise CtxmtError(f"--max-tokens {req.max_tokens}: give a token budget >= 16")
     for path, what in ((req.out, "--out"), (req.per_sentence, "--per-sentence")):
         if path is not None:
-            check_output_file(Path(path), what, inputs=(req.checkpoint,), make_parents=True)
+            check_output_file(Path(path), what, inputs=(req.checkpoint, req.data), make_parents=True)
     if req.out is not None and req.per_sentence is not None and Path(req.out).resolve() == Path(req.per_sentence).resolve():
         raise CtxmtError(f"--out and --per-sentence are the same file {req.out}; give two file names")
 
@@ -272,10 +272,8 @@ def per_sentence_lines(plain, contextual, tokens, pairs: list[SentencePair], tag
 
 def _write(path: Path, text: str) -> None:
     """Write through a temporary file and a rename: a crash never leaves half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    remove_stale(path.parent)
+    write_atomic(path, text)
 
 
 def render(result: dict) -> str:

@@ -16,6 +16,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.outputs import atomic_path
 
 INSTALL_HINT = "pip install 'ctxmt[plot]' (or pip install matplotlib)"
 #: token labels are written on an axis only up to this many tokens (beyond, they would overlap)
@@ -43,9 +44,10 @@ def require_matplotlib():
 
 
 def _save(fig, path: Path, dpi: int = 110):
+    """Write ``fig`` to ``path`` atomically (a failure leaves no empty or partial PNG to block a retry)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format=path.suffix.lstrip(".") or "png")
     return fig
 
 

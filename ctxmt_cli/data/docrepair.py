@@ -31,15 +31,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Callable, Mapping
 
 import numpy as np
 
-from ctxmt_cli.data.prepare import _install, check_prepare_output
+from ctxmt_cli.data.prepare import DATASET_PATTERNS, check_prepare_output
 from ctxmt_cli.data.store import FORMAT_VERSION, PreparedData, SplitWriter, choose_dtype, write_meta
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.outputs import build_dir
 
 GROUP_SIZE = 4
 
@@ -113,20 +113,11 @@ def _reverse_meta(meta: dict, tok, data: Path) -> dict:
             "tokenizer_fingerprint": tok.fingerprint(), "source": {"format": "reverse", "of": str(data.resolve())}}
 
 
-def _in_temp_dir(out: Path, force: bool, build: Callable[[Path], dict]) -> dict:
-    """Run ``build(tmp)`` in a sibling temp directory and move it to ``out`` (the old one kept on any error)."""
-    check_prepare_output(out, force)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
-    try:
-        meta = build(tmp)
-        _install(tmp, out, force)
-    except BaseException as err:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(err, OSError) and err.errno is not None:              # name --out, not the temp directory
-            raise OSError(err.errno, err.strerror, str(out)) from err
-        raise
-    return meta
+def _in_temp_dir(out: Path, force: bool, build: Callable[[Path], dict], command: str, data: Path) -> dict:
+    """Run ``build(tmp)`` in a sibling temp directory and swap it in at ``out`` (the old one kept on any error);
+    ``data``, the dataset read, must not be ``out`` nor lie inside it."""
+    check_prepare_output(out, force, [data])
+    return build_dir(out, command, build, force=force, inputs=[data], patterns=DATASET_PATTERNS)
 
 
 def reverse_prepared(data: Path, out: Path, *, force: bool = False) -> dict:
@@ -158,7 +149,7 @@ def reverse_prepared(data: Path, out: Path, *, force: bool = False) -> dict:
         write_meta(tmp, meta)
         return meta
 
-    return _in_temp_dir(out, force, build)
+    return _in_temp_dir(out, force, build, "prepare reverse", data)
 
 
 def _write_repair_split(writer: SplitWriter, store, stream, groups, brk: int) -> None:
@@ -206,7 +197,7 @@ def build_repair_corpus(prepared: PreparedData, streams: Mapping[str, str], out:
         write_meta(tmp, meta)
         return meta
 
-    return _in_temp_dir(out, force, build)
+    return _in_temp_dir(out, force, build, "prepare docrepair", prepared.dir)
 
 
 def _repair_meta(prepared: PreparedData, tok, dtype: str, counts: dict, grouping: dict) -> dict:

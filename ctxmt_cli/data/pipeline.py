@@ -7,17 +7,24 @@ then prepares it the same way.
 
 from __future__ import annotations
 
-import shutil
 import sys
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Callable, Optional
 
 from ctxmt_cli.data.formats import FORMATS as CORPUS_FORMATS
-from ctxmt_cli.data.prepare import PrepareSpec, SplitInput, check_prepare_output, prepare_corpus, resolve_split_input
+from ctxmt_cli.data.prepare import (
+    DATASET_PATTERNS,
+    PrepareSpec,
+    SplitInput,
+    check_prepare_output,
+    prepare_corpus,
+    prepare_into,
+    resolve_split_input,
+)
 from ctxmt_cli.data.store import write_meta
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.outputs import build_dir
 
 FORMATS = ("synthetic", *CORPUS_FORMATS)
 
@@ -33,20 +40,25 @@ def prepare_synthetic(out: Path, *, seed: int = 1, docs: int = 2000, force: bool
 
     out = Path(out)
     check_prepare_output(out, force)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    raw = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.raw-"))
-    try:
-        manifest = generate_benchmark(raw, seed=seed, docs=docs)
+    generated = {}
+
+    def build(tmp: Path) -> dict:
+        raw = tmp / "raw"
+        generated["manifest"] = generate_benchmark(raw, seed=seed, docs=docs)
         splits = {name: SplitInput(raw / f"{name}.src", raw / f"{name}.tgt") for name in ("train", "valid", "test")}
         spec = PrepareSpec(fmt="text", splits=splits, src_lang="src", tgt_lang="tgt", out=out,
                            vocab_size=vocab_size, spm_type="bpe", seed=seed, force=force)
-        meta = prepare_corpus(spec, progress, warn)
-        shutil.move(str(raw), str(out / "raw"))
-    finally:
-        shutil.rmtree(raw, ignore_errors=True)
-    meta["source"] = {"format": "synthetic", "seed": seed, "docs": docs, "raw": "raw", "manifest": "raw/manifest.json"}
-    write_meta(out, meta)
-    return meta | {"manifest": manifest}
+        meta = prepare_into(spec, tmp, progress, warn)
+        meta["source"] = {"format": "synthetic", "seed": seed, "docs": docs, "raw": "raw",
+                          "manifest": "raw/manifest.json"}
+        write_meta(tmp, meta)
+        return meta
+
+    meta = build_dir(out, "prepare synthetic", build, force=force, patterns=DATASET_PATTERNS)
+    if progress is not None:
+        sizes = ", ".join(f"{k}: {v['sentences']} pairs" for k, v in meta["splits"].items())
+        progress(f"wrote {out} ({sizes})")
+    return meta | {"manifest": generated["manifest"]}
 
 
 def prepare_from_cli(fmt: str, out: Path, paths: dict[str, Optional[Path]], *, src_lang: str, tgt_lang: str,

@@ -1,9 +1,10 @@
 """``ctxmt prepare``: raw corpus -> SentencePiece model(s) + the prepared binary store.
 
 Steps: validate every input (files, line counts) before writing anything; refuse an
-existing output without ``force``; build everything in a sibling temp directory and
-rename it into place at the end (on any error the temp directory is removed and the
-old output, if any, is untouched). The train split is streamed once to write the
+existing output without ``force`` (and with it, one ctxmt did not write: see
+:mod:`ctxmt_cli.outputs`); build everything in a sibling temp directory and swap it
+into place at the end (on any error the temp directory is removed and the old
+output, if any, is untouched). The train split is streamed once to write the
 SentencePiece training text (Moses-tokenized when asked), then every split is
 streamed again, encoded in chunks, truncated to ``max_sentence_tokens`` (one
 warning per split) and written to memory-mapped arrays. Memory stays bounded by
@@ -12,10 +13,6 @@ the offsets arrays plus one chunk of sentences.
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
-import uuid
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import nullcontext
@@ -26,9 +23,12 @@ from ctxmt_cli.data.formats import FORMATS, auto_docids_note, count_lines, iter_
 from ctxmt_cli.data.store import FORMAT_VERSION, REFERENCE_FILE, SPLIT_NAME, SplitWriter, choose_dtype, write_meta
 from ctxmt_cli.data.tokenize import BRK, SPECIAL_IDS, MosesProcessor, Tokenizer, train_sentencepiece
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.outputs import build_dir, check_new_or_replaceable
 from ctxmt_cli.paths import check_input_file, check_output_dir
 
 CHUNK_SENTENCES = 4096
+#: what a prepared dataset gains after `prepare` wrote it: first-pass streams (and their partial files)
+DATASET_PATTERNS = ("*.stream.*",)
 PROGRESS_EVERY = 100_000
 _CONVENTION = {
     "text": "PATH.{s} and PATH.{t} (and PATH.docids if present)",
@@ -298,39 +298,35 @@ def _build(spec: PrepareSpec, tmp: Path, say: Callable[[str], None],
     return meta
 
 
-def _install(tmp: Path, out: Path, force: bool) -> None:
-    """Move the finished temp directory to ``out`` (replacing it only with ``force``)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private
-    aside = None
-    if out.exists() or out.is_symlink():
-        if not force:
-            raise CtxmtError(f"{out} already exists; pass --force to overwrite")
-        aside = out.with_name(f".{out.name}.old-{uuid.uuid4().hex[:8]}")
-        os.rename(out, aside)
-    try:
-        os.rename(tmp, out)
-    except OSError:
-        if aside is not None:
-            os.rename(aside, out)
-        raise
-    if aside is not None:
-        shutil.rmtree(aside) if aside.is_dir() and not aside.is_symlink() else aside.unlink()
+def spec_inputs(spec: PrepareSpec) -> list[Path]:
+    """Every file ``spec`` reads (what the output must never be, nor contain)."""
+    return [Path(p) for i in spec.splits.values() for p in (i.src, i.tgt, i.docids) if p]
 
 
-def check_prepare_output(out: Path, force: bool) -> None:
-    """Before any work: ``out`` must be new, or (with ``force``) a prepared dataset, in a place we can write."""
+def check_prepare_output(out: Path, force: bool, inputs=()) -> None:
+    """Before any work: ``out`` must be new, or (with ``force``) a dataset ctxmt prepared holding nothing else,
+    containing none of ``inputs``, in a place we can write."""
     out = Path(out)
     if not (out.exists() or out.is_symlink()):
         check_output_dir(out, "--out")
         return
-    if not force:
-        raise CtxmtError(f"{out} already exists; pass --force to overwrite")
-    if not (out / "meta.json").is_file():
-        raise CtxmtError(f"--out {out} is not a prepared dataset (no meta.json), so --force does not replace it; "
-                         "choose another --out, or remove it yourself")
+    check_new_or_replaceable(out, "--out", force, inputs, kind="a prepared dataset")
     check_output_dir(out.parent, "the directory of --out")
+
+
+def _callbacks(progress, warn) -> tuple[Callable[[str], None], Callable[[str], None]]:
+    say = progress or (lambda _line: None)
+    return say, warn or (lambda msg: warnings.warn(msg, PrepareWarning, stacklevel=4))
+
+
+def prepare_into(spec: PrepareSpec, directory: Path, progress: Callable[[str], None] | None = None,
+                 warn: Callable[[str], None] | None = None) -> dict:
+    """Validate ``spec`` and build the prepared dataset in the existing empty ``directory`` (a command's temp
+    directory, swapped into place by :func:`ctxmt_cli.outputs.build_dir`); its ``meta.json`` content."""
+    say, warn = _callbacks(progress, warn)
+    _validate_spec(spec)
+    _validate_inputs(spec)
+    return _build(spec, Path(directory), say, warn)
 
 
 def prepare_corpus(spec: PrepareSpec, progress: Callable[[str], None] | None = None,
@@ -340,22 +336,13 @@ def prepare_corpus(spec: PrepareSpec, progress: Callable[[str], None] | None = N
     ``progress(line)`` receives status lines; ``warn(line)`` receives data warnings
     (default: :func:`warnings.warn` with :class:`PrepareWarning`).
     """
-    say = progress or (lambda _line: None)
-    warn = warn or (lambda msg: warnings.warn(msg, PrepareWarning, stacklevel=3))
+    say, warn = _callbacks(progress, warn)
     out = Path(spec.out)
     _validate_spec(spec)
-    check_prepare_output(out, spec.force)
+    check_prepare_output(out, spec.force, spec_inputs(spec))
     _validate_inputs(spec)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
-    try:
-        meta = _build(spec, tmp, say, warn)
-        _install(tmp, out, spec.force)
-    except BaseException as err:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(err, OSError) and err.errno is not None:   # name --out, not the temp directory
-            raise OSError(err.errno, err.strerror, str(out)) from err
-        raise
+    meta = build_dir(out, "prepare", lambda tmp: _build(spec, tmp, say, warn), force=spec.force,
+                     inputs=spec_inputs(spec), patterns=DATASET_PATTERNS)
     sizes = ", ".join(f"{k}: {v['sentences']} pairs" for k, v in meta["splits"].items())
     say(f"wrote {out} ({sizes})")
     return meta

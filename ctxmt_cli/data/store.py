@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.outputs import write_atomic
 
 FORMAT_VERSION = 1
 SPLIT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -234,7 +235,7 @@ class StreamArrays:
 def write_meta(directory: Path, meta: dict) -> None:
     """Write ``meta.json`` (pretty, UTF-8)."""
     text = json.dumps(meta, indent=2, ensure_ascii=False, sort_keys=False)
-    (Path(directory) / "meta.json").write_text(text + "\n", encoding="utf-8")
+    write_atomic(Path(directory) / "meta.json", text + "\n")
 
 
 class PreparedData:

@@ -18,6 +18,7 @@ from typing import Optional, Sequence
 
 from ctxmt_cli.data.store import _TYPECODES, STREAM_NAME
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.outputs import remove_stale, write_json
 
 FILES = ("bin", "idx", "txt")
 
@@ -30,12 +31,7 @@ def check_stream_name(name: str) -> str:
 
 
 def _write_json(path: Path, value: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        tmp.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_json(path, value)
 
 
 class StreamWriter:
@@ -61,9 +57,13 @@ class StreamWriter:
         except (json.JSONDecodeError, UnicodeDecodeError):
             return {}
 
+    def files(self) -> list[Path]:
+        """Every file of this stream, finished or partial."""
+        return [*self.final.values(), *self.partial.values(), self.info_path, self.progress_path]
+
     def remove(self) -> None:
         """Delete every file of this stream, finished or partial."""
-        for path in [*self.final.values(), *self.partial.values(), self.info_path, self.progress_path]:
+        for path in self.files():
             path.unlink(missing_ok=True)
 
     def start(self, *, force: bool, reuse: bool = False) -> Optional[int]:
@@ -73,6 +73,7 @@ class StreamWriter:
         A finished stream is refused without ``force`` (unless reused); an unfinished one with another plan
         too; ``force`` deletes either and starts over.
         """
+        remove_stale(self.dir)                                             # temps a killed run left here
         info = self.finished_info()
         if info is not None:
             if reuse and info.get("plan") == self.plan:

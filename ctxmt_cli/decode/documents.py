@@ -15,6 +15,7 @@ from typing import IO, Iterable, Iterator, Optional, Sequence
 
 from ctxmt_cli.data.text_input import text_problem
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.outputs import remove_stale, temp_name
 from ctxmt_cli.paths import check_input_file, check_output_file
 
 
@@ -107,7 +108,8 @@ class DocumentWriter:
     def __enter__(self) -> "DocumentWriter":
         if self.path is not None:
             check_output_file(self.path, "--output")                 # again: the path may have changed meanwhile
-            self.tmp = self.path.with_name(f".{self.path.name}.tmp{os.getpid()}")
+            self._named(lambda: remove_stale(self.path.parent))            # what a killed run left here
+            self.tmp = temp_name(self.path)
             self.file = self._named(lambda: open(self.tmp, "wb"))
         return self
 
@@ -129,11 +131,15 @@ class DocumentWriter:
         if self.file is None:
             return
         try:
-            self.file.close()
+            try:
+                if kind is None:                          # the bytes on disk before the rename shows them
+                    self._named(lambda: (self.file.flush(), os.fsync(self.file.fileno())))
+            finally:
+                self._named(self.file.close)
             if kind is None:
                 self._named(lambda: os.replace(self.tmp, self.path))
         finally:
-            if kind is not None or self.tmp.exists():
+            if self.tmp.exists():
                 self.tmp.unlink(missing_ok=True)
 
     def _named(self, action):

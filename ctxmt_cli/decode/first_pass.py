@@ -24,6 +24,7 @@ from ctxmt_cli.data.docrepair import GROUP_SIZE, build_repair_corpus, group_boun
 from ctxmt_cli.data.store import PreparedData
 from ctxmt_cli.data.streams import StreamWriter, check_stream_name
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.paths import check_not_input
 
 OTHER = {"src": "tgt", "tgt": "src"}
 
@@ -101,6 +102,8 @@ def write_first_pass(prepared: PreparedData, split: str, name: str, loaded, chec
     side_out, dec = OTHER[side_in], _decode_settings(loaded, settings)
     plan = {"split": split, **origin, "side": side_out, "checkpoint": checkpoint_identity(checkpoint), "decode": dec}
     writer = StreamWriter(prepared.dir, split, name, prepared.meta["dtype"], plan)
+    for path in writer.files():                      # --force deletes them: never the checkpoint read
+        check_not_input(path, [checkpoint], f"stream {name!r} file")
     done = writer.start(force=settings.force, reuse=settings.reuse)
     if done is None:
         say(f"{split}.{name}: reusing the finished stream (same checkpoint and settings)")
@@ -158,7 +161,7 @@ def round_trip_corpus(job: RoundTrip, settings: PassSettings, say: Callable[[str
     from ctxmt_cli.models.loading import load_model, torch_device
 
     group_bounds(job.group_size, job.group_size, job.stride)             # size/stride checked before any work
-    check_prepare_output(Path(job.out), settings.force)
+    check_prepare_output(Path(job.out), settings.force, [job.data, job.reverse, job.forward])
     prepared = PreparedData(Path(job.data))
     for split in job.splits:
         prepared.split(split)

@@ -23,6 +23,8 @@ from ctxmt_cli.evaluate.aggregates import aggregates
 from ctxmt_cli.evaluate.artefacts import DEFINITIONS, RecordingTokenizer, artefact_report
 from ctxmt_cli.evaluate.contrastive import decisions, score_testset, summarize
 from ctxmt_cli.evaluate.testsets import TestSet, load_testsets, scores_lines
+from ctxmt_cli.outputs import remove_stale, write_atomic, write_json
+from ctxmt_cli.paths import check_output_dir, check_output_file
 
 
 def check_language_pair(testset: TestSet, tokenizer, checkpoint: Path) -> None:
@@ -78,6 +80,8 @@ def run_contrastive(spec: str, checkpoint: Path, *, data: Optional[Path] = None,
     testsets = load_testsets(spec, data, model_context=max(context_sentences(loaded.recipe.model)), **reader_options)
     for ts in testsets:
         check_language_pair(ts, loaded.tokenizer, checkpoint)
+    if out is not None:
+        check_outputs(Path(out), testsets, _inputs(checkpoint, data), force)
     with _progress(testsets, show, log_format) as progress:
         scores, decided, summaries = score_sets(loaded, testsets, progress=progress, **score_options)
     results = {
@@ -90,14 +94,38 @@ def run_contrastive(spec: str, checkpoint: Path, *, data: Optional[Path] = None,
     return results
 
 
+def _inputs(checkpoint: Path, data: Optional[Path]) -> list[Path]:
+    """What ``contrastive`` reads: the checkpoint, ``--data`` and the files directly in a ``--data`` folder."""
+    inputs = [Path(checkpoint)] + ([] if data is None else [Path(data)])
+    if data is not None and Path(data).is_dir():
+        inputs += [p for p in Path(data).iterdir() if p.is_file()]
+    return inputs
+
+
+def output_files(out: Path, testsets: list[TestSet]) -> list[Path]:
+    """The files ``--out`` receives: SET.scores and SET.decisions.jsonl per set, and results.json."""
+    return [out / f"{ts.name}.{kind}" for ts in testsets for kind in ("scores", "decisions.jsonl")] + \
+        [out / "results.json"]
+
+
+def check_outputs(out: Path, testsets: list[TestSet], inputs: list[Path], force: bool) -> None:
+    """Before scoring: ``--out`` is a directory we may write and none of its files is an input."""
+    check_output_dir(out, "--out")
+    for path in output_files(out, testsets):
+        check_output_file(path, "--out file", force=None if path.name != "results.json" else force,
+                          inputs=inputs, make_parents=True)
+
+
 def write_outputs(out: Path, results: dict, testsets: list[TestSet], scores: dict, decided: dict) -> None:
-    """results.json, SET.scores and SET.decisions.jsonl (written only after everything was scored)."""
+    """results.json, SET.scores and SET.decisions.jsonl (written only after everything was scored, each
+    atomically: a failure leaves no empty or partial file behind)."""
     out.mkdir(parents=True, exist_ok=True)
+    remove_stale(out)
     for ts in testsets:
-        (out / f"{ts.name}.scores").write_text("".join(line + "\n" for line in scores_lines(scores[ts.name])))
+        write_atomic(out / f"{ts.name}.scores", "".join(line + "\n" for line in scores_lines(scores[ts.name])))
         rows = (json.dumps({"correct": ok, "tags": item.tags}, ensure_ascii=False) for item, ok in zip(ts.items, decided[ts.name]))
-        (out / f"{ts.name}.decisions.jsonl").write_text("".join(r + "\n" for r in rows))
-    (out / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+        write_atomic(out / f"{ts.name}.decisions.jsonl", "".join(r + "\n" for r in rows))
+    write_json(out / "results.json", results)
 
 
 class _progress:

@@ -10,8 +10,6 @@ the inputs runs before any decoding, and ``--out`` is written last, atomically.
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -19,6 +17,7 @@ from typing import Optional
 from ctxmt_cli.data.store import REFERENCE_FILE
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.sweeps import draw_group_sweep, parse_contexts, parse_group_sentences, sweep_table
+from ctxmt_cli.outputs import write_json
 from ctxmt_cli.paths import check_input_file, check_output_file
 
 
@@ -335,7 +334,7 @@ def _validate(req: EvalRequest) -> list[str]:
     if req.samples is not None and req.samples < 1:
         raise CtxmtError(f"--samples {req.samples}: give a positive number of resamples / trials")
     if req.out is not None:                                         # before any work: a file we may write
-        check_output_file(Path(req.out), "--out", make_parents=True)
+        check_output_file(Path(req.out), "--out", make_parents=True, inputs=_inputs(req))
     if req.comet is not None:
         if req.hyps and req.src is None:
             raise CtxmtError("--comet needs the source sentences: give --src SOURCE_FILE (aligned with --ref)")
@@ -391,12 +390,13 @@ def _significance(corpus: Corpus, req: EvalRequest, tests: list[str]) -> tuple[d
     return results, lines
 
 
+def _inputs(req: EvalRequest) -> list:
+    """Every file ``req`` reads: ``--out`` must be none of them."""
+    return [*req.checkpoints, *req.hyps, req.ref, req.src, req.docids, req.data, req.comet]
+
+
 def _write_json(path: Path, payload: dict) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")  # temp file + rename: a crash never leaves half a file
-    tmp.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_json(path, payload)                      # temp file + rename: a crash never leaves half a file
 
 
 def run_evaluate(req: EvalRequest) -> str:

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Optional
 
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.export.ct2_folder import META_FILE, metadata, spm_files
+from ctxmt_cli.outputs import build_dir, check_new_or_replaceable, write_atomic, write_json
+from ctxmt_cli.paths import check_not_input, check_output_dir
 
 #: ``--quantization``: the weight types CTranslate2 stores
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "float16", "bfloat16")
@@ -98,13 +98,11 @@ def vocabulary(tokenizer, side: str, size: int) -> list[str]:
 
 
 def _check_out(out_dir: Path, checkpoint: Path, force: bool) -> None:
-    if out_dir.exists() and not out_dir.is_dir():
-        raise CtxmtError(f"OUT_DIR {out_dir} is a file; give a folder to create")
-    if out_dir.exists() and not force:
-        raise CtxmtError(f"OUT_DIR {out_dir} exists; give --force to replace it, or another folder")
-    if out_dir.exists() and out_dir.resolve() in checkpoint.resolve().parents:
-        raise CtxmtError(f"OUT_DIR {out_dir} holds the checkpoint {checkpoint}; --force would delete it: give "
-                         "another folder")
+    """OUT_DIR is new, or (``force``) a model folder ctxmt exported holding nothing else and not the checkpoint."""
+    check_not_input(out_dir, [checkpoint], "OUT_DIR")
+    check_new_or_replaceable(out_dir, "OUT_DIR", force, [checkpoint], kind="a model folder ctxmt exported")
+    if not out_dir.exists():
+        check_output_dir(out_dir, "OUT_DIR")
 
 
 def _save(loaded, out: Path, quantization: str, positions: int) -> None:
@@ -120,9 +118,9 @@ def _save(loaded, out: Path, quantization: str, positions: int) -> None:
     spec.optimize(quantization=quantization)
     spec.save(str(out))
     for name, proto in spm_files(tok).items():
-        (out / name).write_bytes(proto)
+        write_atomic(out / name, proto)
     meta = metadata(loaded.recipe, tok, vocab, quantization, positions)
-    (out / META_FILE).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_json(out / META_FILE, meta)
 
 
 def export_ctranslate2(checkpoint: Path, out_dir: Path, quantization: str = "float32", force: bool = False) -> dict:
@@ -139,13 +137,6 @@ def export_ctranslate2(checkpoint: Path, out_dir: Path, quantization: str = "flo
     why = refusal(loaded.recipe.model)
     if why is not None:
         raise CtxmtError(f"cannot export {checkpoint} to CTranslate2: {why}")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
-        _save(loaded, tmp, quantization, position_table(loaded.recipe))
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        tmp.rename(out_dir)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    build_dir(out_dir, "export ctranslate2", lambda tmp: _save(loaded, tmp, quantization, position_table(loaded.recipe)),
+              what="OUT_DIR", force=force, inputs=[checkpoint])
     return json.loads((out_dir / META_FILE).read_text(encoding="utf-8"))

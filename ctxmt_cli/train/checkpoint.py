@@ -5,8 +5,8 @@ model, optimiser, grad scaler, step/epoch/position, best metric, patience
 counter, history, every rank's RNG states — and (b) rebuild the model with no
 prepared data at hand: the resolved recipe, the tokenizer's state (its
 SentencePiece models), the :class:`VocabInfo`, a subset of ``meta.json``, the
-family name and the ctxmt version. Files are written to a temporary file in the
-same directory and renamed over the target (``os.replace``), so a crash never
+family name and the ctxmt version. Files are written through :mod:`ctxmt_cli.outputs`
+(a temp file in the same directory, renamed over the target), so a crash never
 leaves a half-written checkpoint behind a valid name.
 
 Payloads hold only tensors and plain Python values, so they load with
@@ -15,11 +15,8 @@ Payloads hold only tensors and plain Python values, so they load with
 
 from __future__ import annotations
 
-import os
 import random
 import re
-import shutil
-import uuid
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Optional
@@ -33,53 +30,21 @@ from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.checkpoint_check import CHECKPOINT_FORMAT
 from ctxmt_cli.models.loading import read_checkpoint
+from ctxmt_cli.outputs import copy_atomic, remove_stale, torch_save, write_atomic
 
 STEP_FILE = re.compile(r"^checkpoint_(\d+)\.pt$")
-TMP_PREFIX = ".tmp-"
+#: what a training run writes into its save_dir (its manifest claims these names, see ctxmt_cli.outputs)
+RUN_FILES = ("checkpoint_*.pt", "metrics.jsonl", "tensorboard", "tensorboard/*", "plots", "plots/*.png")
+TMP_PREFIX = ".tmp-"          # the temp files of earlier ctxmt builds (removed when found)
 #: meta.json keys a checkpoint keeps (no local paths, no file names of the prepared dir)
 META_KEYS = ("src_lang", "tgt_lang", "joint", "moses", "vocab_size", "specials", "max_sentence_tokens",
              "mean_sentence_length", "tokenizer_fingerprint", "splits", "docrepair")
 
 
 # ---- atomic files ------------------------------------------------------------------------------
-def _fsync_dir(directory: Path) -> None:
-    """Persist a rename (best effort: not every platform can open a directory)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _atomic(path: Path, write) -> Path:
-    """Run ``write(tmp_path)`` then rename over ``path``; the temp file never survives an error."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # a unique name in the same directory (same file system, so the rename is atomic); plain open()
-    # semantics keep the umask's permissions, unlike mkstemp's 0600
-    tmp = path.parent / f"{TMP_PREFIX}{path.name}.{uuid.uuid4().hex}"
-    try:
-        write(tmp)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())         # data on disk before the rename makes it visible
-        os.replace(tmp, path)
-    except BaseException as err:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(err, OSError) and err.errno is not None:   # name the file the user knows, not the temp
-            raise OSError(err.errno, err.strerror, str(path)) from err
-        raise
-    _fsync_dir(path.parent)
-    return path
-
-
 def atomic_save(obj: Any, path: Path) -> Path:
-    """``torch.save`` to ``path`` atomically."""
-    return _atomic(path, lambda tmp: torch.save(obj, tmp))
+    """``torch.save`` to ``path`` atomically (a full disk: one OSError naming ``path``, no temp file left)."""
+    return torch_save(obj, path)
 
 
 def save_checkpoint(payload: dict, path: Path) -> Path:
@@ -89,13 +54,13 @@ def save_checkpoint(payload: dict, path: Path) -> Path:
         from ctxmt_cli.models.safetensors_file import safetensors_bytes
 
         data = safetensors_bytes(payload)
-        return _atomic(path, lambda tmp: Path(tmp).write_bytes(data))
+        return write_atomic(path, data)
     return atomic_save(payload, path)
 
 
 def atomic_copy(src: Path, dst: Path) -> Path:
     """Copy ``src`` to ``dst`` atomically (e.g. a step checkpoint to ``checkpoint_best.pt``)."""
-    return _atomic(dst, lambda tmp: shutil.copyfile(src, tmp))
+    return copy_atomic(src, dst)
 
 
 # ---- RNG state -----------------------------------------------------------------------------------
@@ -170,11 +135,12 @@ def step_checkpoints(save_dir: Path) -> dict[int, Path]:
 
 
 def remove_stale_temps(save_dir: Path) -> list[Path]:
-    """Delete the ``.tmp-checkpoint_*`` files a killed run left behind (a kill -9 skips every cleanup)."""
+    """Delete the temp files a killed run left behind (a kill -9 skips every cleanup): ctxmt's own naming
+    (:func:`ctxmt_cli.outputs.remove_stale`) and the ``.tmp-checkpoint_*`` files of earlier versions."""
     stale = sorted(Path(save_dir).glob(f"{TMP_PREFIX}checkpoint_*")) if Path(save_dir).is_dir() else []
     for path in stale:
         path.unlink(missing_ok=True)
-    return stale
+    return stale + remove_stale(save_dir)
 
 
 def restore_copies(save_dir: Path, resumed_from: Path, best_step: Optional[int]) -> list[Path]:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Optional
 
 from ctxmt_cli.logs import duration, eta_seconds, fmt_number, json_line, resolve_log_format
+from ctxmt_cli.outputs import write_atomic
 
 #: validation fields printed above the bar before the family's loss terms (all of them go to metrics.jsonl)
 _VALID_SHOWN = ("discounted_loss", "window_loss", "current_loss")
@@ -39,7 +40,9 @@ def truncate_metrics(path: Path, last_step: int) -> None:
                 kept.append(line)
         except (json.JSONDecodeError, AttributeError):
             continue                        # a line cut short by a kill -9
-    path.write_text("".join(k + "\n" for k in kept), encoding="utf-8")
+    text = "".join(k + "\n" for k in kept)
+    if text.encode("utf-8") != path.read_bytes():          # nothing to drop: no write (a full disk may resume)
+        write_atomic(path, text)
 
 
 def _tensorboard(log_dir: Path):

@@ -7,6 +7,7 @@ prepared directory, a save directory that already holds checkpoints (without
 
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -104,10 +105,13 @@ def window_dataset(data, split: str, recipe: Recipe, vocab: VocabInfo, role: str
     return ds
 
 
-def _preflight(save_dir: Path, resume: bool) -> tuple[Optional[str], Optional[Path]]:
+def _preflight(save_dir: Path, resume: bool, data: Path) -> tuple[Optional[str], Optional[Path]]:
     """(error message, checkpoint to resume from) — decided on rank 0 only."""
     try:                               # a file or an unwritable place: say so before the first update
         check_output_dir(save_dir, "train.save_dir")
+        if save_dir.is_dir() and Path(data).is_dir() and os.path.samefile(save_dir, data):
+            raise CtxmtError(f"train.save_dir {save_dir} is the prepared dataset data.path {data}; checkpoints "
+                             "go in a directory of their own: set another train.save_dir")
     except CtxmtError as err:
         return str(err), None
     existing = step_checkpoints(save_dir) if save_dir.is_dir() else {}
@@ -153,7 +157,7 @@ def find_resume_checkpoint(save_dir: Path, resume: bool, env: DistEnv, tokenizer
                            allow_changed: tuple = ()) -> Optional[dict]:
     """The checkpoint to resume from (read on rank 0, sent to every rank), or None for a fresh run; a recipe
     that differs from the stored one in a key not in ``allow_changed`` is refused (:mod:`~ctxmt_cli.train.resume`)."""
-    decision = _preflight(save_dir, resume) if env.is_main else None
+    decision = _preflight(save_dir, resume, Path(recipe.data.path)) if env.is_main else None
     error, path = broadcast_object(decision, env)
     if error:
         raise CtxmtError(error)

@@ -30,8 +30,10 @@ from ctxmt_cli.data.batching import plan_batches, shard_batches, window_batch
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models import build_model
 from ctxmt_cli.models.loading import load_state_strict
+from ctxmt_cli.outputs import claim
 from ctxmt_cli.train import setup as S
 from ctxmt_cli.train.checkpoint import (
+    RUN_FILES,
     atomic_copy,
     atomic_save,
     average_checkpoints,
@@ -121,6 +123,7 @@ class Trainer:
                                self.cfg.compile)
         if env.is_main:
             self.save_dir.mkdir(parents=True, exist_ok=True)
+            claim(self.save_dir, "train", RUN_FILES)
             remove_stale_temps(self.save_dir)
             if ckpt is not None:
                 restore_copies(self.save_dir, Path(ckpt["_path"]), self.state.best_step)

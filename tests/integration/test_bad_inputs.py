@@ -311,8 +311,12 @@ def test_first_pass_refuses_an_existing_stream_and_another_vocabulary(ws, synthe
 # ---- a full disk: one line, the previous output still there and loadable, no partial or temp file -----------
 
 def _full_disk(path) -> None:
-    """What a full disk does to a write: some bytes land, then ENOSPC."""
-    Path(path).write_bytes(b"half")
+    """What a full disk does to a write: some bytes land, then ENOSPC (``path``: a path or an open file)."""
+    if hasattr(path, "write"):
+        path.write(b"half")
+        path = path.name
+    else:
+        Path(path).write_bytes(b"half")
     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
 
 

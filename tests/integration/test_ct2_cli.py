@@ -101,7 +101,7 @@ def test_refusals_are_one_line(exported, synthetic_dir, docs, tmp_path):
     ckpt, folder = exported
     path = tmp_path / "docs.txt"
     path.write_text("\n".join(docs[0][0]) + "\n", encoding="utf-8")
-    assert_user_error(run_cli("export", "ctranslate2", ckpt, folder), f"OUT_DIR {folder} exists; give --force")
+    assert_user_error(run_cli("export", "ctranslate2", ckpt, folder), f"OUT_DIR {folder} already exists; pass --force")
     shifted = write_checkpoint(synthetic_dir, tmp_path / "shift.pt", {**CONCAT, "shift": 4})
     assert_user_error(run_cli("export", "ctranslate2", shifted, tmp_path / "s"), "model.shift=4: CTranslate2")
     assert not (tmp_path / "s").exists()

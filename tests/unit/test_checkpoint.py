@@ -11,6 +11,7 @@ from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.data.windows import WindowDataset
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.loading import load_model, read_checkpoint
+from ctxmt_cli.outputs import TEMP_TAG
 from ctxmt_cli.train.checkpoint import (
     TMP_PREFIX,
     atomic_copy,
@@ -28,7 +29,7 @@ from tests.unit.train_fixtures import assert_same_weights, copy_prepared, recipe
 
 
 def no_temp_files(directory):
-    return [p.name for p in directory.iterdir() if p.name.startswith(TMP_PREFIX)] == []
+    return [p.name for p in directory.iterdir() if p.name.startswith(TMP_PREFIX) or TEMP_TAG in p.name] == []
 
 
 def test_atomic_save_replaces_and_leaves_no_temp(tmp_path):
@@ -152,6 +153,7 @@ def test_resume_after_a_kill_before_the_best_copy_restores_best_and_cleans_temps
     (save / "checkpoint_best.pt").unlink()
     (save / "checkpoint_last.pt").unlink()
     (save / f"{TMP_PREFIX}checkpoint_best.pt.0123abcd").write_bytes(b"half a checkpoint")
+    (save / f".checkpoint_last.pt{TEMP_TAG}999999999-0123abcd").write_bytes(b"half a checkpoint")   # writer gone
     # nothing left to train or validate: the resumed run must still report a best checkpoint that exists
     result = train(recipe(prepared, save, max_steps=3, valid_every=3), resume=True, show_progress=False)
     assert result.best.is_file() and read_checkpoint(result.best)["state"]["best_step"] == 3

@@ -65,14 +65,18 @@ def test_an_existing_folder_needs_force(prepared, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "mine.txt").write_text("keep")
-    with pytest.raises(CtxmtError, match="OUT_DIR .*out exists; give --force to replace it"):
+    with pytest.raises(CtxmtError, match="OUT_DIR .*out already exists; pass --force to overwrite it"):
         export_ctranslate2(ckpt, out)
+    with pytest.raises(CtxmtError, match="OUT_DIR .*out is not a model folder ctxmt exported"):
+        export_ctranslate2(ckpt, out, force=True)                         # a user's folder: never deleted
     assert [p.name for p in out.iterdir()] == ["mine.txt"]
-    export_ctranslate2(ckpt, out, force=True)
-    assert not (out / "mine.txt").exists() and (out / "model.bin").is_file()
-    with pytest.raises(CtxmtError, match="holds the checkpoint"):             # --force would delete it
+    (out / "mine.txt").unlink()
+    export_ctranslate2(ckpt, out, force=True)                             # an empty one is simply used
+    export_ctranslate2(ckpt, out, force=True)                             # and ctxmt's own export replaced
+    assert (out / "model.bin").is_file() and (out / ".ctxmt-output.json").is_file()
+    with pytest.raises(CtxmtError, match="holds the input"):                  # --force would delete it
         export_ctranslate2(ckpt, tmp_path, force=True)
-    with pytest.raises(CtxmtError, match="is a file"):
+    with pytest.raises(CtxmtError, match="m.pt is also an input"):
         export_ctranslate2(ckpt, tmp_path / "m.pt", force=True)
     with pytest.raises(CtxmtError, match="--quantization int4: choose one of float32, int8"):
         export_ctranslate2(ckpt, tmp_path / "q", quantization="int4")

@@ -91,7 +91,7 @@ def test_layout_and_meta(tmp_path):
     splits = {name: resolve_split_input("text", prefix, "en", "de") for name in ("train", "valid")}
     meta = prepare_corpus(spec_for("text", out, splits=splits))
     names = {p.name for p in out.iterdir()}
-    assert names == {"meta.json", "spm.model", "spm.vocab"} | {
+    assert names == {".ctxmt-output.json", "meta.json", "spm.model", "spm.vocab"} | {
         f"{s}.{part}" for s in ("train", "valid")
         for part in ("src.bin", "tgt.bin", "src.idx", "tgt.idx", "docs")} | {"valid.ref.txt"}
     assert meta == PreparedData(out).meta
@@ -166,15 +166,21 @@ def test_refuses_existing_dir_and_force_replaces_only_a_prepared_dataset(tmp_pat
     (out / "keep.txt").write_text("precious")
     with pytest.raises(CtxmtError, match=r"prep already exists; pass --force to overwrite"):
         prepare_corpus(spec_for("text", out))
-    with pytest.raises(CtxmtError, match=r"prep is not a prepared dataset \(no meta.json\)"):
+    with pytest.raises(CtxmtError, match=r"prep is not a prepared dataset \(no .ctxmt-output.json nor a prepared "
+                                         r"dataset's meta.json\)"):
         prepare_corpus(spec_for("text", out, force=True))
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
     assert (out / "keep.txt").read_text() == "precious"
     prepared = tmp_path / "prepared"
     prepare_corpus(spec_for("text", prepared))
-    (prepared / "stale.bin").write_bytes(b"from an older run")
+    (prepared / "train.src.bin").write_bytes(b"from an older run")
     prepare_corpus(spec_for("text", prepared, force=True))               # a prepared dataset is replaced whole
-    assert not (prepared / "stale.bin").exists() and (prepared / "meta.json").is_file()
+    assert (prepared / "train.src.bin").read_bytes() != b"from an older run"
+    (prepared / "notes.bin").write_bytes(b"a user's file")              # anything ctxmt did not write stops it
+    with pytest.raises(CtxmtError, match=r"holds .*notes.bin, which is not a file ctxmt wrote"):
+        prepare_corpus(spec_for("text", prepared, force=True))
+    assert (prepared / "notes.bin").read_bytes() == b"a user's file" and (prepared / "meta.json").is_file()
+    (prepared / "notes.bin").unlink()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["prep", "prepared"]
 
 
