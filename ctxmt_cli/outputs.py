@@ -37,8 +37,9 @@ ASIDE_TAG = ".ctxmt-old-"
 #: output set aside while its replacement is installed)
 _OURS = re.compile(r"^\..+\.ctxmt-(?:tmp|old)-(\d+)-[0-9a-f]{8}$")
 #: the files of a prepared dataset written before manifests existed (``meta.json`` marks one)
-LEGACY_DATASET = ("meta.json", "*.bin", "*.idx", "*.docs", "*.ref", "*.txt", "*.json", "*.model", "*.vocab",
-                  "*.partial", "raw", "raw/*")
+#: (only ctxmt's own naming: a user's ``notes.txt`` or ``results.json`` in such a folder keeps --force away)
+LEGACY_DATASET = ("meta.json", "*.src.bin", "*.tgt.bin", "*.src.idx", "*.tgt.idx", "*.docs", "*.ref.txt",
+                  "spm.model", "spm.vocab", "spm.src.*", "spm.tgt.*", "*.stream.*", "raw", "raw/*")
 #: the files of a CTranslate2 model folder exported before manifests existed (``ctxmt.json`` marks one)
 LEGACY_EXPORT = ("ctxmt.json", "model.bin", "config.json", "*vocabulary*", "*.model")
 T = TypeVar("T")
