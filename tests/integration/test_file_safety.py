@@ -207,8 +207,9 @@ def test_full_disk_train_fresh_mid_run_and_resume(disk, synthetic_dir, concat_ch
     fill(disk)
     before = {p: b for p, b in snapshot(disk).items() if not p.endswith("metrics.jsonl")}
     args = [a.format(**data) for a in tiny(str(disk / "resumed"))]
-    assert_user_error(run_cli("train", "{recipe}".format(**placeholders()), "--resume", *args, "--set",
-                              "train.max_steps=6"), "no space left on device", str(disk))
+    assert_user_error(run_cli("train", "{recipe}".format(**placeholders()), "--resume", "--allow-changed",
+                              "train.max_steps", *args, "--set", "train.max_steps=6"), "no space left on device",
+                      str(disk))
     assert {p: b for p, b in snapshot(disk).items() if not p.endswith("metrics.jsonl")} == before
     assert read_checkpoint(disk / "resumed" / "checkpoint_last.pt")["state"]["step"] == 4
     no_litter(disk)
