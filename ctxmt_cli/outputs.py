@@ -244,10 +244,18 @@ def _foreign(directory: Path, rules: tuple[str, set, list], prefix: str = "") ->
     return None
 
 
-def check_replaceable(out: Path, what: str, inputs: Iterable = (), kind: str = "a directory ctxmt wrote") -> None:
-    """``--force`` may replace the existing ``out`` only if it is a directory ctxmt wrote (``kind`` in the
-    message) holding nothing else, no symbolic link, and none of the command's ``inputs``; otherwise one line
-    naming what is in the way."""
+def _replaces(command: str) -> str:
+    """What ``--force`` of ``command`` may replace: the output of the same command (every ``prepare`` format and
+    ``prepare reverse|docrepair`` write one kind, a prepared dataset)."""
+    return "prepare" if command.startswith("prepare") else command
+
+
+def check_replaceable(out: Path, what: str, inputs: Iterable = (), kind: str = "a directory ctxmt wrote", *,
+                      command: str) -> None:
+    """``--force`` of ``command`` may replace the existing ``out`` only if ``command`` wrote it (``kind`` in the
+    message: a quickstart never replaces a training run, an export never a prepared dataset) and it holds
+    nothing else, no symbolic link and none of the command's ``inputs``; otherwise one line naming what is in
+    the way."""
     out = Path(out)
     advice = f"move it away or choose another {what}; nothing was deleted"
     if out.is_symlink():
@@ -259,6 +267,9 @@ def check_replaceable(out: Path, what: str, inputs: Iterable = (), kind: str = "
     if rules is None:
         raise CtxmtError(f"{what} {out} is not {kind} (no {MANIFEST} nor a prepared dataset's meta.json), so "
                          f"--force does not replace it; {advice}")
+    if _replaces(rules[0]) != _replaces(command):
+        raise CtxmtError(f"{what} {out} was written by ctxmt {rules[0]}, not {kind}, so --force of ctxmt {command} "
+                         f"does not replace it; {advice}")
     found = _foreign(out, rules)
     if found is not None:
         raise CtxmtError(f"{what} {out} holds {found[0]}, which {found[1]}, so --force does not replace it; "
@@ -266,7 +277,7 @@ def check_replaceable(out: Path, what: str, inputs: Iterable = (), kind: str = "
 
 
 def check_new_or_replaceable(out: Path, what: str, force: bool, inputs: Iterable = (),
-                             kind: str = "a directory ctxmt wrote") -> None:
+                             kind: str = "a directory ctxmt wrote", *, command: str) -> None:
     """Before any work: ``out`` is new (or an empty directory), or ``force`` and :func:`check_replaceable`."""
     out = Path(out)
     if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
@@ -274,10 +285,10 @@ def check_new_or_replaceable(out: Path, what: str, force: bool, inputs: Iterable
     if out.exists() or out.is_symlink():
         if not force:
             raise CtxmtError(f"{what} {out} already exists; pass --force to overwrite it or choose another {what}")
-        check_replaceable(out, what, inputs, kind)
+        check_replaceable(out, what, inputs, kind, command=command)
 
 
-def install_dir(tmp: Path, out: Path, what: str, inputs: Iterable = ()) -> None:
+def install_dir(tmp: Path, out: Path, what: str, inputs: Iterable = (), *, command: str) -> None:
     """Swap the finished directory ``tmp`` into place at ``out`` (checked again just before: a replaced ``out``
     must still be ctxmt's); the old ``out`` is removed only once the new one stands."""
     tmp, out = Path(tmp), Path(out)
@@ -288,7 +299,7 @@ def install_dir(tmp: Path, out: Path, what: str, inputs: Iterable = ()) -> None:
     if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
         out.rmdir()
     elif out.exists() or out.is_symlink():
-        check_replaceable(out, what, inputs)
+        check_replaceable(out, what, inputs, command=command)
         aside = temp_name(out, ASIDE_TAG)
         os.rename(out, aside)
     try:
@@ -307,7 +318,7 @@ def build_dir(out: Path, command: str, build: Callable[[Path], T], *, what: str 
     """Run ``build(tmp)`` on a new directory beside ``out``, give it a manifest and swap it into place; any
     failure removes the new directory and keeps the old ``out``. Returns what ``build`` returns."""
     out, inputs = Path(out), list(inputs)
-    check_new_or_replaceable(out, what, force, inputs)
+    check_new_or_replaceable(out, what, force, inputs, command=command)
     out.parent.mkdir(parents=True, exist_ok=True)
     remove_stale(out.parent)
     tmp = temp_name(out)
@@ -315,7 +326,7 @@ def build_dir(out: Path, command: str, build: Callable[[Path], T], *, what: str 
     try:
         result = build(tmp)
         write_manifest(tmp, command, patterns)
-        install_dir(tmp, out, what, inputs)
+        install_dir(tmp, out, what, inputs, command=command)
     except BaseException as err:
         shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(err, OSError) and err.errno is not None:   # name the output, not the temp directory
@@ -336,7 +347,7 @@ def rebuilding(out: Path, command: str, patterns: Iterable[str], *, what: str = 
     if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
         out.rmdir()
     elif out.exists() or out.is_symlink():
-        check_replaceable(out, what)
+        check_replaceable(out, what, command=command)
         aside = temp_name(out, ASIDE_TAG)
         os.rename(out, aside)
     try:

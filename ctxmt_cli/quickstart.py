@@ -167,7 +167,7 @@ def run_quickstart(out: Path, docs: int = 2000, seed: int = 1, force: bool = Fal
         raise CtxmtError(f"--updates {updates}: the update budget must be at least 1")
     names = parse_systems(systems)
     recipes = {name: system_recipe(name, out, seed, updates) for name in names}   # every recipe checked first
-    check_new_or_replaceable(out, "--out", force, kind="a quickstart folder")
+    check_new_or_replaceable(out, "--out", force, kind="a quickstart folder", command="quickstart")
     with rebuilding(out, "quickstart", ["results.json", "data", *names]):
         payload = _run(out, names, recipes, docs, seed, device, log_format)
     return payload

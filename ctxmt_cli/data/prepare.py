@@ -310,7 +310,7 @@ def check_prepare_output(out: Path, force: bool, inputs=()) -> None:
     if not (out.exists() or out.is_symlink()):
         check_output_dir(out, "--out")
         return
-    check_new_or_replaceable(out, "--out", force, inputs, kind="a prepared dataset")
+    check_new_or_replaceable(out, "--out", force, inputs, kind="a prepared dataset", command="prepare")
     check_output_dir(out.parent, "the directory of --out")
 
 

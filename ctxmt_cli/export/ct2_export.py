@@ -100,7 +100,8 @@ def vocabulary(tokenizer, side: str, size: int) -> list[str]:
 def _check_out(out_dir: Path, checkpoint: Path, force: bool) -> None:
     """OUT_DIR is new, or (``force``) a model folder ctxmt exported holding nothing else and not the checkpoint."""
     check_not_input(out_dir, [checkpoint], "OUT_DIR")
-    check_new_or_replaceable(out_dir, "OUT_DIR", force, [checkpoint], kind="a model folder ctxmt exported")
+    check_new_or_replaceable(out_dir, "OUT_DIR", force, [checkpoint], kind="a model folder ctxmt exported",
+                             command="export ctranslate2")
     if not out_dir.exists():
         check_output_dir(out_dir, "OUT_DIR")
 

@@ -10,6 +10,7 @@ skipped with the reason where this user cannot mount one.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import subprocess
@@ -121,9 +122,33 @@ def test_force_refuses_what_ctxmt_did_not_write(command, target, spaces, synthet
     if command == "export":
         pytest.importorskip("ctranslate2", reason="the ctranslate2 extra: pip install -e '.[ctranslate2]'")
     args = [a.replace("{out}", target) for a in FORCE_COMMANDS[command]]
+    for folder in ("mine", "own", "inner"):                 # prepared datasets: make them this command's output
+        _written_by(spaces / folder, WRITER[command])
     check_bad_input(args, [NOT_OURS[target], "--force does not replace it", "nothing was deleted"], spaces,
                     placeholders(data=synthetic_dir, ckpt=concat_checkpoint))
     assert (spaces / "notprep" / "thesis.tex").read_text() == "years of work\n"
+
+
+#: the command each --force row writes, as its manifest names it
+WRITER = {"prepare": "prepare text", "reverse": "prepare reverse", "quickstart": "quickstart",
+          "export": "export ctranslate2"}
+
+
+def _written_by(folder: Path, command: str) -> None:
+    """Name ``command`` as the writer in ``folder``'s manifest (its entries unchanged)."""
+    record = json.loads((folder / MANIFEST).read_text())
+    (folder / MANIFEST).write_text(json.dumps({**record, "command": command}))
+
+
+@pytest.mark.parametrize("command", ["quickstart", "export"])
+def test_force_never_replaces_another_command_s_output(command, spaces, synthetic_dir, concat_checkpoint):
+    """``own`` is a clean prepared dataset: a quickstart or an export --force refuses it all the same (as it
+    refuses a training run: each command replaces only what it wrote itself)."""
+    if command == "export":
+        pytest.importorskip("ctranslate2", reason="the ctranslate2 extra: pip install -e '.[ctranslate2]'")
+    args = [a.replace("{out}", "own") for a in FORCE_COMMANDS[command]]
+    check_bad_input(args, ["own was written by ctxmt prepare, not", f"--force of ctxmt {WRITER[command]}",
+                           "nothing was deleted"], spaces, placeholders(data=synthetic_dir, ckpt=concat_checkpoint))
 
 
 def test_force_replaces_ctxmt_s_own_output(spaces, synthetic_dir, concat_checkpoint):

@@ -99,7 +99,7 @@ def _owned(tmp_path: Path) -> Path:
 def test_a_directory_holding_only_what_its_manifest_lists_is_replaceable(tmp_path):
     out = _owned(tmp_path)
     (out / "test.fp.stream.bin").write_bytes(b"a stream a later command added")
-    check_replaceable(out, "--out")
+    check_replaceable(out, "--out", command="test")
     record = json.loads((out / MANIFEST).read_text())
     assert record["command"] == "test" and record["entries"] == ["a.bin", "sub", "sub/b.txt"]
 
@@ -118,7 +118,7 @@ def test_anything_ctxmt_did_not_write_stops_force(tmp_path, spoil, needle):
     spoil(out)
     before = listing(tmp_path)
     with pytest.raises(CtxmtError, match="nothing was deleted") as caught:
-        check_replaceable(out, "--out")
+        check_replaceable(out, "--out", command="test")
     assert needle in str(caught.value)
     with pytest.raises(CtxmtError):
         build_dir(out, "test", lambda tmp: (tmp / "new.bin").write_bytes(b"new"), force=True)
@@ -136,7 +136,7 @@ def test_a_symbolic_link_as_the_target_is_refused(tmp_path):
 def test_a_directory_holding_an_input_is_refused(tmp_path):
     out = _owned(tmp_path)
     with pytest.raises(CtxmtError, match="holds the input .*a.bin"):
-        check_replaceable(out, "--out", inputs=[out / "a.bin"])
+        check_replaceable(out, "--out", inputs=[out / "a.bin"], command="test")
 
 
 def test_build_dir_swaps_and_a_failure_keeps_the_old_directory(tmp_path):
@@ -162,10 +162,10 @@ def test_legacy_prepared_dataset_is_recognised_by_its_meta_json(tmp_path):
     out.mkdir()
     for name in ("meta.json", "train.src.bin", "train.docs", "spm.model", "valid.ref.txt"):
         (out / name).write_text("x")
-    check_replaceable(out, "--out")
-    (out / "thesis.tex").write_text("years of work")
-    with pytest.raises(CtxmtError, match="thesis.tex"):
-        check_replaceable(out, "--out")
+    check_replaceable(out, "--out", command="prepare text")
+    (out / "notes.txt").write_text("a user's notes: no ctxmt name")
+    with pytest.raises(CtxmtError, match="notes.txt"):
+        check_replaceable(out, "--out", command="prepare text")
 
 
 def test_rebuilding_puts_the_old_directory_back_on_failure(tmp_path):
@@ -190,9 +190,9 @@ def test_claim_covers_only_the_patterns(tmp_path):
     claim(run, "train", ("checkpoint_*.pt",))
     (run / "checkpoint_2.pt").write_bytes(b"c")
     with pytest.raises(CtxmtError, match="notes.txt"):
-        check_replaceable(run, "--out")
+        check_replaceable(run, "--out", command="train")
     (run / "notes.txt").unlink()
-    check_replaceable(run, "--out")
+    check_replaceable(run, "--out", command="train")
 
 
 @pytest.fixture
@@ -214,3 +214,26 @@ def test_torch_save_on_a_full_disk_is_an_os_error_and_leaves_no_temp(full_disk):
         torch_save({"w": torch.zeros(400, 1000)}, full_disk / "old.pt")
     assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(full_disk / "old.pt")
     assert listing(full_disk) == {"old.pt": b"the previous checkpoint"}
+
+
+@pytest.mark.parametrize("writer,replacer", [("train", "quickstart"), ("train", "export ctranslate2"),
+                                             ("prepare text", "quickstart"), ("quickstart", "prepare text"),
+                                             ("export ctranslate2", "prepare synthetic")])
+def test_force_replaces_only_the_same_commands_output(tmp_path, writer, replacer):
+    """A quickstart --force never deletes a training run or a prepared dataset, an export never a dataset: each
+    command replaces only what it wrote itself (every prepare format writes one kind, a prepared dataset)."""
+    out = _owned(tmp_path)
+    write_manifest(out, writer)
+    before = listing(tmp_path)
+    with pytest.raises(CtxmtError, match=f"was written by ctxmt {writer}, not .*nothing was deleted"):
+        check_replaceable(out, "--out", command=replacer)
+    with pytest.raises(CtxmtError):
+        build_dir(out, replacer, lambda tmp: None, force=True)
+    assert listing(tmp_path) == before
+
+
+def test_every_prepare_format_replaces_a_prepared_dataset(tmp_path):
+    out = _owned(tmp_path)
+    write_manifest(out, "prepare synthetic")
+    check_replaceable(out, "--out", command="prepare text")
+    check_replaceable(out, "--out", command="prepare reverse")
