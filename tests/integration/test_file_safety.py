@@ -13,7 +13,6 @@ import errno
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from ctxmt_cli.outputs import ASIDE_TAG, MANIFEST, TEMP_TAG
 from ctxmt_cli.recipe_catalog import RECIPES_DIR
 from tests.integration.conftest import assert_user_error, run_cli
 from tests.integration.test_bad_inputs import check_bad_input, placeholders, snapshot, tiny, ws  # noqa: F401
+from tests.tmpfs import mounted_tmpfs
 
 PREP = ["prepare", "text", "--train", "small", "--src-lang", "en", "--tgt-lang", "de"]
 
@@ -165,13 +165,7 @@ def test_force_replaces_ctxmt_s_own_output(spaces, synthetic_dir, concat_checkpo
 @pytest.fixture
 def disk(tmp_path):
     """A 4 MiB tmpfs on ``tmp_path / "disk"``, unmounted afterwards; skipped where it cannot be mounted."""
-    path = tmp_path / "disk"
-    path.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(path)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.decode().strip() or 'not permitted'})")
-    yield path
-    subprocess.run(["umount", str(path)], check=False)
+    yield from mounted_tmpfs(tmp_path / "disk", "4m")
 
 
 def fill(disk: Path, leave: int = 0) -> None:

@@ -26,6 +26,7 @@ from ctxmt_cli.outputs import (
     write_atomic,
     write_manifest,
 )
+from tests.tmpfs import mounted_tmpfs
 
 
 def listing(root: Path) -> dict:
@@ -198,13 +199,7 @@ def test_claim_covers_only_the_patterns(tmp_path):
 @pytest.fixture
 def full_disk(tmp_path):
     """A 1 MiB tmpfs mounted on ``tmp_path / "disk"`` (unmounted afterwards); skipped where mounting fails."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.decode().strip() or 'not permitted'})")
-    yield disk
-    subprocess.run(["umount", str(disk)], check=False)
+    yield from mounted_tmpfs(tmp_path / "disk", "1m")
 
 
 def test_torch_save_on_a_full_disk_is_an_os_error_and_leaves_no_temp(full_disk):

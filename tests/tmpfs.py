@@ -1,0 +1,20 @@
+"""A real small tmpfs for disk-full tests: mounted on a test's directory, unmounted afterwards, the test skipped
+with the reason where this user cannot mount one."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+
+def mounted_tmpfs(path: Path, size: str) -> Iterator[Path]:
+    """Create ``path``, mount a tmpfs of ``size`` (``1m``, ``4m``) on it, yield it, unmount it (a fixture body)."""
+    path.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.decode().strip() or 'not permitted'})")
+    yield path
+    subprocess.run(["umount", str(path)], check=False)
