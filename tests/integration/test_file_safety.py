@@ -75,6 +75,12 @@ OUTPUT_IS_INPUT = [
     (["export", "ctranslate2", "{ckpt}", "{run}", "--force"], ["holds the input"]),
     (["recipes", "copy", "quickstart/concat.yaml", str(RECIPES_DIR / "quickstart")], ["already exists"]),
     (["train", "{recipe}", *tiny("{data}")], ["is the prepared dataset data.path"]),
+    (["prepare", "docrepair", "--data", "{data}", "--reverse", "{ckpt}", "--forward", "{ckpt}", "--out", "{data}",
+      "--force"], ["is also an input"]),
+    (["prepare", "docrepair", "--data", "{data}", "--reverse", "{ckpt}", "--forward", "{ckpt}", "--out", "{run}",
+      "--force"], ["holds the input", "replacing it would delete that input"]),
+    (["first-pass", "-c", "{ckpt}", "--data", "fpd", "--split", "test", "--name", "fp", "--force"],
+     ["fpd/test.fp.stream.bin is also an input"]),
 ]
 
 
@@ -86,6 +92,9 @@ def test_an_output_is_never_an_input(args, needles, spaces, synthetic_dir, conca
     _hard_link(concat_checkpoint.parent / "checkpoint_2.pt", spaces / "ck2.pt")
     _hard_link(concat_checkpoint, spaces / "res" / "results.json")
     _hard_link(concat_checkpoint, spaces / "att" / "analysis.json")
+    if args[0] == "first-pass":              # a prepared dataset whose stream file is the checkpoint itself
+        shutil.copytree(synthetic_dir, spaces / "fpd", ignore=shutil.ignore_patterns("raw"))
+        _hard_link(concat_checkpoint, spaces / "fpd" / "test.fp.stream.bin")
     check_bad_input(args, needles, spaces, placeholders(data=synthetic_dir, ckpt=concat_checkpoint))
 
 
