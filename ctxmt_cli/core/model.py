@@ -268,10 +268,20 @@ class EncoderDecoder(nn.Module):
     def embed_source(self, src: Tensor) -> tuple[Tensor, Optional[Tensor]]:
         """Encoder input of token rows ``src`` (B, S): embeddings + positions, after dropout (B, S, C), and the
         persistent part re-added before every later layer (or None)."""
+        if self.plain_positions(0):                                        # 0..S-1 from the cached table
+            pe = self.src_pos.first(src.size(1), src.device)               # (1, S, C)
+            x = self.dropout(self.src_embed(src) * self.scale + pe)
+            return x, pe.expand(src.size(0), -1, -1) if self.src_pos.persistent else None
         positions, seg, _ = window_layout(src, self.vocab.brk, self.source_shift(src))
         pe = self.src_pos(positions, seg)                                  # (B, S, C)
         x = self.dropout(self.src_embed(src) * self.scale + pe)
         return x, self.src_pos.persisted(positions, seg, pe)
+
+    def plain_positions(self, side: int) -> bool:
+        """Whether every token of ``side`` (0 source, 1 target) sits at its column, 0..T-1, with no segment code
+        (no shift, no segment embedding: the plain Transformer), so the positions need no window layout."""
+        pos = self.src_pos if side == 0 else self.tgt_pos
+        return pos.segment is None and not self.per_window_shift and self.shift[side] == 0
 
     def encode_source(self, src: Tensor, probe: Optional[AttentionProbe] = None, layers=None, norm=None,
                       prefix: Optional[Tensor] = None, embedded=None, hook: Optional[bool] = None) -> EncoderOut:
@@ -315,10 +325,14 @@ class EncoderDecoder(nn.Module):
     def _decode_full(self, tokens: Tensor, enc: EncoderOut, cross_kv, n_sent=None, probe=None, context=None):
         """Decoder over whole sequences ``tokens`` (B, T) with causal self-attention (``context``: see context_kv);
         ``probe`` receives each layer's maps."""
-        positions, seg, _ = window_layout(tokens, self.vocab.brk, enc.shift, n_sent)
-        pe = self.tgt_pos(positions, seg)                                  # (B, T, C)
+        if self.plain_positions(1):                                         # 0..T-1 from the cached table
+            pe = self.tgt_pos.first(tokens.size(1), tokens.device)         # (1, T, C)
+            again = pe.expand(tokens.size(0), -1, -1) if self.tgt_pos.persistent else None
+        else:
+            positions, seg, _ = window_layout(tokens, self.vocab.brk, enc.shift, n_sent)
+            pe = self.tgt_pos(positions, seg)                              # (B, T, C)
+            again = self.tgt_pos.persisted(positions, seg, pe)             # (B, T, C) or None: re-added per layer
         x = self.dropout(self.tgt_embed(tokens) * self.scale + pe)
-        again = self.tgt_pos.persisted(positions, seg, pe)                 # (B, T, C) or None: re-added per layer
         enc_mask, kvs = additive_mask(enc.mask[:, None, None, :], compute_dtype(x)), []   # (B, 1, 1, S), once
         real = current = keys = None                                       # the probe's masks, only when asked
         if probe is not None:
