@@ -13,12 +13,13 @@ from ctxmt_cli.core.linear import Linear
 
 
 def _autocast_probes():
-    """``is_autocast_enabled(device)`` / ``get_autocast_dtype(device)`` on every supported PyTorch (2.4 added them)."""
+    """``is_autocast_enabled(device)`` / ``get_autocast_dtype(device)`` on every supported PyTorch (2.4 added them;
+    before, only CPU and CUDA had a probe, and another device counts as without autocast)."""
     if hasattr(torch, "get_autocast_dtype"):
         return torch.is_autocast_enabled, torch.get_autocast_dtype
     old = {"cpu": (torch.is_autocast_cpu_enabled, torch.get_autocast_cpu_dtype),
            "cuda": (torch.is_autocast_enabled, torch.get_autocast_gpu_dtype)}
-    return (lambda kind: old[kind][0]()), (lambda kind: old[kind][1]())
+    return (lambda kind: kind in old and old[kind][0]()), (lambda kind: old[kind][1]())
 
 
 _autocast_enabled, _autocast_dtype = _autocast_probes()
@@ -150,9 +151,7 @@ def additive_mask(keep: Tensor, dtype: torch.dtype) -> Tensor:
 def compute_dtype(x: Tensor) -> torch.dtype:
     """The dtype the projections of ``x`` come out in: autocast's where it is on for ``x``'s device, else ``x``'s."""
     kind = x.device.type
-    if kind in ("cpu", "cuda") and _autocast_enabled(kind):
-        return _autocast_dtype(kind)
-    return x.dtype
+    return _autocast_dtype(kind) if _autocast_enabled(kind) else x.dtype
 
 
 def fuse_separate_projections(state: dict, prefix: str, self_attention: bool) -> None:
@@ -289,7 +288,7 @@ class DecoderLayer(nn.Module):
         Without ``past`` the self-attention is causal over ``x`` (B, T, C). With
         ``past`` (cached keys/values) ``x`` holds new positions only and
         ``self_mask`` (B, 1, Tq, Tpast+Tq) says which keys each query may see.
-        ``cross`` = (encoder keys/values (G, H, S, D), mask (G, 1, 1, S), fold) and, when the layer has
+        ``cross`` = (encoder keys/values (G, H, S, D), mask (G, 1, 1, S), bool or additive, fold) and, when the layer has
         context attention, ``context`` = (context keys/values, mask (G, 1, 1, Mc), fold): groups of
         ``fold`` adjacent rows share one key/value row (see :meth:`MultiheadAttention.attend_folded`).
         Returns the output, this layer's full keys/values, and attention weights.
