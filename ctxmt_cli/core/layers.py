@@ -11,6 +11,19 @@ from torch import Tensor, nn
 
 from ctxmt_cli.core.linear import Linear
 
+
+def _autocast_probes():
+    """``is_autocast_enabled(device)`` / ``get_autocast_dtype(device)`` on every supported PyTorch (2.4 added them;
+    before, only CPU and CUDA had a probe, and another device counts as without autocast)."""
+    if hasattr(torch, "get_autocast_dtype"):
+        return torch.is_autocast_enabled, torch.get_autocast_dtype
+    old = {"cpu": (torch.is_autocast_cpu_enabled, torch.get_autocast_cpu_dtype),
+           "cuda": (torch.is_autocast_enabled, torch.get_autocast_gpu_dtype)}
+    return (lambda kind: kind in old and old[kind][0]()), (lambda kind: old[kind][1]())
+
+
+_autocast_enabled, _autocast_dtype = _autocast_probes()
+
 #: queries per row up to which CPU inference (no autograd) uses :meth:`MultiheadAttention._small_query`
 #: (on GPUs SDPA's kernels serve decoding steps well)
 SMALL_QUERY = 8
@@ -19,34 +32,65 @@ SMALL_QUERY = 8
 class MultiheadAttention(nn.Module):
     """Multi-head attention on ``F.scaled_dot_product_attention``.
 
-    Keys/values can be projected once (:meth:`project_kv`) and reused: the
-    decoder caches them for self-attention and computes cross-attention keys
-    once per sentence. ``mask`` is bool, broadcastable to (B, H, Tq, Tk),
-    True = may attend.
+    ``self_attention``: queries, keys and values come from one sequence and are projected by one matmul
+    (``qkv_proj``, C -> 3C; :meth:`self_attend`). Otherwise queries (``q_proj``) attend to another sequence
+    whose keys and values are projected together (``kv_proj``, C -> 2C) once (:meth:`project_kv`) and reused:
+    the decoder computes cross-attention keys once per sentence. Checkpoints written with separate
+    ``q_proj``/``k_proj``/``v_proj`` load unchanged (:func:`fuse_separate_projections`).
+    ``mask``: bool, broadcastable to (B, H, Tq, Tk), True = may attend; or the same mask in additive form
+    (0 / -inf in the queries' dtype, :func:`additive_mask`), which SDPA takes without converting it.
     """
 
-    def __init__(self, d_model: int, heads: int, dropout: float = 0.0):
+    def __init__(self, d_model: int, heads: int, dropout: float = 0.0, self_attention: bool = False):
         super().__init__()
         self.heads, self.head_dim, self.dropout = heads, d_model // heads, dropout
-        self.q_proj = Linear(d_model, d_model)
-        self.k_proj = Linear(d_model, d_model)
-        self.v_proj = Linear(d_model, d_model)
+        self.self_attention = self_attention
+        if self_attention:
+            self.qkv_proj = Linear(d_model, 3 * d_model, blocks=3)
+        else:
+            self.q_proj = Linear(d_model, d_model)
+            self.kv_proj = Linear(d_model, 2 * d_model, blocks=2)
         self.out_proj = Linear(d_model, d_model)
 
-    def _split(self, x: Tensor) -> Tensor:
+    def _split(self, x: Tensor, n: int) -> tuple[Tensor, ...]:
+        """``x`` (B, T, n*C) as ``n`` tensors (B, H, T, D): views, no copy."""
         b, t, _ = x.shape
-        return x.view(b, t, self.heads, self.head_dim).transpose(1, 2)  # (B, H, T, D)
+        if n == 1:
+            return (x.view(b, t, self.heads, self.head_dim).transpose(1, 2),)
+        # unbind the (B, T, n, H, D) view on its own axis: its backward stacks the n gradients straight into the
+        # projection's (B, T, n*C) layout (a permute first would need one more copy there)
+        return tuple(y.transpose(1, 2) for y in x.view(b, t, n, self.heads, self.head_dim).unbind(2))
 
     def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """Keys and values of ``x`` (B, T, C) as (B, H, T, D) each."""
-        return self._split(self.k_proj(x)), self._split(self.v_proj(x))
+        """Keys and values of ``x`` (B, T, C) as (B, H, T, D) each (attention to another sequence)."""
+        k, v = self._split(self.kv_proj(x), 2)
+        return k, v
+
+    def self_attend(
+        self, x: Tensor, past: Optional[tuple[Tensor, Tensor]] = None, mask: Optional[Tensor] = None,
+        causal: bool = False, need_weights: bool = False,
+    ) -> tuple[Tensor, Optional[Tensor], tuple[Tensor, Tensor]]:
+        """Self-attention of ``x`` (B, T, C) after the cached keys/values ``past`` (B, H, Tp, D) each, if any.
+
+        Returns the output (B, T, C), the optional weights (B, H, T, Tp + T) and the keys/values (B, H, Tp + T, D).
+        """
+        q, k, v = self._split(self.qkv_proj(x), 3)                          # (B, H, T, D) each
+        if past is not None:
+            k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
+        out, weights = self._attend(q, k, v, mask, causal, need_weights)
+        return out, weights, (k, v)
 
     def attend(
         self, x: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = None,
         causal: bool = False, need_weights: bool = False,
     ) -> tuple[Tensor, Optional[Tensor]]:
         """Queries from ``x`` (B, Tq, C) attend to ``k``/``v``; returns (B, Tq, C) and optional (B, H, Tq, Tk)."""
-        q = self._split(self.q_proj(x))                                     # (B, H, Tq, D)
+        (q,) = self._split(self.q_proj(x), 1)                               # (B, H, Tq, D)
+        return self._attend(q, k, v, mask, causal, need_weights)
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], causal: bool,
+                need_weights: bool) -> tuple[Tensor, Optional[Tensor]]:
+        """Attention of projected heads (B, H, Tq, D) to (B, H, Tk, D), through the output projection."""
         p = self.dropout if self.training else 0.0
         if need_weights:
             out, weights = self._explicit(q, k, v, mask, causal, p)
@@ -66,14 +110,20 @@ class MultiheadAttention(nn.Module):
         out, weights = self.attend(x.reshape(b // fold, fold * t, c), k, v, mask, need_weights=need_weights)
         return out.reshape(b, t, c), weights                                # (B, T, C)
 
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        fuse_separate_projections(state_dict, prefix, self.self_attention)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     def _small_query(self, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor]) -> Tensor:
         """Attention of a few queries (a CPU decoding step): two batched matmuls beat SDPA's fused CPU kernel there.
 
         Same result as SDPA, including its zero output for a query whose keys are all masked.
         """
         scores = torch.matmul(q, k.transpose(-1, -2)).mul_(self.head_dim ** -0.5)  # (B, H, Tq, Tk)
-        if mask is not None:
+        if mask is not None and mask.dtype == torch.bool:
             scores.masked_fill_(~mask, float("-inf"))
+        elif mask is not None:
+            scores.add_(mask)                                               # additive: 0 or -inf
         weights = torch.nan_to_num_(scores.softmax(-1), nan=0.0)           # all-masked rows: 0/0 -> 0
         return torch.matmul(weights, v)                                     # (B, H, Tq, D)
 
@@ -83,10 +133,48 @@ class MultiheadAttention(nn.Module):
         if causal:
             tq, tk = scores.shape[-2:]
             mask = torch.ones(tq, tk, dtype=torch.bool, device=q.device).tril(tk - tq)
+        if mask is not None and mask.dtype != torch.bool:
+            mask = mask == 0                                                # additive form back to bool
         if mask is not None:
             scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
         weights = scores.softmax(-1)
         return F.dropout(weights, p) @ v, weights
+
+
+def additive_mask(keep: Tensor, dtype: torch.dtype) -> Tensor:
+    """The bool mask ``keep`` (True = may attend) as SDPA's additive form: 0 where True, -inf where False, in
+    ``dtype`` (the queries' dtype). SDPA makes exactly this of a bool mask on every call; made once per forward
+    pass, every layer passes it through without conversion."""
+    return torch.zeros(keep.shape, dtype=dtype, device=keep.device).masked_fill_(~keep, float("-inf"))
+
+
+def compute_dtype(x: Tensor) -> torch.dtype:
+    """The dtype the projections of ``x`` come out in: autocast's where it is on for ``x``'s device, else ``x``'s."""
+    kind = x.device.type
+    return _autocast_dtype(kind) if _autocast_enabled(kind) else x.dtype
+
+
+def fuse_separate_projections(state: dict, prefix: str, self_attention: bool) -> None:
+    """Rewrite, in ``state`` (a state dict, changed in place), the separate ``q_proj``/``k_proj``/``v_proj`` of the
+    attention module at ``prefix`` (the layout before fused projections) as the fused ``qkv_proj`` (self-attention)
+    or ``q_proj`` + ``kv_proj``: the same numbers stacked along the output axis, so the model computes the same."""
+    names = ("q", "k", "v") if self_attention else ("k", "v")
+    fused = "qkv_proj" if self_attention else "kv_proj"
+    for kind in ("weight", "bias"):
+        parts = [f"{prefix}{name}_proj.{kind}" for name in names]
+        if f"{prefix}{fused}.{kind}" not in state and all(p in state for p in parts) and \
+                len({tuple(state[p].shape[1:]) for p in parts}) == 1:        # else the load reports what is wrong
+            state[f"{prefix}{fused}.{kind}"] = torch.cat([state.pop(p) for p in parts])   # (n*C, ...)
+
+
+def fuse_model_state(model: nn.Module, state: dict) -> dict:
+    """``state`` (changed in place, and returned) with every attention module of ``model`` in the fused layout
+    (:func:`fuse_separate_projections`): what ``model.load_state_dict`` does on its own, for checks that compare
+    a checkpoint's tensors with the model's before loading it."""
+    for name, module in model.named_modules():
+        if isinstance(module, MultiheadAttention):
+            fuse_separate_projections(state, f"{name}." if name else "", module.self_attention)
+    return state
 
 
 class FeedForward(nn.Module):
@@ -119,16 +207,16 @@ class EncoderLayer(nn.Module):
 
     def __init__(self, d_model, heads, ffn_dim, dropout, attention_dropout, activation_dropout, normalize_before):
         super().__init__()
-        self.self_attn = MultiheadAttention(d_model, heads, attention_dropout)
+        self.self_attn = MultiheadAttention(d_model, heads, attention_dropout, self_attention=True)
         self.ffn = FeedForward(d_model, ffn_dim, activation_dropout)
         self.attn_block = Sublayer(d_model, dropout, normalize_before)
         self.ffn_block = Sublayer(d_model, dropout, normalize_before)
 
     def forward(self, x: Tensor, mask: Tensor, need_weights: bool = False) -> tuple[Tensor, Optional[Tensor]]:
-        """``x`` (B, S, C); ``mask`` (B, 1, 1, S) bool."""
+        """``x`` (B, S, C); ``mask`` (B, 1, 1, S), bool or additive (see :class:`MultiheadAttention`), or None."""
         def attn(h):
-            k, v = self.self_attn.project_kv(h)
-            return self.self_attn.attend(h, k, v, mask, need_weights=need_weights)
+            out, weights, _ = self.self_attn.self_attend(h, mask=mask, need_weights=need_weights)
+            return out, weights
 
         x, weights = self.attn_block(x, attn)
         x, _ = self.ffn_block(x, lambda h: (self.ffn(h), None))
@@ -182,7 +270,7 @@ class DecoderLayer(nn.Module):
     def __init__(self, d_model, heads, ffn_dim, dropout, attention_dropout, activation_dropout, normalize_before,
                  context: Optional[ContextAttention] = None):
         super().__init__()
-        self.self_attn = MultiheadAttention(d_model, heads, attention_dropout)
+        self.self_attn = MultiheadAttention(d_model, heads, attention_dropout, self_attention=True)
         self.cross_attn = MultiheadAttention(d_model, heads, attention_dropout)
         self.ffn = FeedForward(d_model, ffn_dim, activation_dropout)
         self.self_block = Sublayer(d_model, dropout, normalize_before)
@@ -200,7 +288,7 @@ class DecoderLayer(nn.Module):
         Without ``past`` the self-attention is causal over ``x`` (B, T, C). With
         ``past`` (cached keys/values) ``x`` holds new positions only and
         ``self_mask`` (B, 1, Tq, Tpast+Tq) says which keys each query may see.
-        ``cross`` = (encoder keys/values (G, H, S, D), mask (G, 1, 1, S), fold) and, when the layer has
+        ``cross`` = (encoder keys/values (G, H, S, D), mask (G, 1, 1, S), bool or additive, fold) and, when the layer has
         context attention, ``context`` = (context keys/values, mask (G, 1, 1, Mc), fold): groups of
         ``fold`` adjacent rows share one key/value row (see :meth:`MultiheadAttention.attend_folded`).
         Returns the output, this layer's full keys/values, and attention weights.
@@ -208,12 +296,9 @@ class DecoderLayer(nn.Module):
         kv: dict = {}
 
         def self_attention(h):
-            k, v = self.self_attn.project_kv(h)                           # (B, H, Tq, D)
-            if past is not None:
-                k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
-            kv["self"] = (k, v)
             causal = past is None
-            return self.self_attn.attend(h, k, v, None if causal else self_mask, causal, need_weights)
+            out, w, kv["self"] = self.self_attn.self_attend(h, past, None if causal else self_mask, causal, need_weights)
+            return out, w
 
         weights = {"context": None}
 

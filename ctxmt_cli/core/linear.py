@@ -54,7 +54,21 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
 
 
 class Linear(nn.Linear):
-    """``nn.Linear`` computed by :func:`linear`."""
+    """``nn.Linear`` computed by :func:`linear`. ``blocks`` > 1: a fused projection, ``blocks`` maps of
+    ``out_features / blocks`` outputs each stacked along the output axis (queries, keys, values), each
+    initialised as its own layer would be (:func:`xavier_`)."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, blocks: int = 1, **kwargs):
+        super().__init__(in_features, out_features, bias, **kwargs)
+        self.blocks = blocks
 
     def forward(self, x: Tensor) -> Tensor:
         return linear(x, self.weight, self.bias)
+
+
+@torch.no_grad()
+def xavier_(layer: nn.Linear) -> None:
+    """Xavier-uniform weights, block by block for a fused :class:`Linear` (the same distribution, and the same
+    random draws in the same order, as separate layers would get)."""
+    for block in layer.weight.chunk(getattr(layer, "blocks", 1)):          # (out / blocks, in) views
+        nn.init.xavier_uniform_(block)

@@ -80,8 +80,8 @@ from torch import Tensor, nn
 
 from ctxmt_cli.core.batch import Batch, DecoderState, EncoderOut, SharedRows
 from ctxmt_cli.core.chunked import chunked_hidden
-from ctxmt_cli.core.layers import ContextAttention, DecoderLayer, EncoderLayer
-from ctxmt_cli.core.linear import Linear
+from ctxmt_cli.core.layers import ContextAttention, DecoderLayer, EncoderLayer, additive_mask, compute_dtype
+from ctxmt_cli.core.linear import Linear, xavier_
 from ctxmt_cli.core.logits import SCORE_ROWS, log_partition
 from ctxmt_cli.core.positions import PositionEncoding, current_sentence_mask, window_layout
 from ctxmt_cli.core.probe import AttentionProbe, AttentionView, report_decoder, target_current
@@ -204,7 +204,7 @@ class EncoderDecoder(nn.Module):
     def _init_weights(self) -> None:
         for module in self.modules():
             if isinstance(module, nn.Linear):
-                nn.init.xavier_uniform_(module.weight)
+                xavier_(module)                                            # fused projections: block by block
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
         for emb in {self.src_embed, self.tgt_embed}:
@@ -268,10 +268,20 @@ class EncoderDecoder(nn.Module):
     def embed_source(self, src: Tensor) -> tuple[Tensor, Optional[Tensor]]:
         """Encoder input of token rows ``src`` (B, S): embeddings + positions, after dropout (B, S, C), and the
         persistent part re-added before every later layer (or None)."""
+        if self.plain_positions(0):                                        # 0..S-1 from the cached table
+            pe = self.src_pos.first(src.size(1), src.device)               # (1, S, C)
+            x = self.dropout(self.src_embed(src) * self.scale + pe)
+            return x, pe.expand(src.size(0), -1, -1) if self.src_pos.persistent else None
         positions, seg, _ = window_layout(src, self.vocab.brk, self.source_shift(src))
         pe = self.src_pos(positions, seg)                                  # (B, S, C)
         x = self.dropout(self.src_embed(src) * self.scale + pe)
         return x, self.src_pos.persisted(positions, seg, pe)
+
+    def plain_positions(self, side: int) -> bool:
+        """Whether every token of ``side`` (0 source, 1 target) sits at its column, 0..T-1, with no segment code
+        (no shift, no segment embedding: the plain Transformer), so the positions need no window layout."""
+        pos = self.src_pos if side == 0 else self.tgt_pos
+        return pos.segment is None and not self.per_window_shift and self.shift[side] == 0
 
     def encode_source(self, src: Tensor, probe: Optional[AttentionProbe] = None, layers=None, norm=None,
                       prefix: Optional[Tensor] = None, embedded=None, hook: Optional[bool] = None) -> EncoderOut:
@@ -292,7 +302,9 @@ class EncoderDecoder(nn.Module):
         current = None if probe is None and not watch else current_sentence_mask(src, self.vocab.brk) & mask  # (B, S)
         if prefix is not None:
             x, again, mask, current = with_prefix(prefix, x, again, mask, current)   # (B, P + S, ...)
-        attn_mask, terms = mask[:, None, None, :], {}
+        # the key mask in SDPA's own (additive) form, made once for every layer: (B, 1, 1, S)
+        dtype = compute_dtype(x)
+        attn_mask, terms = additive_mask(mask[:, None, None, :], dtype), {}
         for i, layer in enumerate(layers):
             if i > 0 and again is not None:
                 x = x + again
@@ -306,18 +318,22 @@ class EncoderDecoder(nn.Module):
                     mask = mask & narrowed                                 # masks only narrow
                     if probe is None and not (x.requires_grad and x.device.type != "cpu"):
                         mask, x, again, current = compact(mask, x, again, current)   # (B, S', ...)
-                    attn_mask = mask[:, None, None, :]
+                    attn_mask = additive_mask(mask[:, None, None, :], dtype)
         states = (self.encoder_norm if norm is None else norm)(x)
         return EncoderOut(states, mask, self.target_shift(shift), current=current, loss_terms=terms)
 
     def _decode_full(self, tokens: Tensor, enc: EncoderOut, cross_kv, n_sent=None, probe=None, context=None):
         """Decoder over whole sequences ``tokens`` (B, T) with causal self-attention (``context``: see context_kv);
         ``probe`` receives each layer's maps."""
-        positions, seg, _ = window_layout(tokens, self.vocab.brk, enc.shift, n_sent)
-        pe = self.tgt_pos(positions, seg)                                  # (B, T, C)
+        if self.plain_positions(1):                                         # 0..T-1 from the cached table
+            pe = self.tgt_pos.first(tokens.size(1), tokens.device)         # (1, T, C)
+            again = pe.expand(tokens.size(0), -1, -1) if self.tgt_pos.persistent else None
+        else:
+            positions, seg, _ = window_layout(tokens, self.vocab.brk, enc.shift, n_sent)
+            pe = self.tgt_pos(positions, seg)                              # (B, T, C)
+            again = self.tgt_pos.persisted(positions, seg, pe)             # (B, T, C) or None: re-added per layer
         x = self.dropout(self.tgt_embed(tokens) * self.scale + pe)
-        again = self.tgt_pos.persisted(positions, seg, pe)                 # (B, T, C) or None: re-added per layer
-        enc_mask, kvs = enc.mask[:, None, None, :], []
+        enc_mask, kvs = additive_mask(enc.mask[:, None, None, :], compute_dtype(x)), []   # (B, 1, 1, S), once
         real = current = keys = None                                       # the probe's masks, only when asked
         if probe is not None:
             real = keys = tokens != self.vocab.pad
@@ -444,15 +460,17 @@ class EncoderDecoder(nn.Module):
         x = self.dropout(self.tgt_embed(tokens.unsqueeze(1)) * self.scale + pe)
         again = self.tgt_pos.persisted(positions, seg, pe)                  # (B, 1, C) or None: re-added per layer
         self_mask = torch.cat([state.self_mask, state.self_mask.new_ones(tokens.size(0), 1)], dim=1)
-        mask4, new_k, new_v = self_mask[:, None, None, :], [], []
+        dtype = compute_dtype(x)                                            # masks made once per step, not per layer
+        mask4, new_k, new_v = additive_mask(self_mask[:, None, None, :], dtype), [], []
         cross_k, cross_v, cross_mask, cross_fold = state.cross.for_rows()
+        cross_mask = additive_mask(cross_mask[:, None, None, :], dtype)   # (G, 1, 1, S)
         if state.context is not None:
             ctx_k, ctx_v, ctx_mask, ctx_fold = state.context.for_rows()
         for i, layer in enumerate(self.decoder_layers):
             if i > 0 and again is not None:
                 x = x + again
             past = (state.self_k[i], state.self_v[i])
-            cross = ((cross_k[i], cross_v[i]), cross_mask[:, None, None, :], cross_fold)
+            cross = ((cross_k[i], cross_v[i]), cross_mask, cross_fold)
             context = None if state.context is None else ((ctx_k[i], ctx_v[i]), ctx_mask[:, None, None, :], ctx_fold)
             x, (k, v), _ = layer(x, cross, past=past, self_mask=mask4, context=context)
             new_k.append(k)

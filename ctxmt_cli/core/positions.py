@@ -74,6 +74,7 @@ class PositionEncoding(nn.Module):
         self.seg_dim = seg_dim
         # k runs 1..max_segments; longer windows at inference reuse the last code.
         self.table = None
+        self._first: Optional[Tensor] = None                               # cached codes of 0..n-1, see first()
         if segment == "learned":
             self.table = table if table is not None else self.learned_table(max_segments, seg_dim)
 
@@ -106,6 +107,16 @@ class PositionEncoding(nn.Module):
         if self.d_se is not None:  # PSE: [PE_t (d_model - d_se), SE_k (d_se)]
             return torch.cat([sinusoid(positions, self.d_model - self.d_se), codes], dim=-1)
         return sinusoid(positions, self.d_model) + codes
+
+    def first(self, length: int, device: torch.device) -> Tensor:
+        """The codes of positions 0..length-1 without segments (1, length, C): what :meth:`forward` gives for a
+        one-sentence row, read from a table made once per device (and grown when a row is longer), so a plain
+        Transformer's forward pass computes no positions."""
+        table = self._first
+        if table is None or table.device != device or table.size(0) < length:
+            n = max(length, 1024 if table is None or table.device != device else 2 * table.size(0))
+            table = self._first = sinusoid(torch.arange(n, device=device), self.d_model)   # (n, C)
+        return table[:length].unsqueeze(0)
 
     def persisted(self, positions: Tensor, seg: Optional[Tensor], encoding: Tensor) -> Optional[Tensor]:
         """What is re-added to the input of every layer after the first (B, T, C); None when not persistent.

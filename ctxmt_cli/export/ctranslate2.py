@@ -35,7 +35,7 @@ def _norm(spec, norm) -> None:
 
 def _self_attention(spec, block, attn) -> None:
     _norm(spec.layer_norm, block.norm)
-    _linear(spec.linear[0], attn.q_proj, attn.k_proj, attn.v_proj)
+    _linear(spec.linear[0], attn.qkv_proj)
     _linear(spec.linear[1], attn.out_proj)
 
 
@@ -68,7 +68,7 @@ def _decoder(spec, model, max_positions: int, pre_norm: bool) -> None:
         cross = layer_spec.attention
         _norm(cross.layer_norm, layer.cross_block.norm)
         _linear(cross.linear[0], layer.cross_attn.q_proj)
-        _linear(cross.linear[1], layer.cross_attn.k_proj, layer.cross_attn.v_proj)
+        _linear(cross.linear[1], layer.cross_attn.kv_proj)
         _linear(cross.linear[2], layer.cross_attn.out_proj)
         _ffn(layer_spec.ffn, layer.ffn_block, layer.ffn)
     if pre_norm:

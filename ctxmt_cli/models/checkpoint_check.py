@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from ctxmt_cli.config import Recipe, validate_recipe
+from ctxmt_cli.core.layers import fuse_model_state
 from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.errors import CtxmtError
 
@@ -169,18 +170,22 @@ def _check_tokenizer(path: Path, ckpt: dict, vocab: VocabInfo):
 
 def check_weights(path: Path, state: Any, recipe: Recipe, vocab: VocabInfo) -> None:
     """``state`` holds exactly the tensors, of exactly the shapes, of the model ``recipe`` builds for ``vocab``
-    (built on PyTorch's ``meta`` device: shapes only, no memory)."""
+    (built on PyTorch's ``meta`` device: shapes only, no memory). A checkpoint written before attention projections
+    were fused (separate ``q_proj``/``k_proj``/``v_proj``) is rewritten in ``state`` to the fused layout first
+    (:func:`~ctxmt_cli.core.layers.fuse_model_state`), so every reader of the checked checkpoint sees one layout."""
     from ctxmt_cli.models import build_model
 
     if not isinstance(state, dict) or not all(isinstance(k, str) and torch.is_tensor(v) for k, v in state.items()):
         raise _fail(path, "'model' is not a mapping of parameter names to tensors")
     try:
         with torch.device("meta"):
-            expected = {k: tuple(v.shape) for k, v in build_model(recipe.model, vocab).state_dict().items()}
+            model = build_model(recipe.model, vocab)
+        expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     except CtxmtError as err:
         raise _fail(path, f"its recipe does not build a model ({err})") from None
     except (ValueError, RuntimeError, AssertionError, TypeError) as err:   # dims the layers cannot take
         raise _fail(path, f"its recipe does not build a model ({type(err).__name__}: {str(err)[:100]})") from None
+    fuse_model_state(model, state)                                          # separate q/k/v of older checkpoints
     missing = [k for k in expected if k not in state]
     extra = [k for k in state if k not in expected]
     wrong = [f"{k} {tuple(state[k].shape)} instead of {shape}" for k, shape in expected.items()

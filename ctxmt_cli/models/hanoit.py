@@ -71,6 +71,7 @@ from torch import Tensor, nn
 from ctxmt_cli.config import HanoiTConfig
 from ctxmt_cli.core.batch import Batch, EncoderOut
 from ctxmt_cli.core.layers import EncoderLayer
+from ctxmt_cli.core.linear import xavier_
 from ctxmt_cli.core.model import EncoderDecoder, LossTerm, VocabInfo
 from ctxmt_cli.core.positions import current_sentence_mask
 from ctxmt_cli.core.probe import AttentionProbe
@@ -164,7 +165,7 @@ class HanoiT(EncoderDecoder):
             self.target_norm = nn.LayerNorm(d) if cfg.normalize_before else nn.Identity()
             for module in self.target_layers.modules():                     # initialised as the core's encoder
                 if isinstance(module, nn.Linear):
-                    nn.init.xavier_uniform_(module.weight)
+                    xavier_(module)                                         # fused q/k/v: block by block
                     nn.init.zeros_(module.bias)
 
     @classmethod

@@ -45,7 +45,7 @@ from torch import Tensor, nn
 from ctxmt_cli.config import MbeConfig
 from ctxmt_cli.core.batch import Batch, EncoderOut
 from ctxmt_cli.core.layers import EncoderLayer
-from ctxmt_cli.core.linear import Linear
+from ctxmt_cli.core.linear import Linear, xavier_
 from ctxmt_cli.core.model import BatchScheme, EncoderDecoder, LossTerm, VocabInfo
 from ctxmt_cli.core.probe import AttentionProbe
 
@@ -73,7 +73,7 @@ class Mbe(EncoderDecoder):
         for module in (self.summary_layer, self.classifier):
             for sub in ([] if module is None else module.modules()):
                 if isinstance(sub, nn.Linear):
-                    nn.init.xavier_uniform_(sub.weight)
+                    xavier_(sub)                                           # fused q/k/v: block by block
 
     def summarize(self, embedded: Tensor, mask: Tensor, groups: Tensor,
                   n_groups: Optional[int] = None) -> tuple[Tensor, Optional[Tensor]]:
