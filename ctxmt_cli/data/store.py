@@ -57,7 +57,7 @@ class SplitWriter:
     split).
     """
 
-    def __init__(self, directory: Path, split: str, dtype: str, flush_tokens: int = 1 << 20):
+    def __init__(self, directory: Path, split: str, dtype: str, flush_tokens: int = 1 << 17):
         if dtype not in _TYPECODES:
             raise ValueError(f"dtype must be one of {sorted(_TYPECODES)}, not {dtype!r}")
         self.dir, self.split, self.dtype = Path(directory), split, dtype
