@@ -14,7 +14,7 @@ import os
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, islice
 
 import numpy as np
 
@@ -93,9 +93,19 @@ def encode_chunk(job: EncodeJob, chunk: Chunk, tokenizer=None) -> EncodedChunk:
     return EncodedChunk(doc_sizes, ids, lengths, dropped, len(cut), first)
 
 
+def _drain(items: list) -> Iterator:
+    """The items of ``items``, each removed from the list as it is yielded."""
+    while items:
+        yield items.pop(0)
+
+
 def encode_chunks(job: EncodeJob, chunks: Iterable[Chunk], tokenizer, workers: int) -> Iterator[EncodedChunk]:
-    """``encode_chunk`` of every chunk, in order; ``workers`` > 1 runs them in that many processes."""
-    if workers <= 1:
+    """``encode_chunk`` of every chunk, in order; ``workers`` > 1 runs them in that many processes (not for a
+    split of one chunk, where starting processes would cost more than it saves)."""
+    rest = iter(chunks)
+    head = list(islice(rest, 2))
+    chunks = chain(_drain(head), rest)            # the peeked chunks, released as they are consumed
+    if workers <= 1 or len(head) < 2:
         for chunk in chunks:
             yield encode_chunk(job, chunk, tokenizer)
         return
