@@ -145,27 +145,28 @@ def _process_memory(pid: int) -> int:
 def run_watched(args: list[str], until: str | None = None) -> tuple[float, int, str]:
     """Run ``python -m ctxmt_cli ARGS``; its wall seconds (to the first output line containing ``until``, the
     process then stopped), peak tree memory (bytes) and output."""
-    proc = subprocess.Popen([sys.executable, "-m", "ctxmt_cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, bufsize=1)
-    start, peak, out = time.perf_counter(), 0, []
-    os.set_blocking(proc.stdout.fileno(), False)
-    while True:
-        peak = max(peak, tree_memory(proc.pid))
-        chunk = proc.stdout.read() or ""
-        out.append(chunk)
-        if until is not None and until in "".join(out):
-            elapsed = time.perf_counter() - start
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "ctxmt_cli", *args], stdout=log, stderr=subprocess.STDOUT)
+        start, peak, reached = time.perf_counter(), 0, False
+        while proc.poll() is None:
+            peak = max(peak, tree_memory(proc.pid))
+            if until is not None and until in _read(log):
+                reached = True
+                break
+            time.sleep(0.1)
+        elapsed = time.perf_counter() - start
+        if reached:
             proc.terminate()
-            proc.wait()
-            return elapsed, peak, "".join(out)
-        if proc.poll() is not None:
-            out.append(proc.stdout.read() or "")
-            break
-        time.sleep(0.1)
-    elapsed = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise RuntimeError(f"ctxmt {' '.join(args[:2])} failed ({proc.returncode}):\n{''.join(out)[-2000:]}")
-    return elapsed, peak, "".join(out)
+        proc.wait()
+        out = _read(log)
+    if not reached and proc.returncode != 0:
+        raise RuntimeError(f"ctxmt {' '.join(args[:2])} failed ({proc.returncode}):\n{out[-2000:]}")
+    return elapsed, peak, out
+
+
+def _read(log) -> str:
+    log.seek(0)
+    return log.read()
 
 
 def raw_encode_rate(model: Path, lines: dict[str, list[bytes]], threads: int, repeats: int) -> list[float]:
