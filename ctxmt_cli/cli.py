@@ -71,7 +71,7 @@ def prepare(
     train: Optional[Path] = typer.Option(None, help="train PATH, a prefix: PATH.L1 and PATH.L2 (iwslt-xml: "
                                          "PATH.L1.xml and PATH.L2.xml; maruf: PATH.L1 and PATH.L2, else Maruf's "
                                          "PATH_L1.txt and PATH_L2.txt; jsonl: the file itself); L1, L2: --src-lang, "
-                                         "--tgt-lang"),
+                                         "--tgt-lang; any file may be .gz, .xz or .bz2 (PATH.L1.xz for PATH.L1)"),
     valid: Optional[Path] = typer.Option(None, help="valid PATH"),
     test: Optional[Path] = typer.Option(None, help="test PATH"),
     src_lang: str = typer.Option("src", help="source language code / file suffix"),
