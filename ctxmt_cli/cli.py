@@ -24,14 +24,21 @@ from ctxmt_cli.cli_options import (
     GroupOrder,
     InputFormat,
     LogFormat,
+    MaxLengthRatio,
+    MaxWords,
+    MinWords,
     Normalize,
     PrepareFormat,
     ScatSplit,
     ScoreSpan,
     Significance,
+    SpmModel,
+    SpmSample,
     SpmType,
     TargetContext,
     Tokenize,
+    VocabFrom,
+    Workers,
     check_testset,
 )
 from ctxmt_cli.errors import CtxmtError
@@ -82,20 +89,13 @@ def prepare(
     spm_type: SpmType = typer.Option("unigram", help="SentencePiece model type"),
     max_sentence_tokens: int = typer.Option(250, min=4, help="longer sentences are truncated with a warning"),
     seed: int = typer.Option(1, help="random seed"),
-    spm_sample: int = typer.Option(2_000_000, min=1, help="SentencePiece trains on a seeded sample of about this "
-                                   "many train pairs (sentences per side)"),
-    spm: Optional[Path] = typer.Option(None, help="reuse this SentencePiece .model (both sides) instead of "
-                                       "training one: corpora prepared with it share one vocabulary"),
-    vocab_from: Optional[Path] = typer.Option(None, help="reuse the SentencePiece model(s) of this prepared "
-                                              "dataset instead of training"),
-    workers: int = typer.Option(0, min=0, help="encoding processes [default: 0 = one per CPU]"),
-    min_words: int = typer.Option(0, min=0, help="clean the train split: drop pairs with a side of fewer words "
-                                  "(0: off)"),
-    max_words: int = typer.Option(0, min=0, help="clean the train split: drop pairs with a side of more words "
-                                  "(0: off; Moses clean-corpus-n uses 80 or so)"),
-    max_length_ratio: float = typer.Option(0.0, min=0.0, help="clean the train split: drop pairs whose longer "
-                                           "side has more than R times the words of the shorter (0: off; "
-                                           "Moses: 9)"),
+    spm_sample: SpmSample = 2_000_000,
+    spm: SpmModel = None,
+    vocab_from: VocabFrom = None,
+    workers: Workers = 0,
+    min_words: MinWords = 0,
+    max_words: MaxWords = 0,
+    max_length_ratio: MaxLengthRatio = 0.0,
     docs: int = typer.Option(2000, min=41, help="synthetic: number of documents (>= 41)"),
     force: bool = typer.Option(False, help="overwrite an existing output directory"),
     data: Optional[Path] = typer.Option(None, help="docrepair, reverse: the prepared dataset to read"),
@@ -115,23 +115,18 @@ def prepare(
     a prepared dataset (docrepair, reverse)."""
     from ctxmt_cli.cli_docrepair import DERIVED_FORMATS, check_options, check_vocabulary_options, prepare_derived
     from ctxmt_cli.data.clean import CleanRules
-    from ctxmt_cli.data.pipeline import PrepareScale, prepare_from_cli
-    from ctxmt_cli.data.prepare import dropped_summary
+    from ctxmt_cli.data.pipeline import PrepareScale, prepare_from_cli, summary_lines
 
     if fmt in DERIVED_FORMATS:
         return typer.echo(prepare_derived(ctx))
     check_options(ctx, fmt)
     check_vocabulary_options(ctx)
+    scale = PrepareScale(spm_sample, workers, spm, vocab_from, CleanRules(min_words, max_words, max_length_ratio))
     meta = prepare_from_cli(
         fmt, out, {"train": train, "valid": valid, "test": test}, src_lang=src_lang, tgt_lang=tgt_lang,
         vocab_size=vocab_size, joint=joint, moses=moses, max_sentence_tokens=max_sentence_tokens,
-        seed=seed, docs=docs, force=force, spm_type=spm_type,
-        scale=PrepareScale(spm_sample, workers, spm, vocab_from, CleanRules(min_words, max_words, max_length_ratio)),
-    )
-    sizes = ", ".join(f"{name}: {info['sentences']} sentences / {info['documents']} docs" for name, info in meta["splits"].items())
-    typer.echo(f"prepared {out} ({sizes}; vocab {meta['vocab_size']['src']}/{meta['vocab_size']['tgt']})")
-    if "clean" in meta and CleanRules(min_words, max_words, max_length_ratio).active:
-        typer.echo(f"cleaned train: {dropped_summary(meta['clean']['dropped'])}")
+        seed=seed, docs=docs, force=force, spm_type=spm_type, scale=scale)
+    typer.echo("\n".join(summary_lines(out, meta, scale.clean)))
 
 
 @app.command(name="train")

@@ -103,6 +103,18 @@ def prepare_from_cli(fmt: str, out: Path, paths: dict[str, Optional[Path]], *, s
     return meta
 
 
+def summary_lines(out: Path, meta: dict, clean: CleanRules) -> list[str]:
+    """What ``ctxmt prepare`` prints when done: the splits and vocabulary, and what cleaning dropped."""
+    from ctxmt_cli.data.prepare import dropped_summary
+
+    sizes = ", ".join(f"{name}: {info['sentences']} sentences / {info['documents']} docs"
+                      for name, info in meta["splits"].items())
+    lines = [f"prepared {out} ({sizes}; vocab {meta['vocab_size']['src']}/{meta['vocab_size']['tgt']})"]
+    if clean.active and "clean" in meta:
+        lines.append(f"cleaned train: {dropped_summary(meta['clean']['dropped'])}")
+    return lines
+
+
 def _warn(message: str) -> None:
     """A data warning: one line on stderr, so stdout stays the command's result."""
     print(f"ctxmt: warning: {message}", file=sys.stderr)
