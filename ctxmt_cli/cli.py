@@ -24,14 +24,21 @@ from ctxmt_cli.cli_options import (
     GroupOrder,
     InputFormat,
     LogFormat,
+    MaxLengthRatio,
+    MaxWords,
+    MinWords,
     Normalize,
     PrepareFormat,
     ScatSplit,
     ScoreSpan,
     Significance,
+    SpmModel,
+    SpmSample,
     SpmType,
     TargetContext,
     Tokenize,
+    VocabFrom,
+    Workers,
     check_testset,
 )
 from ctxmt_cli.errors import CtxmtError
@@ -71,7 +78,7 @@ def prepare(
     train: Optional[Path] = typer.Option(None, help="train PATH, a prefix: PATH.L1 and PATH.L2 (iwslt-xml: "
                                          "PATH.L1.xml and PATH.L2.xml; maruf: PATH.L1 and PATH.L2, else Maruf's "
                                          "PATH_L1.txt and PATH_L2.txt; jsonl: the file itself); L1, L2: --src-lang, "
-                                         "--tgt-lang"),
+                                         "--tgt-lang; any file may be .gz, .xz or .bz2 (PATH.L1.xz for PATH.L1)"),
     valid: Optional[Path] = typer.Option(None, help="valid PATH"),
     test: Optional[Path] = typer.Option(None, help="test PATH"),
     src_lang: str = typer.Option("src", help="source language code / file suffix"),
@@ -82,6 +89,13 @@ def prepare(
     spm_type: SpmType = typer.Option("unigram", help="SentencePiece model type"),
     max_sentence_tokens: int = typer.Option(250, min=4, help="longer sentences are truncated with a warning"),
     seed: int = typer.Option(1, help="random seed"),
+    spm_sample: SpmSample = 2_000_000,
+    spm: SpmModel = None,
+    vocab_from: VocabFrom = None,
+    workers: Workers = 0,
+    min_words: MinWords = 0,
+    max_words: MaxWords = 0,
+    max_length_ratio: MaxLengthRatio = 0.0,
     docs: int = typer.Option(2000, min=41, help="synthetic: number of documents (>= 41)"),
     force: bool = typer.Option(False, help="overwrite an existing output directory"),
     data: Optional[Path] = typer.Option(None, help="docrepair, reverse: the prepared dataset to read"),
@@ -99,19 +113,20 @@ def prepare(
 ):
     """Read a corpus (or generate the synthetic benchmark) into the prepared binary layout; or derive one from
     a prepared dataset (docrepair, reverse)."""
-    from ctxmt_cli.cli_docrepair import DERIVED_FORMATS, check_options, prepare_derived
-    from ctxmt_cli.data.pipeline import prepare_from_cli
+    from ctxmt_cli.cli_docrepair import DERIVED_FORMATS, check_options, check_vocabulary_options, prepare_derived
+    from ctxmt_cli.data.clean import CleanRules
+    from ctxmt_cli.data.pipeline import PrepareScale, prepare_from_cli, summary_lines
 
     if fmt in DERIVED_FORMATS:
         return typer.echo(prepare_derived(ctx))
     check_options(ctx, fmt)
+    check_vocabulary_options(ctx)
+    scale = PrepareScale(spm_sample, workers, spm, vocab_from, CleanRules(min_words, max_words, max_length_ratio))
     meta = prepare_from_cli(
         fmt, out, {"train": train, "valid": valid, "test": test}, src_lang=src_lang, tgt_lang=tgt_lang,
         vocab_size=vocab_size, joint=joint, moses=moses, max_sentence_tokens=max_sentence_tokens,
-        seed=seed, docs=docs, force=force, spm_type=spm_type,
-    )
-    sizes = ", ".join(f"{name}: {info['sentences']} sentences / {info['documents']} docs" for name, info in meta["splits"].items())
-    typer.echo(f"prepared {out} ({sizes}; vocab {meta['vocab_size']['src']}/{meta['vocab_size']['tgt']})")
+        seed=seed, docs=docs, force=force, spm_type=spm_type, scale=scale)
+    typer.echo("\n".join(summary_lines(out, meta, scale.clean)))
 
 
 @app.command(name="train")

@@ -19,7 +19,7 @@ from ctxmt_cli.cli_options import BenchCorpus, Device, LogFormat, Preset
 from ctxmt_cli.errors import CtxmtError
 
 BENCHMARKS = {"context-scaling": "context_scaling.py", "train": "train.py", "score": "score.py", "decode": "decode.py",
-              "document": "document.py", "mbe": "mbe.py", "ctranslate2": "export_ct2.py"}
+              "document": "document.py", "mbe": "mbe.py", "ctranslate2": "export_ct2.py", "prepare": "prepare_speed.py"}
 CONTEXT_SCALING_OUT = Path("out/context_scaling")
 PEER_BENCHMARKS = ("train", "score", "decode", "document", "mbe")             # one shared Settings (bench_util)
 BenchmarkName = Literal[tuple(BENCHMARKS)]
@@ -28,7 +28,8 @@ _PEER_READS = ("preset", "quick", "threads", "repeats")
 BENCHMARK_READS = {"context-scaling": ("contexts", "out", "docs", "sentences", "device", "preset", "beam", "repeats",
                                        "threads", "quick", "log_format"),
                    **{name: (*_PEER_READS, "device") for name in PEER_BENCHMARKS}, "mbe": (*_PEER_READS, "corpus"),
-                   "ctranslate2": ("checkpoint", "quick", "threads", "repeats", "beam", "device")}
+                   "ctranslate2": ("checkpoint", "quick", "threads", "repeats", "beam", "device"),
+                   "prepare": ("quick", "threads", "repeats")}
 
 
 def _load_benchmark(name: str):
@@ -79,7 +80,9 @@ def benchmark(
     train / score / decode = tokens/s or pairs/s of ctxmt vs torch.nn.Transformer and HF Marian, with ratio lines;
     document = seconds per sentence of the target-context modes; mbe = training tokens/s of Mini-batch Embedding
     vs the sentence-level model of the same dims; ctranslate2 = translation tokens/s and BLEU of a checkpoint under
-    ctxmt vs its CTranslate2 export (float32, int8). All but mbe run on the device chosen (ctxmt and its peers alike).
+    ctxmt vs its CTranslate2 export (float32, int8); prepare = `ctxmt prepare text` pairs/s and peak memory on Europarl
+    and a synthetic 6M-pair corpus vs the raw SentencePiece encode rate, time to the first training step, loader vs
+    trainer. All but mbe and prepare run on the device chosen (ctxmt and its peers alike).
     Each benchmark refuses the options it does not read."""
     from ctxmt_cli.device import resolve_device
 
@@ -88,6 +91,10 @@ def benchmark(
     module = _load_benchmark(name)
     if name == "ctranslate2":
         return _run_ctranslate2(module, checkpoint, quick, threads, repeats, beam, where)
+    if name == "prepare":
+        defaults = module.Settings()
+        module.run(module.Settings(quick, threads or defaults.threads, repeats or defaults.repeats))
+        return
     if name in PEER_BENCHMARKS:
         defaults = module.Settings()
         settings = module.Settings(preset, quick, threads or defaults.threads, repeats or defaults.repeats)

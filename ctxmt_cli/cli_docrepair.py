@@ -23,7 +23,8 @@ DERIVED_FORMATS = ("docrepair", "reverse")
 DERIVED_OPTIONS = ("data", "splits", "reverse", "forward", "group_size", "stride", "beam", "device", "log_format")
 #: the corpus readers' options (every corpus format reads each of them)
 CORPUS_OPTIONS = ("train", "valid", "test", "src_lang", "tgt_lang", "vocab_size", "joint", "moses", "spm_type",
-                  "max_sentence_tokens", "seed")
+                  "max_sentence_tokens", "seed", "spm_sample", "spm", "vocab_from", "workers", "min_words",
+                  "max_words", "max_length_ratio")
 #: what each format of `ctxmt prepare` reads besides FORMAT, --out and --force; any other option is refused
 READS = {
     "synthetic": {"seed", "docs", "vocab_size"},      # generated languages, BPE, its own sentence lengths
@@ -44,6 +45,20 @@ def check_options(ctx, fmt: str) -> None:
             verb = "reads" if len(readers) == 1 else "read"
             raise CtxmtError(f"{option_spelling(ctx, param)} does not apply to `ctxmt prepare {fmt}` (only "
                              f"{_formats(readers)} {verb} it{own}); drop it")
+
+
+#: what a reused vocabulary (``--spm``, ``--vocab-from``) makes meaningless: the options of training one
+_TRAINING_OPTIONS = ("vocab_size", "spm_type", "joint", "spm_sample")
+
+
+def check_vocabulary_options(ctx) -> None:
+    """With ``--spm`` or ``--vocab-from``, refuse the options of SentencePiece training (nothing is trained)."""
+    given = {param.name: param for param in given_params(ctx)}
+    reuse = [name for name in ("spm", "vocab_from") if name in given]
+    clash = [given[name] for name in _TRAINING_OPTIONS if name in given]
+    if reuse and clash:
+        raise CtxmtError(f"{option_spelling(ctx, clash[0])} does not apply with "
+                         f"{option_spelling(ctx, given[reuse[0]])}: the vocabulary is reused, not trained; drop it")
 
 
 def _formats(names: list[str]) -> str:

@@ -8,6 +8,7 @@ their owners would slow ``--help``); a unit test keeps each equal to the module 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal, Optional
 
 import typer
@@ -23,6 +24,21 @@ LogFormat = Annotated[Optional[LogFormatName], typer.Option(
     "--log-format", show_default=False,
     help="progress as rich (a live bar), plain (one line per report: step/max, loss, tok/s, lr, elapsed, ETA) or "
          "json (the same, one object per line) [default: rich on a terminal, plain otherwise]")]
+
+# ``ctxmt prepare``'s options for real-size corpora (ctxmt_cli.data.pipeline.PrepareScale)
+SpmSample = Annotated[int, typer.Option(min=1, help="SentencePiece trains on a seeded sample of about this many train "
+                                        "pairs (sentences per side)")]
+SpmModel = Annotated[Optional[Path], typer.Option(help="reuse this SentencePiece .model (both sides) instead of "
+                                                  "training one: corpora prepared with it share one vocabulary")]
+VocabFrom = Annotated[Optional[Path], typer.Option(help="reuse the SentencePiece model(s) of this prepared dataset "
+                                                   "instead of training")]
+Workers = Annotated[int, typer.Option(min=0, help="encoding processes (0: one per CPU)")]
+MinWords = Annotated[int, typer.Option(min=0, help="clean the train split: drop pairs with a side of fewer words "
+                                       "(0: off)")]
+MaxWords = Annotated[int, typer.Option(min=0, help="clean the train split: drop pairs with a side of more words (0: "
+                                       "off; Moses clean-corpus-n is often run with 80)")]
+MaxLengthRatio = Annotated[float, typer.Option(min=0.0, help="clean the train split: drop pairs whose longer side has "
+                                               "more than R times the words of the shorter (0: off; Moses: 9)")]
 
 #: ``ctxmt prepare FORMAT``: the corpus readers (ctxmt_cli.data.pipeline.FORMATS), then the derived formats
 PrepareFormat = Literal["synthetic", "text", "jsonl", "iwslt-tags", "iwslt-xml", "voita", "maruf", "docrepair",

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import sys
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from ctxmt_cli.data.clean import CleanRules
 from ctxmt_cli.data.formats import FORMATS as CORPUS_FORMATS
 from ctxmt_cli.data.prepare import (
     DATASET_PATTERNS,
@@ -61,9 +63,21 @@ def prepare_synthetic(out: Path, *, seed: int = 1, docs: int = 2000, force: bool
     return meta | {"manifest": generated["manifest"]}
 
 
+@dataclass(frozen=True)
+class PrepareScale:
+    """The options for real-size corpora: the SentencePiece sample, the encoding processes, a reused
+    vocabulary (``spm``: a model file; ``vocab_from``: a prepared dataset) and the train-split cleaning."""
+
+    spm_sample: int = 2_000_000
+    workers: int = 0
+    spm: Optional[Path] = None
+    vocab_from: Optional[Path] = None
+    clean: CleanRules = CleanRules()
+
+
 def prepare_from_cli(fmt: str, out: Path, paths: dict[str, Optional[Path]], *, src_lang: str, tgt_lang: str,
                      vocab_size: int, joint: bool, moses: bool, max_sentence_tokens: int, seed: int, docs: int,
-                     force: bool, spm_type: str = "unigram") -> dict:
+                     force: bool, spm_type: str = "unigram", scale: PrepareScale = PrepareScale()) -> dict:
     """Dispatch ``ctxmt prepare FORMAT``; data warnings are printed as one line each on stderr."""
     if fmt not in FORMATS:
         raise CtxmtError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
@@ -75,17 +89,30 @@ def prepare_from_cli(fmt: str, out: Path, paths: dict[str, Optional[Path]], *, s
     splits = {name: resolve_split_input(fmt, path, src_lang, tgt_lang) for name, path in paths.items() if path is not None}
     spec = PrepareSpec(fmt=fmt, splits=splits, src_lang=src_lang, tgt_lang=tgt_lang, out=out, vocab_size=vocab_size,
                        joint=joint, moses=moses, max_sentence_tokens=max_sentence_tokens, spm_type=spm_type,
-                       seed=seed, force=force)
+                       seed=seed, force=force, spm_sample=scale.spm_sample, workers=scale.workers, spm=scale.spm,
+                       vocab_from=scale.vocab_from, clean=scale.clean)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         meta = prepare_corpus(spec, warn=_warn)
     sizes = meta["vocab_size"]
-    if min(sizes.values()) < vocab_size:   # SentencePiece stops at what the corpus supports (hard_vocab_limit off)
+    if scale.spm is None and scale.vocab_from is None and min(sizes.values()) < vocab_size:   # SentencePiece stops at what the corpus supports (hard_vocab_limit off)
         got = (str(sizes["src"]) if sizes["src"] == sizes["tgt"]
                else f"{sizes['src']} (source) / {sizes['tgt']} (target)")
         _warn(f"--vocab-size {vocab_size}: the train split supports only {got} subwords, so the vocabulary "
               f"is that small, not {vocab_size}; a larger corpus gives more")
     return meta
+
+
+def summary_lines(out: Path, meta: dict, clean: CleanRules) -> list[str]:
+    """What ``ctxmt prepare`` prints when done: the splits and vocabulary, and what cleaning dropped."""
+    from ctxmt_cli.data.prepare import dropped_summary
+
+    sizes = ", ".join(f"{name}: {info['sentences']} sentences / {info['documents']} docs"
+                      for name, info in meta["splits"].items())
+    lines = [f"prepared {out} ({sizes}; vocab {meta['vocab_size']['src']}/{meta['vocab_size']['tgt']})"]
+    if clean.active and "clean" in meta:
+        lines.append(f"cleaned train: {dropped_summary(meta['clean']['dropped'])}")
+    return lines
 
 
 def _warn(message: str) -> None:

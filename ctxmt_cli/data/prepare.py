@@ -4,11 +4,13 @@ Steps: validate every input (files, line counts) before writing anything; refuse
 existing output without ``force`` (and with it, one ctxmt did not write: see
 :mod:`ctxmt_cli.outputs`); build everything in a sibling temp directory and swap it
 into place at the end (on any error the temp directory is removed and the old
-output, if any, is untouched). The train split is streamed once to write the
-SentencePiece training text (Moses-tokenized when asked), then every split is
-streamed again, encoded in chunks, truncated to ``max_sentence_tokens`` (one
-warning per split) and written to memory-mapped arrays. Memory stays bounded by
-the offsets arrays plus one chunk of sentences.
+output, if any, is untouched). Inputs may be gzip, xz or bzip2 files (:mod:`.compressed`).
+The train split is streamed once to write a seeded sample for SentencePiece
+(:mod:`.vocabulary`; skipped when ``--spm``/``--vocab-from`` reuses a model), then every
+split is streamed again: read and checked here, cleaned (train only, :mod:`.clean`),
+encoded and truncated to ``max_sentence_tokens`` in worker processes
+(:mod:`.encode_pool`) and written straight into the memory-mapped arrays. Memory stays
+bounded by a few chunks of sentences, whatever the corpus size.
 """
 
 from __future__ import annotations
@@ -19,9 +21,13 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ctxmt_cli.data.clean import REASONS, CleanRules, new_counts
+from ctxmt_cli.data.compressed import resolve_input
+from ctxmt_cli.data.encode_pool import EncodeJob, default_workers, encode_chunks
 from ctxmt_cli.data.formats import FORMATS, auto_docids_note, count_lines, iter_parallel_located
 from ctxmt_cli.data.store import FORMAT_VERSION, REFERENCE_FILE, SPLIT_NAME, SplitWriter, choose_dtype, write_meta
-from ctxmt_cli.data.tokenize import BRK, SPECIAL_IDS, MosesProcessor, Tokenizer, train_sentencepiece
+from ctxmt_cli.data.tokenize import BRK, SPECIAL_IDS, Tokenizer
+from ctxmt_cli.data.vocabulary import reuse_models, train_models, write_sample
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.outputs import build_dir, check_new_or_replaceable
 from ctxmt_cli.paths import check_input_file, check_output_dir
@@ -70,19 +76,25 @@ class PrepareSpec:
     user_symbols: tuple[str, ...] = field(default=(BRK,))
     seed: int = 1
     force: bool = False
+    spm_sample: int = 2_000_000        # SentencePiece trains on a seeded sample of about this many pairs
+    workers: int = 0                   # encoding processes; 0: one per CPU
+    spm: Path | None = None            # reuse this SentencePiece model (joint) instead of training one
+    vocab_from: Path | None = None     # reuse the SentencePiece model(s) of this prepared dataset
+    clean: CleanRules = CleanRules()   # train-split cleaning (off by default)
 
 
 def resolve_split_input(fmt: str, prefix_or_file: Path, src_lang: str, tgt_lang: str) -> SplitInput:
-    """Apply the CLI's PATH convention of ``fmt`` (see ``ctxmt prepare --help``)."""
+    """Apply the CLI's PATH convention of ``fmt`` (see ``ctxmt prepare --help``); each file may also be
+    compressed, ``PATH.L1.xz`` standing for an absent ``PATH.L1`` (and ``.gz``, ``.bz2``: :mod:`.compressed`)."""
     p = Path(prefix_or_file)
     if fmt == "jsonl":
-        return SplitInput(p, p)
+        return SplitInput(resolve_input(p), resolve_input(p))
     if fmt == "iwslt-xml":
-        return SplitInput(Path(f"{p}.{src_lang}.xml"), Path(f"{p}.{tgt_lang}.xml"))
+        return SplitInput(resolve_input(f"{p}.{src_lang}.xml"), resolve_input(f"{p}.{tgt_lang}.xml"))
     if fmt == "maruf":
         return _maruf_names(p, src_lang, tgt_lang)
-    docids = Path(f"{p}.docids")
-    return SplitInput(Path(f"{p}.{src_lang}"), Path(f"{p}.{tgt_lang}"),
+    docids = resolve_input(f"{p}.docids")
+    return SplitInput(resolve_input(f"{p}.{src_lang}"), resolve_input(f"{p}.{tgt_lang}"),
                       docids if fmt == "text" and docids.is_file() else None)
 
 
@@ -92,8 +104,9 @@ def _maruf_names(prefix: Path, src_lang: str, tgt_lang: str) -> SplitInput:
     is reported by name."""
     for src, tgt in ((f"{prefix}.{src_lang}", f"{prefix}.{tgt_lang}"),
                      (f"{prefix}_{src_lang}.txt", f"{prefix}_{tgt_lang}.txt")):
-        if Path(src).is_file() or Path(tgt).is_file():
-            return SplitInput(Path(src), Path(tgt))
+        src, tgt = resolve_input(src), resolve_input(tgt)
+        if src.is_file() or tgt.is_file():
+            return SplitInput(src, tgt)
     return SplitInput(Path(f"{prefix}.{src_lang}"), Path(f"{prefix}.{tgt_lang}"))
 
 
@@ -115,10 +128,18 @@ def _validate_spec(spec: PrepareSpec) -> None:
                          "hundred (8000 is the default)")
     if spec.max_sentence_tokens < 1:
         raise CtxmtError(f"--max-sentence-tokens must be ≥ 1, got {spec.max_sentence_tokens}")
+    if spec.spm_sample < 1 or spec.workers < 0:
+        raise CtxmtError(f"--spm-sample must be ≥ 1 and --workers ≥ 0 (0: one per CPU), got {spec.spm_sample} "
+                         f"and {spec.workers}")
+    if spec.spm is not None and spec.vocab_from is not None:
+        raise CtxmtError("give --spm MODEL or --vocab-from PREPARED_DIR, not both: each names the vocabulary")
+    spec.clean.check()
 
 
-def _validate_inputs(spec: PrepareSpec) -> None:
-    """Missing files and line counts, for every split, before anything is written."""
+def _validate_inputs(spec: PrepareSpec) -> dict[str, int]:
+    """Missing files and line counts, for every split, before anything is written; the line count of each
+    split's source file where it was counted (line-aligned formats)."""
+    lines = {}
     conv = _CONVENTION[spec.fmt].format(s=spec.src_lang, t=spec.tgt_lang)
     for name, inp in spec.splits.items():
         files = [("source", inp.src), ("target", inp.tgt)]
@@ -128,6 +149,7 @@ def _validate_inputs(spec: PrepareSpec) -> None:
                              "check the path and --src-lang/--tgt-lang")
         if spec.fmt in ("text", "voita", "maruf"):
             counts = [(path, count_lines(Path(path))) for _, path in files]
+            lines[name] = counts[0][1]
             if len({n for _, n in counts}) > 1:
                 detail = ", ".join(f"{p} has {n}" for p, n in counts)
                 first = min(n for _, n in counts) + 1
@@ -137,64 +159,11 @@ def _validate_inputs(spec: PrepareSpec) -> None:
                 raise CtxmtError(
                     f"--{name}: line counts differ ({detail} lines); first unmatched line is "
                     f"{first}; the files must be line-aligned (one sentence per line){note}")
+    return lines
 
 
 def _one_line(text: str) -> str:
     return text.replace("\r", " ").replace("\n", " ")
-
-
-def _write_training_text(spec: PrepareSpec, tmp: Path, say: Callable[[str], None]) -> dict:
-    """Stream the train split once into the spm training file(s); returns side -> path."""
-    paths = ({"src": tmp / "spm.train.txt", "tgt": tmp / "spm.train.txt"} if spec.joint else
-             {s: tmp / f"spm.train.{s}.txt" for s in ("src", "tgt")})
-    moses = ({"src": MosesProcessor(spec.src_lang, spec.user_symbols),
-              "tgt": MosesProcessor(spec.tgt_lang, spec.user_symbols)} if spec.moses else None)
-    inp = spec.splits["train"]
-    say("reading the train split for SentencePiece" + (" (Moses-tokenizing)" if moses else ""))
-    handles = {p: open(p, "w", encoding="utf-8", newline="\n") for p in set(paths.values())}
-    pairs = 0
-    try:
-        for doc, _ in iter_parallel_located(spec.fmt, inp.src, inp.tgt, inp.docids):
-            for pair in doc:
-                pairs += 1
-                for side, text in zip(("src", "tgt"), pair):
-                    text = _one_line(moses[side].tokenize(text) if moses else text)
-                    handles[paths[side]].write(text + "\n")
-    finally:
-        for h in handles.values():
-            h.close()
-    if pairs == 0:                     # SentencePiece would fail with an internal error
-        raise CtxmtError(f"--train: the corpus is empty ({inp.src} has no sentence pairs); give a train split "
-                         "with text in it")
-    return paths
-
-
-def _train_models(spec: PrepareSpec, tmp: Path, paths: dict, say: Callable[[str], None]) -> Tokenizer:
-    kind = "joint" if spec.joint else "per-side"
-    say(f"training {kind} SentencePiece model(s), vocab size {spec.vocab_size}")
-    if spec.joint:
-        model = train_sentencepiece(paths["src"], tmp / "spm", spec.vocab_size,
-                                    spec.user_symbols, model_type=spec.spm_type, seed=spec.seed)
-        protos = (model.read_bytes(), None)
-    else:
-        protos = tuple(
-            train_sentencepiece(paths[s], tmp / f"spm.{s}", spec.vocab_size,
-                                spec.user_symbols, model_type=spec.spm_type, seed=spec.seed).read_bytes()
-            for s in ("src", "tgt"))
-    return Tokenizer(protos[0], protos[1], moses=spec.moses, src_lang=spec.src_lang,
-                     tgt_lang=spec.tgt_lang, user_symbols=spec.user_symbols)
-
-
-def _pretokenized(paths: dict) -> Iterator[tuple[str, str]]:
-    """Read back the (Moses-tokenized) training text as ``(src, tgt)`` pairs, in order."""
-    if paths["src"] == paths["tgt"]:
-        with open(paths["src"], "rb") as f:
-            for src in f:
-                yield src.decode("utf-8").rstrip("\n"), next(f).decode("utf-8").rstrip("\n")
-        return
-    with open(paths["src"], "rb") as fs, open(paths["tgt"], "rb") as ft:
-        for src, tgt in zip(fs, ft):
-            yield src.decode("utf-8").rstrip("\n"), tgt.decode("utf-8").rstrip("\n")
 
 
 def _chunks(docs: Iterator, size: int) -> Iterator[list]:
@@ -209,25 +178,20 @@ def _chunks(docs: Iterator, size: int) -> Iterator[list]:
         yield chunk
 
 
-class _Truncation:
-    """Counts over-long sentence pairs of one split and remembers the first one."""
-
-    def __init__(self, limit: int):
-        self.limit, self.count, self.first = limit, 0, None
-
-    def check(self, src: list[int], tgt: list[int], where: str) -> tuple[list[int], list[int]]:
-        if len(src) <= self.limit and len(tgt) <= self.limit:
-            return src, tgt
-        self.count += 1
-        self.first = self.first or where
-        return src[: self.limit], tgt[: self.limit]
+def _with_references(docs: Iterator, refs) -> Iterator:
+    """``docs`` unchanged, writing each target sentence to ``refs`` as it passes (when ``refs`` is a file)."""
+    for doc in docs:
+        if refs is not None:
+            refs.writelines(_one_line(p[1]) + "\n" for p in doc[0])
+        yield doc
 
 
 def _encode_split(spec: PrepareSpec, tok: Tokenizer, tmp: Path, name: str, dtype: str,
-                  pretok: Iterator[tuple[str, str]] | None,
-                  say: Callable[[str], None]) -> tuple[dict, _Truncation]:
+                  say: Callable[[str], None]) -> tuple[dict, dict]:
+    """Read, clean (train), encode in ``spec.workers`` processes and write one split; its sizes and changes."""
     inp = spec.splits[name]
-    trunc = _Truncation(spec.max_sentence_tokens)
+    job = EncodeJob(str(inp.src), spec.max_sentence_tokens, spec.clean if name == "train" else CleanRules())
+    changes = {"truncated": 0, "first_truncated": None, "dropped": new_counts()}
     say(f"encoding the {name} split")
     docs = iter_parallel_located(spec.fmt, inp.src, inp.tgt, inp.docids)
     next_report = PROGRESS_EVERY
@@ -236,55 +200,80 @@ def _encode_split(spec: PrepareSpec, tok: Tokenizer, tmp: Path, name: str, dtype
     ref_path = None if name == "train" else tmp / REFERENCE_FILE.format(split=name)
     with SplitWriter(tmp, name, dtype) as writer, \
             (nullcontext() if ref_path is None else open(ref_path, "w", encoding="utf-8")) as refs:
-        for chunk in _chunks(docs, CHUNK_SENTENCES):
-            pairs = [p for doc, _ in chunk for p in doc]
-            if refs is not None:
-                refs.writelines(_one_line(p[1]) + "\n" for p in pairs)
-            if pretok is not None:
-                pairs = [next(pretok) for _ in pairs]
-            ids = {side: tok.encode_batch([p[k] for p in pairs], side, pretokenized=pretok is not None)
-                   for k, side in enumerate(("src", "tgt"))}
-            k = 0
-            for doc, lines in chunk:
-                out = []
-                for line in lines:
-                    out.append(trunc.check(ids["src"][k], ids["tgt"][k], f"{inp.src}:{line}"))
-                    k += 1
-                writer.add_document(out)
+        chunks = _chunks(_with_references(docs, refs), CHUNK_SENTENCES)
+        for enc in encode_chunks(job, chunks, tok, spec.workers or default_workers()):
+            if enc.doc_sizes:
+                writer.add_encoded(enc.doc_sizes, enc.ids, enc.lengths)
+            changes["truncated"] += enc.truncated
+            changes["first_truncated"] = changes["first_truncated"] or enc.first_truncated
+            for reason, n in enc.dropped.items():
+                changes["dropped"][reason] += n
             if writer.n_sentences >= next_report:
                 say(f"  {name}: {writer.n_sentences} sentence pairs")
                 next_report += PROGRESS_EVERY
         counts = writer.close()
-    return counts, trunc
+    return counts, changes
+
+
+def _vocabulary(spec: PrepareSpec, tmp: Path, lines: dict, say: Callable[[str], None]) -> tuple[Tokenizer, dict]:
+    """Train the SentencePiece model(s) on a sample of the train split, or reuse given ones; the tokenizer and
+    how the vocabulary came to be (for ``meta.json``)."""
+    if spec.spm is not None or spec.vocab_from is not None:
+        tok = reuse_models(spec, tmp, say)
+        source = spec.spm if spec.spm is not None else spec.vocab_from
+        return tok, {"reused": str(Path(source).resolve()), "option": "--spm" if spec.spm else "--vocab-from"}
+    paths, sampled = write_sample(spec, tmp, lines.get("train"), say)
+    tok = train_models(spec, tmp, paths, say)
+    for p in set(paths.values()):
+        p.unlink()
+    return tok, {"trained": True, "spm_sample": spec.spm_sample, "sampled_pairs": sampled}
 
 
 def _build(spec: PrepareSpec, tmp: Path, say: Callable[[str], None],
-           warn: Callable[[str], None]) -> dict:
-    train_text = _write_training_text(spec, tmp, say)
-    tok = _train_models(spec, tmp, train_text, say)
+           warn: Callable[[str], None], lines: dict | None = None) -> dict:
+    tok, vocabulary = _vocabulary(spec, tmp, lines or {}, say)
     dtype = choose_dtype(max(tok.src_vocab_size, tok.tgt_vocab_size))
-    splits, truncated = {}, {}
+    splits, truncated, dropped = {}, {}, {}
     for name in ["train"] + [s for s in spec.splits if s != "train"]:
-        pretok = _pretokenized(train_text) if name == "train" and spec.moses else None
-        splits[name], trunc = _encode_split(spec, tok, tmp, name, dtype, pretok, say)
-        truncated[name] = trunc.count
-        if trunc.count:
-            warn(f"{name}: {trunc.count} sentence pair(s) longer than {trunc.limit} tokens were "
-                 f"truncated (first at {trunc.first}); raise --max-sentence-tokens to keep "
+        splits[name], changes = _encode_split(spec, tok, tmp, name, dtype, say)
+        truncated[name] = changes["truncated"]
+        if changes["truncated"]:
+            warn(f"{name}: {changes['truncated']} sentence pair(s) longer than {spec.max_sentence_tokens} tokens "
+                 f"were truncated (first at {changes['first_truncated']}); raise --max-sentence-tokens to keep "
                  "them whole")
-    for p in set(train_text.values()):
-        p.unlink()
+        if name == "train":
+            dropped = changes["dropped"]
+    if splits["train"]["sentences"] == 0:
+        raise CtxmtError(f"--train: cleaning dropped every sentence pair of {spec.splits['train'].src} "
+                         f"({dropped_summary(dropped)}); loosen --min-words, --max-words or --max-length-ratio")
+    meta = _meta(spec, tok, dtype, splits, truncated, vocabulary, dropped)
+    write_meta(tmp, meta)
+    return meta
+
+
+def dropped_summary(dropped: dict) -> str:
+    """``dropped N pairs (too_short a, ...), D documents split, E emptied`` for a message."""
+    total = sum(dropped.get(r, 0) for r in REASONS)
+    by = ", ".join(f"{r} {dropped.get(r, 0)}" for r in REASONS)
+    return (f"dropped {total} pairs ({by}); {dropped.get('documents_split', 0)} documents cut at a dropped "
+            f"sentence, {dropped.get('documents_dropped', 0)} emptied")
+
+
+def _meta(spec: PrepareSpec, tok: Tokenizer, dtype: str, splits: dict, truncated: dict, vocabulary: dict,
+          dropped: dict) -> dict:
     train = splits["train"]
-    meta = {
+    return {
         "format_version": FORMAT_VERSION, "src_lang": spec.src_lang, "tgt_lang": spec.tgt_lang,
         "joint": tok.joint, "moses": spec.moses,
         "spm": ({"src": "spm.model", "tgt": "spm.model"} if tok.joint
                 else {"src": "spm.src.model", "tgt": "spm.tgt.model"}),
         "vocab_size": {"src": tok.src_vocab_size, "tgt": tok.tgt_vocab_size},
         "specials": {**SPECIAL_IDS, "brk": tok.brk_id},
-        "user_symbols": list(spec.user_symbols),
+        "user_symbols": list(tok.user_symbols),
         "dtype": dtype, "max_sentence_tokens": spec.max_sentence_tokens,
         "truncated": truncated, "splits": splits,
+        "clean": {**spec.clean.to_meta(), "dropped": dropped, "documents": "cut at every dropped sentence"},
+        "vocabulary": vocabulary,
         "mean_sentence_length": {
             "src": train["src_tokens"] / max(train["sentences"], 1),
             "tgt": train["tgt_tokens"] / max(train["sentences"], 1)},
@@ -294,8 +283,6 @@ def _build(spec: PrepareSpec, tmp: Path, say: Callable[[str], None],
                    "docids": str(Path(i.docids).resolve()) if i.docids else None}
             for name, i in spec.splits.items()}},
     }
-    write_meta(tmp, meta)
-    return meta
 
 
 def spec_inputs(spec: PrepareSpec) -> list[Path]:
@@ -325,8 +312,8 @@ def prepare_into(spec: PrepareSpec, directory: Path, progress: Callable[[str], N
     directory, swapped into place by :func:`ctxmt_cli.outputs.build_dir`); its ``meta.json`` content."""
     say, warn = _callbacks(progress, warn)
     _validate_spec(spec)
-    _validate_inputs(spec)
-    return _build(spec, Path(directory), say, warn)
+    lines = _validate_inputs(spec)
+    return _build(spec, Path(directory), say, warn, lines)
 
 
 def prepare_corpus(spec: PrepareSpec, progress: Callable[[str], None] | None = None,
@@ -340,8 +327,8 @@ def prepare_corpus(spec: PrepareSpec, progress: Callable[[str], None] | None = N
     out = Path(spec.out)
     _validate_spec(spec)
     check_prepare_output(out, spec.force, spec_inputs(spec))
-    _validate_inputs(spec)
-    meta = build_dir(out, "prepare", lambda tmp: _build(spec, tmp, say, warn), force=spec.force,
+    lines = _validate_inputs(spec)
+    meta = build_dir(out, "prepare", lambda tmp: _build(spec, tmp, say, warn, lines), force=spec.force,
                      inputs=spec_inputs(spec), patterns=DATASET_PATTERNS)
     sizes = ", ".join(f"{k}: {v['sentences']} pairs" for k, v in meta["splits"].items())
     say(f"wrote {out} ({sizes})")

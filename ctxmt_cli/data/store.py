@@ -52,58 +52,88 @@ def choose_dtype(vocab_size: int) -> str:
 class SplitWriter:
     """Append documents of sentence pairs to one split's arrays with buffered writes.
 
-    Memory is the int64 offsets (which end up on disk anyway) plus a bounded token
-    buffer; token ids go to disk every ``flush_tokens`` ids.
+    Memory stays bounded whatever the corpus size: token ids, offsets and document starts all go to their
+    files every ``flush_tokens`` ids (offsets are written as they are known, so no array grows with the
+    split).
     """
 
-    def __init__(self, directory: Path, split: str, dtype: str, flush_tokens: int = 1 << 20):
+    def __init__(self, directory: Path, split: str, dtype: str, flush_tokens: int = 1 << 17):
         if dtype not in _TYPECODES:
             raise ValueError(f"dtype must be one of {sorted(_TYPECODES)}, not {dtype!r}")
         self.dir, self.split, self.dtype = Path(directory), split, dtype
         self._tc = _TYPECODES[dtype]
         self._flush = flush_tokens
         self._files = {s: open(self.dir / f"{split}.{s}.bin", "wb") for s in ("src", "tgt")}
+        self._files |= {f"{s}.idx": open(self.dir / f"{split}.{s}.idx", "wb") for s in ("src", "tgt")}
+        self._files["docs"] = open(self.dir / f"{split}.docs", "wb")
         self._buf = {s: array(self._tc) for s in ("src", "tgt")}
-        self._off = {s: array("q", [0]) for s in ("src", "tgt")}
+        self._off = {s: array("q", [0]) for s in ("src", "tgt")}       # offsets not yet written
         self._docs = array("q")
         self._total = {"src": 0, "tgt": 0}
+        self._sentences = self._documents = 0
         self._closed = False
 
     @property
     def n_sentences(self) -> int:
-        return len(self._off["src"]) - 1
+        return self._sentences
 
     def add_document(self, pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> None:
         """Append one document given as ``[(src_ids, tgt_ids), ...]`` (at least one pair)."""
         if not pairs:
             raise ValueError("a document needs at least one sentence pair")
-        self._docs.append(self.n_sentences)
+        self._start_document(len(pairs))
         for src, tgt in pairs:
             self._add("src", src)
             self._add("tgt", tgt)
+        self._flush_if_full()
+
+    def add_encoded(self, doc_sizes: Sequence[int], ids: dict, lengths: dict) -> None:
+        """Append whole documents at once: ``doc_sizes`` sentences each (all ≥ 1); per side (``"src"``,
+        ``"tgt"``) ``ids[side]`` the flat token ids of all their sentences in order (1-D array) and
+        ``lengths[side]`` each sentence's length (1-D int array, ``sum(doc_sizes)`` entries)."""
+        if any(n < 1 for n in doc_sizes):
+            raise ValueError("a document needs at least one sentence pair")
+        for n in doc_sizes:
+            self._start_document(n)
+        for side in ("src", "tgt"):
+            flat = np.asarray(ids[side])
+            if flat.size and (int(flat.min()) < 0 or int(flat.max()) > np.iinfo(self.dtype).max):
+                raise OverflowError(f"a token id does not fit {self.dtype}")
+            self._buf[side].frombytes(flat.astype(self.dtype, copy=False).tobytes())
+            ends = self._total[side] + np.cumsum(np.asarray(lengths[side], dtype=np.int64))
+            self._off[side].frombytes(ends.tobytes())
+            self._total[side] = int(ends[-1]) if len(ends) else self._total[side]
+        self._flush_if_full()
+
+    def _start_document(self, n: int) -> None:
+        self._docs.append(self._sentences)
+        self._sentences += n
+        self._documents += 1
 
     def _add(self, side: str, ids: Sequence[int]) -> None:
-        buf = self._buf[side]
-        buf.extend(ids)
+        self._buf[side].extend(ids)
         self._total[side] += len(ids)
         self._off[side].append(self._total[side])
-        if len(buf) >= self._flush:
-            buf.tofile(self._files[side])
-            self._buf[side] = array(self._tc)
+
+    def _flush_if_full(self, force: bool = False) -> None:
+        if not force and len(self._buf["src"]) + len(self._buf["tgt"]) < self._flush:
+            return
+        for side in ("src", "tgt"):
+            self._buf[side].tofile(self._files[side])
+            self._off[side].tofile(self._files[f"{side}.idx"])
+            self._buf[side], self._off[side] = array(self._tc), array("q")
+        self._docs.tofile(self._files["docs"])
+        self._docs = array("q")
 
     def close(self) -> dict[str, int]:
-        """Flush and write offsets; returns sentences, documents, src_tokens, tgt_tokens."""
+        """Flush and close the files; returns sentences, documents, src_tokens, tgt_tokens."""
         if not self._closed:
-            for side in ("src", "tgt"):
-                self._buf[side].tofile(self._files[side])
-                self._files[side].close()
-                with open(self.dir / f"{self.split}.{side}.idx", "wb") as f:
-                    self._off[side].tofile(f)
-            self._docs.append(self.n_sentences)
-            with open(self.dir / f"{self.split}.docs", "wb") as f:
-                self._docs.tofile(f)
+            self._docs.append(self._sentences)
+            self._flush_if_full(force=True)
+            for f in self._files.values():
+                f.close()
             self._closed = True
-        return {"sentences": self.n_sentences, "documents": len(self._docs) - 1,
+        return {"sentences": self._sentences, "documents": self._documents,
                 "src_tokens": self._total["src"], "tgt_tokens": self._total["tgt"]}
 
     def __enter__(self) -> SplitWriter:

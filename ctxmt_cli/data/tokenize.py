@@ -215,14 +215,17 @@ class Tokenizer:
         return self._moses_for(side).tokenize(text) if self.moses else text
 
     def encode_batch(self, texts: Sequence[str], side: str,
-                     pretokenized: bool = False) -> list[list[int]]:
-        """Encode many sentences at once (spm runs them in parallel). No BOS/EOS added.
+                     pretokenized: bool = False, num_threads: int | None = None) -> list[list[int]]:
+        """Encode many sentences at once (spm runs them in parallel, on ``num_threads`` threads: default
+        SentencePiece's own). No BOS/EOS added.
 
         ``pretokenized=True`` skips the Moses step (the texts already went through it).
         """
         if self.moses and not pretokenized:
             texts = [self.pretokenize(t, side) for t in texts]
-        return self._sp[side].encode(list(texts))
+        if num_threads is None:
+            return self._sp[side].encode(list(texts))
+        return self._sp[side].encode(list(texts), num_threads=num_threads)
 
     def encode_src(self, text: str) -> list[int]:
         """Source sentence -> ids (no BOS/EOS)."""
