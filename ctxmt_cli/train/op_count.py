@@ -6,7 +6,8 @@ counted below autograd with a ``TorchDispatchMode``, so forward, backward and th
 on the CPU as on a GPU (the op sequence is the device's, up to autocast's per-device op lists).
 
 Host syncs: on a GPU, ``aten::_local_scalar_dense`` (what ``.item()``, ``bool(t)``, ``float(t)``, ``int(t)``
-dispatch) waits for the device, and so do ops whose output size depends on values (:data:`SYNC_OPS`).
+dispatch) waits for the device, and so do ops whose output size depends on values (:data:`SYNC_OPS`, and
+indexing by a boolean mask, :data:`MASK_INDEX_OPS`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 #: ops that read a device value back to the host (a GPU waits for every queued kernel first)
 SYNC_OPS = ("aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select", "aten::_unique2",
             "aten::unique_consecutive", "aten::unique_dim", "aten::repeat_interleave")
+#: indexing ops that sync when an index is a boolean mask (CUDA turns it into ``nonzero`` first); counted as
+#: ``sync:NAME[bool]`` besides the op itself
+MASK_INDEX_OPS = ("aten::index", "aten::index_put", "aten::index_put_", "aten::_index_put_impl_")
 #: matrix multiplies whose input dtypes are recorded (mixed precision is about these)
 MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear")
 
@@ -35,6 +39,8 @@ class OpCounter(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func._schema.name
         self.counts[name] += 1
+        if name in MASK_INDEX_OPS and _boolean_index(args):
+            self.counts[f"sync:{name}[bool]"] += 1
         if name in MATMUL_OPS:
             self.matmuls.append((name, tuple(a.dtype for a in args if isinstance(a, torch.Tensor))))
         return func(*args, **(kwargs or {}))
@@ -46,7 +52,13 @@ class OpCounter(TorchDispatchMode):
 
     def syncs(self) -> dict[str, int]:
         """The host-synchronising ops seen (:data:`SYNC_OPS`), by name; empty when there were none."""
-        return {name: self.counts[name] for name in SYNC_OPS if self.counts[name]}
+        return {name: n for name, n in self.counts.items() if n and (name in SYNC_OPS or name.startswith("sync:"))}
+
+
+def _boolean_index(args) -> bool:
+    """Whether an ``aten::index``-style call's indices (its second argument) hold a boolean mask."""
+    indices = args[1] if len(args) > 1 and isinstance(args[1], (list, tuple)) else ()
+    return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in indices)
 
 
 def count_ops(fn) -> OpCounter:
