@@ -72,7 +72,8 @@ class _ProjectedCrossEntropy(torch.autograd.Function):
         dtype, kind = compute_dtype(hidden), hidden.device.type
         h, w = hidden.to(dtype), weight.to(dtype)                          # (N, C), (V, C): cast once, kept cast
         n, v = h.size(0), w.size(0)
-        rows = min(max(n, 1), block_rows(v, kind))
+        # compiled: one block, a loop whose trip count depends on the batch would recompile per batch shape
+        rows = max(n, 1) if torch.compiler.is_compiling() else min(max(n, 1), block_rows(v, kind))
         probs = torch.empty(n, v, dtype=torch.float32, device=h.device)  # (N, V): logits, then softmax
         losses = torch.empty(n, dtype=torch.float32, device=h.device)    # (N,)
         with torch.autocast(kind, enabled=False):                          # the casts above are the only ones

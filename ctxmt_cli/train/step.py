@@ -103,8 +103,15 @@ class Updater:
         self.model, self.optimizer, self.scaler, self.env = model, optimizer, scaler, env
         self.loss, self.amp, self.clip_norm = loss, amp, clip_norm
         self.params = [p for g in optimizer.param_groups for p in g["params"]]
-        # dynamic shapes: every batch has other lengths, and one graph serves them all (no recompiling per shape)
-        self.forward = torch.compile(model, dynamic=True) if compile else model
+        self.forward = self._loss
+        if compile:
+            # the whole training forward, model and fused loss, is one compiled region; dynamic shapes: every
+            # batch has other lengths, and one graph serves them all (no recompiling per shape)
+            self.forward = torch.compile(self._loss, dynamic=True)
+
+    def _loss(self, batch: Batch) -> tuple[Tensor, Tensor]:
+        """(objective sum (), loss vector (N,)) of one micro-batch: the forward that ``train.compile`` compiles."""
+        return batch_loss(self.model, batch, self.loss, self.amp, self.env.device)
 
     def update(self, batches: list[Batch]) -> tuple[Tensor, Optional[Tensor]]:
         """Accumulate ``batches``, normalise, clip and step; returns (global loss vector (N,), grad norm)."""
@@ -113,7 +120,7 @@ class Updater:
         for i, batch in enumerate(batches):
             # gradients are all-reduced only with the last micro-batch's backward
             with maybe_no_sync(self.model, skip_sync=i < len(batches) - 1):
-                objective, sums = batch_loss(self.forward, batch, self.loss, self.amp, self.env.device)
+                objective, sums = self.forward(batch)
                 (objective if self.scaler is None else self.scaler.scale(objective)).backward()
             total += sums
         all_reduce_sum(total, self.env)                                     # the step's one collective

@@ -60,3 +60,20 @@ def test_the_counter_sees_a_sync():
         bool((x > 0).all())
         x[x > 0]
     assert ops.syncs()["aten::_local_scalar_dense"] == 2 and ops.syncs()["sync:aten::index[bool]"] == 1
+
+
+def test_compile_covers_the_model_and_the_loss():
+    """``train.compile`` compiles the whole training forward: dynamo traces model and fused loss (its custom
+    autograd function included) as one graph, without a break that would leave the loss outside. The numbers
+    of a compiled update are checked against eager ones in ``test_trainer.py`` (slow: inductor compiles)."""
+    import torch._dynamo
+
+    cfg = validate_recipe({"model": {"family": "concat", **TINY, "dropout": 0.0, "cd": 0.3,
+                                     "src_context_sentences": 1, "tgt_context_sentences": 1}})
+    vocab = VocabInfo(src_size=50, tgt_size=50)
+    model = build_model(cfg.model, vocab)
+    updater = Updater(model, torch.optim.SGD(model.parameters(), lr=1.0), None, DistEnv(),
+                      LossSettings.from_recipe(cfg, vocab, model), "off", 0.0, compile=True)
+    assert updater.forward is not updater._loss                           # the compiled function is what runs
+    explained = torch._dynamo.explain(updater._loss)(two_batches()[0])
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
