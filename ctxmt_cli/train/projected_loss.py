@@ -24,7 +24,7 @@ With label smoothing ε over V classes (PyTorch's definition), per token with ta
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Iterator, Optional
 
 import torch
@@ -59,7 +59,7 @@ def block_rows(vocab: int, device_type: str) -> int:
 def compute_dtype(tensor: Tensor) -> torch.dtype:
     """The dtype the loss's matrix multiplies run in: autocast's on ``tensor``'s device when it is on, else its own."""
     kind = tensor.device.type
-    if torch.is_autocast_enabled(kind):
+    if torch.amp.is_autocast_available(kind) and torch.is_autocast_enabled(kind):
         return torch.get_autocast_dtype(kind)
     return tensor.dtype
 
@@ -76,7 +76,8 @@ class _ProjectedCrossEntropy(torch.autograd.Function):
         rows = max(n, 1) if torch.compiler.is_compiling() else min(max(n, 1), block_rows(v, kind))
         probs = torch.empty(n, v, dtype=torch.float32, device=h.device)  # (N, V): logits, then softmax
         losses = torch.empty(n, dtype=torch.float32, device=h.device)    # (N,)
-        with torch.autocast(kind, enabled=False):                          # the casts above are the only ones
+        off = torch.autocast(kind, enabled=False) if torch.amp.is_autocast_available(kind) else nullcontext()
+        with off:                                                          # the casts above are the only ones
             for i in range(0, n, rows):
                 z = probs[i:i + rows]                                      # (r, V) view, contiguous
                 if dtype == torch.float32:
