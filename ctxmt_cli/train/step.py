@@ -116,13 +116,15 @@ class Updater:
     def update(self, batches: list[Batch]) -> tuple[Tensor, Optional[Tensor]]:
         """Accumulate ``batches``, normalise, clip and step; returns (global loss vector (N,), grad norm)."""
         self.model.train()
-        total = torch.zeros(len(self.loss.layout), device=self.env.device)  # (N,) float32
+        total = None                                                        # (N,) float32
         for i, batch in enumerate(batches):
             # gradients are all-reduced only with the last micro-batch's backward
             with maybe_no_sync(self.model, skip_sync=i < len(batches) - 1):
                 objective, sums = self.forward(batch)
                 (objective if self.scaler is None else self.scaler.scale(objective)).backward()
-            total += sums
+            total = sums if total is None else total + sums
+        if total is None:                                                   # no micro-batch: nothing to add
+            total = torch.zeros(len(self.loss.layout), device=self.env.device)
         all_reduce_sum(total, self.env)                                     # the step's one collective
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)                            # records inf/nan for step()
