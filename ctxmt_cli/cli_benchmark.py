@@ -28,6 +28,7 @@ _PEER_READS = ("preset", "quick", "threads", "repeats")
 BENCHMARK_READS = {"context-scaling": ("contexts", "out", "docs", "sentences", "device", "preset", "beam", "repeats",
                                        "threads", "quick", "log_format"),
                    **{name: (*_PEER_READS, "device") for name in PEER_BENCHMARKS}, "mbe": (*_PEER_READS, "corpus"),
+                   "train": (*_PEER_READS, "device", "count_ops", "batch_tokens"),
                    "ctranslate2": ("checkpoint", "quick", "threads", "repeats", "beam", "device"),
                    "prepare": ("quick", "threads", "repeats")}
 
@@ -73,6 +74,10 @@ def benchmark(
     corpus: Optional[BenchCorpus] = typer.Option(None, help="mbe: synthetic (the quickstart's corpus), maruf-iwslt17 "
                                                  "(real TED talks, ../shared/data/maruf2019) [default: synthetic]"),
     log_format: LogFormat = None,
+    count_ops: bool = typer.Option(False, "--count-ops", help="train: count the aten ops of one update (ctxmt and "
+                                   "plain torch, fp32 and bf16, small/base/big) instead of timing"),
+    batch_tokens: Optional[int] = typer.Option(None, min=1, help="train: tokens/s and MFU at batches of N target "
+                                               "tokens of real sentence lengths (e.g. 25000 with --preset base)"),
     checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="ctranslate2: an exportable checkpoint "
                                               "of the quickstart's synthetic data [default: train one here]"),
 ):
@@ -100,6 +105,8 @@ def benchmark(
         settings = module.Settings(preset, quick, threads or defaults.threads, repeats or defaults.repeats)
         if where is not None:                                  # None: mbe, whose trainers run on the CPU
             settings = replace(settings, device=where)
+        if name == "train":
+            settings = replace(settings, count_ops=count_ops, batch_tokens=batch_tokens)
         module.run(settings if corpus is None else replace(settings, corpus=corpus))
         return
     from ctxmt_cli.logs import resolve_log_format

@@ -231,7 +231,7 @@ class TrainConfig(Section):
     average_last: int = Field(0, ge=0, description="average the last N step checkpoints (Morishita et al. 2021: "
                                                    "saved every 200 updates, the last 8); excludes average_checkpoints")
     amp: Literal["off", "bf16", "fp16"] = "off"
-    compile: bool = Field(False, description="torch.compile the training forward (inductor, dynamic shapes); "
+    compile: bool = Field(False, description="torch.compile the training forward and loss (inductor, dynamic shapes); "
                                             "the first updates spend a minute or more compiling")
     log_every: int = Field(50, ge=1)
     threads: Optional[int] = Field(None, ge=1, description="torch CPU threads (default: torch's choice)")

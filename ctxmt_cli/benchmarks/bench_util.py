@@ -69,6 +69,8 @@ class Settings:
     repeats: Optional[int] = None     # timed rounds, round-robin; None: 5 (quick: 3); given, it wins over quick
     seed: int = 0
     device: str = "cpu"               # a --device value; :func:`check` resolves it (auto -> cpu or cuda:N)
+    count_ops: bool = False           # train: count aten ops per update instead of timing (``train_ops.py``)
+    batch_tokens: Optional[int] = None  # train: time this batch size on real lengths, with MFU (``train_scale.py``)
 
     def timed_repeats(self) -> int:
         """Rounds to time: ``--repeats`` when given (also with ``--quick``: a between-commit comparison needs
@@ -108,6 +110,10 @@ def check(settings: Settings) -> Settings:
         raise CtxmtError(f"--preset {settings.preset!r}: choose one of {', '.join(PRESETS)}")
     if min(settings.timed_repeats(), settings.threads) < 1:
         raise CtxmtError("--repeats and --threads must be >= 1")
+    if settings.count_ops and settings.batch_tokens is not None:
+        raise CtxmtError("--count-ops and --batch-tokens are two different runs of benchmark train: give one")
+    if settings.batch_tokens is not None and settings.batch_tokens < 1:
+        raise CtxmtError(f"--batch-tokens {settings.batch_tokens}: give a positive number of target tokens")
     return replace(settings, device=str(resolve_device(settings.device)))
 
 

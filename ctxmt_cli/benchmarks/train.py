@@ -11,6 +11,8 @@ implementation (tensor storage beyond what was live before, so weights and Adam 
 CPU allocator under the profiler, or CUDA's peak statistic; see ``bench_util.peak_memory``).
 
     ctxmt benchmark train [--quick] [--preset small] [--threads 2] [--repeats 5] [--device auto]
+    ctxmt benchmark train --count-ops [--preset P]        aten ops per update (``train_ops.py``)
+    ctxmt benchmark train --batch-tokens 25000 --preset base|big   tokens/s and MFU (``train_scale.py``)
 
 Prints ``memory: train-PRESET-equal IMPL = X.X MB`` and ``memory-ratio: train-PRESET-equal PEER/ctxmt = X.XX``
 (above 1 = ctxmt uses less; with mixed precision, ``train-PRESET-equal-bf16`` / ``-fp16`` lines for ctxmt's
@@ -30,7 +32,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 try:
     import bench_util as bu
+    import train_ops
     import train_real
+    import train_scale
     from peers import make_peers
 finally:
     sys.path.pop(0)
@@ -151,6 +155,11 @@ def run(settings: Settings) -> dict[str, dict[str, list[float]]]:
     """Measure every preset, print the table, the memory lines and the ratio lines; the tokens/s per preset and
     implementation."""
     settings = bu.check(settings)
+    if settings.count_ops:
+        return train_ops.run_count(settings)
+    if settings.batch_tokens is not None:
+        with bu.torch_threads(settings.threads):
+            return train_scale.run_scale(settings, ctxmt_updater, amp_modes)
     results, lines, ratios = {}, [], []
     autocast = "/".join(amp_modes(settings.device)) or "bf16"
     table = bu.new_table(f"training: target tokens/s (equal lengths; fp32, and ctxmt with {autocast} autocast)",

@@ -48,7 +48,7 @@ class LossLayout:
             raise RuntimeError(f"the model returned loss terms {sorted(terms)} but declares {list(self.terms)}")
         real = target != pad                                                # (B, T)
         current = current_sentence_mask(target, brk) & real
-        window, tokens = token_loss.sum(), real.sum().float()
+        window, tokens = token_loss.sum(), real.sum(dtype=torch.float32)
         objective, normalizer = window, tokens
         for name in self.terms:
             term = terms[name]
@@ -56,10 +56,12 @@ class LossLayout:
                 objective = objective + term.weight * term.sum
                 if term.normalizes:
                     normalizer = normalizer + term.weight * term.count
-        parts = [objective, normalizer, window, tokens, (token_loss * current).sum(), current.sum().float()]
+        parts = [objective, normalizer, window, tokens, (token_loss * current).sum(), current.sum(dtype=torch.float32)]
         for name in self.terms:
             parts += [terms[name].sum, terms[name].count]
-        return objective, torch.stack([p.detach().float().reshape(()) for p in parts])
+        # one stack, one detach: every op here is a kernel launch on a GPU
+        scalars = [p if p.dim() == 0 else p.reshape(()) for p in parts]
+        return objective, torch.stack(scalars).detach().float()
 
     def metrics(self, total: Tensor) -> dict[str, float]:
         """Means from an (all-reduced) loss vector: the objective (``discounted_loss``), window and current

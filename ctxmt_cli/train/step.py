@@ -9,7 +9,9 @@ on the global batch: Σ_ranks Σ_micro ∇(objective sum) / Σ normalizer. The s
 reduction carries the other loss sums, so logging needs no extra collective.
 Nothing here reads a value back to the host (no ``.item()``): the update runs
 ahead asynchronously on a GPU; non-finite losses are checked when the trainer
-flushes its logs (with fp16 the grad scaler skips such updates itself).
+flushes its logs (with fp16 the grad scaler skips such updates itself). Tested by
+counting what one update dispatches (``tests/unit/test_step.py``; on CUDA with its
+sync detector). ``train.compile`` compiles :meth:`Updater._loss`, model and fused loss together.
 """
 
 from __future__ import annotations
@@ -103,19 +105,28 @@ class Updater:
         self.model, self.optimizer, self.scaler, self.env = model, optimizer, scaler, env
         self.loss, self.amp, self.clip_norm = loss, amp, clip_norm
         self.params = [p for g in optimizer.param_groups for p in g["params"]]
-        # dynamic shapes: every batch has other lengths, and one graph serves them all (no recompiling per shape)
-        self.forward = torch.compile(model, dynamic=True) if compile else model
+        self.forward = self._loss
+        if compile:
+            # the whole training forward, model and fused loss, is one compiled region; dynamic shapes: every
+            # batch has other lengths, and one graph serves them all (no recompiling per shape)
+            self.forward = torch.compile(self._loss, dynamic=True)
+
+    def _loss(self, batch: Batch) -> tuple[Tensor, Tensor]:
+        """(objective sum (), loss vector (N,)) of one micro-batch: the forward that ``train.compile`` compiles."""
+        return batch_loss(self.model, batch, self.loss, self.amp, self.env.device)
 
     def update(self, batches: list[Batch]) -> tuple[Tensor, Optional[Tensor]]:
         """Accumulate ``batches``, normalise, clip and step; returns (global loss vector (N,), grad norm)."""
         self.model.train()
-        total = torch.zeros(len(self.loss.layout), device=self.env.device)  # (N,) float32
+        total = None                                                        # (N,) float32
         for i, batch in enumerate(batches):
             # gradients are all-reduced only with the last micro-batch's backward
             with maybe_no_sync(self.model, skip_sync=i < len(batches) - 1):
-                objective, sums = batch_loss(self.forward, batch, self.loss, self.amp, self.env.device)
+                objective, sums = self.forward(batch)
                 (objective if self.scaler is None else self.scaler.scale(objective)).backward()
-            total += sums
+            total = sums if total is None else total + sums
+        if total is None:                                                   # no micro-batch: nothing to add
+            total = torch.zeros(len(self.loss.layout), device=self.env.device)
         all_reduce_sum(total, self.env)                                     # the step's one collective
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)                            # records inf/nan for step()

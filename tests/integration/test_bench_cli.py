@@ -164,3 +164,34 @@ def test_benchmark_on_a_missing_cuda_device_is_one_line(name):
     """--device cuda where there is none: one line naming the way out, before any model is built."""
     assert_user_error(run_cli("benchmark", name, "--preset", "tiny", "--quick", "--device", "cuda"),
                       "--device cuda: CUDA is not available on this machine", "--device auto or cpu")
+
+
+def test_train_count_ops_prints_one_line_per_figure():
+    """``--count-ops``: one ``ops:`` line per precision of the preset, ctxmt's count and the plain peer's."""
+    result = run_cli("benchmark", "train", "--count-ops", "--preset", "tiny")
+    assert result.exit_code == 0, result.output
+    ops = [line for line in result.stdout.splitlines() if line.startswith("ops:")]
+    assert [re.match(r"^ops: (train-tiny-(fp32|bf16)) ctxmt \d+ plain \d+$", line).group(1) for line in ops] == [
+        "train-tiny-fp32", "train-tiny-bf16"], ops
+
+
+def test_train_batch_tokens_prints_speed_mfu_and_ratio_lines():
+    """``--batch-tokens``: tokens/s with MFU (n/a on a CPU: no stated peak) per implementation and precision, the
+    FLOPs per target token, ratio lines against the plain peer; real sentence lengths (Europarl where present)."""
+    result = run_cli("benchmark", "train", "--batch-tokens", 300, "--preset", "tiny", "--repeats", 1, "--threads", 1,
+                     "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    speed = [re.match(r"^speed: train-tiny-b300-(fp32|bf16) (ctxmt|torch) = \d+\.\d tok/s, MFU = n/a ", line)
+             for line in lines if line.startswith("speed:")]
+    assert speed and all(speed) and {m.group(1, 2) for m in speed} >= {("fp32", "ctxmt"), ("fp32", "torch")}
+    assert any(re.match(r"^flops: train-tiny-b300 = [\d.e+]+ per target token$", line) for line in lines), lines
+    assert any(RATIO.match(line) and "train-tiny-b300-fp32 ctxmt/torch" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("args, says", [(("train", "--count-ops", "--batch-tokens", "100"), "give one"),
+                                        (("score", "--count-ops"), "benchmark score does not read --count-ops"),
+                                        (("decode", "--batch-tokens", "100"), "does not read --batch-tokens")])
+def test_train_only_options_are_refused_elsewhere(args, says):
+    """``--count-ops`` and ``--batch-tokens`` are train's, and two different runs of it: one line otherwise."""
+    assert_user_error(run_cli("benchmark", *args, "--preset", "tiny"), says)

@@ -99,3 +99,61 @@ def test_cuda_device_index_and_memory(corpus, tmp_path):
     result = run_cli("train", "quickstart/sentence", *tiny_sets(data, Path(tmp_path) / "m"), "--device", "cuda:0")
     assert result.exit_code == 0, result.output
     assert 0 < torch.cuda.max_memory_allocated() < 2 ** 30
+
+
+@pytest.mark.parametrize("amp", [None, torch.bfloat16])
+def test_fused_loss_on_cuda_is_one_block_and_matches_the_plain_loss(amp):
+    """On a GPU the fused loss of 4096 tokens x 16k vocabulary runs as one block (the same ops as 64 tokens), its
+    matrix multiplies in the autocast dtype, and equals ``F.cross_entropy(F.linear(...))`` under the same autocast."""
+    import torch.nn.functional as F
+
+    from ctxmt_cli.train.op_count import OpCounter
+    from ctxmt_cli.train.projected_loss import projected_token_losses
+
+    def run(rows, fn):
+        gen = torch.Generator().manual_seed(rows)
+        h = torch.randn(rows, 256, generator=gen).cuda().requires_grad_()
+        w = (torch.randn(16000, 256, generator=gen) * 0.05).cuda().requires_grad_()
+        y = torch.randint(5, 16000, (rows,), generator=gen).cuda()
+        with torch.autocast("cuda", dtype=amp or torch.bfloat16, enabled=amp is not None), OpCounter() as ops:
+            fn(h, w, y).float().sum().backward()
+        return ops, (h.grad, w.grad)
+
+    fused = lambda h, w, y: projected_token_losses(h, w, y, 0, 0.1)  # noqa: E731
+    plain = lambda h, w, y: F.cross_entropy(F.linear(h, w), y, ignore_index=0, label_smoothing=0.1,  # noqa: E731
+                                            reduction="none")
+    big, got = run(4096, fused)
+    assert big.total == run(64, fused)[0].total
+    assert all(set(dtypes) == {amp or torch.float32} for _, dtypes in big.matmuls)
+    want = run(4096, plain)[1]
+    for mine, ref in zip(got, want):
+        torch.testing.assert_close(mine, ref, atol=2e-2 if amp else 1e-4, rtol=2e-2 if amp else 1e-4)
+
+
+@pytest.mark.parametrize("amp", ["off", "bf16", "fp16"])
+def test_an_update_on_cuda_never_syncs(amp):
+    """What the CPU test (``tests/unit/test_step.py``) cannot see: CUDA's own sync detector raises on any
+    synchronising call (``.item()``, a device-to-host copy, ``nonzero``...) inside one update (not the first:
+    Adam creates its state there)."""
+    from ctxmt_cli.config import validate_recipe
+    from ctxmt_cli.core.model import VocabInfo
+    from ctxmt_cli.models import build_model
+    from ctxmt_cli.train.distributed import DistEnv
+    from ctxmt_cli.train.step import LossSettings, Updater, make_optimizer, make_scaler
+    from tests.unit.test_trainer import two_batches
+    from tests.unit.train_fixtures import TINY
+
+    cfg = validate_recipe({"model": {"family": "concat", **TINY, "cd": 0.3, "src_context_sentences": 1,
+                                     "tgt_context_sentences": 1}, "train": {"clip_norm": 1.0, "amp": amp}})
+    vocab, device = VocabInfo(src_size=50, tgt_size=50), torch.device("cuda")
+    model = build_model(cfg.model, vocab).to(device)
+    updater = Updater(model, make_optimizer(model, cfg.train), make_scaler(amp, device), DistEnv(device=device),
+                      LossSettings.from_recipe(cfg, vocab, model), amp, cfg.train.clip_norm)
+    batches = [to_cuda(b) for b in two_batches()[:2]]
+    updater.update(batches)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        updater.update(batches)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")

@@ -3,6 +3,7 @@ are split, and that the fp16 update takes the trainer's grad scaler."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -46,3 +47,38 @@ def test_fp16_update_takes_the_grad_scaler(train):
     assert isinstance(updater.scaler, torch.amp.GradScaler)
     total, _ = updater.update([train.bu.random_pairs(2, 5, dims.vocab, 0)])
     assert torch.isfinite(total).all() and updater.scaler.get_scale() <= 2.0 ** 16
+
+
+@pytest.mark.parametrize("s,t", [(7, 5), (3, 11)])
+def test_model_flops_formula_counts_every_matrix_product(train, s, t):
+    """The MFU numerator (``train_scale.forward_flops``, the formula in its docstring) equals torch's own FLOP
+    count of ctxmt's training forward, model and fused loss, on one unpadded pair (attention through the math
+    kernel, whose products torch's counter sees)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from ctxmt_cli.core.batch import Batch
+
+    dims = train.bu.Dims(64, 128, 4, 2, 3, 300)
+    updater = train.ctxmt_updater(dims, 0)
+    src, tgt = torch.randint(5, dims.vocab, (1, s)), torch.randint(5, dims.vocab, (1, t))
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        updater.forward(Batch(src=src, tgt_in=tgt, tgt_out=tgt))
+    assert train.train_scale.forward_flops(dims, np.array([s]), np.array([t])) == counter.get_total_flops()
+
+
+def test_peak_is_known_only_for_listed_gpus(train):
+    """MFU needs the device's peak: none on a CPU (``n/a``)."""
+    assert train.train_scale.peak_tflops("cpu", "bf16") is None
+    assert set(train.train_scale.PEAK_TFLOPS) >= {"H100", "H200", "A100"}
+
+
+def test_count_ops_counts_both_implementations(train):
+    """``--count-ops`` on the tiny preset: one ``ops:`` figure per precision, each with ctxmt's and the plain
+    peer's count of one update (forward, loss, backward, Adam: hundreds of ops each)."""
+    settings = train.Settings(preset="tiny", count_ops=True)
+    counts = train.run(settings)
+    assert list(counts) == ["train-tiny-fp32", "train-tiny-bf16"]
+    for ctxmt, plain in counts.values():
+        assert ctxmt > 200 and plain > 200
+    assert counts["train-tiny-bf16"][0] > counts["train-tiny-fp32"][0]   # autocast's casts are ops too
