@@ -151,7 +151,11 @@ def additive_mask(keep: Tensor, dtype: torch.dtype) -> Tensor:
 def compute_dtype(x: Tensor) -> torch.dtype:
     """The dtype the projections of ``x`` come out in: autocast's where it is on for ``x``'s device, else ``x``'s."""
     kind = x.device.type
-    return _autocast_dtype(kind) if _autocast_enabled(kind) else x.dtype
+    try:
+        enabled = _autocast_enabled(kind)
+    except RuntimeError:                 # a device type autocast does not know (``meta``): never under autocast
+        return x.dtype
+    return _autocast_dtype(kind) if enabled else x.dtype
 
 
 def fuse_separate_projections(state: dict, prefix: str, self_attention: bool) -> None:
