@@ -57,7 +57,14 @@ def _assert_memory_lines(lines: list[str], name: str, peers: list[str]) -> None:
         (figure, peer) for figure in MEMORY_FIGURES[name] for peer in peers if peer != "ct2"}, ratios
 
 
-@pytest.mark.parametrize("name, device", [pytest.param(name, ("--device", "cpu"), id=f"{name}-cpu") for name in sorted(FIGURES)]
+#: train and decode run several implementations for tens of seconds: marked slow (``pytest -m slow``); score and
+#: the default device keep the line format checked in every run
+SLOW_SMOKE = {"train", "decode"}
+
+
+@pytest.mark.parametrize("name, device", [pytest.param(name, ("--device", "cpu"), id=f"{name}-cpu",
+                                                       marks=pytest.mark.slow if name in SLOW_SMOKE else ())
+                                          for name in sorted(FIGURES)]
                          + [pytest.param("score", (), id="score-default")])
 def test_peer_benchmark_prints_ratio_lines(name, device, capsys):
     """The same lines with ``--device cpu`` as with the default (auto: the CPU on a machine without CUDA)."""
@@ -88,6 +95,7 @@ def test_bad_preset_is_one_line():
     assert_user_error(run_cli("benchmark", "train", "--preset", "nope"), "--preset nope", "tiny", "big")
 
 
+@pytest.mark.slow
 def test_document_benchmark_prints_its_ratio_lines():
     result = run_cli("benchmark", "document", "--preset", "tiny", "--quick", "--repeats", 1, "--threads", 1,
                      "--device", "cpu")

@@ -15,6 +15,7 @@ pytest.importorskip("ctranslate2")
 FIGURE = "translate-concat-beam1"
 
 
+@pytest.mark.slow
 def test_the_report_and_greedy_float32_equal_ctxmt(synthetic_dir, tmp_path):
     ckpt = write_checkpoint(synthetic_dir, tmp_path / "concat.pt", CONCAT)
     result = run_cli("benchmark", "ctranslate2", "--checkpoint", ckpt, "--repeats", 1, "--threads", 1, "--device",

@@ -9,12 +9,15 @@ import importlib.util
 import json
 import re
 
+import pytest
+
 from tests.integration.conftest import assert_user_error, run_cli
 
 MODELS = ("concat", "caching-tokens", "grouping", "sentence")
 RATIO = re.compile(r"^ratio: (time-per-sentence|memory) K2/K1 (concat|caching-tokens|grouping|sentence) = \d+\.\d\d$")
 
 
+@pytest.mark.slow
 def test_context_scaling_smoke(tmp_path):
     out = tmp_path / "cs"
     result = run_cli("benchmark", "context-scaling", "--contexts", "1,2", "--docs", 1, "--sentences", 3,

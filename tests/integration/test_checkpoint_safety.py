@@ -94,8 +94,15 @@ def crafted(concat_checkpoint, tmp_path_factory) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("command", list(LOADERS))
-@pytest.mark.parametrize("name", list(CRAFTED))
+#: run by default: every crafted file through inspect and translate, every loader with three files; the rest
+#: of the matrix (each loader goes through the same check at load) is marked slow (``pytest -m slow``)
+EVERY_FILE_THROUGH, EVERY_LOADER_WITH = ("inspect", "translate"), ("no_vocab.pt", "wider.pt", "truncated.pt")
+MATRIX = [pytest.param(name, command, id=f"{name}-{command}",
+                       marks=() if command in EVERY_FILE_THROUGH or name in EVERY_LOADER_WITH else pytest.mark.slow)
+          for name in CRAFTED for command in LOADERS]
+
+
+@pytest.mark.parametrize("name,command", MATRIX)
 def test_a_crafted_checkpoint_is_one_line_for_every_loader(name, command, crafted, ws, synthetic_dir,
                                                            concat_checkpoint):
     shutil.copyfile(crafted / name, ws / name)
