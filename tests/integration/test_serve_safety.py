@@ -13,8 +13,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
@@ -22,7 +20,7 @@ from ctxmt_cli import api
 from ctxmt_cli.serve.app import MAX_DOC_ID
 from tests.integration.conftest import assert_user_error, run_cli
 from tests.unit.test_api import write_checkpoint
-from tests.unit.test_serve_app import serving
+from tests.unit.test_serve_app import Client, serving
 from tests.unit.train_fixtures import prepared  # noqa: F401 (a session fixture: the tiny prepared corpus)
 
 SENTENCES = ["a b c .", "d e ."]
@@ -76,28 +74,17 @@ HOSTILE = [  # (method, path, body, status, words of the one-line error)
 ]
 
 
-def call(url: str, method: str, path: str, data) -> tuple[int, dict]:
-    """(status, decoded JSON body) of one request (4xx and 5xx included)."""
-    request = urllib.request.Request(url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read())
-
-
 def test_hostile_requests_get_one_line_4xx_and_the_server_serves_on(checkpoint):
     with serving(checkpoint, batch_wait_ms=1.0) as (client, model):
         for method, path, data, status, words in HOSTILE:
-            got, answer = call(client.url, method, path, data)
+            got, answer = client.call(method, path, data)
             assert (got, list(answer)) == (status, ["error"]), (method, path, data[:80] if data else data, answer)
             assert words in answer["error"], answer
             assert "\n" not in answer["error"] and "Traceback" not in answer["error"]
-        assert call(client.url, "GET", "/documents", None) == (200, {"documents": [], "max_documents": 100})
+        assert client.call("GET", "/documents", None) == (200, {"documents": [], "max_documents": 100})
         served = [t for s in SENTENCES for t in client.translate("doc", [s])["translations"]]
-        status, health = call(client.url, "GET", "/health?x=%5B%5B%5B", None)
-        documents = call(client.url, "GET", "/documents", None)[1]["documents"]
+        status, health = client.call("GET", "/health?x=%5B%5B%5B", None)
+        documents = client.call("GET", "/documents", None)[1]["documents"]
     assert served == model.translate([SENTENCES])[0].translations             # and translates correctly
     assert status == 200 and health["requests"] == len(SENTENCES) and documents == ["doc"]
 
@@ -154,9 +141,9 @@ def test_sigterm_answers_the_request_in_flight_and_exits_0(checkpoint):
         assert found and "SIGTERM" in line, line
         url = found.group(1)
         sender = threading.Thread(target=lambda: answer.update(
-            zip(("status", "body"), call(url, "POST", "/translate", body(doc_id="d", sentences=SENTENCES)))))
+            zip(("status", "body"), Client(url).call("POST", "/translate", body(doc_id="d", sentences=SENTENCES)))))
         sender.start()
-        wait_for(lambda: call(url, "GET", "/health", None)[1]["queued"] == 1)
+        wait_for(lambda: Client(url).call("GET", "/health", None)[1]["queued"] == 1)
         process.send_signal(signal.SIGTERM)
         sender.join(60)
     finally:
