@@ -19,7 +19,7 @@ import random
 import re
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 import torch
@@ -41,12 +41,7 @@ META_KEYS = ("src_lang", "tgt_lang", "joint", "moses", "vocab_size", "specials",
              "mean_sentence_length", "tokenizer_fingerprint", "splits", "docrepair")
 
 
-# ---- atomic files ------------------------------------------------------------------------------
-def atomic_save(obj: Any, path: Path) -> Path:
-    """``torch.save`` to ``path`` atomically (a full disk: one OSError naming ``path``, no temp file left)."""
-    return torch_save(obj, path)
-
-
+# ---- writing ------------------------------------------------------------------------------------
 def save_checkpoint(payload: dict, path: Path) -> Path:
     """Write a checkpoint atomically: safetensors when ``path`` ends in ``.safetensors`` (weights, recipe and
     tokenizer only: :mod:`ctxmt_cli.models.safetensors_file`), else ``torch.save``."""
@@ -55,12 +50,7 @@ def save_checkpoint(payload: dict, path: Path) -> Path:
 
         data = safetensors_bytes(payload)
         return write_atomic(path, data)
-    return atomic_save(payload, path)
-
-
-def atomic_copy(src: Path, dst: Path) -> Path:
-    """Copy ``src`` to ``dst`` atomically (e.g. a step checkpoint to ``checkpoint_best.pt``)."""
-    return copy_atomic(src, dst)
+    return torch_save(payload, path)
 
 
 # ---- RNG state -----------------------------------------------------------------------------------
@@ -160,9 +150,9 @@ def restore_copies(save_dir: Path, resumed_from: Path, best_step: Optional[int])
         # resumed from the best step's own file: the copy to best may have been cut off mid-way
         stale = from_step and source is not None and source.resolve() == resumed_from.resolve()
         if source is not None and (stale or not best.is_file()):
-            written.append(atomic_copy(source, best))
+            written.append(copy_atomic(source, best))
     if from_step:
-        written.append(atomic_copy(resumed_from, last))
+        written.append(copy_atomic(resumed_from, last))
     return written
 
 

@@ -30,12 +30,10 @@ from ctxmt_cli.data.batching import plan_batches, shard_batches, window_batch
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models import build_model
 from ctxmt_cli.models.loading import load_state_strict
-from ctxmt_cli.outputs import claim
+from ctxmt_cli.outputs import claim, copy_atomic, torch_save
 from ctxmt_cli.train import setup as S
 from ctxmt_cli.train.checkpoint import (
     RUN_FILES,
-    atomic_copy,
-    atomic_save,
     average_checkpoints,
     averaging_steps,
     capture_rng,
@@ -316,10 +314,10 @@ class Trainer:
             optimizer=self.optimizer.state_dict(), scaler=self.scaler.state_dict() if self.scaler else None,
             state=self.state.to_dict(), rng=rng, world_size=self.env.world,
         )
-        step_path = atomic_save(payload, self.save_dir / f"checkpoint_{self.state.step}.pt")
+        step_path = torch_save(payload, self.save_dir / f"checkpoint_{self.state.step}.pt")
         if improved:
-            atomic_copy(step_path, self.save_dir / "checkpoint_best.pt")
-        atomic_copy(step_path, self.save_dir / "checkpoint_last.pt")
+            copy_atomic(step_path, self.save_dir / "checkpoint_best.pt")
+        copy_atomic(step_path, self.save_dir / "checkpoint_last.pt")
         prune_checkpoints(self.save_dir, self.cfg.keep_checkpoints, self.state.best_step, self.cfg.average_checkpoints)
 
     def _average(self) -> Optional[Path]:

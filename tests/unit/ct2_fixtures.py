@@ -12,7 +12,8 @@ from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.data.prepare import PrepareSpec, SplitInput, prepare_corpus
 from ctxmt_cli.data.store import PreparedData
 from ctxmt_cli.models import build_model, resolve_model_config
-from ctxmt_cli.train.checkpoint import atomic_save, model_payload
+from ctxmt_cli.outputs import torch_save
+from ctxmt_cli.train.checkpoint import model_payload
 
 TINY = {"preset": None, "d_model": 32, "ffn_dim": 64, "heads": 4, "encoder_layers": 1, "decoder_layers": 1}
 SENTENCE = {"family": "sentence"}
@@ -39,7 +40,7 @@ def write_checkpoint(prepared: Path, out: Path, model: dict, *, data: Optional[d
                 p.normal_(0.0, 0.35)
         if edit is not None:
             edit(net)
-    return atomic_save(model_payload(recipe_to_dict(recipe), tok, vocab, prepared_data.meta, net), out)
+    return torch_save(model_payload(recipe_to_dict(recipe), tok, vocab, prepared_data.meta, net), out)
 
 
 def prepare_per_side(root: Path, raw: Path) -> Path:

@@ -21,7 +21,8 @@ from ctxmt_cli.decode.translator import translate_documents
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.testsets.base import ContrastiveItem
 from ctxmt_cli.models import build_model, context_sentences, resolve_model_config
-from ctxmt_cli.train.checkpoint import atomic_save, model_payload
+from ctxmt_cli.outputs import torch_save
+from ctxmt_cli.train.checkpoint import model_payload
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/unit/conftest.py
 
@@ -50,7 +51,7 @@ def write_checkpoint(prepared: Path, family: str, out: Path, spec: dict | None =
         for p in model.parameters():
             if p.dim() >= 2:
                 p.normal_(0.0, 0.35)
-    return atomic_save(model_payload(recipe_to_dict(recipe), tok, vocab, data.meta, model), out)
+    return torch_save(model_payload(recipe_to_dict(recipe), tok, vocab, data.meta, model), out)
 
 
 @pytest.fixture(scope="module")

@@ -11,11 +11,9 @@ from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.data.windows import WindowDataset
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.loading import load_model, read_checkpoint
-from ctxmt_cli.outputs import TEMP_TAG
+from ctxmt_cli.outputs import TEMP_TAG, copy_atomic, torch_save
 from ctxmt_cli.train.checkpoint import (
     TMP_PREFIX,
-    atomic_copy,
-    atomic_save,
     average_checkpoints,
     averaging_steps,
     capture_rng,
@@ -34,20 +32,20 @@ def no_temp_files(directory):
 
 def test_atomic_save_replaces_and_leaves_no_temp(tmp_path):
     target = tmp_path / "ck.pt"
-    atomic_save({"x": torch.ones(2)}, target)
-    atomic_save({"x": torch.zeros(2)}, target)
+    torch_save({"x": torch.ones(2)}, target)
+    torch_save({"x": torch.zeros(2)}, target)
     assert torch.equal(torch.load(target, weights_only=True)["x"], torch.zeros(2))
-    atomic_copy(target, tmp_path / "copy.pt")
+    copy_atomic(target, tmp_path / "copy.pt")
     assert (tmp_path / "copy.pt").read_bytes() == target.read_bytes()
     assert no_temp_files(tmp_path)
 
 
 def test_failed_write_keeps_the_old_file_and_no_temp(tmp_path):
     target = tmp_path / "ck.pt"
-    atomic_save({"x": torch.ones(2)}, target)
+    torch_save({"x": torch.ones(2)}, target)
     before = target.read_bytes()
     with pytest.raises(Exception):
-        atomic_save({"bad": lambda: None}, target)                         # unpicklable
+        torch_save({"bad": lambda: None}, target)                         # unpicklable
     assert target.read_bytes() == before
     assert no_temp_files(tmp_path)
 
@@ -62,7 +60,7 @@ def test_rng_round_trip():
 
 def test_prune_keeps_newest_best_and_averaging_window(tmp_path):
     for step in (10, 20, 30, 40, 50, 60, 70):
-        atomic_save({"step": step}, tmp_path / f"checkpoint_{step}.pt")
+        torch_save({"step": step}, tmp_path / f"checkpoint_{step}.pt")
     prune_checkpoints(tmp_path, keep=2, best_step=20, average_n=2)
     assert sorted(step_checkpoints(tmp_path)) == [20, 30, 40, 60, 70]
     assert averaging_steps([20, 30, 40, 60, 70], 20, 2) == [20, 30, 40]
@@ -166,7 +164,7 @@ def test_last_steps_and_pruning_keep_them(tmp_path):
     assert last_steps([600, 200], 8) == [200, 600]                          # fewer when not there
     assert last_steps([200, 400], 0) == []
     for step in (10, 20, 30, 40, 50):
-        atomic_save({"step": step}, tmp_path / f"checkpoint_{step}.pt")
+        torch_save({"step": step}, tmp_path / f"checkpoint_{step}.pt")
     prune_checkpoints(tmp_path, keep=3, best_step=10, average_n=0)          # keep >= average_last (schema)
     assert last_steps(list(step_checkpoints(tmp_path)), 3) == [30, 40, 50]
 

@@ -27,7 +27,8 @@ from ctxmt_cli.evaluate.contrastive import score_rows, score_testset
 from ctxmt_cli.evaluate.testsets import ContrastiveItem, TestSet
 from ctxmt_cli.models import FAMILIES, build_model, resolve_model_config
 from ctxmt_cli.models.loading import load_model
-from ctxmt_cli.train.checkpoint import atomic_save, model_payload
+from ctxmt_cli.outputs import torch_save
+from ctxmt_cli.train.checkpoint import model_payload
 from ctxmt_cli.train.step import LossSettings, batch_loss
 from tests.unit.biased_model import Biased
 from tests.unit.tiny_text import sentence
@@ -358,7 +359,7 @@ def test_loss_terms_are_the_declared_ones(variant):
 def test_save_load_gives_identical_outputs(variant, tokenizer, tmp_path):
     vocab = tok_vocab(tokenizer)
     model = make_model(variant, vocab, scale=0.2)
-    path = atomic_save(model_payload(recipe_to_dict(recipe_of(variant)), tokenizer, vocab, META, model),
+    path = torch_save(model_payload(recipe_to_dict(recipe_of(variant)), tokenizer, vocab, META, model),
                        tmp_path / "model.pt")
     loaded = load_model(path).model
     assert type(loaded) is type(model)

@@ -14,7 +14,8 @@ from ctxmt_cli.config import recipe_to_dict
 from ctxmt_cli.core.layers import MultiheadAttention, additive_mask, fuse_separate_projections
 from ctxmt_cli.core.linear import Linear, xavier_
 from ctxmt_cli.models.loading import load_model
-from ctxmt_cli.train.checkpoint import atomic_save, model_payload
+from ctxmt_cli.outputs import torch_save
+from ctxmt_cli.train.checkpoint import model_payload
 from tests.unit.test_contract import IDS, META, make_model, recipe_of, sample, tok_vocab
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/unit/conftest.py
@@ -53,7 +54,7 @@ def test_an_old_layout_checkpoint_file_loads_and_translates_the_same(variant, to
     model = make_model(variant, vocab, scale=0.2)
     payload = model_payload(recipe_to_dict(recipe_of(variant)), tokenizer, vocab, META, model)
     payload["model"] = separate(payload["model"])
-    loaded = load_model(atomic_save(payload, tmp_path / "old.pt")).model    # through the checkpoint check
+    loaded = load_model(torch_save(payload, tmp_path / "old.pt")).model    # through the checkpoint check
     batch = sample(model)
     batch.src.clamp_(max=vocab.src_size - 1)
     with torch.no_grad():

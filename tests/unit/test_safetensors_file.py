@@ -15,7 +15,8 @@ from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models import build_model
 from ctxmt_cli.models.loading import load_model, read_checkpoint
 from ctxmt_cli.models.safetensors_file import TOKENIZER_PREFIX, is_safetensors, safetensors_bytes
-from ctxmt_cli.train.checkpoint import atomic_save, model_payload, save_checkpoint
+from ctxmt_cli.outputs import torch_save
+from ctxmt_cli.train.checkpoint import model_payload, save_checkpoint
 from tests.unit.train_fixtures import TINY
 
 
@@ -32,7 +33,7 @@ def payload(tokenizer) -> dict:
 
 def test_round_trip_keeps_everything_inference_needs(payload, tmp_path):
     pt, st = tmp_path / "m.pt", tmp_path / "m.safetensors"
-    atomic_save(payload, pt)
+    torch_save(payload, pt)
     save_checkpoint(payload, st)
     assert is_safetensors(st) and not is_safetensors(pt)
     back = read_checkpoint(st)
