@@ -27,23 +27,54 @@ def token_batches(
     padding high where the two lengths correlate loosely (SCAT: 43% source padding when sorted by
     target length, 17% here; target padding 10%). The batch order is shuffled.
     """
+    if not len(indices):
+        return []
     rng = np.random.default_rng([seed, epoch])
     src, tgt = src_len[indices], tgt_len[indices]
     longest = np.maximum(src, tgt)
     noise = rng.random(len(indices)) if shuffle else np.arange(len(indices)) / max(len(indices), 1)
-    order = np.lexsort((noise, (src + tgt) // bucket_width, longest // bucket_width))
-    batches, start, width = [], 0, 0
-    for pos, item in enumerate(order):
-        size = int(longest[item])
-        if pos > start and max(width, size) * (pos - start + 1) > max_tokens:
-            batches.append(indices[order[start:pos]])
-            start, width = pos, 0
-        width = max(width, size)
-    if start < len(order):
-        batches.append(indices[order[start:]])
+    order = _sorted_order(noise, (src + tgt) // bucket_width, longest // bucket_width)
+    batches = np.split(indices[order], _batch_starts(longest[order], max_tokens))
     if shuffle:
         batches = [batches[i] for i in rng.permutation(len(batches))]
     return batches
+
+
+def _sorted_order(*keys: np.ndarray) -> np.ndarray:
+    """``np.lexsort(keys)`` (last key primary), sorting the integer keys by radix where they fit 16 bits: a
+    6M-item corpus is ordered in about 1 s instead of 3 (the first training step waits for it). The first key
+    (random noise, distinct in practice) is sorted by the faster unstable sort, deterministic all the same."""
+    order = np.argsort(keys[0])
+    for key in keys[1:]:
+        key = key[order]
+        if len(key) and 0 <= key.min() and key.max() < 2**15:
+            key = key.astype(np.int16)                          # numpy's stable sort of ≤16-bit ints is a radix sort
+        order = order[np.argsort(key, kind="stable")]
+    return order
+
+
+def _batch_starts(width: np.ndarray, max_tokens: int) -> list[int]:
+    """Where each batch after the first begins when items of these widths are packed in this order, each batch
+    taking items while (items × widest) stays within ``max_tokens`` (one item always fits).
+
+    The packing is worked out once per run of equal widths, not once per item: sorted widths form a few hundred
+    runs however large the corpus, and inside a run a batch's width is fixed, so its cuts are an arithmetic range.
+    """
+    starts: list[int] = []
+    cut = np.flatnonzero(np.diff(width)) + 1
+    start, widest = 0, 0                                         # the open batch: first position, width so far
+    for first, end in zip(np.concatenate(([0], cut)).tolist(), np.concatenate((cut, [len(width)])).tolist()):
+        size = int(width[first])
+        widest = max(widest, size)
+        if first > start and widest * (first - start + 1) > max_tokens:
+            starts.append(first)
+            start, widest = first, size
+        full = start + max(1, max_tokens // widest)              # the open batch is full before this position
+        if full < end:
+            cuts = range(full, end, max(1, max_tokens // size))  # then batches of this run's width alone
+            starts.extend(cuts)
+            start, widest = cuts[-1], size
+    return starts
 
 
 def shard_batches(batches: Sequence[np.ndarray], rank: int, world: int) -> list[np.ndarray]:

@@ -1,6 +1,7 @@
 """Token-budget batches: budget respected, every item once, deterministic per (seed, epoch), sharding."""
 
 import numpy as np
+import pytest
 import torch
 
 from ctxmt_cli.data.batching import collate, shard_batches, token_batches
@@ -18,6 +19,35 @@ def test_budget_and_coverage():
     assert sorted(seen.tolist()) == list(range(len(src)))
     for b in batches:
         assert len(b) * max(src[b].max(), tgt[b].max()) <= 400 or len(b) == 1
+
+
+def greedy_by_item(src, tgt, order, max_tokens):
+    """The packing's definition, one item at a time: a batch takes items while rows × widest fits."""
+    batches, current, widest = [], [], 0
+    for item in order:
+        size = max(src[item], tgt[item])
+        if current and max(widest, size) * (len(current) + 1) > max_tokens:
+            batches.append(current)
+            current, widest = [], 0
+        current.append(int(item))
+        widest = max(widest, size)
+    return batches + [current] if current else batches
+
+
+@pytest.mark.parametrize("bucket_width", [1, 8])
+@pytest.mark.parametrize("max_tokens", [7, 100, 4096])
+def test_packing_equals_the_item_by_item_definition(bucket_width, max_tokens):
+    """Batches are cut once per run of equal widths; the cuts are those of packing item by item, also where
+    buckets mix widths and where one item alone exceeds the budget."""
+    src, tgt = lengths(2000, seed=bucket_width + max_tokens)
+    batches = token_batches(src, tgt, np.arange(len(src)), max_tokens, bucket_width, shuffle=False)
+    expected = greedy_by_item(src, tgt, np.concatenate(batches), max_tokens)
+    assert [b.tolist() for b in batches] == expected
+    noise = np.random.default_rng([1, 0]).random(len(src))        # shuffled: ties in random order, then batches
+    order = np.lexsort((noise, (src + tgt) // bucket_width, np.maximum(src, tgt) // bucket_width))
+    shuffled = token_batches(src, tgt, np.arange(len(src)), max_tokens, bucket_width, seed=1, epoch=0)
+    assert sorted(b.tolist() for b in shuffled) == sorted(greedy_by_item(src, tgt, order, max_tokens))
+    assert token_batches(src, tgt, np.arange(0), max_tokens) == []
 
 
 def padding(lens, batches) -> float:
