@@ -1,8 +1,8 @@
 """The encoder-decoder every family builds on, and the core contract.
 
 Training, beam search, scoring, translation and analysis rely on nothing but this
-contract, so none of them ever asks which family it runs. README.md, section
-"Architecture", shows the same contract with the data flow.
+contract, so none of them ever asks which family it runs. docs/architecture.md shows
+the same contract with the data flow.
 
 Methods (the plain Transformer implements them; families do not copy them):
 

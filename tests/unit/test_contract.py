@@ -2,7 +2,7 @@
 
 A family joins by its line in ``ctxmt_cli.models.FAMILIES`` and the ``VARIANTS`` dict of its module (tiny
 config overrides); every test here then runs on it, with ids like ``caching-grouping``. The contract is
-written in ``ctxmt_cli/core/model.py``'s docstring and README.md, "Architecture".
+written in ``ctxmt_cli/core/model.py``'s docstring and docs/architecture.md.
 """
 
 from __future__ import annotations
