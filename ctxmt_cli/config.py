@@ -29,8 +29,8 @@ class DataConfig(Section):
     """Where the prepared data lives and how batches are formed."""
 
     path: str = Field("data/prepared", description="prepared dataset directory (ctxmt prepare)")
-    train_split: str = "train"
-    valid_split: str = "valid"
+    train_split: str = Field("train", description="prepared split trained on")
+    valid_split: str = Field("valid", description="prepared split validated on (loss, early stopping, best checkpoint)")
     max_tokens: int = Field(4096, ge=16, description="token budget per batch (max of source/target side)")
     max_window_tokens: int = Field(
         1024, ge=8, description="windows longer than this lose their oldest context sentences"
@@ -41,36 +41,40 @@ class DataConfig(Section):
 class ShiftPair(Section):
     """A resolved segment shift per side (``shift: auto`` becomes one of these)."""
 
-    src: int = Field(ge=0)
-    tgt: int = Field(ge=0)
+    src: int = Field(ge=0, description="position shift per sentence of the source window")
+    tgt: int = Field(ge=0, description="position shift per sentence of the target window")
 
 
 class PSEConfig(Section):
     """Position-segment embedding: concatenate a (d_model - d_se) position code with a d_se segment code."""
 
-    d_se: int = Field(ge=1)
+    d_se: int = Field(ge=1, description="width of the segment code (smaller than d_model)")
 
 
 class SentenceConfig(ModelBase):
     """Sentence-level Transformer (Vaswani et al., 2017): no context."""
 
-    family: Literal["sentence"] = "sentence"
+    family: Literal["sentence"] = Field("sentence", description="the family this section configures")
 
 
 class ConcatConfig(ModelBase):
     """Sliding-window concatenation sKtoK / sKto1 (Lupo et al. 2022, 2023)."""
 
-    family: Literal["concat"] = "concat"
+    family: Literal["concat"] = Field("concat", description="the family this section configures")
     src_context_sentences: int = Field(3, ge=0, le=64, description="previous source sentences in the window (K-1)")
     tgt_context_sentences: int = Field(3, ge=0, le=64, description="previous target sentences (0 = sKto1)")
     cd: float = Field(1.0, ge=0.0, le=1.0, description="context discount: L = cd * L_context + L_current")
-    cd_normalize: Literal["window_tokens", "weight_sum"] = "window_tokens"
+    cd_normalize: Literal["window_tokens", "weight_sum"] = Field(
+        "window_tokens", description="the discounted loss's divisor: the window's target tokens (the authors' code) "
+        "or the sum of the token weights")
     shift: Union[None, Literal["auto", "per-window"], int, ShiftPair] = Field(
         None, description="segment-shifted positions: auto (mean sentence length), an int, per-window"
     )
-    segment: Optional[Literal["onehot", "sinusoidal", "learned"]] = None
+    segment: Optional[Literal["onehot", "sinusoidal", "learned"]] = Field(
+        None, description="segment embedding added to the positions (sentence index from the right; none by default)")
     persistent: bool = Field(False, description="add the position/segment encodings to every layer's input")
-    pse: Optional[PSEConfig] = None
+    pse: Optional[PSEConfig] = Field(None, description="position-segment embedding: positions and segments "
+                                                     "concatenated instead of added")
     context_order: Literal["previous", "random"] = Field(
         "previous", description="training windows' context: the previous sentences, or sentences drawn at random "
         "from the same document, re-drawn each epoch (Morishita et al. 2021, footnote 3: for corpora whose "
@@ -111,14 +115,15 @@ class CachingConfig(ModelBase):
     ``encoder: separate`` with ``repr: tokens`` and ``integration: concat`` is the paper's multi-encoder baseline.
     """
 
-    family: Literal["caching"] = "caching"
+    family: Literal["caching"] = Field("caching", description="the family this section configures")
     src_context_sentences: int = Field(1, ge=0, le=64, description="previous source sentences used as context")
     repr: Literal["tokens", "sentence", "pooling", "grouping", "selecting"] = Field(
         "tokens", description="what is cached per sentence: every token, the mean, or a shortened sequence")
     pooling: Optional[Literal["max", "avg", "linear"]] = Field(None, description="repr: pooling only")
     pool_size: int = Field(2, ge=1, description="pooling: tokens per pooled group (k)")
     groups: Optional[int] = Field(None, ge=1, description="grouping/selecting: number of groups (K)")
-    normalizer: Literal["softmax", "sparsemax"] = "sparsemax"
+    normalizer: Literal["softmax", "sparsemax"] = Field(
+        "sparsemax", description="grouping/selecting: how token scores become group weights")
     categorizer_hidden: int = Field(512, ge=1, description="grouping/selecting: hidden units of the categorising FFN")
     include_current: Optional[bool] = Field(
         None, description="add the current sentence's own representation to the context (default: aggregating reprs)")
@@ -177,7 +182,7 @@ class CachingConfig(ModelBase):
 class MbeConfig(ModelBase):
     """Mini-batch Embedding (Morishita et al. 2021): a summary z of the sentences of one document group."""
 
-    family: Literal["mbe"] = "mbe"
+    family: Literal["mbe"] = Field("mbe", description="the family this section configures")
     placement: Literal["encoder", "decoder", "both"] = Field(
         "encoder", description="where z is an extra input position (eq. 3): encoder, decoder or both")
     gate: bool = Field(True, description="z~ = P(same document | z) * z (eqs. 5-8); false = MBE w/o Gate")
@@ -210,30 +215,32 @@ FAMILY_CONFIGS: dict[str, type[ModelBase]] = {
 class TrainConfig(Section):
     """Optimisation, validation, checkpointing."""
 
-    save_dir: str = "runs/model"
-    seed: int = 1
-    lr: float = Field(7e-4, gt=0.0)
-    warmup_steps: int = Field(4000, ge=0)
-    betas: tuple[float, float] = (0.9, 0.98)
-    adam_eps: float = Field(1e-9, gt=0.0)
-    weight_decay: float = Field(0.0, ge=0.0)
-    label_smoothing: float = Field(0.1, ge=0.0, lt=1.0)
+    save_dir: str = Field("runs/model", description="run directory: checkpoints, metrics.jsonl, the resolved recipe")
+    seed: int = Field(1, description="seed of the initialisation, the batch order and dropout")
+    lr: float = Field(7e-4, gt=0.0, description="peak learning rate (inverse square-root schedule)")
+    warmup_steps: int = Field(4000, ge=0, description="updates of linear warm-up to lr")
+    betas: tuple[float, float] = Field((0.9, 0.98), description="Adam's beta1, beta2")
+    adam_eps: float = Field(1e-9, gt=0.0, description="Adam's epsilon")
+    weight_decay: float = Field(0.0, ge=0.0, description="decoupled weight decay (AdamW) when > 0")
+    label_smoothing: float = Field(0.1, ge=0.0, lt=1.0, description="label smoothing of the token loss")
     clip_norm: float = Field(0.0, ge=0.0, description="0 disables gradient clipping")
     update_freq: int = Field(1, ge=1, description="gradient accumulation steps")
-    max_steps: int = Field(100_000, ge=1)
-    max_epochs: int = Field(1000, ge=1)
+    max_steps: int = Field(100_000, ge=1, description="stop after N updates")
+    max_epochs: int = Field(1000, ge=1, description="stop after N passes over the training split")
     max_minutes: Optional[float] = Field(None, gt=0.0, description="stop (and validate) after this wall time")
     valid_every: int = Field(1000, ge=1, description="validate and checkpoint every N updates")
     patience: int = Field(12, ge=0, description="stop after N validations without improvement (0 = never)")
-    early_stop_on: Literal["window_loss", "discounted_loss", "current_loss"] = "window_loss"
+    early_stop_on: Literal["window_loss", "discounted_loss", "current_loss"] = Field(
+        "window_loss", description="validation loss that picks the best checkpoint and counts patience: the whole "
+        "target window's, the context-discounted objective, or the current sentence's alone")
     keep_checkpoints: int = Field(10, ge=1, description="step checkpoints kept on disk")
     average_checkpoints: int = Field(0, ge=0, description="average the best and the N following checkpoints")
     average_last: int = Field(0, ge=0, description="average the last N step checkpoints (Morishita et al. 2021: "
                                                    "saved every 200 updates, the last 8); excludes average_checkpoints")
-    amp: Literal["off", "bf16", "fp16"] = "off"
+    amp: Literal["off", "bf16", "fp16"] = Field("off", description="mixed precision (autocast); fp16 adds a grad scaler")
     compile: bool = Field(False, description="torch.compile the training forward and loss (inductor, dynamic shapes); "
                                             "the first updates spend a minute or more compiling")
-    log_every: int = Field(50, ge=1)
+    log_every: int = Field(50, ge=1, description="log the training loss and tokens/s every N updates")
     threads: Optional[int] = Field(None, ge=1, description="torch CPU threads (default: torch's choice)")
 
     @model_validator(mode="after")
@@ -250,23 +257,25 @@ class TrainConfig(Section):
 class DecodeConfig(Section):
     """Defaults for translation; command-line flags override them."""
 
-    beam: int = Field(4, ge=1)
-    lenpen: float = Field(0.6, ge=0.0)
-    max_len_a: float = Field(1.5, ge=0.0)
-    max_len_b: int = Field(10, ge=1)
-    target_context: Literal["prefix", "generate"] = "prefix"
+    beam: int = Field(4, ge=1, description="beam size (1 = greedy)")
+    lenpen: float = Field(0.6, ge=0.0, description="length penalty: scores divided by length ** lenpen")
+    max_len_a: float = Field(1.5, ge=0.0, description="longest output: max_len_a * source length + max_len_b tokens")
+    max_len_b: int = Field(10, ge=1, description="see max_len_a")
+    target_context: Literal["prefix", "generate"] = Field(
+        "prefix", description="target context of a window-reading model: its own earlier outputs forced as a prefix, "
+        "or the whole window generated and its last sentence kept")
     batch_docs: int = Field(64, ge=1, description="documents decoded in parallel")
 
 
 class Recipe(Section):
     """A complete, validated system description."""
 
-    name: str = "model"
-    description: str = ""
-    data: DataConfig = Field(default_factory=DataConfig)
-    model: ModelConfig = Field(default_factory=SentenceConfig)
-    train: TrainConfig = Field(default_factory=TrainConfig)
-    decode: DecodeConfig = Field(default_factory=DecodeConfig)
+    name: str = Field("model", description="the system's name (reports, quickstart tables)")
+    description: str = Field("", description="one line on the system")
+    data: DataConfig = Field(default_factory=DataConfig, description="prepared data and batching")
+    model: ModelConfig = Field(default_factory=SentenceConfig, description="the family (model.family) and its options")
+    train: TrainConfig = Field(default_factory=TrainConfig, description="optimisation, validation, checkpoints")
+    decode: DecodeConfig = Field(default_factory=DecodeConfig, description="translation defaults")
 
 
 #: recipe keys that were renamed: old name -> new name (an old recipe gets told the new one)

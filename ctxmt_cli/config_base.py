@@ -60,20 +60,22 @@ class Section(BaseModel):
 class ModelBase(Section):
     """Transformer dimensions shared by every family; ``preset`` fills the ones left unset."""
 
-    preset: Optional[Literal["tiny", "small", "base", "big"]] = "small"
-    d_model: Optional[int] = Field(None, ge=8)
-    ffn_dim: Optional[int] = Field(None, ge=8)
-    heads: Optional[int] = Field(None, ge=1)
-    encoder_layers: Optional[int] = Field(None, ge=1)
-    decoder_layers: Optional[int] = Field(None, ge=1)
-    dropout: float = Field(0.1, ge=0.0, lt=1.0)
-    attention_dropout: float = Field(0.0, ge=0.0, lt=1.0)
-    activation_dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    preset: Optional[Literal["tiny", "small", "base", "big"]] = Field(
+        "small", description="dimensions (d_model, ffn_dim, heads, encoder/decoder layers): tiny 128/512/4/2+2, small "
+        "256/1024/4/3+3, base 512/2048/8/6+6, big 1024/4096/16/6+6; fields given explicitly win")
+    d_model: Optional[int] = Field(None, ge=8, description="model width (default: the preset's)")
+    ffn_dim: Optional[int] = Field(None, ge=8, description="feed-forward inner width (default: the preset's)")
+    heads: Optional[int] = Field(None, ge=1, description="attention heads; must divide d_model (default: the preset's)")
+    encoder_layers: Optional[int] = Field(None, ge=1, description="encoder layers (default: the preset's)")
+    decoder_layers: Optional[int] = Field(None, ge=1, description="decoder layers (default: the preset's)")
+    dropout: float = Field(0.1, ge=0.0, lt=1.0, description="dropout on embeddings and every sub-layer's output")
+    attention_dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout on attention probabilities")
+    activation_dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout after the feed-forward activation")
     normalize_before: bool = Field(True, description="pre-norm (true) or post-norm as in Vaswani et al. (false)")
     share_embeddings: Literal["auto", "all", "decoder", "none"] = Field(
         "auto", description="auto: tie all three when the vocabulary is joint, else decoder in/out"
     )
-    max_positions: int = Field(1024, ge=16)
+    max_positions: int = Field(1024, ge=16, description="longest window in tokens the position table covers")
 
     @model_validator(mode="after")
     def _fill_preset(self) -> "ModelBase":

@@ -28,7 +28,7 @@ class HanoiTConfig(ModelBase):
     that drop the context tokens the current sentence attends to below its average (eqs. 4-7); ``bilingual``:
     a second stream [target context; current source] and a gated second cross-attention (§2.3, eqs. 8-13)."""
 
-    family: Literal["hanoit"] = "hanoit"
+    family: Literal["hanoit"] = Field("hanoit", description="the family this section configures")
     src_context_sentences: int = Field(1, ge=0, le=64, description="previous source sentences in the window")
     src_next_sentences: int = Field(1, ge=0, le=64, description="next source sentences in the window (offline "
                                     "context, the paper's default; 0 = online)")
