@@ -2,7 +2,7 @@
 
 Numbers come from :mod:`ctxmt_cli.analysis.attention` (the grids) or from one
 teacher-forced pass over the shown window with a :class:`~ctxmt_cli.core.probe.Collect`
-probe; drawing is :mod:`ctxmt_cli.analysis.figures`.
+probe; drawing is :mod:`ctxmt_cli.figures`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ctxmt_cli.analysis import figures
+from ctxmt_cli import figures
 from ctxmt_cli.core.probe import Collect
 
 #: which token row labels each side of an attention kind: (queries, keys); None = no tokens (memory, groups)

@@ -67,7 +67,7 @@ def _check(req: AttentionRequest) -> None:
     if taken and not req.force:
         raise CtxmtError(f"--out {req.out} already holds {', '.join(taken)}; pass --force to overwrite or choose another --out")
     if req.plots:
-        from ctxmt_cli.analysis.figures import require_matplotlib
+        from ctxmt_cli.figures import require_matplotlib
 
         require_matplotlib()
 

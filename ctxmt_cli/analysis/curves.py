@@ -12,7 +12,7 @@ Lupo et al. 2022 (§4.5.1, Figure 3) plot the current loss and the ratio of the 
 loss-per-sentence calculated on the context sentences belonging to the same sliding window". The log holds
 token sums and counts, not sentence counts, so both sides here are per-token means over the same windows:
 ``current / context``, each the mean label-smoothed loss per target token of its sentences. This module reads
-and selects; :mod:`ctxmt_cli.analysis.figures` draws. It imports nothing heavy.
+and selects; :mod:`ctxmt_cli.figures` draws. It imports nothing heavy.
 """
 
 from __future__ import annotations
@@ -234,7 +234,7 @@ def plot_runs(run_dirs: list[Path], out: Optional[Path] = None, force: bool = Fa
     ``out`` defaults to ``plots/`` inside the first run directory. Every file is checked before anything is
     drawn: an existing one is refused unless ``force``. Returns the files written.
     """
-    from ctxmt_cli.analysis.figures import require_matplotlib, training_curves
+    from ctxmt_cli.figures import require_matplotlib
     from ctxmt_cli.paths import check_output_dir, check_output_file
 
     if not run_dirs:
@@ -246,4 +246,16 @@ def plot_runs(run_dirs: list[Path], out: Optional[Path] = None, force: bool = Fa
     for quantity in select(runs):
         check_output_file(out / quantity.file_name, "plot", force=force, make_parents=True,
                           inputs=[Path(d) / "metrics.jsonl" for d in run_dirs])
-    return training_curves(runs, out)
+    return _draw(runs, out)
+
+
+def _draw(runs: dict[str, list[dict]], out_dir: Path) -> list[Path]:
+    """One PNG per quantity of :func:`select` in ``out_dir``, runs overlaid; the files written, in drawing order."""
+    from ctxmt_cli.figures import line_chart
+
+    written = []
+    for quantity in select(runs):
+        path = Path(out_dir) / quantity.file_name
+        line_chart(quantity.lines, quantity.name.replace("_", " "), quantity.label, path, note=quantity.definition)
+        written.append(path)
+    return written

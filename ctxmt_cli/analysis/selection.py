@@ -119,7 +119,7 @@ def selection_window(model, batch) -> SelectionWindow:
 
 def draw_selection(loaded, dataset, j: int, n: int, out: Path) -> Path:
     """Figure 6 for window ``j`` (shown as number ``n``): ``windowN_selection.png``."""
-    from ctxmt_cli.analysis import figures
+    from ctxmt_cli import figures
     from ctxmt_cli.data.batching import window_batch
 
     vocab, model = loaded.vocab, loaded.model

@@ -51,7 +51,7 @@ def sweep_table(corpus, metrics: dict, req) -> tuple[dict, list[str]]:
 
 def draw_group_sweep(by_setting: dict, out: Path) -> Path:
     """BLEU per sentences per group, one series per checkpoint (Figure 4), beside the --out JSON."""
-    from ctxmt_cli.analysis.figures import bar_chart
+    from ctxmt_cli.figures import bar_chart
 
     categories = list(next(iter(by_setting.values())))
     series = {name: [rows[c]["BLEU"] for c in categories] for name, rows in by_setting.items()}

@@ -316,7 +316,7 @@ def _validate(req: EvalRequest) -> list[str]:
         raise CtxmtError("--group-sentences sweeps how a checkpoint groups sentences; give it with --checkpoint, "
                          "without --hyp and without --context")
     if req.group_sentences is not None and req.out is not None:
-        from ctxmt_cli.analysis.figures import require_matplotlib
+        from ctxmt_cli.figures import require_matplotlib
 
         require_matplotlib()                               # the Figure 4 PNG beside --out
     if not req.hyps:

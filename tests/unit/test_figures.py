@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from ctxmt_cli.analysis import figures
+from ctxmt_cli import figures
 from ctxmt_cli.errors import CtxmtError
 
 pytest.importorskip("matplotlib", reason="matplotlib is in the test extra: pip install -e '.[test]'")
@@ -176,7 +176,7 @@ def test_missing_matplotlib_is_one_line_saying_how_to_install(monkeypatch, tmp_p
 
 
 def test_the_package_imports_no_matplotlib_until_something_is_drawn():
-    code = ("import sys, ctxmt_cli.cli, ctxmt_cli.analysis.figures, ctxmt_cli.analysis.curves; "
+    code = ("import sys, ctxmt_cli.cli, ctxmt_cli.figures, ctxmt_cli.analysis.curves; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -1,4 +1,7 @@
-"""The analyses' figures as PNG files: pure drawing, the numbers come from the other analysis modules.
+"""Figures as PNG files: pure drawing; the numbers come from the analysis and evaluation modules that call it.
+
+It sits below both ``evaluate`` and ``analysis`` (each imports it; it imports neither), so drawing never makes
+the two depend on each other.
 
 matplotlib is an optional dependency (``pip install 'ctxmt[plot]'``) that only the drawing commands need:
 it is imported inside :func:`require_matplotlib`, never at module level, and figures are drawn on the Agg
@@ -326,19 +329,3 @@ def line_chart(lines: dict, title: str, ylabel: str, path: Path, note: Optional[
                     **KIND_STYLE.get(kind, {}))
     return _finish_lines(fig, ax, "update step", ylabel, title, note, path, 7)
 
-
-def training_curves(runs: dict, out_dir: Path) -> list[Path]:
-    """One PNG per quantity of :func:`ctxmt_cli.analysis.curves.select` in ``out_dir``, runs overlaid.
-
-    ``runs``: run label -> its ``metrics.jsonl`` rows (:func:`ctxmt_cli.analysis.curves.read_metrics`).
-    Returns the files written, in drawing order.
-    """
-    from ctxmt_cli.analysis.curves import select
-
-    require_matplotlib()
-    written = []
-    for quantity in select(runs):
-        path = Path(out_dir) / quantity.file_name
-        line_chart(quantity.lines, quantity.name.replace("_", " "), quantity.label, path, note=quantity.definition)
-        written.append(path)
-    return written
