@@ -74,9 +74,9 @@ def prepared_data(root: Path, loaded) -> Path:
 
 def train_concat(root: Path, quick: bool, threads: int, device: str) -> Path:
     """The quickstart's concat system without shifted positions, trained for ``UPDATES`` updates; its checkpoint."""
+    from ctxmt_cli.cli.quickstart import system_recipe
     from ctxmt_cli.config import recipe_to_dict, validate_recipe
     from ctxmt_cli.data.pipeline import prepare_synthetic
-    from ctxmt_cli.quickstart import system_recipe
     from ctxmt_cli.train.trainer import train
 
     prepare_synthetic(root / "data", **SYNTHETIC)

@@ -125,7 +125,7 @@ def test_mbe_benchmark_prints_padding_and_ratio_lines():
 @pytest.mark.slow
 def test_mbe_benchmark_on_real_talks():
     """--corpus maruf-iwslt17: the same lines on Maruf et al. (2019)'s IWSLT 2017 talks (skipped without them)."""
-    from ctxmt_cli.cli_benchmark import _load_benchmark
+    from ctxmt_cli.cli.benchmark import _load_benchmark
 
     if _load_benchmark("mbe").missing_data("maruf-iwslt17"):
         pytest.skip("Maruf et al. 2019 IWSLT 2017 files not found (see ../shared/data/README.md)")
@@ -139,7 +139,7 @@ def test_mbe_benchmark_on_real_talks():
 
 def test_mbe_benchmark_skips_real_talks_it_cannot_find(monkeypatch, tmp_path, capsys):
     """Without the real files the run prints why it skips, and times nothing."""
-    from ctxmt_cli.cli_benchmark import _load_benchmark
+    from ctxmt_cli.cli.benchmark import _load_benchmark
 
     module = _load_benchmark("mbe")
     monkeypatch.setattr(module, "MARUF", tmp_path)

@@ -50,7 +50,7 @@ def test_bad_contexts_is_one_line(tmp_path):
 
 
 def test_context_scaling_quick_defaults_and_explicit_options_win():
-    from ctxmt_cli.cli_benchmark import _load_benchmark
+    from ctxmt_cli.cli.benchmark import _load_benchmark
 
     settings = _load_benchmark("context-scaling").Settings.make
     quick, full = settings(True, docs=None, sentences=3, threads=None), settings(False, "4,1", docs=None, threads=None)

@@ -77,7 +77,7 @@ def test_shell_completion_completes_commands_and_choices(tmp_path):
 def test_the_family_choices_are_the_schemas():
     from typing import get_args
 
-    from ctxmt_cli.cli_package import Family
+    from ctxmt_cli.cli.package import Family
     from ctxmt_cli.config import ModelConfig
 
     configs = get_args(get_args(ModelConfig)[0])                    # Annotated[Union[...], discriminator]

@@ -89,7 +89,7 @@ def test_a_server_process_translates_and_stops_on_ctrl_c(models):
 
 
 def test_importing_the_server_modules_loads_no_torch_or_server_package():
-    code = ("import sys, ctxmt_cli.cli_serve, ctxmt_cli.serve.app, ctxmt_cli.serve.engine, ctxmt_cli.serve.server; "
+    code = ("import sys, ctxmt_cli.cli.serve, ctxmt_cli.serve.app, ctxmt_cli.serve.engine, ctxmt_cli.serve.server; "
             "print([m for m in ('torch', 'starlette', 'uvicorn') if m in sys.modules])")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert run.stdout.strip() == "[]"

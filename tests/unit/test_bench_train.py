@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from ctxmt_cli.cli_benchmark import _load_benchmark
+from ctxmt_cli.cli.benchmark import _load_benchmark
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""ctxmt_cli.cli_errors: while a command runs, warnings are one line each on stderr and stdout keeps the output."""
+"""ctxmt_cli.cli.errors: while a command runs, warnings are one line each on stderr and stdout keeps the output."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import warnings
 import typer
 from typer.testing import CliRunner
 
-from ctxmt_cli.cli_errors import OneLineGroup, warnings_on_stderr
+from ctxmt_cli.cli.errors import OneLineGroup, warnings_on_stderr
 
 
 def _app() -> typer.Typer:

@@ -1,16 +1,16 @@
-"""ctxmt_cli.cli_options: each enumerated option offers exactly the values the code that reads it accepts."""
+"""ctxmt_cli.cli.options: each enumerated option offers exactly the values the code that reads it accepts."""
 
 from __future__ import annotations
 
 from typing import get_args
 
-from ctxmt_cli import cli_options as O
+from ctxmt_cli.cli import options as O
 
 
 def test_choices_equal_their_owners():
     from ctxmt_cli.api import ENGINES
-    from ctxmt_cli.cli_benchmark import BENCHMARKS, _load_benchmark
-    from ctxmt_cli.cli_docrepair import DERIVED_FORMATS
+    from ctxmt_cli.cli.benchmark import BENCHMARKS, _load_benchmark
+    from ctxmt_cli.cli.docrepair import DERIVED_FORMATS
     from ctxmt_cli.config_base import PRESETS
     from ctxmt_cli.data.pipeline import FORMATS
     from ctxmt_cli.evaluate.bleu import TOKENIZERS

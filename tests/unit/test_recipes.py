@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from ctxmt_cli.cli.quickstart import DEFAULT_SYSTEMS
 from ctxmt_cli.config import load_recipe
-from ctxmt_cli.quickstart import DEFAULT_SYSTEMS
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = ROOT / "ctxmt_cli" / "recipes"

@@ -5,7 +5,7 @@ import typing
 
 import pytest
 
-from ctxmt_cli.cli_options import InputFormat
+from ctxmt_cli.cli.options import InputFormat
 from ctxmt_cli.decode.records import Document
 from ctxmt_cli.decode.streaming import INPUT_FORMATS, read_input, ready_chunks
 from ctxmt_cli.errors import CtxmtError

@@ -1,6 +1,6 @@
 """``ctxmt serve``: the HTTP translation server that keeps document context (:mod:`ctxmt_cli.serve`).
 
-Registered on the app by :func:`register` (one line in ``cli.py``). Starlette, uvicorn and torch are imported
+Registered on the app by :func:`register` (:mod:`ctxmt_cli.cli.app` calls it). Starlette, uvicorn and torch are imported
 inside the command, so ``--help`` stays instant and a missing server package is one line naming the extra.
 """
 
@@ -11,8 +11,8 @@ from typing import Optional
 
 import typer
 
-from ctxmt_cli.cli_errors import user_errors
-from ctxmt_cli.cli_options import Device
+from ctxmt_cli.cli.errors import user_errors
+from ctxmt_cli.cli.options import Device
 from ctxmt_cli.errors import CtxmtError
 
 

@@ -1,6 +1,6 @@
 """The commands on what ships with ctxmt and what a checkpoint holds: ``recipes list|show|copy`` and ``inspect``.
 
-Kept beside ``cli.py``, which registers them through :func:`register`. Listing recipes reads YAML only;
+Registered on the app by :func:`register`. Listing recipes reads YAML only;
 ``inspect`` imports torch inside the command, so ``--help`` stays instant.
 """
 
@@ -13,7 +13,7 @@ from typing import Optional
 
 import typer
 
-from ctxmt_cli.cli_errors import OneLineGroup, user_errors
+from ctxmt_cli.cli.errors import OneLineGroup, user_errors
 from ctxmt_cli.paths import check_output_dir
 
 

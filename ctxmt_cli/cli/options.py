@@ -13,7 +13,7 @@ from typing import Annotated, Literal, Optional
 
 import typer
 
-from ctxmt_cli.cli_errors import check_device
+from ctxmt_cli.cli.errors import check_device
 
 Device = Annotated[str, typer.Option(
     "--device", metavar="[auto|cpu|cuda|cuda:N]", callback=check_device,
@@ -78,3 +78,8 @@ def check_testset(value: str) -> str:
 
 TESTSET_HELP = (f"the test set: KIND or KIND:PATH, KIND one of {', '.join(CONTRASTIVE_KINDS)}; or compare "
                 "(then RUN_A RUN_B)")
+CONTEXT_HELP = ("K context sentences per side that has context, instead of the model's own: concatenation windows "
+                "of K+1 sentences (--context 3 = s4to4; an sNto1 model grows its source side only), caching: K cached "
+                "sentences, a model reading next sentences (hanoit) K next ones too; refused for a sentence-level model")
+
+

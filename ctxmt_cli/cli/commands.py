@@ -1,6 +1,6 @@
 """Bodies of the CLI commands that glue loading, decoding and evaluation together.
 
-Kept out of ``cli.py`` so the Typer layer stays a thin parser, and importable
+Kept out of the command modules so the Typer layer stays a thin parser, and importable
 from tests and from the quickstart without going through Typer.
 """
 

@@ -19,9 +19,14 @@ import time
 from pathlib import Path
 from typing import Optional
 
+import typer
+
+from ctxmt_cli.cli.errors import user_errors
+from ctxmt_cli.cli.options import Device, LogFormat
 from ctxmt_cli.config import Recipe, load_recipe, recipe_to_dict, validate_recipe
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.outputs import check_new_or_replaceable, rebuilding, write_json
+from ctxmt_cli.paths import check_output_dir
 from ctxmt_cli.recipe_catalog import RECIPES_DIR
 
 #: One recipe per system the quickstart can run, packaged with ctxmt (``ctxmt recipes list quickstart``).
@@ -84,7 +89,7 @@ def _prepare(out: Path, docs: int, seed: int, console, stages: int) -> Path:
 def _evaluate(name: str, checkpoint: Path, data: Path, items, console, device: str = "auto") -> dict:
     import torch
 
-    from ctxmt_cli.commands import contrastive_accuracy
+    from ctxmt_cli.cli.commands import contrastive_accuracy
     from ctxmt_cli.data.store import PreparedData
     from ctxmt_cli.evaluate.bleu import corpus_scores
     from ctxmt_cli.evaluate.translation import translate_split
@@ -177,7 +182,7 @@ def _run(out: Path, names: list, recipes: dict, docs: int, seed: int, device: st
     """Every stage of :func:`run_quickstart` inside ``out``; the payload of ``results.json``."""
     from rich.console import Console
 
-    from ctxmt_cli.commands import synthetic_items
+    from ctxmt_cli.cli.commands import synthetic_items
     from ctxmt_cli.logs import json_line
 
     console, start, stages = Console(stderr=log_format == "json"), time.time(), len(recipes) + 2
@@ -213,3 +218,32 @@ def _train(name: str, recipe: Recipe, console, stage: str, device: str = "auto",
     result = train(recipe, device=device, log_format=log_format)
     return {"family": recipe.model.family, "updates": result.history[-1]["step"], "seconds": result.seconds,
             "threads": torch.get_num_threads(), "checkpoint": str(result.averaged or result.best)}
+
+
+@user_errors
+def quickstart_command(
+    out: Path = typer.Option(Path("quickstart"), "--out", help="output directory"),
+    docs: int = typer.Option(2000, min=41, help="synthetic documents (>= 41)"),
+    systems: Optional[str] = typer.Option(
+        None, help="comma-separated systems, one packaged recipe each (`ctxmt recipes list quickstart`; "
+        "default: concat,sentence)"),
+    updates: Optional[int] = typer.Option(None, min=1, help="updates per system (default: each recipe's train.max_steps)"),
+    seed: int = typer.Option(1, help="seed of the synthetic data and of every system's training"),
+    force: bool = typer.Option(False, help="reuse/overwrite an existing output directory"),
+    device: Device = "auto",
+    log_format: LogFormat = None,
+):
+    """Synthetic benchmark end to end: prepare, train each system a fixed number of updates, compare, translate.
+
+    With --log-format json, stdout carries JSON lines only (the training runs' and a closing result); the tables
+    go to stderr."""
+    from ctxmt_cli.quickstart import run_quickstart
+
+    check_output_dir(out, "--out")
+    run_quickstart(out, docs=docs, seed=seed, force=force, systems=systems, updates=updates, device=device,
+                   log_format=log_format)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``quickstart`` to the app."""
+    app.command(name="quickstart")(quickstart_command)

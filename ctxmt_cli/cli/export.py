@@ -1,7 +1,7 @@
 """``ctxmt export ctranslate2 CKPT OUT_DIR``: a checkpoint as a CTranslate2 model folder;
 ``ctxmt export safetensors CKPT OUT.safetensors``: its weights in a format whose loading cannot run code.
 
-Kept beside ``cli.py``, which registers it through :func:`register`. CTranslate2 and torch are imported inside
+Registered on the app by :func:`register`. CTranslate2 and torch are imported inside
 the command (:mod:`ctxmt_cli.export.ct2_export`), so ``--help`` stays instant and a missing ``ctranslate2`` is one
 line naming the extra to install.
 """
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import typer
 
-from ctxmt_cli.cli_errors import OneLineGroup, user_errors
-from ctxmt_cli.cli_options import Quantization
+from ctxmt_cli.cli.errors import OneLineGroup, user_errors
+from ctxmt_cli.cli.options import Quantization
 
 export_app = typer.Typer(
     cls=OneLineGroup, no_args_is_help=True, pretty_exceptions_enable=False,

@@ -1,6 +1,6 @@
 """How the ``ctxmt`` command line reports what a user got wrong: one line on stderr, exit code 2, no traceback.
 
-Shared by every command module (``cli.py``, ``cli_analysis.py``): a :class:`CtxmtError`, an OS error the
+Shared by every command module of :mod:`ctxmt_cli.cli`: a :class:`CtxmtError`, an OS error the
 user can fix (a full disk, a permission) and a bad option value (click's usage error, which would
 otherwise print a usage box) all become ``ctxmt: error: ...``. While a command runs, warnings (Python's and the
 ``ctxmt_cli`` loggers') become ``ctxmt: warning: ...`` lines on stderr, never mixed into stdout.

@@ -1,6 +1,6 @@
 """The DocRepair pipeline on the ``ctxmt`` command line: ``first-pass``, ``prepare docrepair``, ``prepare reverse``.
 
-``first-pass`` is registered on the app by :func:`register`; ``prepare`` (in ``cli.py``) hands its two
+``first-pass`` is registered on the app by :func:`register`; ``prepare`` (:mod:`ctxmt_cli.cli.prepare`) hands its two
 derived formats to :func:`prepare_derived`. They read a prepared dataset instead of a raw corpus, so each
 takes its own options and refuses the raw-corpus ones; :data:`READS` says which options every format of
 ``prepare`` reads, and :func:`check_options` refuses the others: an option that would be silently ignored is an
@@ -14,8 +14,8 @@ from typing import Optional
 
 import typer
 
-from ctxmt_cli.cli_errors import given_params, option_spelling, user_errors
-from ctxmt_cli.cli_options import Device, LogFormat
+from ctxmt_cli.cli.errors import given_params, option_spelling, user_errors
+from ctxmt_cli.cli.options import Device, LogFormat
 from ctxmt_cli.errors import CtxmtError
 
 DERIVED_FORMATS = ("docrepair", "reverse")

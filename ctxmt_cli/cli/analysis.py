@@ -1,7 +1,6 @@
 """The analysis commands of the ``ctxmt`` command line: ``analyze-attention``, ``cxmi`` and ``plot``.
 
-Kept beside ``cli.py`` (which registers them through :func:`register`) so neither module grows past
-a readable size. Like every command, each parses its options and calls one function of
+Registered on the app by :func:`register`. Like every command, each parses its options and calls one function of
 :mod:`ctxmt_cli.analysis`, importing torch and matplotlib inside the command so ``--help`` stays instant.
 """
 
@@ -12,8 +11,8 @@ from typing import List, Optional
 
 import typer
 
-from ctxmt_cli.cli_errors import refuse_given, user_errors
-from ctxmt_cli.cli_options import Device
+from ctxmt_cli.cli.errors import refuse_given, user_errors
+from ctxmt_cli.cli.options import Device
 from ctxmt_cli.errors import CtxmtError
 
 #: command name -> function; each is registered on the app by :func:`register`

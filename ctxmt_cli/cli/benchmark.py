@@ -1,6 +1,6 @@
 """``ctxmt benchmark NAME``: run one of the packaged benchmarks (``ctxmt_cli/benchmarks/``).
 
-Registered on the app by :func:`register` (kept out of ``cli.py`` so neither module grows past a readable size).
+Registered on the app by :func:`register` (:mod:`ctxmt_cli.cli.app` calls it).
 Each benchmark reads a subset of the options; any other given on the command line is refused with one line,
 never silently dropped.
 """
@@ -14,8 +14,8 @@ from typing import Literal, Optional
 
 import typer
 
-from ctxmt_cli.cli_errors import given_params, user_errors
-from ctxmt_cli.cli_options import BenchCorpus, Device, LogFormat, Preset
+from ctxmt_cli.cli.errors import given_params, user_errors
+from ctxmt_cli.cli.options import BenchCorpus, Device, LogFormat, Preset
 from ctxmt_cli.errors import CtxmtError
 
 BENCHMARKS = {"context-scaling": "context_scaling.py", "train": "train.py", "score": "score.py", "decode": "decode.py",

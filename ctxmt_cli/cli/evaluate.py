@@ -1,0 +1,165 @@
+"""The scoring commands: ``contrastive`` (alias ``score-contrastive``) and ``evaluate``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ctxmt_cli.cli.errors import refuse_given, user_errors
+from ctxmt_cli.cli.options import (
+    CONTEXT_HELP,
+    TESTSET_HELP,
+    Device,
+    LogFormat,
+    Normalize,
+    ScatSplit,
+    ScoreSpan,
+    Significance,
+    Tokenize,
+    check_testset,
+)
+from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.paths import check_output_dir
+
+
+def contrastive(
+    ctx: typer.Context,
+    testset: str = typer.Argument(..., metavar="TESTSET", callback=check_testset, help=TESTSET_HELP),
+    runs: Optional[List[Path]] = typer.Argument(None, metavar="[RUN_A RUN_B]", help="with 'compare': two --out directories"),
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="model checkpoint"),
+    data: Optional[Path] = typer.Option(None, help="the test set's files (folder or file) when not given as KIND:PATH"),
+    context: Optional[int] = typer.Option(None, min=0, help="context sentences per side (default: the model's)"),
+    normalize: Normalize = typer.Option("mean", help="mean (token-averaged log-prob), none (sum)"),
+    score_span: ScoreSpan = typer.Option("all", help="all (every sentence of a candidate group), current (the last "
+                                         "sentence)"),
+    out: Optional[Path] = typer.Option(None, help="directory for results.json, SET.scores, SET.decisions.jsonl"),
+    force: bool = typer.Option(False, help="overwrite an existing OUT/results.json"),
+    split: Optional[ScatSplit] = typer.Option(None, help="scat: its split [default: test]"),
+    dev: bool = typer.Option(False, help="voita: the dev sets instead of the test sets"),
+    documents: Optional[Path] = typer.Option(None, help="contrapro: OPUS OpenSubtitles documents/ folder to extract context from"),
+    json_file: Optional[str] = typer.Option(None, "--json", metavar="PATH|none", help="lopes: the publisher's test-set json the files were extracted from (default: the one *testset*.json beside the extracted folder or one up, announced); none: the files alone, in file order"),
+    max_tokens: int = typer.Option(4096, min=16, help="token budget per scoring batch"),
+    device: Device = "auto",
+    log_format: LogFormat = None,
+):
+    """Score contrastive test sets by forced decoding; accuracy per phenomenon/distance and the papers' aggregates.
+
+    Beside each accuracy: the strict accuracy (ties lose) and the ties, items whose correct candidate's score equals
+    any other candidate's (results.json: "ties", defined under "definitions").
+
+    `ctxmt contrastive compare RUN_A RUN_B` runs McNemar's test on two runs' per-item decisions.
+    """
+    from rich.console import Console
+
+    if testset == "compare":
+        refuse_given(ctx, [p.name for p in ctx.command.params if p.name not in ("testset", "runs")],
+                     "does not apply to `contrastive compare RUN_A RUN_B` (it reads the two runs' decisions)")
+        return _compare_contrastive(runs)
+    if out is None:
+        refuse_given(ctx, ("force",), "is read with --out DIR only (it allows replacing OUT/results.json)")
+    if runs:
+        raise CtxmtError(f"unexpected arguments {[str(r) for r in runs]}; give one TESTSET (or 'compare RUN_A RUN_B')")
+    if checkpoint is None:
+        raise CtxmtError("contrastive scoring needs --checkpoint CKPT")
+    _check_set_options(testset.partition(":")[0], {"--split": split, "--dev": dev or None, "--documents": documents,
+                                                  "--json": json_file})
+    if out is not None:
+        check_output_dir(out, "--out")
+    from ctxmt_cli.evaluate.contrastive_report import render, run_contrastive, warning_lines
+
+    results = run_contrastive(
+        testset, checkpoint, data=data, out=out, force=force, device=device, context=context, normalize=normalize,
+        span=score_span, max_tokens=max_tokens, split=split, dev=dev or None, documents=documents, json=json_file,
+        log_format=log_format,
+    )
+    Console().print(render(results))
+    for line in warning_lines(results):  # ties or unknown tokens decided the accuracy: one line each, on stderr
+        typer.echo(f"ctxmt: warning: {line}", err=True)
+
+
+#: options that one kind of contrastive test set reads (given for another kind, they would be ignored)
+SET_OPTIONS = {"--split": "scat", "--dev": "voita", "--documents": "contrapro", "--json": "lopes"}
+
+
+def _check_set_options(kind: str, given: dict) -> None:
+    """Refuse an option of one test set kind given for another (one line naming both)."""
+    for option, value in given.items():
+        if value is not None and SET_OPTIONS[option] != kind:
+            raise CtxmtError(f"{option} is read by the {SET_OPTIONS[option]} test set only, not {kind!r}; drop it")
+
+
+def _compare_contrastive(runs) -> None:
+    """``ctxmt contrastive compare RUN_A RUN_B``: McNemar's test on two runs' decisions."""
+    from rich.console import Console
+
+    from ctxmt_cli.evaluate.contrastive_report import render_compare
+    from ctxmt_cli.evaluate.mcnemar import compare_runs
+
+    if not runs or len(runs) != 2:
+        raise CtxmtError("usage: ctxmt contrastive compare RUN_A RUN_B (two directories written with --out)")
+    Console().print(render_compare(compare_runs(*runs), *runs))
+
+
+@user_errors
+def evaluate(
+    ctx: typer.Context,
+    checkpoint: Optional[List[Path]] = typer.Option(None, "--checkpoint", "-c", help="translate the split with it; twice to compare two systems"),
+    split: str = typer.Option("test", help="prepared split to translate and score"),
+    data: Optional[Path] = typer.Option(None, help="prepared dir (default: the first checkpoint's recipe data.path)"),
+    hyp: Optional[List[Path]] = typer.Option(None, help="score this hypothesis file instead (repeatable; the first is "
+                                             "the baseline); - = stdin, e.g. ctxmt translate ... | ctxmt evaluate "
+                                             "--hyp - --ref R"),
+    ref: Optional[Path] = typer.Option(None, help="reference file for --hyp (blank lines between documents)"),
+    src: Optional[Path] = typer.Option(None, help="source file for --hyp (needed by --comet)"),
+    docids: Optional[Path] = typer.Option(None, help="one document id per line of --hyp/--ref, instead of blank lines"),
+    lowercase: bool = typer.Option(False, help="lowercased BLEU (as Voita et al. for Russian)"),
+    tokenize: Tokenize = typer.Option("13a", help="sacrebleu tokenizer: 13a (detokenized BLEU), none (tokenized "
+                                      "BLEU), ... (ja-mecab, ko-mecab need extras; spm, flores* a download)"),
+    document_level: bool = typer.Option(False, help="also BLEU/chrF with each document's sentences joined into one segment"),
+    significance: Optional[Significance] = typer.Option(None, help="paired tests of each system against the first: "
+                                                        "bootstrap resampling, ar (approximate randomisation), both"),
+    samples: Optional[int] = typer.Option(None, min=1, help="bootstrap resamples / AR trials (default 1000 / 10000)"),
+    seed: int = typer.Option(12345, help="seed of the significance tests (sacrebleu's default)"),
+    comet: Optional[Path] = typer.Option(None, help="local COMET model folder or .ckpt; needs the optional unbabel-comet (extra: comet)"),
+    out: Optional[Path] = typer.Option(None, help="write every figure to this JSON file"),
+    beam: Optional[int] = typer.Option(None, min=1, help="beam size (default: the recipe's decode.beam)"),
+    context: Optional[str] = typer.Option(None, metavar="K[,K...]", help="with --checkpoint: translate once per K "
+                                          "(comma-separated) and print BLEU/chrF per K. " + CONTEXT_HELP),
+    group_sentences: Optional[str] = typer.Option(None, metavar="N[,N...|all]", help="mbe: translate once per number "
+                                                  "of sentences per group and print BLEU/chrF per N (Morishita et al. "
+                                                  "2021, Figure 4; with --out also a PNG)"),
+    device: Device = "auto",
+    first_pass: Optional[Path] = typer.Option(None, help="bilingual hanoit: its target context from this sentence-level "
+                                              "checkpoint's translations (default: the split's first-pass stream)"),
+):
+    """BLEU and chrF (sacrebleu, signatures printed) of checkpoints on a prepared split, or of --hyp files against --ref."""
+    from ctxmt_cli.evaluate.translation import EvalRequest, run_evaluate
+
+    _check_evaluate_options(ctx, bool(hyp), comet is not None, significance is not None)
+    request = EvalRequest(
+        checkpoints=list(checkpoint or []), split=split, data=data, hyps=list(hyp or []), ref=ref, src=src,
+        docids=docids, lowercase=lowercase, tokenize=tokenize, document_level=document_level,
+        significance=significance, samples=samples, seed=seed, comet=comet, out=out, beam=beam, device=device,
+        context=context, group_sentences=group_sentences, first_pass=first_pass,
+    )
+    typer.echo(run_evaluate(request))
+
+
+def _check_evaluate_options(ctx, scores_files: bool, comet: bool, significance: bool) -> None:
+    """Refuse the options of one way of ``evaluate`` given for the other (they would be silently ignored)."""
+    if scores_files:
+        refuse_given(ctx, ("split", "data", "beam"), "goes with --checkpoint (a prepared split is translated); "
+                     "--hyp files are scored as they are")
+        if not comet:
+            refuse_given(ctx, ("device",), "goes with --checkpoint or --comet (with --hyp alone no model runs)")
+    if not significance:
+        refuse_given(ctx, ("samples", "seed"), "is read by the significance tests only (--significance)")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``contrastive``, its alias ``score-contrastive`` and ``evaluate`` to the app."""
+    app.command()(user_errors(contrastive))
+    app.command(name="score-contrastive", help="Alias of `contrastive`.")(user_errors(contrastive))
+    app.command(name="evaluate")(evaluate)

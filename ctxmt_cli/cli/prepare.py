@@ -1,0 +1,89 @@
+"""The ``prepare`` command: read a corpus into the prepared layout, or derive one from a prepared dataset."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ctxmt_cli.cli.errors import user_errors
+from ctxmt_cli.cli.options import (
+    Device,
+    LogFormat,
+    MaxLengthRatio,
+    MaxWords,
+    MinWords,
+    PrepareFormat,
+    SpmModel,
+    SpmSample,
+    SpmType,
+    VocabFrom,
+    Workers,
+)
+
+
+@user_errors
+def prepare(
+    ctx: typer.Context,
+    fmt: PrepareFormat = typer.Argument(..., metavar="FORMAT", help="a corpus: synthetic, text, jsonl, iwslt-tags, "
+                                        "iwslt-xml, voita, maruf (a <d> line before each document, Maruf et al. 2019); "
+                                        "from a prepared --data DIR: docrepair (its round-trip corpus), reverse"),
+    out: Path = typer.Option(..., "--out", help="prepared dataset directory to write"),
+    train: Optional[Path] = typer.Option(None, help="train PATH, a prefix: PATH.L1 and PATH.L2 (iwslt-xml: "
+                                         "PATH.L1.xml and PATH.L2.xml; maruf: PATH.L1 and PATH.L2, else Maruf's "
+                                         "PATH_L1.txt and PATH_L2.txt; jsonl: the file itself); L1, L2: --src-lang, "
+                                         "--tgt-lang; any file may be .gz, .xz or .bz2 (PATH.L1.xz for PATH.L1)"),
+    valid: Optional[Path] = typer.Option(None, help="valid PATH"),
+    test: Optional[Path] = typer.Option(None, help="test PATH"),
+    src_lang: str = typer.Option("src", help="source language code / file suffix"),
+    tgt_lang: str = typer.Option("tgt", help="target language code / file suffix"),
+    vocab_size: int = typer.Option(8000, min=8, help="SentencePiece vocabulary size"),
+    joint: bool = typer.Option(True, "--joint/--separate", help="one SentencePiece model for both sides"),
+    moses: bool = typer.Option(False, help="Moses-tokenize (sacremoses) before SentencePiece"),
+    spm_type: SpmType = typer.Option("unigram", help="SentencePiece model type"),
+    max_sentence_tokens: int = typer.Option(250, min=4, help="longer sentences are truncated with a warning"),
+    seed: int = typer.Option(1, help="random seed"),
+    spm_sample: SpmSample = 2_000_000,
+    spm: SpmModel = None,
+    vocab_from: VocabFrom = None,
+    workers: Workers = 0,
+    min_words: MinWords = 0,
+    max_words: MaxWords = 0,
+    max_length_ratio: MaxLengthRatio = 0.0,
+    docs: int = typer.Option(2000, min=41, help="synthetic: number of documents (>= 41)"),
+    force: bool = typer.Option(False, help="overwrite an existing output directory"),
+    data: Optional[Path] = typer.Option(None, help="docrepair, reverse: the prepared dataset to read"),
+    splits: str = typer.Option("train,valid", help="docrepair: splits to round-trip translate, comma-separated"),
+    reverse: Optional[Path] = typer.Option(None, help="docrepair: target → source checkpoint (trained on "
+                                           "`ctxmt prepare reverse`)"),
+    forward: Optional[Path] = typer.Option(None, help="docrepair: source → target checkpoint"),
+    group_size: int = typer.Option(4, min=1, help="docrepair: sentences per group (Voita et al. 2019: 4)"),
+    stride: Optional[int] = typer.Option(None, min=1, help="docrepair: a group starts every N sentences "
+                                         "(default: the group size, disjoint groups)"),
+    beam: Optional[int] = typer.Option(None, min=1, help="docrepair: beam of both translations (default: each "
+                                       "checkpoint recipe's)"),
+    device: Device = "auto",
+    log_format: LogFormat = None,
+):
+    """Read a corpus (or generate the synthetic benchmark) into the prepared binary layout; or derive one from
+    a prepared dataset (docrepair, reverse)."""
+    from ctxmt_cli.cli.docrepair import DERIVED_FORMATS, check_options, check_vocabulary_options, prepare_derived
+    from ctxmt_cli.data.clean import CleanRules
+    from ctxmt_cli.data.pipeline import PrepareScale, prepare_from_cli, summary_lines
+
+    if fmt in DERIVED_FORMATS:
+        return typer.echo(prepare_derived(ctx))
+    check_options(ctx, fmt)
+    check_vocabulary_options(ctx)
+    scale = PrepareScale(spm_sample, workers, spm, vocab_from, CleanRules(min_words, max_words, max_length_ratio))
+    meta = prepare_from_cli(
+        fmt, out, {"train": train, "valid": valid, "test": test}, src_lang=src_lang, tgt_lang=tgt_lang,
+        vocab_size=vocab_size, joint=joint, moses=moses, max_sentence_tokens=max_sentence_tokens,
+        seed=seed, docs=docs, force=force, spm_type=spm_type, scale=scale)
+    typer.echo("\n".join(summary_lines(out, meta, scale.clean)))
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``prepare`` to the app."""
+    app.command(name="prepare")(prepare)

@@ -1,0 +1,61 @@
+"""The ``translate`` command: whole documents, with the model's own context."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ctxmt_cli.cli.errors import user_errors
+from ctxmt_cli.cli.options import CONTEXT_HELP, Device, Engine, GroupOrder, InputFormat, TargetContext
+
+
+@user_errors
+def translate(
+    input: str = typer.Argument(..., metavar="DOCS", help="documents (--input-format): text, one sentence per line "
+                                "and a blank line between documents, or JSONL; - = stdin, each document translated "
+                                "as soon as it is read"),
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="model checkpoint (--engine ctranslate2: the "
+                                    "folder ctxmt export ctranslate2 wrote)"),
+    engine: Engine = typer.Option("torch", help="what searches: ctxmt (torch), or CTranslate2 over an exported "
+                                  "folder (same windows and target-context forcing)"),
+    output: str = typer.Option("-", "--output", "-o", help="output file, in the input's format; - = stdout, each "
+                               "document written as soon as it is done"),
+    input_format: InputFormat = typer.Option("text", help="text, or jsonl: one document per line "
+                                             '{"doc_id": ..., "src": [...], "tgt_context": [...]} (tgt_context: '
+                                             "translations of the first sentences, forced as their context); "
+                                             'the output is one line {"doc_id", "translations"} per document'),
+    scores: bool = typer.Option(False, "--scores", help="jsonl: add each sentence's log-probability (\"scores\")"),
+    nbest: Optional[int] = typer.Option(None, min=1, help="jsonl: add each sentence's N best translations "
+                                        '("nbest"; N <= --beam)'),
+    beam: Optional[int] = typer.Option(None, min=1, help="beam size (default: recipe decode.beam)"),
+    lenpen: Optional[float] = typer.Option(None, min=0.0, help="length penalty (default: recipe)"),
+    target_context: Optional[TargetContext] = typer.Option(None, help="prefix (own outputs forced), generate "
+                                                           "(regenerate the window) [default: recipe]"),
+    batch_docs: Optional[int] = typer.Option(None, min=1, help="documents decoded in parallel"),
+    context: Optional[int] = typer.Option(None, min=0, help=CONTEXT_HELP),
+    device: Device = "auto",
+    repair: Optional[Path] = typer.Option(None, help="DocRepair: rewrite the translations with this repair checkpoint "
+                                          "(`ctxmt prepare docrepair`), in groups of 4 consecutive sentences"),
+    group_sentences: Optional[int] = typer.Option(None, min=1, help="mbe: sentences per group (default: the whole "
+                                                  "document is one group)"),
+    group_order: GroupOrder = typer.Option("consecutive", help="mbe: consecutive, or length (groups of "
+                                           "length-sorted sentences)"),
+    first_pass: Optional[Path] = typer.Option(None, help="bilingual hanoit: translate each document first with this "
+                                              "sentence-level checkpoint; its translations are the target context"),
+):
+    """Translate whole documents sentence by sentence, with the model's own context (or --context K)."""
+    from ctxmt_cli.cli.commands import translate_file
+
+    count = translate_file(input, output, checkpoint, input_format=input_format, scores=scores, nbest=nbest,
+                           beam=beam, lenpen=lenpen, target_context=target_context,
+                           batch_docs=batch_docs, device=device, context=context, repair=repair,
+                           group_sentences=group_sentences, group_order=group_order, first_pass=first_pass,
+                           engine=engine)
+    typer.echo(f"translated {count} sentences", err=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``translate`` to the app."""
+    app.command(name="translate")(translate)
