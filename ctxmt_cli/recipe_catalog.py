@@ -1,10 +1,11 @@
-"""The recipes that ship inside the package (``ctxmt_cli/recipes/``) and how a recipe argument is found.
+"""The recipes (the checkout's top-level ``recipes/``, shipped inside the wheel as ``ctxmt_cli/recipes/``) and how a
+recipe argument is found.
 
 A recipe argument is a path or a name. An existing file wins. Otherwise the argument names a packaged
 recipe: ``FOLDER/FILE`` with or without ``.yaml`` (``lupo2022_focused_concat/en_de_s4to4_shift_cd``), or
 the file name alone where a single folder has it. A path under ``recipes/`` (``recipes/quickstart/concat.yaml``,
-as the source checkout spelled them before the folder moved into the package) names the packaged recipe of
-the same name, so commands written for a checkout keep working after a plain ``pip install``.
+as a checkout spells them) names the packaged recipe of the same name where no such file exists, so commands
+written for a checkout keep working after a plain ``pip install``.
 An existing directory is not a recipe: ``ctxmt quickstart --out quickstart`` writes ``quickstart/concat/``,
 and ``ctxmt train quickstart/concat`` in that folder still means the packaged recipe.
 
@@ -24,10 +25,18 @@ import yaml
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.outputs import copy_atomic, remove_stale
 
+
+def _recipes_dir() -> Path:
+    """The recipes: inside the package in an installed wheel (setup.py copies them there), else the checkout's
+    top-level ``recipes/`` folder (a checkout, an editable install)."""
+    packaged = Path(__file__).resolve().parent / "recipes"
+    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[1] / "recipes"
+
+
 #: the packaged recipes, one folder per paper (or the quickstart's systems)
-RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
+RECIPES_DIR = _recipes_dir()
 SUFFIXES = (".yaml", ".yml")
-#: how a checkout's commands spelled a recipe before the folder moved into the package
+#: how a checkout's commands spell a recipe (and spelled it while the folder sat inside the package)
 LEGACY_PREFIXES = ("./recipes/", "recipes/", "ctxmt_cli/recipes/")
 LIST_HINT = "see `ctxmt recipes list` for the packaged recipes, or give the path to a YAML file"
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)   # the C loader where PyYAML has it: 200 files in a blink

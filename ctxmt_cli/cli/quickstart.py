@@ -1,7 +1,7 @@
 """``ctxmt quickstart``: the synthetic benchmark end to end on a laptop CPU.
 
 Generates the synthetic discourse benchmark, trains each chosen system of the packaged
-recipe ``quickstart/<system>`` (``ctxmt_cli/recipes/quickstart/<system>.yaml``; default: the
+recipe ``quickstart/<system>`` (``recipes/quickstart/<system>.yaml``; default: the
 context-aware concatenation model ``concat`` and the sentence-level baseline ``sentence``) for the
 fixed number of updates its recipe gives, prints BLEU and contrastive accuracy per
 phenomenon and distance side by side, translates a sample document, and writes

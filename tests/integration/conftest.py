@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from ctxmt_cli.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
-QUICKSTART = ROOT / "ctxmt_cli" / "recipes" / "quickstart" / "concat.yaml"
+QUICKSTART = ROOT / "recipes" / "quickstart" / "concat.yaml"
 
 TINY_SETS = [
     "model.preset=null", "model.d_model=32", "model.ffn_dim=64", "model.heads=4",
@@ -103,7 +103,7 @@ def concat_checkpoint(synthetic_dir, tmp_path_factory) -> Path:
 def sentence_level_checkpoint(synthetic_dir, tmp_path_factory) -> Path:
     """A tiny sentence-level model (reads no context) trained on ``synthetic_dir``."""
     save = tmp_path_factory.mktemp("cli") / "sentence"
-    result = run_cli("train", ROOT / "ctxmt_cli" / "recipes" / "lupo2022_focused_concat" / "en_de_base.yaml",
+    result = run_cli("train", ROOT / "recipes" / "lupo2022_focused_concat" / "en_de_base.yaml",
                      *tiny_sets(synthetic_dir, save), "--set", "train.early_stop_on=window_loss")
     assert result.exit_code == 0, result.output
     return save / "checkpoint_best.pt"

@@ -30,7 +30,7 @@ def checkpoints(synthetic_dir, tmp_path_factory) -> dict[str, Path]:
     """A tiny 2-layer model of each family, trained 4 updates on the synthetic data."""
     root, out = tmp_path_factory.mktemp("attention"), {}
     for family, recipe in RECIPES.items():
-        result = run_cli("train", ROOT / "ctxmt_cli" / "recipes" / "quickstart" / recipe,
+        result = run_cli("train", ROOT / "recipes" / "quickstart" / recipe,
                          *tiny_sets(synthetic_dir, root / family), *TWO_LAYERS)
         assert result.exit_code == 0, result.output
         out[family] = root / family / "checkpoint_best.pt"
@@ -89,7 +89,7 @@ def hanoit_checkpoint(request, synthetic_dir, tmp_path_factory) -> tuple[str, Pa
     """A tiny HanoiT (monolingual, then bilingual) trained 4 updates through the CLI."""
     save = tmp_path_factory.mktemp("attention") / request.param
     extra = BILINGUAL if request.param == "bilingual" else []
-    result = run_cli("train", ROOT / "ctxmt_cli" / "recipes" / "quickstart" / "hanoit.yaml",
+    result = run_cli("train", ROOT / "recipes" / "quickstart" / "hanoit.yaml",
                      *tiny_sets(synthetic_dir, save), *HANOIT, *extra)
     assert result.exit_code == 0, result.output
     return request.param, save / "checkpoint_best.pt"

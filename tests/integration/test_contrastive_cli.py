@@ -13,7 +13,7 @@ from tests.integration.conftest import ROOT, assert_user_error, run_cli, tiny_se
 @pytest.fixture(scope="module")
 def sentence_checkpoint(synthetic_dir, tmp_path_factory):
     save = tmp_path_factory.mktemp("cli") / "sentence"
-    result = run_cli("train", ROOT / "ctxmt_cli" / "recipes" / "lupo2022_focused_concat" / "en_de_base.yaml",
+    result = run_cli("train", ROOT / "recipes" / "lupo2022_focused_concat" / "en_de_base.yaml",
                      *tiny_sets(synthetic_dir, save), "--set", "train.early_stop_on=window_loss")
     assert result.exit_code == 0, result.output
     return save / "checkpoint_best.pt"

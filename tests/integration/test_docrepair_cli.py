@@ -24,7 +24,7 @@ from tests.integration.conftest import ROOT, run_cli, tiny_sets
 
 pytest.importorskip("ctxmt_cli.train.trainer")
 
-RECIPES = ROOT / "ctxmt_cli" / "recipes" / "morishita2021_mbe"
+RECIPES = ROOT / "recipes" / "morishita2021_mbe"
 FAST_DECODING = ["--set", "decode.beam=1", "--set", "decode.max_len_a=0", "--set", "decode.max_len_b=3",
                  "--set", "train.threads=1"]
 

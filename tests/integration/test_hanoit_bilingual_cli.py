@@ -24,7 +24,7 @@ def pipeline(tmp_path_factory):
     data = root / "data"
     result = run_cli("prepare", "synthetic", "--out", data, "--docs", 41, "--seed", 1)
     assert result.exit_code == 0, result.output
-    result = run_cli("train", ROOT / "ctxmt_cli" / "recipes" / "lupo2022_focused_concat" / "en_de_base.yaml",
+    result = run_cli("train", ROOT / "recipes" / "lupo2022_focused_concat" / "en_de_base.yaml",
                      *tiny_sets(data, root / "sentence"), "--set", "train.early_stop_on=window_loss")
     assert result.exit_code == 0, result.output
     sentence = root / "sentence" / "checkpoint_best.pt"
@@ -91,7 +91,7 @@ def test_table2_recipe_trains_on_the_first_pass_and_translates(pipeline, tmp_pat
     """recipes/yang2023_hanoit/table2_iwslt17_hanoit.yaml on tiny dims (1 unified + 1 selection layer) over the
     streams the pipeline wrote, then translated with its first pass."""
     root, data, sentence, _, _ = pipeline
-    recipe = ROOT / "ctxmt_cli" / "recipes" / "yang2023_hanoit" / "table2_iwslt17_hanoit.yaml"
+    recipe = ROOT / "recipes" / "yang2023_hanoit" / "table2_iwslt17_hanoit.yaml"
     save = tmp_path / "table2"
     sets = [f"data.path={data}", f"train.save_dir={save}", "model.preset=null", "model.d_model=32",
             "model.ffn_dim=64", "model.heads=4", "model.decoder_layers=1", "model.encoder_layers=2",

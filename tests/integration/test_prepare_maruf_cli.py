@@ -73,7 +73,7 @@ def test_tokenized_bleu_scores_moses_tokens_on_both_sides(tmp_path):
 
     data, save = tmp_path / "data", tmp_path / "model"
     assert prepare(data, "--moses").exit_code == 0
-    recipe = ROOT / "ctxmt_cli" / "recipes" / "quickstart" / "sentence.yaml"
+    recipe = ROOT / "recipes" / "quickstart" / "sentence.yaml"
     # 60 updates at a high rate: enough for the model to write some punctuation, where the tokenizations differ
     learn = ["train.max_steps=60", "train.valid_every=60", "train.warmup_steps=10", "train.lr=0.01",
              "train.label_smoothing=0", "train.threads=1", "decode.beam=1"]

@@ -20,7 +20,7 @@ pytest.importorskip("ctxmt_cli.decode.translator")
 
 ROOT = Path(__file__).resolve().parents[2]
 PAPER_DIRS = ("lupo2022_focused_concat", "lupo2023_sentence_position")
-RECIPES = sorted(p for d in PAPER_DIRS for p in (ROOT / "ctxmt_cli" / "recipes" / d).glob("*.yaml"))
+RECIPES = sorted(p for d in PAPER_DIRS for p in (ROOT / "recipes" / d).glob("*.yaml"))
 TINY_D_MODEL = 32
 TINY = [
     "model.preset=null", f"model.d_model={TINY_D_MODEL}", "model.ffn_dim=64", "model.heads=4",

@@ -21,7 +21,7 @@ from tests.integration.conftest import ROOT, run_cli, tiny_sets
 pytest.importorskip("ctxmt_cli.train.trainer")
 
 EUROPARL = ROOT.parent / "shared" / "data" / "europarl_enfr"
-FOLDER = ROOT / "ctxmt_cli" / "recipes" / "europarl_enfr"
+FOLDER = ROOT / "recipes" / "europarl_enfr"
 SMALL = sorted(FOLDER.glob("*_small.yaml"))
 TRAIN_PAIRS, VALID_PAIRS = 2000, 200
 

@@ -21,7 +21,7 @@ pytest.importorskip("ctxmt_cli.train.trainer")
 pytest.importorskip("ctxmt_cli.decode.translator")
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDER = ROOT / "ctxmt_cli" / "recipes" / "morishita2021_mbe"
+FOLDER = ROOT / "recipes" / "morishita2021_mbe"
 RECIPES = sorted(FOLDER.glob("*.yaml"))
 TINY = [
     "model.preset=null", "model.d_model=32", "model.ffn_dim=64", "model.heads=4", "model.encoder_layers=1",

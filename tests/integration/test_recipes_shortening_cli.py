@@ -24,7 +24,7 @@ pytest.importorskip("ctxmt_cli.train.trainer")
 pytest.importorskip("ctxmt_cli.decode.translator")
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDER = ROOT / "ctxmt_cli" / "recipes" / "shortening2023"
+FOLDER = ROOT / "recipes" / "shortening2023"
 RECIPES = sorted(FOLDER.glob("*.yaml"))
 TINY = [
     "model.preset=null", "model.d_model=32", "model.ffn_dim=64", "model.heads=4",

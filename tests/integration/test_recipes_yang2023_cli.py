@@ -24,7 +24,7 @@ pytest.importorskip("ctxmt_cli.train.trainer")
 pytest.importorskip("ctxmt_cli.decode.translator")
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDER = ROOT / "ctxmt_cli" / "recipes" / "yang2023_hanoit"
+FOLDER = ROOT / "recipes" / "yang2023_hanoit"
 SCRIPT = FOLDER / "real_iwslt17.sh"
 MARUF = ROOT.parent / "shared" / "data" / "maruf2019" / "IWSLT2017"
 RECIPES = sorted(p for p in FOLDER.glob("table[134]_*.yaml")

@@ -7,10 +7,12 @@ the project, so the checkout gets no build/ folder; a few seconds.
 from __future__ import annotations
 
 import email
+import os
 import shutil
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +20,7 @@ import ctxmt_cli
 from tests.integration.conftest import ROOT
 
 PACKAGE = ROOT / "ctxmt_cli"
+RECIPES = ROOT / "recipes"
 
 
 def _setuptools_version() -> tuple[int, ...]:
@@ -30,9 +33,10 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
     if _setuptools_version() < (77,):
         pytest.skip("building needs setuptools >= 77 (the SPDX license string); pyproject.toml asks for it")
     src, dist = tmp_path_factory.mktemp("project"), tmp_path_factory.mktemp("dist")
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
+    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, src / name)
-    shutil.copytree(PACKAGE, src / "ctxmt_cli", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for folder in ("ctxmt_cli", "recipes"):
+        shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     result = subprocess.run([sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation",
                              "--no-index", "-q", "-w", str(dist)], cwd=src, capture_output=True, text=True,
                             timeout=300)
@@ -41,16 +45,19 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
     return zipfile.ZipFile(built)
 
 
-def _shipped(folder: str, pattern: str) -> set[str]:
-    return {f"ctxmt_cli/{p.relative_to(PACKAGE).as_posix()}" for p in (PACKAGE / folder).rglob(pattern)}
+def _shipped(folder: Path, pattern: str) -> set[str]:
+    """The wheel names of ``folder``'s files: the package's own, and the top-level recipes/ inside the package."""
+    inside = "ctxmt_cli/" + ("recipes" if folder == RECIPES else folder.relative_to(PACKAGE).as_posix())
+    return {f"{inside}/{p.relative_to(folder).as_posix()}" for p in folder.rglob(pattern) if p.is_file()}
 
 
 def test_the_wheel_carries_every_recipe_and_benchmark(wheel):
+    """The top-level recipes/ folder ships inside the package (setup.py's build hook), every file of it."""
     names = set(wheel.namelist())
-    recipes = _shipped("recipes", "*.yaml") | _shipped("recipes", "*.sh")
+    recipes = _shipped(RECIPES, "*.yaml") | _shipped(RECIPES, "*.sh")
     assert len(recipes) > 150 and recipes <= names
-    assert {p for p in _shipped("recipes", "*") if (ROOT / p).is_file()} <= names      # no other file left behind
-    benchmarks = _shipped("benchmarks", "*.py")
+    assert _shipped(RECIPES, "*") == recipes                         # nothing else lies in recipes/ to forget
+    benchmarks = _shipped(PACKAGE / "benchmarks", "*.py")
     assert "ctxmt_cli/benchmarks/train.py" in benchmarks and benchmarks <= names
     assert not any(n.startswith("tests/") for n in names)
 
@@ -66,3 +73,19 @@ def test_the_wheel_metadata_has_one_version_and_the_license(wheel):
     assert license_text == (ROOT / "LICENSE").read_text(encoding="utf-8")
     entry_points = wheel.read(f"ctxmt-{version}.dist-info/entry_points.txt").decode()
     assert "ctxmt = ctxmt_cli.cli:main" in entry_points
+
+
+def test_the_installed_wheel_lists_every_recipe_outside_a_checkout(wheel, tmp_path):
+    """Installed from the wheel and run where no checkout is, ``ctxmt recipes list`` finds every recipe."""
+    target = tmp_path / "site"
+    result = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--target",
+                             str(target), wheel.filename], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    where = subprocess.run([sys.executable, "-c", "import ctxmt_cli.recipe_catalog as c; print(c.RECIPES_DIR)"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert where.stdout.strip() == str(target / "ctxmt_cli" / "recipes"), where.stdout + where.stderr
+    listed = subprocess.run([sys.executable, "-m", "ctxmt_cli", "recipes", "list"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert f"{len(list(RECIPES.rglob('*.yaml')))} recipes;" in listed.stdout

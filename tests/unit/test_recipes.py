@@ -1,4 +1,4 @@
-"""Every packaged recipe (ctxmt_cli/recipes/) validates, says which paper row it reproduces, and matches its file name.
+"""Every packaged recipe (recipes/) validates, says which paper row it reproduces, and matches its file name.
 
 File names of the paper recipes spell the system: ``PAIR_base`` (sentence-level) or
 ``PAIR_sKtoK[_ENC][_pers][_pse|_pse128][_cd]`` with ENC one of shift (the pair's
@@ -17,7 +17,7 @@ from ctxmt_cli.cli.quickstart import DEFAULT_SYSTEMS
 from ctxmt_cli.config import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
-RECIPES = ROOT / "ctxmt_cli" / "recipes"
+RECIPES = ROOT / "recipes"
 ALL = sorted(RECIPES.rglob("*.yaml"))
 PAPER_DIRS = ("lupo2022_focused_concat", "lupo2023_sentence_position")
 PAPER = sorted(p for d in PAPER_DIRS for p in (RECIPES / d).glob("*.yaml"))

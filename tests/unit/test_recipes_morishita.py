@@ -17,7 +17,7 @@ from ctxmt_cli.config import load_recipe
 from tests.unit.test_recipes import header
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDER = ROOT / "ctxmt_cli" / "recipes" / "morishita2021_mbe"
+FOLDER = ROOT / "recipes" / "morishita2021_mbe"
 FILES = sorted(FOLDER.glob("*.yaml"))
 #: Table 1 rows of the baselines: file -> (row, ASPEC, WMT, IWSLT BLEU)
 BASELINES = {

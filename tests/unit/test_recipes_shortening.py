@@ -20,7 +20,7 @@ from ctxmt_cli.config import load_recipe
 from tests.unit.test_recipes import header
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDER = ROOT / "ctxmt_cli" / "recipes" / "shortening2023"
+FOLDER = ROOT / "recipes" / "shortening2023"
 FILES = sorted(FOLDER.glob("*.yaml"))
 
 PAIRS = {"en_de": ("En-De", 2, 6), "en_fr": ("En-Fr", 3, 7)}  # pair -> (title, results table, COMET table)

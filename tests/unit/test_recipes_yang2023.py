@@ -19,7 +19,7 @@ from ctxmt_cli.config import load_recipe
 from tests.unit.test_recipes import header
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDER = ROOT / "ctxmt_cli" / "recipes" / "yang2023_hanoit"
+FOLDER = ROOT / "recipes" / "yang2023_hanoit"
 OURS = sorted(FOLDER.glob("table[134]_*.yaml"))
 COLUMN = {"iwslt17": "IWSLT-2017", "nc2016": "NC-2016", "europarl": "Europarl", "wmt19": "WMT-2019"}
 SYSTEMS = {"transformer": "sentence", "ect": "concat", "dual_encoder": "caching", "hanoit": "hanoit"}

@@ -21,9 +21,9 @@
 # the real path works, not the paper's BLEU. The kept share of context tokens after HanoiT's selection layer
 # (Figure 4's statistic) is read from the last validation record of its metrics.jsonl.
 #
-# Usage (from anywhere; the checkout is the one holding this script, in ctxmt_cli/recipes/yang2023_hanoit/):
-#   bash ctxmt_cli/recipes/yang2023_hanoit/real_iwslt17.sh       # the full run: 2000 updates per system, beam 4
-#   UPDATES=20 TEST_TALKS=2 BEAM=1 THREADS=1 bash ctxmt_cli/recipes/yang2023_hanoit/real_iwslt17.sh   # a smoke run
+# Usage (from anywhere; the checkout is the one holding this script, in recipes/yang2023_hanoit/):
+#   bash recipes/yang2023_hanoit/real_iwslt17.sh       # the full run: 2000 updates per system, beam 4
+#   UPDATES=20 TEST_TALKS=2 BEAM=1 THREADS=1 bash recipes/yang2023_hanoit/real_iwslt17.sh   # a smoke run
 # With an installed ctxmt and no checkout: `ctxmt recipes copy yang2023_hanoit DIR`, then
 #   MARUF=... bash DIR/real_iwslt17.sh (the current folder stands in for the checkout).
 # Settings (environment): MARUF (folder of Maruf's IWSLT2017 files; default ../shared/data/maruf2019/IWSLT2017
@@ -32,7 +32,7 @@
 #   SYSTEMS ("sentence concat hanoit"; add hanoit_online), CTXMT (the ctxmt command).
 set -euo pipefail
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)   # ctxmt_cli/recipes/yang2023_hanoit/ -> the checkout
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)   # recipes/yang2023_hanoit/ -> the checkout
 [ -f "$REPO/pyproject.toml" ] || REPO=$PWD                       # a copy, or an installed package: the current folder
 MARUF=${MARUF:-$REPO/../shared/data/maruf2019/IWSLT2017}
 OUT=${OUT:-$REPO/runs/yang2023_hanoit/real_iwslt17}
