@@ -237,7 +237,6 @@ def quickstart_command(
 
     With --log-format json, stdout carries JSON lines only (the training runs' and a closing result); the tables
     go to stderr."""
-    from ctxmt_cli.quickstart import run_quickstart
 
     check_output_dir(out, "--out")
     run_quickstart(out, docs=docs, seed=seed, force=force, systems=systems, updates=updates, device=device,

@@ -15,8 +15,10 @@ from ctxmt_cli.errors import CtxmtError
 NAME = "lupo2022_focused_concat/en_de_s4to4_shift_cd"
 
 
-def test_the_recipes_live_inside_the_package_and_every_file_is_listed():
-    assert C.RECIPES_DIR.parent == Path(ctxmt_cli.__file__).resolve().parent
+def test_a_checkout_reads_its_top_level_recipes_and_every_file_is_listed():
+    """In a checkout the recipes are the top-level recipes/ folder (a wheel carries them inside the package:
+    tests/integration/test_wheel.py)."""
+    assert C.RECIPES_DIR == Path(ctxmt_cli.__file__).resolve().parents[1] / "recipes"
     on_disk = sorted(p for p in C.RECIPES_DIR.rglob("*.yaml"))
     listed = C.packaged_recipes()
     assert [r.path for r in listed] == on_disk and len(listed) > 150

@@ -16,7 +16,7 @@ import pytest
 from ctxmt_cli.config import load_recipe
 from tests.unit.test_recipes import header
 
-FOLDER = Path(__file__).resolve().parents[2] / "ctxmt_cli" / "recipes" / "yang2023_hanoit"
+FOLDER = Path(__file__).resolve().parents[2] / "recipes" / "yang2023_hanoit"
 BLEU = {"iwslt17": ("IWSLT-2017", "25.04"), "nc2016": ("NC-2016", "25.28"), "europarl": ("Europarl", "30.89"),
         "wmt19": ("WMT-2019", "38.55")}
 BILINGUAL = {"bilingual": True, "target_context": "first_pass", "first_pass_stream": "first-pass",
