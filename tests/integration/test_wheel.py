@@ -105,7 +105,7 @@ def test_the_installed_wheel_lists_every_recipe_outside_a_checkout(wheel, tmp_pa
     listed = subprocess.run([sys.executable, "-m", "ctxmt_cli", "recipes", "list"], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0, listed.stderr
-    assert f"{len(list(RECIPES.rglob('*.yaml')))} recipes;" in listed.stdout
+    assert f"{len(list(RECIPES.rglob('*.yaml')))} recipes;" in listed.stderr     # the count line goes to stderr
     where = subprocess.run([sys.executable, "-c", "import ctxmt_cli.data.cards as c; print(c.CARDS_DIR)"],
                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert where.stdout.strip() == str(target / "ctxmt_cli" / "corpora"), where.stdout + where.stderr
