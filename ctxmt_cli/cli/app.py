@@ -15,6 +15,7 @@ import typer
 from ctxmt_cli.cli import (
     analysis,
     benchmark,
+    data,
     docrepair,
     evaluate,
     export,
@@ -51,7 +52,8 @@ def _root(
 
 
 #: command groups in the order ``ctxmt --help`` lists their commands
-GROUPS = (prepare, train, translate, evaluate, quickstart, benchmark, analysis, docrepair, package, serve, export)
+GROUPS = (prepare, data, train, translate, evaluate, quickstart, benchmark, analysis, docrepair, package, serve,
+          export)
 for group in GROUPS:
     group.register(app)
 

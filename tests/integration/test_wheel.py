@@ -1,4 +1,5 @@
-"""The built wheel is self-contained: every recipe, every benchmark, the LICENSE and one version number.
+"""The built wheel is self-contained: every recipe, every corpus card, every benchmark, the LICENSE and one version
+number.
 
 Builds the wheel offline (``pip wheel . --no-deps --no-build-isolation``, the installed setuptools) from a copy of
 the project, so the checkout gets no build/ folder; a few seconds.
@@ -21,6 +22,7 @@ from tests.integration.conftest import ROOT
 
 PACKAGE = ROOT / "ctxmt_cli"
 RECIPES = ROOT / "recipes"
+CARDS = ROOT / "data"
 
 
 def _setuptools_version() -> tuple[int, ...]:
@@ -37,6 +39,11 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
         shutil.copy(ROOT / name, src / name)
     for folder in ("ctxmt_cli", "recipes"):
         shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    (src / "data").mkdir()
+    for card in CARDS.glob("*.yaml"):                   # the cards, never a prepared dataset of data/NAME/
+        shutil.copy(card, src / "data" / card.name)
+    (src / "data" / "prepared").mkdir()                 # a prepared dataset beside them must stay behind
+    (src / "data" / "prepared" / "meta.yaml").write_text("{}\n", encoding="utf-8")
     result = subprocess.run([sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation",
                              "--no-index", "-q", "-w", str(dist)], cwd=src, capture_output=True, text=True,
                             timeout=300)
@@ -62,6 +69,15 @@ def test_the_wheel_carries_every_recipe_and_benchmark(wheel):
     assert not any(n.startswith("tests/") for n in names)
 
 
+def test_the_wheel_carries_every_corpus_card(wheel):
+    """The top-level data/*.yaml cards ship inside the package as ctxmt_cli/corpora/NAME.yaml, and nothing else of
+    data/ (a prepared dataset written there stays behind)."""
+    names = set(wheel.namelist())
+    cards = {f"ctxmt_cli/corpora/{p.name}" for p in CARDS.glob("*.yaml")}
+    assert len(cards) >= 11 and cards <= names
+    assert {n for n in names if n.startswith("ctxmt_cli/corpora/")} == cards
+
+
 def test_the_wheel_metadata_has_one_version_and_the_license(wheel):
     version = ctxmt_cli.__version__
     meta = email.message_from_bytes(wheel.read(f"ctxmt-{version}.dist-info/METADATA"))
@@ -76,7 +92,8 @@ def test_the_wheel_metadata_has_one_version_and_the_license(wheel):
 
 
 def test_the_installed_wheel_lists_every_recipe_outside_a_checkout(wheel, tmp_path):
-    """Installed from the wheel and run where no checkout is, ``ctxmt recipes list`` finds every recipe."""
+    """Installed from the wheel and run where no checkout is, ``ctxmt recipes list`` finds every recipe and
+    ``ctxmt data list`` every corpus card."""
     target = tmp_path / "site"
     result = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--target",
                              str(target), wheel.filename], capture_output=True, text=True, timeout=300)
@@ -88,4 +105,12 @@ def test_the_installed_wheel_lists_every_recipe_outside_a_checkout(wheel, tmp_pa
     listed = subprocess.run([sys.executable, "-m", "ctxmt_cli", "recipes", "list"], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0, listed.stderr
-    assert f"{len(list(RECIPES.rglob('*.yaml')))} recipes;" in listed.stdout
+    assert f"{len(list(RECIPES.rglob('*.yaml')))} recipes;" in listed.stderr     # the count line goes to stderr
+    where = subprocess.run([sys.executable, "-c", "import ctxmt_cli.data.cards as c; print(c.CARDS_DIR)"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert where.stdout.strip() == str(target / "ctxmt_cli" / "corpora"), where.stdout + where.stderr
+    cards = subprocess.run([sys.executable, "-m", "ctxmt_cli", "data", "list"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert cards.returncode == 0, cards.stderr
+    assert f"{len(list(CARDS.glob('*.yaml')))} corpus cards;" in cards.stderr
+    assert "europarl_enfr" in cards.stdout and "data/europarl_enfr_8k" in cards.stdout
