@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from ctxmt_cli.data.formats import LocatedDoc, fail, read_lines
+from ctxmt_cli.data.lines import LocatedDoc, fail, read_lines
 from ctxmt_cli.data.text_input import JsonInputError, json_kind, load_json
 
 

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from ctxmt_cli.data.formats import LocatedDoc, fail, read_lines
+from ctxmt_cli.data.lines import LocatedDoc, fail, read_lines
 from ctxmt_cli.errors import CtxmtError
 
 _TOKEN = re.compile(

@@ -24,7 +24,8 @@ from pathlib import Path
 from ctxmt_cli.data.clean import REASONS, CleanRules, new_counts
 from ctxmt_cli.data.compressed import resolve_input
 from ctxmt_cli.data.encode_pool import EncodeJob, default_workers, encode_chunks
-from ctxmt_cli.data.formats import FORMATS, auto_docids_note, count_lines, iter_parallel_located
+from ctxmt_cli.data.formats import FORMATS, auto_docids_note, iter_parallel_located
+from ctxmt_cli.data.lines import count_lines
 from ctxmt_cli.data.store import FORMAT_VERSION, REFERENCE_FILE, SPLIT_NAME, SplitWriter, choose_dtype, write_meta
 from ctxmt_cli.data.tokenize import BRK, SPECIAL_IDS, Tokenizer
 from ctxmt_cli.data.vocabulary import reuse_models, train_models, write_sample

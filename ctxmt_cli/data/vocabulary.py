@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ctxmt_cli.data.formats import count_lines, iter_parallel_located
+from ctxmt_cli.data.formats import iter_parallel_located
+from ctxmt_cli.data.lines import count_lines
 from ctxmt_cli.data.tokenize import MosesProcessor, Tokenizer, train_sentencepiece
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.paths import check_input_file

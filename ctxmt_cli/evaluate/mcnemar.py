@@ -12,7 +12,7 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from ctxmt_cli.data.formats import read_lines
+from ctxmt_cli.data.lines import read_lines
 from ctxmt_cli.data.text_input import load_json
 from ctxmt_cli.errors import CtxmtError
 

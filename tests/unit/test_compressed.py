@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from ctxmt_cli.data.compressed import compression, open_binary, resolve_input
-from ctxmt_cli.data.formats import count_lines, iter_parallel_located, read_lines
+from ctxmt_cli.data.formats import iter_parallel_located
+from ctxmt_cli.data.lines import count_lines, read_lines
 from ctxmt_cli.data.prepare import resolve_split_input
 from ctxmt_cli.errors import CtxmtError
 

@@ -56,7 +56,7 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Optional
 
-from ctxmt_cli.data.formats import fail, read_lines
+from ctxmt_cli.data.lines import fail, read_lines
 from ctxmt_cli.data.text_input import JsonInputError, load_json
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ctxmt_cli.data.formats import read_lines
+from ctxmt_cli.data.lines import read_lines
 from ctxmt_cli.data.text_input import JsonInputError, json_kind, load_json
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet

@@ -56,7 +56,7 @@ from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Optional
 
-from ctxmt_cli.data.formats import fail
+from ctxmt_cli.data.lines import fail
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet
 from ctxmt_cli.evaluate.testsets.contrapro import (
