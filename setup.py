@@ -28,15 +28,17 @@ class BuildPyWithRecipes(build_py):
         if getattr(self, "editable_mode", False):
             return                                   # an editable install reads the checkout's folders directly
         package = Path(self.build_lib) / "ctxmt_cli"
-        for pattern in SHIPPED:
-            for path in RECIPES.rglob(pattern):
-                out = package / "recipes" / path.relative_to(RECIPES)
-                out.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(path, out)
-        for path in sorted(CARDS.glob("*.yaml")):    # the cards only: never a prepared dataset of data/NAME/
-            out = package / "corpora" / path.name
-            out.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, out)
+        recipes = [path for pattern in SHIPPED for path in RECIPES.rglob(pattern)]
+        _copy(recipes, RECIPES, package / "recipes")
+        _copy(CARDS.glob("*.yaml"), CARDS, package / "corpora")   # the cards only: never a prepared data/NAME/
+
+
+def _copy(paths, source: Path, target: Path) -> None:
+    """Copy ``paths`` (files under ``source``) to the same places under ``target``."""
+    for path in paths:
+        out = target / path.relative_to(source)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, out)
 
 
 setup(cmdclass={"build_py": BuildPyWithRecipes})

@@ -414,9 +414,10 @@ UniqueKeyLoader.yaml_implicit_resolvers = {
 UniqueKeyLoader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
 
 
-def _read_yaml(path: Path) -> Any:
-    """The YAML content of a recipe file; bad bytes, bad syntax and duplicate keys are one line each."""
-    text = read_recipe_text(path)
+def read_yaml_file(path: Path, kind: str = "recipe") -> Any:
+    """The YAML content of a recipe file (or another typed YAML file: ``kind``, e.g. a corpus card); bad bytes, bad
+    syntax and duplicate keys are one line each."""
+    text = read_recipe_text(path, kind)
     try:
         return yaml.load(text, Loader=UniqueKeyLoader)
     except DuplicateKeyError as err:
@@ -425,13 +426,15 @@ def _read_yaml(path: Path) -> Any:
     except yaml.YAMLError as err:
         where = getattr(err, "problem_mark", None)
         line = f" line {where.line + 1}" if where is not None else ""
-        raise CtxmtError(f"{path}:{line} is not valid YAML ({type(err).__name__}); fix the syntax") from None
+        problem = " ".join(str(getattr(err, "problem", None) or type(err).__name__).split())
+        raise CtxmtError(f"{path}:{line} is not valid YAML ({problem}); fix the syntax (quote a value holding "
+                         "{ } [ ] or ': ')") from None
 
 
 def load_recipe(path: str | Path, overrides: Optional[list[str]] = None) -> Recipe:
     """Read, override and validate a recipe: a YAML file, or the name of a packaged recipe (``ctxmt recipes list``)."""
     path = resolve_recipe(path)
-    raw = _read_yaml(path)
+    raw = read_yaml_file(path)
     if raw is None:                   # an empty file, or comments only: most likely the wrong file, not "defaults"
         raise CtxmtError(f"{path}: the recipe is empty (no data/model/train/decode sections); give the right file, "
                          "or start from a packaged one: ctxmt recipes copy quickstart/concat DIR")

@@ -26,15 +26,15 @@ from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.outputs import copy_atomic, remove_stale
 
 
-def _recipes_dir() -> Path:
-    """The recipes: inside the package in an installed wheel (setup.py copies them there), else the checkout's
-    top-level ``recipes/`` folder (a checkout, an editable install)."""
-    packaged = Path(__file__).resolve().parent / "recipes"
-    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[1] / "recipes"
+def shipped_folder(inside: str, top: str) -> Path:
+    """A folder of files that ship with ctxmt: ``ctxmt_cli/INSIDE`` in an installed wheel (setup.py copies it
+    there), else the checkout's top-level ``TOP/`` folder (a checkout, an editable install)."""
+    packaged = Path(__file__).resolve().parent / inside
+    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[1] / top
 
 
 #: the packaged recipes, one folder per paper (or the quickstart's systems)
-RECIPES_DIR = _recipes_dir()
+RECIPES_DIR = shipped_folder("recipes", "recipes")
 SUFFIXES = (".yaml", ".yml")
 #: how a checkout's commands spell a recipe (and spelled it while the folder sat inside the package)
 LEGACY_PREFIXES = ("./recipes/", "recipes/", "ctxmt_cli/recipes/")
@@ -142,14 +142,15 @@ def resolve_recipe(arg: str | Path) -> Path:
     return find_packaged(str(arg))
 
 
-def read_recipe_text(path: Path) -> str:
-    """A recipe file's text; bytes that are not UTF-8 (a binary file, a Latin-1 file) are one line naming the line."""
+def read_recipe_text(path: Path, kind: str = "recipe") -> str:
+    """A recipe file's (or another YAML file's: ``kind``) text; bytes that are not UTF-8 (a binary file, a Latin-1
+    file) are one line naming the line."""
     data = Path(path).read_bytes()
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
         line = data[: err.start].count(b"\n") + 1
-        raise CtxmtError(f"{path}:{line}: not UTF-8 text (byte 0x{data[err.start]:02x}); a recipe is a YAML text "
+        raise CtxmtError(f"{path}:{line}: not UTF-8 text (byte 0x{data[err.start]:02x}); a {kind} is a YAML text "
                          "file: give the right file, or save it as UTF-8 (e.g. iconv -f LATIN1 -t UTF-8)") from None
 
 

@@ -18,26 +18,18 @@ import shlex
 from pathlib import Path
 from typing import Literal, Optional
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ctxmt_cli.config import DuplicateKeyError, UniqueKeyLoader
+from ctxmt_cli.config import read_yaml_file
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.recipe_catalog import packaged_recipes
+from ctxmt_cli.recipe_catalog import packaged_recipes, shipped_folder
 
 SplitName = Literal["train", "valid", "test"]
 LIST_HINT = "see `ctxmt data list` for the corpus cards"
 
 
-def _cards_dir() -> Path:
-    """The cards: inside the package in an installed wheel (setup.py copies them there), else the checkout's
-    top-level ``data/`` folder (a checkout, an editable install)."""
-    packaged = Path(__file__).resolve().parents[1] / "corpora"
-    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[2] / "data"
-
-
-#: the corpus cards, one ``NAME.yaml`` per corpus
-CARDS_DIR = _cards_dir()
+#: the corpus cards, one ``NAME.yaml`` per corpus (``ctxmt_cli/corpora/`` in a wheel, ``data/`` in a checkout)
+CARDS_DIR = shipped_folder("corpora", "data")
 
 
 class CardSection(BaseModel):
@@ -178,32 +170,10 @@ def _error_line(err: ValidationError, source: Path) -> str:
     return f"{source}: {path}: {msg}{shown}{more}"
 
 
-def _read_yaml(path: Path) -> object:
-    """A card file's YAML content; bad bytes, bad syntax and duplicate keys are one line each."""
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        raise CtxmtError(f"{path}:{line}: not UTF-8 text (byte 0x{data[err.start]:02x}); save the card as UTF-8") \
-            from None
-    try:
-        return yaml.load(text, Loader=UniqueKeyLoader)
-    except DuplicateKeyError as err:
-        raise CtxmtError(f"{path}:{err.line}: key '{err.key}' is given twice (first at line {err.first}); keep one") \
-            from None
-    except yaml.YAMLError as err:
-        where = getattr(err, "problem_mark", None)
-        line = f"{where.line + 1}:" if where is not None else ""
-        problem = " ".join(str(getattr(err, "problem", None) or type(err).__name__).split())
-        raise CtxmtError(f"{path}:{line} not valid YAML ({problem}); fix the syntax (quote a value holding "
-                         "{ } [ ] or ': ')") from None
-
-
 def load_card(path: str | Path) -> Card:
     """Read and validate one card; any problem is one CtxmtError line naming the file and the key path."""
     path = Path(path)
-    raw = _read_yaml(path)
+    raw = read_yaml_file(path, "corpus card")
     if not isinstance(raw, dict):
         raise CtxmtError(f"{path}: a card is a YAML mapping (name, title, languages, ...); this file holds "
                          f"{type(raw).__name__}: give a card file")

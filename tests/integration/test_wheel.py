@@ -99,18 +99,20 @@ def test_the_installed_wheel_lists_every_recipe_outside_a_checkout(wheel, tmp_pa
                              str(target), wheel.filename], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     env = {**os.environ, "PYTHONPATH": str(target)}
-    where = subprocess.run([sys.executable, "-c", "import ctxmt_cli.recipe_catalog as c; print(c.RECIPES_DIR)"],
-                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+
+    def python(*args: str) -> subprocess.CompletedProcess:
+        """The installed wheel's Python, run outside the checkout."""
+        return subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=120)
+
+    where = python("-c", "import ctxmt_cli.recipe_catalog as c; print(c.RECIPES_DIR)")
     assert where.stdout.strip() == str(target / "ctxmt_cli" / "recipes"), where.stdout + where.stderr
-    listed = subprocess.run([sys.executable, "-m", "ctxmt_cli", "recipes", "list"], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=120)
+    listed = python("-m", "ctxmt_cli", "recipes", "list")
     assert listed.returncode == 0, listed.stderr
     assert f"{len(list(RECIPES.rglob('*.yaml')))} recipes;" in listed.stderr     # the count line goes to stderr
-    where = subprocess.run([sys.executable, "-c", "import ctxmt_cli.data.cards as c; print(c.CARDS_DIR)"],
-                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    where = python("-c", "import ctxmt_cli.data.cards as c; print(c.CARDS_DIR)")
     assert where.stdout.strip() == str(target / "ctxmt_cli" / "corpora"), where.stdout + where.stderr
-    cards = subprocess.run([sys.executable, "-m", "ctxmt_cli", "data", "list"], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=120)
+    cards = python("-m", "ctxmt_cli", "data", "list")
     assert cards.returncode == 0, cards.stderr
     assert f"{len(list(CARDS.glob('*.yaml')))} corpus cards;" in cards.stderr
     assert "europarl_enfr" in cards.stdout and "data/europarl_enfr_8k" in cards.stdout
