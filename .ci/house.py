@@ -1,0 +1,99 @@
+"""The house measures: module and function sizes, the core's size, and family-flag checks outside the families.
+
+    python .ci/house.py            # print every measure and what breaks its goal
+    python .ci/house.py --check    # the same, exit 1 when a goal is missed (CI)
+
+Goals: no module over 400 lines; no function over 50 lines or 10 parameters; the core (``ctxmt_cli/core``)
+under 1,400 lines; no code outside a family's own folder (``ctxmt_cli/models/<family>/``) asks which family it
+runs through a family's flag (the attributes in ``FAMILY_FLAGS``). Lines are physical lines, as ``wc -l``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+import tokenize
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "ctxmt_cli"
+MODULE_LINES, FUNCTION_LINES, PARAMETERS, CORE_LINES = 400, 50, 10, 1400
+#: a family's own flags: code that reads them outside the family's folder asks which family it runs
+FAMILY_FLAGS = re.compile(r"\bbatch_scheme\s*\.\s*groups\b|\breads_target_concat\s*\(|\.\s*src_next_sentences\b"
+                          r"|\bfamily\s*==|\b(?:cfg|model)\s*\.\s*bilingual\b")
+
+
+def modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def family_folders() -> list[Path]:
+    """``ctxmt_cli/models/<family>/``: every folder of the models package (each one family)."""
+    return [p for p in (PACKAGE / "models").iterdir() if p.is_dir() and p.name != "__pycache__"]
+
+
+def long_functions(path: Path) -> list[str]:
+    """Functions of ``path`` over the line or parameter limit, as ``module:line name (N lines, M parameters)``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        a = node.args
+        params = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs if p.arg not in ("self", "cls")]
+        params += [x.arg for x in (a.vararg, a.kwarg) if x is not None]
+        lines = node.end_lineno - min([node.lineno] + [d.lineno for d in node.decorator_list]) + 1
+        if lines > FUNCTION_LINES or len(params) > PARAMETERS:
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines, {len(params)} parameters)")
+    return found
+
+
+def flag_checks() -> list[str]:
+    """Lines outside the family folders (and the recipe schema, which declares the flags) reading a family flag."""
+    own = family_folders()
+    found = []
+    for path in modules():
+        if any(folder in path.parents for folder in own) or path.name.startswith("config"):
+            continue
+        lines = path.read_text().splitlines()
+        for number, code in _code_lines(path):
+            if FAMILY_FLAGS.search(code):
+                found.append(f"{path.relative_to(ROOT)}:{number} {lines[number - 1].strip()}")
+    return found
+
+
+def _code_lines(path: Path) -> list[tuple[int, str]]:
+    """(line number, code) of ``path`` without its comments and string literals (docstrings name flags)."""
+    code: dict[int, str] = {}
+    with path.open("rb") as f:
+        for tok in tokenize.tokenize(f.readline):
+            if tok.type not in (tokenize.COMMENT, tokenize.STRING, tokenize.ENCODING) and tok.string.strip():
+                code[tok.start[0]] = code.get(tok.start[0], "") + " " + tok.string
+    return sorted(code.items())
+
+
+def measure() -> dict[str, list[str]]:
+    """Every measure's breaches, by goal."""
+    sizes = {p: len(p.read_text().splitlines()) for p in modules()}
+    core = sum(n for p, n in sizes.items() if (PACKAGE / "core") in p.parents)
+    return {
+        f"modules over {MODULE_LINES} lines": [f"{p.relative_to(ROOT)} ({n})" for p, n in sizes.items()
+                                               if n > MODULE_LINES],
+        f"functions over {FUNCTION_LINES} lines or {PARAMETERS} parameters": [f for p in sizes for f in long_functions(p)],
+        f"core over {CORE_LINES} lines": [f"ctxmt_cli/core ({core})"] if core >= CORE_LINES else [],
+        "family-flag checks outside models/<family>/": flag_checks(),
+    }
+
+
+def main(argv: list[str]) -> int:
+    missed = 0
+    for goal, breaches in measure().items():
+        print(f"{goal}: {len(breaches)}")
+        for b in breaches:
+            print(f"  {b}")
+        missed += bool(breaches)
+    return 1 if missed and "--check" in argv else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
