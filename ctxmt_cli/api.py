@@ -58,7 +58,8 @@ def load(checkpoint: Union[str, Path], device: str = "auto", *, first_pass: Unio
     ``engine="ctranslate2"``: ``checkpoint`` is a folder ``ctxmt export ctranslate2`` wrote, translated by
     CTranslate2 with the same windows (:mod:`ctxmt_cli.export.ct2_engine`; translation only).
     """
-    from ctxmt_cli.decode.bilingual import check_first_pass, check_first_pass_model
+    from ctxmt_cli.decode.bilingual import check_first_pass_model
+    from ctxmt_cli.models.families import inputs_of
     from ctxmt_cli.models.loading import load_model
 
     path = Path(checkpoint)
@@ -67,7 +68,7 @@ def load(checkpoint: Union[str, Path], device: str = "auto", *, first_pass: Unio
     loaded = load_model(path, device=device)
     model = Model(loaded, path)
     if first_pass is not None:
-        check_first_pass(loaded.model, [], [])                         # a model that reads no first pass: refused
+        inputs_of(loaded.recipe.model).check_first_pass([], [])        # a model that reads no first pass: refused
         model.first_pass_model = Model(load_model(Path(first_pass), device=device), Path(first_pass))
         check_first_pass_model(model.first_pass_model.loaded, loaded, first_pass, path)
     if repair is not None:
@@ -207,7 +208,7 @@ class Model:
     def _settings(self, beam, lenpen, nbest, scores, mode, context, batch_docs, group_sentences, group_order):
         """The decoding settings of one call: the arguments given, the recipe's for the others."""
         from ctxmt_cli.decode.translator import MODES, DecodeSettings
-        from ctxmt_cli.models import context_sentences, next_sentences
+        from ctxmt_cli.models.families import context_sentences, next_sentences
 
         recipe = self.loaded.recipe
         dec = recipe.decode
@@ -230,15 +231,16 @@ class Model:
     def _first_pass(self, docs: list[Document], batch_docs: Optional[int]) -> Optional[list[list[str]]]:
         """Each document's first pass for a bilingual model (the given one, completed by the first-pass model);
         None for any other model."""
-        from ctxmt_cli.decode.bilingual import check_first_pass, reads_target_concat
+        from ctxmt_cli.models.families import inputs_of
 
-        if not reads_target_concat(self.loaded.model):
+        inputs = inputs_of(self.loaded.recipe.model)
+        if not inputs.target_concat:
             if any(d.first_pass is not None for d in docs):
-                check_first_pass(self.loaded.model, [], [])            # refused: the model reads none
+                inputs.check_first_pass([], [])                        # refused: the model reads none
             return None
         missing = [i for i, d in enumerate(docs) if len(d.first_pass or ()) < len(d.src)]
         if missing and self.first_pass_model is None:
-            check_first_pass(self.loaded.model, [d.src for d in docs], None)   # refused: no first-pass model
+            inputs.check_first_pass([d.src for d in docs], None)      # refused: no first-pass model
         firsts = [list(d.first_pass or []) for d in docs]
         if missing:                                                    # the given first pass is its prefix
             done = self.first_pass_model.translate(

@@ -3,8 +3,8 @@
 A recipe has four sections — ``data``, ``model``, ``train``, ``decode`` — each a
 pydantic model with ``extra="forbid"``, so a misspelt key is an error that names
 the file and the key path. ``--set a.b=c`` overrides go through the same schema.
-The model section is a union discriminated by ``family``; adding a family means
-adding its config class here and to :data:`ModelConfig`.
+The model section is a union discriminated by ``family``; a family's config class lives in its folder
+(``ctxmt_cli/models/<family>/config.py``) and joins :data:`ModelConfig` here.
 
 This module must not import torch: ``ctxmt --help`` and ``--dry-run`` stay fast.
 """
@@ -20,8 +20,12 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from ctxmt_cli.config_base import PRESETS, ModelBase, Section  # noqa: F401 (re-exported)
-from ctxmt_cli.config_hanoit import HanoiTConfig
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.models.caching.config import CachingConfig
+from ctxmt_cli.models.concat.config import ConcatConfig, PSEConfig, ShiftPair  # noqa: F401 (re-exported)
+from ctxmt_cli.models.hanoit.config import HanoiTConfig
+from ctxmt_cli.models.mbe.config import MbeConfig
+from ctxmt_cli.models.sentence.config import SentenceConfig
 from ctxmt_cli.recipe_catalog import read_recipe_text, resolve_recipe
 
 
@@ -38,171 +42,6 @@ class DataConfig(Section):
     bucket_width: int = Field(1, ge=1, description="length bucketing granularity in tokens (1: exact lengths, random order among equals)")
 
 
-class ShiftPair(Section):
-    """A resolved segment shift per side (``shift: auto`` becomes one of these)."""
-
-    src: int = Field(ge=0, description="position shift per sentence of the source window")
-    tgt: int = Field(ge=0, description="position shift per sentence of the target window")
-
-
-class PSEConfig(Section):
-    """Position-segment embedding: concatenate a (d_model - d_se) position code with a d_se segment code."""
-
-    d_se: int = Field(ge=1, description="width of the segment code (smaller than d_model)")
-
-
-class SentenceConfig(ModelBase):
-    """Sentence-level Transformer (Vaswani et al., 2017): no context."""
-
-    family: Literal["sentence"] = Field("sentence", description="the family this section configures")
-
-
-class ConcatConfig(ModelBase):
-    """Sliding-window concatenation sKtoK / sKto1 (Lupo et al. 2022, 2023)."""
-
-    family: Literal["concat"] = Field("concat", description="the family this section configures")
-    src_context_sentences: int = Field(3, ge=0, le=64, description="previous source sentences in the window (K-1)")
-    tgt_context_sentences: int = Field(3, ge=0, le=64, description="previous target sentences (0 = sKto1)")
-    cd: float = Field(1.0, ge=0.0, le=1.0, description="context discount: L = cd * L_context + L_current")
-    cd_normalize: Literal["window_tokens", "weight_sum"] = Field(
-        "window_tokens", description="the discounted loss's divisor: the window's target tokens (the authors' code) "
-        "or the sum of the token weights")
-    shift: Union[None, Literal["auto", "per-window"], int, ShiftPair] = Field(
-        None, description="segment-shifted positions: auto (mean sentence length), an int, per-window"
-    )
-    segment: Optional[Literal["onehot", "sinusoidal", "learned"]] = Field(
-        None, description="segment embedding added to the positions (sentence index from the right; none by default)")
-    persistent: bool = Field(False, description="add the position/segment encodings to every layer's input")
-    pse: Optional[PSEConfig] = Field(None, description="position-segment embedding: positions and segments "
-                                                     "concatenated instead of added")
-    context_order: Literal["previous", "random"] = Field(
-        "previous", description="training windows' context: the previous sentences, or sentences drawn at random "
-        "from the same document, re-drawn each epoch (Morishita et al. 2021, footnote 3: for corpora whose "
-        "in-document order is lost); validation, translation and scoring use the previous sentences")
-
-    @model_validator(mode="after")
-    def _check_concat(self) -> "ConcatConfig":
-        if self.pse is not None:
-            if self.segment is None:
-                raise ValueError("pse needs a segment encoding: set segment to onehot, sinusoidal or learned")
-            if self.pse.d_se >= self.d_model:
-                raise ValueError(f"pse.d_se ({self.pse.d_se}) must be smaller than d_model ({self.d_model})")
-            if self.segment == "onehot" and self.pse.d_se < self.max_segments:
-                raise ValueError(f"onehot pse needs d_se >= {self.max_segments} (sentences per window)")
-        if self.cd < 1.0 and self.tgt_context_sentences == 0:
-            raise ValueError("cd < 1 discounts target context, but tgt_context_sentences is 0")
-        if self.shift is not None and isinstance(self.shift, int) and self.shift < 0:
-            raise ValueError("shift must be >= 0")
-        if self.context_order == "random" and self.max_segments == 1:
-            raise ValueError("context_order: random draws context sentences, but src_context_sentences and "
-                             "tgt_context_sentences are 0: set one of them >= 1 (or context_order: previous)")
-        return self
-
-    @property
-    def max_segments(self) -> int:
-        """Number of sentences in the longest window (segment index range)."""
-        return max(self.src_context_sentences, self.tgt_context_sentences) + 1
-
-
-AGGREGATING = ("sentence", "pooling", "grouping", "selecting")
-#: the reprs with a shortening module (eq. 1-4, then eq. 2)
-SHORTENING = ("pooling", "grouping", "selecting")
-
-
-class CachingConfig(ModelBase):
-    """Caching multi-encoder with sequence shortening ("Sequence Shortening for Context-Aware MT", 2023).
-
-    ``encoder: separate`` with ``repr: tokens`` and ``integration: concat`` is the paper's multi-encoder baseline.
-    """
-
-    family: Literal["caching"] = Field("caching", description="the family this section configures")
-    src_context_sentences: int = Field(1, ge=0, le=64, description="previous source sentences used as context")
-    repr: Literal["tokens", "sentence", "pooling", "grouping", "selecting"] = Field(
-        "tokens", description="what is cached per sentence: every token, the mean, or a shortened sequence")
-    pooling: Optional[Literal["max", "avg", "linear"]] = Field(None, description="repr: pooling only")
-    pool_size: int = Field(2, ge=1, description="pooling: tokens per pooled group (k)")
-    groups: Optional[int] = Field(None, ge=1, description="grouping/selecting: number of groups (K)")
-    normalizer: Literal["softmax", "sparsemax"] = Field(
-        "sparsemax", description="grouping/selecting: how token scores become group weights")
-    categorizer_hidden: int = Field(512, ge=1, description="grouping/selecting: hidden units of the categorising FFN")
-    include_current: Optional[bool] = Field(
-        None, description="add the current sentence's own representation to the context (default: aggregating reprs)")
-    integration: Literal["sequential", "parallel", "concat"] = Field(
-        "sequential", description="context attention after cross-attention, beside it, or context joined to the encoder output")
-    gate: bool = Field(False, description="sigmoid gate on the context-attention branch (eq. 5)")
-    encoder: Literal["shared", "separate"] = Field("shared", description="separate = unshared context encoder (multi-encoder)")
-    grad_context_sentences: int = Field(
-        0, ge=0, description="nearest context sentences whose *encoder* pass gets gradient; 0 (the paper's code): "
-        "every context sentence is encoded without autograd, the encoder learns from the current sentence only")
-    shortening_grad_context_sentences: Optional[int] = Field(
-        None, ge=0, description="pooling/grouping/selecting: nearest context sentences whose shortening gets gradient, "
-        "detached beyond (the paper: 2 for grouping, 1 for selecting); null = every context sentence")
-    shortening_dropout: float = Field(
-        0.0, ge=0.0, lt=1.0, description="dropout on the attention branch of eq. 2 (the paper's code has none)")
-    segment_embeddings: bool = Field(True, description="learned embedding of each context sentence's slot")
-    context_positions: bool = Field(True, description="learned positions of the tokens inside each context sentence")
-
-    @property
-    def current_in_context(self) -> bool:
-        """Whether the current sentence's own representation joins the context."""
-        return self.repr in AGGREGATING if self.include_current is None else self.include_current
-
-    @model_validator(mode="after")
-    def _check_caching(self) -> "CachingConfig":
-        if (self.repr == "pooling") != (self.pooling is not None):
-            raise ValueError("repr: pooling needs pooling: max | avg | linear (and pooling is only for repr: pooling)")
-        if (self.repr in ("grouping", "selecting")) != (self.groups is not None):
-            raise ValueError(f"repr: {self.repr} {'needs' if self.groups is None else 'does not use'} groups "
-                             "(the number of groups K, only for grouping/selecting)")
-        if self.integration == "concat" and self.gate:
-            raise ValueError("gate applies to a context-attention branch; integration: concat has none")
-        self._check_gradient()
-        return self
-
-    def _check_gradient(self) -> None:
-        """Cross-field checks of the two gradient-blocking options."""
-        n_enc, n_short = self.grad_context_sentences, self.shortening_grad_context_sentences
-        if self.encoder == "separate" and n_enc == 0 and not self.current_in_context:
-            raise ValueError("the separate context encoder would never get a gradient: set "
-                             "grad_context_sentences >= 1 (or include_current: true)")
-        for name, n in (("grad_context_sentences", n_enc), ("shortening_grad_context_sentences", n_short)):
-            if n is not None and n > self.src_context_sentences:
-                raise ValueError(f"{name} ({n}) exceeds src_context_sentences ({self.src_context_sentences})")
-        if n_short is not None and self.repr not in SHORTENING:
-            raise ValueError(f"shortening_grad_context_sentences applies to repr {' | '.join(SHORTENING)} (a "
-                             f"shortening module); repr: {self.repr} has none: set it to null")
-        if n_short is not None and n_enc > n_short:
-            raise ValueError(f"grad_context_sentences ({n_enc}) exceeds shortening_grad_context_sentences "
-                             f"({n_short}): a detached entry passes no gradient back to the encoder")
-        if self.shortening_dropout > 0 and self.repr not in SHORTENING:
-            raise ValueError(f"shortening_dropout applies to repr {' | '.join(SHORTENING)} (eq. 2); "
-                             f"repr: {self.repr} has no eq. 2: set it to 0")
-
-
-class MbeConfig(ModelBase):
-    """Mini-batch Embedding (Morishita et al. 2021): a summary z of the sentences of one document group."""
-
-    family: Literal["mbe"] = Field("mbe", description="the family this section configures")
-    placement: Literal["encoder", "decoder", "both"] = Field(
-        "encoder", description="where z is an extra input position (eq. 3): encoder, decoder or both")
-    gate: bool = Field(True, description="z~ = P(same document | z) * z (eqs. 5-8); false = MBE w/o Gate")
-    classifier_weight: float = Field(1.0, ge=0.0, description="lambda of eq. 7: L = L_NMT + lambda * L_MB")
-    classifier_loss: Literal["per_sentence", "per_group"] = Field(
-        "per_sentence", description="the classifier's loss per sentence, label-smoothed (the public code), or per group")
-    classifier_label_smoothing: float = Field(0.1, ge=0.0, lt=1.0, description="per_sentence: label smoothing")
-    mixed_groups: float = Field(
-        0.5, ge=0.0, lt=1.0, description="gate: share of training sentences in mixed-document groups (1:1 = 0.5)")
-    group_tokens: int = Field(3000, ge=8, description="a training group's budget (padded tokens); larger "
-                              "documents are length-sorted and split into several groups")
-    summary_dropout: Optional[float] = Field(None, ge=0.0, lt=1.0, description="dropout on z (default: dropout)")
-
-    @model_validator(mode="after")
-    def _check_mbe(self) -> "MbeConfig":
-        if not self.gate and self.mixed_groups > 0 and "mixed_groups" in self.model_fields_set:
-            raise ValueError("mixed_groups trains the gate's classifier; with gate: false there is none (set 0)")
-        return self
-
-
 #: The model section: one config class per family, chosen by ``family``.
 ModelConfig = Annotated[Union[SentenceConfig, ConcatConfig, CachingConfig, MbeConfig, HanoiTConfig],
                         Field(discriminator="family")]
@@ -210,6 +49,7 @@ ModelConfig = Annotated[Union[SentenceConfig, ConcatConfig, CachingConfig, MbeCo
 FAMILY_CONFIGS: dict[str, type[ModelBase]] = {
     cls.model_fields["family"].default: cls for cls in get_args(get_args(ModelConfig)[0])
 }
+
 
 
 class TrainConfig(Section):

@@ -1,7 +1,7 @@
 """The recipe schema's base classes: a section, the architecture presets and the model fields every family shares.
 
 Split from :mod:`ctxmt_cli.config` (which re-exports them) so a family's config class can live in a module of its
-own (:mod:`ctxmt_cli.config_hanoit`). No torch here either.
+own (:mod:`ctxmt_cli.models.hanoit.config`). No torch here either.
 """
 
 from __future__ import annotations

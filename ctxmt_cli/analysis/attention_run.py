@@ -111,7 +111,7 @@ def window_dataset(loaded, split, context: Optional[int], target_concat=None):
     (and as many next sentences, for a model that reads them: they come from the split's documents);
     ``target_concat``: a bilingual model's second rows (:func:`target_concatenation`)."""
     from ctxmt_cli.data.windows import WindowDataset, WindowSpec
-    from ctxmt_cli.models import context_sentences, next_sentences
+    from ctxmt_cli.models.families import context_sentences, next_sentences
 
     src_ctx, tgt_ctx = context_sentences(loaded.recipe.model, context)
     spec = WindowSpec(src_ctx, tgt_ctx, loaded.recipe.data.max_window_tokens,
@@ -124,11 +124,13 @@ def target_concatenation(loaded, req: AttentionRequest, split):
     target context its recipe names (a first-pass stream of the prepared split, or the reference); None for any
     other model. ``--src``/``--ref`` files have no first-pass stream: refused there unless the model reads the
     reference."""
+    from ctxmt_cli.models.families import inputs_of
+
     model = loaded.recipe.model
-    if not getattr(model, "bilingual", False):
+    if not inputs_of(model).target_concat:
         return None
     from ctxmt_cli.data.store import PreparedData
-    from ctxmt_cli.data.target_concat import TargetConcat, target_side
+    from ctxmt_cli.models.hanoit.target_concat import TargetConcat, target_side
 
     if req.src is None:
         prepared = PreparedData(req.data or Path(loaded.recipe.data.path))
@@ -139,10 +141,11 @@ def target_concatenation(loaded, req: AttentionRequest, split):
 def reference_concatenation(loaded, split, name: str):
     """The target concatenation of documents given with their references (not a prepared split): the
     reference, for a bilingual model that reads it; None for a model that is not bilingual."""
-    from ctxmt_cli.data.target_concat import ReferenceSide, TargetConcat
+    from ctxmt_cli.models.families import inputs_of
+    from ctxmt_cli.models.hanoit.target_concat import ReferenceSide, TargetConcat
 
     model = loaded.recipe.model
-    if not getattr(model, "bilingual", False):
+    if not inputs_of(model).target_concat:
         return None
     if model.target_context != "reference":
         raise CtxmtError(f"{name} is a bilingual model reading first-pass translations of the context, "

@@ -207,12 +207,12 @@ def run_cxmi(req: CxmiRequest) -> dict:
 
     from ctxmt_cli.data.store import PreparedData
     from ctxmt_cli.evaluate.translation import check_vocabulary
-    from ctxmt_cli.models import context_sentences, next_sentences
+    from ctxmt_cli.models.families import context_sentences, inputs_of, next_sentences
     from ctxmt_cli.models.loading import load_model, torch_device
 
     _check_request(req)
     loaded = load_model(req.checkpoint, device=torch_device(req.device))
-    if getattr(loaded.recipe.model, "bilingual", False):              # its target context needs a first pass
+    if inputs_of(loaded.recipe.model).target_concat:                  # its target context needs a first pass
         raise CtxmtError(f"{req.checkpoint} is a bilingual hanoit model; cxmi scores source context only and gives "
                          "it no target context (first pass): use a monolingual checkpoint")
     prepared = PreparedData(Path(req.data or loaded.recipe.data.path))

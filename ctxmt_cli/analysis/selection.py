@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from ctxmt_cli.core.probe import Collect
-from ctxmt_cli.models.hanoit import KEPT_PREFIX, kept_layer
+from ctxmt_cli.models.hanoit.model import KEPT_PREFIX, kept_layer
 
 DEFINITION = ("share of the input window's context tokens still kept after each selection layer (1-based encoder "
               "layer), pooled over the analysed windows as sum(kept) / sum(context tokens of the input) "

@@ -36,7 +36,7 @@ from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.device import resolve_device
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.models import build_model
+from ctxmt_cli.models.families import build_model
 
 #: where the third-party corpora some benchmarks read (SCAT, IWSLT 2017, Maruf et al.'s documents) live: this
 #: variable, else ``shared/data`` beside the source checkout the package sits in (the repository's ../shared/data)

@@ -66,7 +66,7 @@ from ctxmt_cli.core.model import VocabInfo  # noqa: E402
 from ctxmt_cli.data.tokenize import Tokenizer, train_sentencepiece  # noqa: E402
 from ctxmt_cli.decode.translator import TranslationStats, translate_documents  # noqa: E402
 from ctxmt_cli.errors import CtxmtError  # noqa: E402
-from ctxmt_cli.models import build_model  # noqa: E402
+from ctxmt_cli.models.families import build_model  # noqa: E402
 
 IWSLT = bu.shared_data("iwslt17", "IWSLT17.TED.test.en-de.tgz")
 MODELS = ("concat", "caching-tokens", "grouping", "sentence")

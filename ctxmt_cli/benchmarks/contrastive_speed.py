@@ -30,7 +30,7 @@ from ctxmt_cli.data.batching import collate, token_batches
 from ctxmt_cli.data.tokenize import Tokenizer, train_sentencepiece
 from ctxmt_cli.evaluate.contrastive import _Encoder, candidate_rows, score_testset
 from ctxmt_cli.evaluate.testsets import load_testsets
-from ctxmt_cli.models import build_model
+from ctxmt_cli.models.families import build_model
 
 ROOT = Path(__file__).resolve().parents[2]
 

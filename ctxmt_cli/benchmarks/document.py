@@ -40,11 +40,13 @@ from ctxmt_cli.config import PRESETS, validate_recipe  # noqa: E402
 from ctxmt_cli.core.batch import DecoderState  # noqa: E402
 from ctxmt_cli.core.model import VocabInfo  # noqa: E402
 from ctxmt_cli.decode.translator import TranslationStats, translate_documents  # noqa: E402
-from ctxmt_cli.models import build_model  # noqa: E402
+from ctxmt_cli.models.families import build_model  # noqa: E402
 
 Settings = bu.Settings
 FORCE = 1e4                      # far above any logit of a random model: the copied token always wins
 CONTEXT = 3                      # s4to4
+#: the benchmarked recipe of each family beyond the preset (sentence: none)
+FAMILY_OPTIONS = {"concat": {"src_context_sentences": CONTEXT, "tgt_context_sentences": CONTEXT, "shift": 20}}
 
 
 @dataclass
@@ -90,8 +92,7 @@ def build(family: str, dims: tuple, vocab: int, seed: int, device: str = "cpu"):
     d, f, h, e, dl = dims
     spec = {"family": family, "preset": None, "d_model": d, "ffn_dim": f, "heads": h, "encoder_layers": e,
             "decoder_layers": dl, "dropout": 0.0}
-    if family == "concat":
-        spec.update(src_context_sentences=CONTEXT, tgt_context_sentences=CONTEXT, shift=20)
+    spec.update(FAMILY_OPTIONS.get(family, {}))
     torch.manual_seed(seed)
     model = build_model(validate_recipe({"model": spec}, "document benchmark").model, VocabInfo(vocab, vocab))
     return Copy(model).to(device).eval()

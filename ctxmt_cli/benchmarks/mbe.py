@@ -74,13 +74,14 @@ DOCS = {"tiny": 60}               # synthetic documents; 2000 (the quickstart's 
 SYNTHETIC_SEED = 1                # the quickstart's corpus
 MAX_TOKENS = {"tiny": 384}        # padded tokens per batch; 4096 (the recipe default) unless listed
 NEVER = 10 ** 9                   # no validation, log line or stop inside the benchmark
+#: the benchmarked recipe of each family beyond the preset (sentence: none): MBE Enc with the gate
+FAMILY_OPTIONS = {"mbe": {"placement": "encoder", "gate": True, "mixed_groups": 0.5, "group_tokens": GROUP_TOKENS}}
 
 
 def recipe(family: str, preset: str, data: Path, save_dir: Path, threads: int):
     """A recipe of ``family`` with the preset's dims on ``data`` (MBE Enc with the gate for ``mbe``)."""
     model = {"family": family, "preset": preset}
-    if family == "mbe":
-        model.update(placement="encoder", gate=True, mixed_groups=0.5, group_tokens=GROUP_TOKENS)
+    model.update(FAMILY_OPTIONS.get(family, {}))
     train = {"save_dir": str(save_dir), "max_steps": NEVER, "valid_every": NEVER, "log_every": NEVER,
              "threads": threads, "patience": 0, "average_checkpoints": 0}
     return validate_recipe({"data": {"path": str(data), "max_tokens": MAX_TOKENS.get(preset, 4096)},

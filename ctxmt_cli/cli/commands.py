@@ -17,7 +17,7 @@ def dry_run_report(recipe) -> str:
     """The resolved recipe and the model's parameter count; needs no prepared data."""
     from ctxmt_cli.config import dump_recipe
     from ctxmt_cli.core.model import VocabInfo
-    from ctxmt_cli.models import build_model, resolve_model_config
+    from ctxmt_cli.models.families import build_model, resolve_model_config
 
     meta_path = Path(recipe.data.path) / "meta.json"
     if meta_path.is_file():

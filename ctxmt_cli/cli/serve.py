@@ -77,7 +77,7 @@ def _build(checkpoint, device, first_pass, beam, lenpen, group_sentences, max_do
     import sys
 
     from ctxmt_cli import api
-    from ctxmt_cli.decode.bilingual import check_first_pass, reads_target_concat
+    from ctxmt_cli.models.families import inputs_of
     from ctxmt_cli.serve.app import Limits, build_app
     from ctxmt_cli.serve.documents import DocumentStore
     from ctxmt_cli.serve.engine import Engine, keep_rule
@@ -85,8 +85,8 @@ def _build(checkpoint, device, first_pass, beam, lenpen, group_sentences, max_do
     _refuse_exported_folder(checkpoint)
     model = api.load(checkpoint, device=device, first_pass=first_pass)
     model.warn = lambda text: print(f"ctxmt: warning: {text}", file=sys.stderr)
-    if reads_target_concat(model.loaded.model) and first_pass is None:
-        check_first_pass(model.loaded.model, [], None)              # refused: it needs --first-pass
+    if first_pass is None:
+        inputs_of(model.loaded.recipe.model).check_first_pass([], None)   # a bilingual model needs --first-pass
     rule = keep_rule(model, group_sentences, max_document_sentences)
     engine = Engine(model, DocumentStore(max_documents, rule), beam=beam, lenpen=lenpen,
                     group_sentences=group_sentences)

@@ -72,7 +72,7 @@ def _input(prepared: PreparedData, split: str, source: str):
 
 
 def _decode_settings(loaded, settings: PassSettings) -> dict:
-    from ctxmt_cli.models import context_sentences
+    from ctxmt_cli.models.families import context_sentences
 
     dec = loaded.recipe.decode
     src_context, tgt_context = context_sentences(loaded.recipe.model)
@@ -90,13 +90,14 @@ def write_first_pass(prepared: PreparedData, split: str, name: str, loaded, chec
     ``say(line)`` receives notes; ``progress(task, done, total)`` the documents done (first at the start, so a
     resumed run's rate counts only its own documents; default: a ``say`` line per chunk)."""
     from ctxmt_cli.decode.translator import translate_documents
+    from ctxmt_cli.models.families import inputs_of
 
     check_stream_name(name)
     if source == name:
         raise CtxmtError(f"--from {source} names the stream being written; translate another side or stream")
     side_in, read, origin = _input(prepared, split, source)
     check_direction(loaded, prepared, side_in, checkpoint)
-    if getattr(loaded.recipe.model, "bilingual", False):
+    if inputs_of(loaded.recipe.model).target_concat:
         raise CtxmtError(f"{checkpoint} is a bilingual hanoit model, which itself reads a first pass; write the "
                          "stream with a sentence-level checkpoint")
     side_out, dec = OTHER[side_in], _decode_settings(loaded, settings)

@@ -23,8 +23,8 @@ from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.data.batching import pad_rows
 from ctxmt_cli.data.windows import fit_window
-from ctxmt_cli.decode.bilingual import add_target_concat
 from ctxmt_cli.decode.search import Hypothesis
+from ctxmt_cli.models.inputs import Inputs
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class Plan:
     max_len_a: float = 1.5
     max_len_b: int = 10
     src_next_sentences: int = 0
+    inputs: Optional[Inputs] = None      # the family's inputs, which may add rows to a step (None: the plain ones)
 
 
 @dataclass
@@ -126,7 +127,8 @@ def step_batch(
         tgt_sentences=torch.tensor(n_sent, dtype=torch.long),
         src_next=torch.tensor(n_next, dtype=torch.long) if plan.src_next_sentences else None,   # (B,)
     )
-    add_target_concat(batch, sources, j, plan, sp)                      # documents with a first pass (bilingual)
+    if plan.inputs is not None:
+        plan.inputs.step_rows(batch, sources, j, plan, sp)              # e.g. a bilingual model's target concatenation
     return StepInput(batch, torch.tensor(max_len, dtype=torch.long), expected)
 
 

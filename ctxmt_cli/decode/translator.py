@@ -47,11 +47,12 @@ from typing import Callable, Optional, Sequence
 import torch
 
 from ctxmt_cli.core.model import DocumentMode, VocabInfo
-from ctxmt_cli.decode.bilingual import DocumentIds, first_pass_ids, first_pass_per_document
+from ctxmt_cli.decode.encoded import Encoded, encode_document, first_pass_per_document
 from ctxmt_cli.decode.records import Candidate
 from ctxmt_cli.decode.search import Hypothesis, beam_search
 from ctxmt_cli.decode.steps import Plan, StepInput, generated_sentence, step_batch, with_memory
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.models.families import inputs_of
 
 log = logging.getLogger(__name__)
 MODES = ("prefix", "generate")
@@ -105,16 +106,6 @@ class _Search:
     device: torch.device
     nbest: int = 1
     engine: Optional[StepSearch] = None          # None: ctxmt's own beam search over ``model``
-
-
-@dataclass
-class _Encoded:
-    """One document as the translator reads it: the input line of each non-empty sentence, their source ids
-    (:class:`DocumentIds` with a first pass), and the target ids of the first ones whose translation is given."""
-
-    lines: list[int]
-    ids: list[list[int]]
-    given: list[list[int]]
 
 
 def _decode(model, step: StepInput, search: _Search, banned: Sequence[int], enc=None) -> list[Hypothesis]:
@@ -182,7 +173,7 @@ def _take_given(model, sources, outputs, memories, rows: list[int], j: int, give
         outputs[i].append(list(given[i][j]))
 
 
-def _translate_group(model, docs: list[_Encoded], plan, sp, search, mode, stats, progress, cache: bool):
+def _translate_group(model, docs: list[Encoded], plan, sp, search, mode, stats, progress, cache: bool):
     """Translate documents (sorted longest first) in parallel slots; each document's hypothesis per sentence
     (None where the translation was given)."""
     sources, given = [d.ids for d in docs], [d.given for d in docs]
@@ -212,41 +203,6 @@ def _translate_group(model, docs: list[_Encoded], plan, sp, search, mode, stats,
     return found
 
 
-def _encode_document(tokenizer, doc: Sequence[str], limit: int, stats: TranslationStats, first_pass=None,
-                     given: Sequence = ()) -> _Encoded:
-    """The non-empty sentences of ``doc`` as ids (over-long ones cut; + ``first_pass``: DocumentIds) and the
-    target ids of ``given``, the translations of its first sentences (text, or ids used as they are)."""
-    kept, ids = [], []
-    for i, text in enumerate(doc):
-        tokens = tokenizer.encode_src(text) if text.strip() else []
-        if not tokens:
-            stats.empty += 1
-            continue
-        if len(tokens) > limit - 1:                                        # room for </s>
-            stats.truncated += 1
-            log.warning("sentence %d of a document has %d tokens; truncated to the window limit %d",
-                        i + 1, len(tokens), limit - 1)
-            tokens = tokens[: limit - 1]
-        kept.append(i)
-        ids.append(list(tokens))
-    if first_pass is not None:
-        ids = DocumentIds(ids, first_pass_ids(tokenizer, [first_pass[i] for i in kept], limit - 1))
-    return _Encoded(kept, ids, first_pass_ids(tokenizer, [given[i] for i in kept if i < len(given)], limit - 1))
-
-
-def _next_sentences(model, wanted: Optional[int]) -> int:
-    """The next sentences to put in each window: ``wanted``, or the model's own when None."""
-    own = model.cfg.src_next_sentences
-    if wanted is None:
-        return own
-    if wanted < 0:
-        raise CtxmtError(f"src_next_sentences={wanted}: give a number of next sentences >= 0")
-    if wanted > 0 and not own:
-        raise CtxmtError(f"src_next_sentences={wanted}: this {model.cfg.family} model reads no next sentences; "
-                         "give 0, or use a checkpoint trained with next-sentence context")
-    return wanted
-
-
 def _model_device(model) -> torch.device:
     param = next(model.parameters(), None)
     return param.device if param is not None else torch.device("cpu")
@@ -258,43 +214,55 @@ def _candidates(tokenizer, hyp: Hypothesis) -> list[Candidate]:
             for h in (hyp, *hyp.alternatives)]
 
 
-def _translate_as_groups(model, tokenizer, encoded: list[_Encoded], results, settings: DecodeSettings, search: _Search,
-                         stats, progress) -> None:
-    """Translate every document group by group (:func:`~ctxmt_cli.decode.groups.group_hypotheses`) into ``results``;
-    sentences whose translation is given are decoded with their group and left out."""
-    from ctxmt_cli.decode.groups import group_hypotheses
+class _Run:
+    """One :func:`decode_documents` call as a family's :meth:`~ctxmt_cli.models.inputs.Inputs.translate` sees it
+    (:class:`~ctxmt_cli.models.inputs.DocumentRun`): the encoded documents, the results to fill, and the ways to
+    translate them."""
 
-    def done(n: int) -> None:
-        stats.sentences += n
-        stats.steps += 1
-        if progress is not None:
-            progress(stats)
+    def __init__(self, model, tokenizer, encoded: list[Encoded], results, settings: DecodeSettings, plan: Plan,
+                 search: _Search, stats: TranslationStats, progress):
+        self.model, self.tokenizer, self.encoded, self.results = model, tokenizer, encoded, results
+        self.settings, self.plan, self.search_settings, self.stats, self.progress = settings, plan, search, stats, progress
+        self.vocab = VocabInfo.of(tokenizer)
 
-    sp, s = model.vocab, settings
-    stats.total += sum(len(e.ids) for e in encoded)
-    outs = group_hypotheses(model, [e.ids for e in encoded], eos=sp.eos, pad=sp.pad, banned=[sp.brk], beam=search.beam,
-                            lenpen=search.lenpen, device=search.device, nbest=search.nbest,
-                            max_len=lambda n: int(s.max_len_a * n + s.max_len_b), group_sentences=s.group_sentences,
-                            group_order=s.group_order, max_sentences=max(s.batch_docs, 1) * 8, progress=done)
-    for e, doc_out, doc_results in zip(encoded, outs, results):
-        for line, hyp in zip(e.lines, doc_out):
-            if doc_results[line] is not None:
-                doc_results[line] = _candidates(tokenizer, hyp)
+    def in_slots(self) -> None:
+        """Translate every document sentence by sentence, ``batch_docs`` documents in parallel slots."""
+        s, encoded = self.settings, self.encoded
+        cache = s.cache and self.model.document_mode is DocumentMode.MEMORY
+        self.stats.total += sum(len(e.ids) - len(e.given) for e in encoded)
+        order = sorted(range(len(encoded)), key=lambda d: -len(encoded[d].ids))   # stable: ties keep input order
+        for start in range(0, len(order), s.batch_docs):
+            group = order[start:start + s.batch_docs]
+            found = _translate_group(self.model, [encoded[d] for d in group], self.plan, self.vocab,
+                                     self.search_settings, s.target_context, self.stats, self.progress, cache)
+            self._fill([encoded[d] for d in group], found, [self.results[d] for d in group])
 
+    def encoded_ids(self) -> list[list[list[int]]]:
+        """Each document's non-empty sentences as source ids; all of them counted as to translate."""
+        self.stats.total += sum(len(e.ids) for e in self.encoded)
+        return [e.ids for e in self.encoded]
 
-def _translate_in_slots(model, tokenizer, encoded: list[_Encoded], results, plan: Plan, search: _Search, mode: str,
-                        stats, progress, batch_docs: int, cache: bool) -> None:
-    """Translate every document sentence by sentence, ``batch_docs`` documents in parallel slots, into ``results``."""
-    sp = VocabInfo.of(tokenizer)
-    stats.total += sum(len(e.ids) - len(e.given) for e in encoded)
-    order = sorted(range(len(encoded)), key=lambda d: -len(encoded[d].ids))   # stable: ties keep input order
-    for start in range(0, len(order), batch_docs):
-        group = order[start:start + batch_docs]
-        found = _translate_group(model, [encoded[d] for d in group], plan, sp, search, mode, stats, progress, cache)
-        for d, doc_found in zip(group, found):
-            for line, hyp in zip(encoded[d].lines, doc_found):
-                if hyp is not None:
-                    results[d][line] = _candidates(tokenizer, hyp)
+    def search(self, batch, max_len, banned: Sequence[int]) -> list[Hypothesis]:
+        """One batched beam search with the call's settings (``max_len``: (B,) longest output per row)."""
+        s = self.search_settings
+        return beam_search(self.model, batch.to(s.device), beam=s.beam, lenpen=s.lenpen, max_len=max_len.to(s.device),
+                           banned=banned, nbest=s.nbest)
+
+    def record(self, hypotheses: list[list[Hypothesis]]) -> None:
+        """Each document's hypothesis per encoded sentence into the results (given translations left out)."""
+        self._fill(self.encoded, hypotheses, self.results)
+
+    def step_done(self, sentences: int) -> None:
+        self.stats.sentences += sentences
+        self.stats.steps += 1
+        if self.progress is not None:
+            self.progress(self.stats)
+
+    def _fill(self, encoded: list[Encoded], found, results) -> None:
+        for e, doc_found, doc_results in zip(encoded, found, results):
+            for line, hyp in zip(e.lines, doc_found):
+                if hyp is not None and doc_results[line] is not None:
+                    doc_results[line] = _candidates(self.tokenizer, hyp)
 
 
 def _check(s: DecodeSettings, documents: Sequence[Sequence[str]], given) -> list[Sequence]:
@@ -340,11 +308,12 @@ def decode_documents(
     given = _check(s, documents, given)
     stats = stats if stats is not None else TranslationStats()
     started = time.perf_counter()
+    inputs = inputs_of(model.cfg)
     plan = Plan(s.src_context_sentences, s.tgt_context_sentences, s.max_window_tokens, s.max_len_a, s.max_len_b,
-                _next_sentences(model, s.src_next_sentences))
+                inputs.next_sentences(s.src_next_sentences), inputs)
     search = _Search(s.beam, s.lenpen, _model_device(model) if engine is None else torch.device("cpu"), s.nbest, engine)
     firsts = first_pass_per_document(model, documents, first_pass)           # refused where it does not fit
-    encoded = [_encode_document(tokenizer, doc, s.max_window_tokens, stats, f, g)
+    encoded = [encode_document(tokenizer, doc, s.max_window_tokens, stats, f, g)
                for doc, f, g in zip(documents, firsts, given)]
     stats.documents += len(documents)
     results: list[list] = [[None if i < len(g) else [] for i in range(len(doc))] for doc, g in zip(documents, given)]
@@ -353,16 +322,7 @@ def decode_documents(
     if own:
         model.eval()
     try:
-        if model.batch_scheme.groups:
-            _translate_as_groups(model, tokenizer, encoded, results, s, search, stats, progress)
-        elif s.group_sentences is not None or s.group_order != "consecutive":
-            option = (f"--group-sentences {s.group_sentences}" if s.group_sentences is not None
-                      else f"--group-order {s.group_order}")
-            raise CtxmtError(f"{option}: this model does not read sentence groups (only a family like mbe does); "
-                             "leave it out")
-        else:
-            _translate_in_slots(model, tokenizer, encoded, results, plan, search, s.target_context, stats, progress,
-                                s.batch_docs, s.cache and model.document_mode is DocumentMode.MEMORY)
+        inputs.translate(_Run(model, tokenizer, encoded, results, s, plan, search, stats, progress))
     finally:
         if own:
             model.train(was_training)

@@ -36,11 +36,12 @@ from typing import Callable, Iterable, Optional, Union
 import numpy as np
 import torch
 
+from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.core.positions import sentence_index
-from ctxmt_cli.data.batching import collate, pad_rows, target_concat_rows
+from ctxmt_cli.data.batching import collate, target_concat_rows
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet
-from ctxmt_cli.models import context_sentences
+from ctxmt_cli.models.families import inputs_of
 
 SPANS = ("all", "current")
 SCORE_DECIMALS = 6  # the scores file's precision (testsets.base.scores_lines)
@@ -121,14 +122,14 @@ def score_testset(
     """Score every candidate of every item; per-item lists of scores (higher = better)."""
     if normalize not in NORMALIZE or span not in SPANS:
         raise CtxmtError(f"normalize={normalize!r} span={span!r}: choose normalize in {NORMALIZE} and span in {SPANS}")
-    src_keep, tgt_keep = context_sentences(model.cfg, context)
-    if model.batch_scheme.groups and context is None:   # the item's context sentences join its group (source side)
-        src_keep = max((len(item.src_context) for item in testset.items), default=0)
+    inputs = inputs_of(model.cfg)
+    src_keep, tgt_keep = inputs.scoring_context(context, max((len(item.src_context) for item in testset.items),
+                                                             default=0))
     rows, owners = [], []                                       # owners[r] = flat candidate index of row r
     offsets = np.cumsum([0] + [len(item.candidates) for item in testset.items])
     for i, item in enumerate(testset.items):
         for k in range(len(item.candidates)):
-            for row in candidate_rows(item, k, src_keep, tgt_keep, span, getattr(model.cfg, "bilingual", False)):
+            for row in candidate_rows(item, k, src_keep, tgt_keep, span, inputs.target_concat):
                 rows.append(row)
                 owners.append(offsets[i] + k)
     logprob, tokens = score_rows(model, tokenizer, rows, pretokenized=testset.pretokenized, max_tokens=max_tokens,
@@ -163,13 +164,14 @@ def score_rows(
     sources = [enc.window("src", list(r[0])) for r in unique_rows]
     targets = [enc.window("tgt", list(r[1])) for r in unique_rows]
     following = np.array([r[3] for r in unique_rows], dtype=np.int64)
-    if following.any() and not model.cfg.src_next_sentences:
+    inputs = inputs_of(model.cfg)
+    if following.any() and not inputs.next_sentences():
         raise ValueError("rows hold next sentences but the model reads none")
     concat = None
-    if getattr(model.cfg, "bilingual", False):                      # a row without a fifth element: none
+    if inputs.target_concat:                                        # a row without a fifth element: none
         concat = [np.zeros(0, np.int64) if r[4] is None else enc.concatenation(list(r[4]), r[0][-1])
                   for r in unique_rows]
-    logprob, tokens = _score_rows(model, tokenizer, (sources, following, concat), targets,
+    logprob, tokens = _score_rows(model, tokenizer, (sources, following if inputs.next_sentences() else None, concat), targets,
                                   [r[2] for r in unique_rows], max_tokens, progress)
     return logprob[row_of], tokens[row_of]
 
@@ -198,12 +200,11 @@ def _score_rows(model, tokenizer, windows, targets, scored, max_tokens, progress
     source windows, the next sentences in each (``Batch.src_next`` for a model reading next sentences) and the
     target concatenations (a bilingual model's ``Batch.tgt_concat``; None for any other)."""
     pad, bos, brk = tokenizer.pad_id, tokenizer.bos_id, tokenizer.brk_id
-    sources, following, concat = windows
-    reads_next = bool(model.cfg.src_next_sentences)
+    sources, following, concat = windows                     # following: None for a model reading no next sentences
     keys: dict[tuple, int] = {}
     second = [b""] * len(sources) if concat is None else [c.tobytes() for c in concat]
     src_key = np.array([keys.setdefault((s.tobytes(), int(m), c), len(keys))
-                        for s, m, c in zip(sources, following, second)])
+                        for s, m, c in zip(sources, following if following is not None else [0] * len(sources), second)])
     src_len, tgt_len = np.array([len(s) for s in sources]), np.array([len(t) + 1 for t in targets])
     logprob, tokens = np.zeros(len(sources)), np.zeros(len(sources))
     device = next(model.parameters()).device
@@ -215,13 +216,12 @@ def _score_rows(model, tokenizer, windows, targets, scored, max_tokens, progress
             first = {k: j for j, k in zip(ids[::-1], src_key[ids][::-1])}  # a row holding each distinct source
             src_rows = np.array([first[k] for k in unique], dtype=np.int64)
         batch = collate([sources[j] for j in src_rows], [targets[j] for j in ids], pad, bos,
-                        src_next=following[src_rows] if reads_next else None)
+                        src_next=None if following is None else following[src_rows])
         if concat is not None:
             batch.tgt_concat, batch.tgt_concat_next = target_concat_rows([(concat[j], 0) for j in src_rows], pad)
         if len(unique) < len(ids):
             batch.src_index = torch.from_numpy(src_index.reshape(-1))
-        if model.batch_scheme.groups:                                   # each source window: one group of sentences
-            batch = _as_groups(batch, tokenizer)
+        batch = inputs_of(model.cfg).scoring_batch(batch, VocabInfo.of(tokenizer))   # as the family reads it
         batch = batch.to(device)
         index, n_sent = sentence_index(batch.tgt_out, brk)                            # (B, T), (B,)
         last = torch.as_tensor(np.asarray(scored)[ids], device=device)                # (B,)
@@ -232,25 +232,6 @@ def _score_rows(model, tokenizer, windows, targets, scored, max_tokens, progress
         if progress is not None:
             progress(len(ids))
     return logprob, tokens
-
-
-def _as_groups(batch, tokenizer):
-    """A batch whose source windows ``c1 <brk> c2 <brk> s </s>`` become groups of sentences (each closed by
-    ``</s>``, as when translated), for a model that reads its group (mbe): every target row is decoded from its
-    window's last sentence, which reads the summary of the whole window."""
-    pad, brk, eos = tokenizer.pad_id, tokenizer.brk_id, tokenizer.eos_id
-    sentences, groups, last = [], [], []
-    for g, row in enumerate(batch.src.tolist()):
-        ids = [t for t in row if t != pad][:-1]                                        # drop the final </s>
-        cuts = [i for i, t in enumerate(ids) if t == brk]
-        for start, end in zip([0] + [c + 1 for c in cuts], cuts + [len(ids)]):
-            sentences.append(np.asarray(ids[start:end] + [eos], dtype=np.int64))
-            groups.append(g)
-        last.append(len(sentences) - 1)
-    index = torch.arange(batch.src.size(0)) if batch.src_index is None else batch.src_index
-    batch.src, batch.groups = pad_rows(sentences, pad), torch.tensor(groups)
-    batch.src_index = torch.tensor(last)[index]
-    return batch
 
 
 def decisions(testset: TestSet, scores: list[list[float]]) -> list[bool]:

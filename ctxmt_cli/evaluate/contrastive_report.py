@@ -65,7 +65,7 @@ def run_contrastive(spec: str, checkpoint: Path, *, data: Optional[Path] = None,
     """Score the sets named by ``spec`` and return (and with ``out``, write) the results; the progress goes to
     stderr in ``log_format`` (None: a bar on a terminal, else plain lines), none without ``show``."""
 
-    from ctxmt_cli.models import context_sentences
+    from ctxmt_cli.models.families import context_sentences
     from ctxmt_cli.models.loading import load_model, torch_device
 
     score_options = {k: options.pop(k) for k in ("context", "normalize", "span", "max_tokens") if k in options}

@@ -113,7 +113,7 @@ def translate_sources(loaded, sources: list[list[str]], beam: Optional[int] = No
     that reads them; ``group_sentences`` N: mbe's groups of N sentences instead of whole documents;
     ``tokenized``: the Moses-tokenized output, not detokenized; ``first_pass``: a bilingual model's)."""
     from ctxmt_cli.decode.translator import translate_documents
-    from ctxmt_cli.models import context_sentences, next_sentences
+    from ctxmt_cli.models.families import context_sentences, next_sentences
 
     dec = loaded.recipe.decode
     src_context, tgt_context = context_sentences(loaded.recipe.model, context)
@@ -148,7 +148,7 @@ def _unique_names(paths) -> list[str]:
 def _translate_corpus(req: EvalRequest) -> Corpus:
     from ctxmt_cli.data.store import PreparedData
     from ctxmt_cli.decode.bilingual import split_first_passes
-    from ctxmt_cli.models import context_sentences
+    from ctxmt_cli.models.families import inputs_of
     from ctxmt_cli.models.loading import load_model, torch_device
 
     device = torch_device(req.device)
@@ -160,10 +160,13 @@ def _translate_corpus(req: EvalRequest) -> Corpus:
     contexts, groups = parse_contexts(req.context), parse_group_sentences(req.group_sentences)
     names = _unique_names(req.checkpoints)
     for ckpt, loaded in zip(req.checkpoints, models):      # a refused setting fails here, before any decoding
+        inputs = inputs_of(loaded.recipe.model)
         for k in contexts:
-            context_sentences(loaded.recipe.model, k)
-        if req.group_sentences is not None and not loaded.model.batch_scheme.groups:
-            raise CtxmtError(f"--group-sentences: {ckpt} does not read sentence groups (only a family like mbe does)")
+            inputs.context(k)
+        try:
+            inputs.check_groups(req.group_sentences)
+        except CtxmtError as err:
+            raise CtxmtError(f"{ckpt}: {err}") from None
     # tokenized BLEU on a --moses split scores the Moses tokens the model writes, as the papers do
     tokenized = req.tokenize == "none" and prepared.tokenizer.moses
     sources, references = split_documents(prepared, req.split, tokenized)

@@ -54,11 +54,14 @@ def _shift_text(shift) -> Optional[str]:
 def refusal(cfg) -> Optional[str]:
     """Why the model config ``cfg`` cannot become a CTranslate2 Transformer (one line naming the option and its
     value, and what to export instead), or None when it can."""
-    if cfg.family not in ("sentence", "concat"):
+    if cfg.family not in EXPORTED:
         gap = FAMILY_GAPS.get(cfg.family, "layers for this family")
         return f"model.family={cfg.family}: CTranslate2's Transformer has no {gap}; export a sentence or concat model"
-    if cfg.family == "sentence":
-        return None
+    return EXPORTED[cfg.family](cfg)
+
+
+def _concat_refusal(cfg) -> Optional[str]:
+    """Why a concat model cannot be exported: an option CTranslate2's Transformer has no layer for."""
     fix = "export a concat model trained with"
     shift = _shift_text(cfg.shift)
     if shift is not None:
@@ -73,6 +76,10 @@ def refusal(cfg) -> Optional[str]:
         return ("model.persistent=true: CTranslate2 adds position codes once, at the input, not to every layer; "
                 f"{fix} model.persistent: false")
     return None
+
+
+#: the families CTranslate2's Transformer can hold, each with the check of its options (None: it can)
+EXPORTED = {"sentence": lambda cfg: None, "concat": _concat_refusal}
 
 
 def position_table(recipe) -> int:

@@ -173,7 +173,7 @@ def check_weights(path: Path, state: Any, recipe: Recipe, vocab: VocabInfo) -> N
     (built on PyTorch's ``meta`` device: shapes only, no memory). A checkpoint written before attention projections
     were fused (separate ``q_proj``/``k_proj``/``v_proj``) is rewritten in ``state`` to the fused layout first
     (:func:`~ctxmt_cli.core.layers.fuse_model_state`), so every reader of the checked checkpoint sees one layout."""
-    from ctxmt_cli.models import build_model
+    from ctxmt_cli.models.families import build_model
 
     if not isinstance(state, dict) or not all(isinstance(k, str) and torch.is_tensor(v) for k, v in state.items()):
         raise _fail(path, "'model' is not a mapping of parameter names to tensors")

@@ -15,7 +15,7 @@ import torch
 
 from ctxmt_cli.config import Recipe, recipe_to_dict
 from ctxmt_cli.core.model import VocabInfo
-from ctxmt_cli.models import build_model
+from ctxmt_cli.models.families import build_model
 from ctxmt_cli.models.loading import open_checkpoint
 
 

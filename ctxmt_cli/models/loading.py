@@ -20,8 +20,8 @@ from ctxmt_cli.config import Recipe
 from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.device import resolve_device
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.models import build_model
 from ctxmt_cli.models.checkpoint_check import CheckedCheckpoint, check_checkpoint
+from ctxmt_cli.models.families import build_model
 from ctxmt_cli.paths import check_input_file
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Union
 
-from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.serve.documents import DocumentStore, KeepRule, Snapshot
 
 
@@ -64,17 +63,9 @@ def keep_rule(model, group_sentences: Optional[int], max_document_sentences: Opt
     """What the server keeps per document for ``model`` (a :class:`ctxmt_cli.api.Model`): its context window,
     or for a model reading sentence groups (mbe) the unfinished group (``group_sentences``) or the whole document
     (at most ``max_document_sentences``, default 1024). Options a model does not read are refused."""
-    from ctxmt_cli.models import context_sentences
+    from ctxmt_cli.models.families import inputs_of
 
-    if model.loaded.model.batch_scheme.groups:
-        if group_sentences is not None:
-            return KeepRule(group=group_sentences)
-        return KeepRule(max_sentences=1024 if max_document_sentences is None else max_document_sentences)
-    for name, value in (("--group-sentences", group_sentences), ("--max-document-sentences", max_document_sentences)):
-        if value is not None:
-            raise CtxmtError(f"{name} {value}: this {model.family} model does not read sentence groups (only a "
-                             "family like mbe does), so the server keeps only its context window; leave it out")
-    return KeepRule(window=max(context_sentences(model.recipe.model)))
+    return KeepRule(**inputs_of(model.recipe.model).kept_sentences(group_sentences, max_document_sentences))
 
 
 class Engine:

@@ -18,7 +18,7 @@ import torch
 
 from ctxmt_cli.config import Recipe
 from ctxmt_cli.core.model import VocabInfo
-from ctxmt_cli.data.windows import WindowDataset, WindowSpec
+from ctxmt_cli.data.windows import WindowDataset
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.loading import read_checkpoint
 from ctxmt_cli.paths import check_output_dir
@@ -72,33 +72,18 @@ def open_prepared(recipe: Recipe):
 
 def resolve_recipe(recipe: Recipe, meta: dict) -> Recipe:
     """The recipe with data-dependent model values filled in (e.g. ``shift: auto`` → a ShiftPair)."""
-    from ctxmt_cli.models import resolve_model_config
+    from ctxmt_cli.models.families import resolve_model_config
 
     return recipe.model_copy(update={"model": resolve_model_config(recipe.model, meta)})
 
 
 def window_dataset(data, split: str, recipe: Recipe, vocab: VocabInfo, role: str) -> WindowDataset:
-    """Context windows of ``split`` as the model family asks for them (previous and, for a family reading them,
-    next source sentences); an empty split is an error.
+    """Context windows of ``split`` as the model family reads them (its inputs' windows: previous and, for a
+    family reading them, next source sentences, a bilingual model's target concatenation); an empty split is an
+    error. ``role``: "train" or "valid" (a family may cut training windows otherwise, e.g. random context)."""
+    from ctxmt_cli.models.families import inputs_of
 
-    ``context_order: random`` (concat) applies to the training windows only: the dev set keeps its order, as
-    Morishita et al. (2021, footnote 3) validate and test on the original sentence order.
-
-    A bilingual model (HanoiT, ``model.bilingual``) also gets each sentence's target concatenation, from the
-    split's first-pass stream or its reference (:mod:`ctxmt_cli.data.target_concat`); the training rows go
-    without it with probability ``model.alpha`` (eq. 13), the validation rows never.
-    """
-    order = getattr(recipe.model, "context_order", "previous") if role == "train" else "previous"
-    spec = WindowSpec(recipe.model.src_context_sentences, recipe.model.tgt_context_sentences,
-                      recipe.data.max_window_tokens, order, recipe.train.seed, recipe.model.src_next_sentences)
-    target_concat = None
-    if getattr(recipe.model, "bilingual", False):
-        from ctxmt_cli.data.target_concat import TargetConcat, target_side
-
-        m = recipe.model
-        target_concat = TargetConcat(target_side(data, split, m.target_context, m.first_pass_stream),
-                                     m.alpha if role == "train" else 0.0, recipe.train.seed)
-    ds = WindowDataset(data.split(split), spec, vocab.brk, vocab.eos, target_concat)
+    ds = inputs_of(recipe.model).windows(data, split, recipe, vocab, role)
     if len(ds) == 0:
         raise CtxmtError(f"the {role} split {split!r} of {recipe.data.path} has no usable sentence pairs "
                          f"(all longer than data.max_window_tokens={recipe.data.max_window_tokens}?)")

@@ -28,7 +28,7 @@ from ctxmt_cli.config import Recipe, recipe_to_dict
 from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.data.batching import plan_batches, shard_batches, window_batch
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.models import build_model
+from ctxmt_cli.models.families import build_model
 from ctxmt_cli.models.loading import load_state_strict
 from ctxmt_cli.outputs import claim, copy_atomic, torch_save
 from ctxmt_cli.train import setup as S

@@ -21,7 +21,7 @@ from ctxmt_cli.data.tokenize import Tokenizer, train_sentencepiece
 from ctxmt_cli.evaluate.aggregates import aggregates
 from ctxmt_cli.evaluate.contrastive_report import score_sets, write_outputs
 from ctxmt_cli.evaluate.testsets import load_testsets
-from ctxmt_cli.models import build_model
+from ctxmt_cli.models.families import build_model
 from tests.unit import test_testsets_contrapro as contrapro_rules
 from tests.unit import test_testsets_lopes as lopes_rules
 from tests.unit.test_testsets_voita import publisher_rule as voita_rule

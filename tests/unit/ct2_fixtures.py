@@ -11,7 +11,7 @@ from ctxmt_cli.config import recipe_to_dict, validate_recipe
 from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.data.prepare import PrepareSpec, SplitInput, prepare_corpus
 from ctxmt_cli.data.store import PreparedData
-from ctxmt_cli.models import build_model, resolve_model_config
+from ctxmt_cli.models.families import build_model, resolve_model_config
 from ctxmt_cli.outputs import torch_save
 from ctxmt_cli.train.checkpoint import model_payload
 

@@ -20,7 +20,7 @@ from ctxmt_cli.data.store import PreparedData
 from ctxmt_cli.decode.translator import translate_documents
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.testsets.base import ContrastiveItem
-from ctxmt_cli.models import build_model, context_sentences, resolve_model_config
+from ctxmt_cli.models.families import build_model, context_sentences, resolve_model_config
 from ctxmt_cli.outputs import torch_save
 from ctxmt_cli.train.checkpoint import model_payload
 

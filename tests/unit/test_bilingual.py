@@ -13,13 +13,13 @@ import torch
 from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.data.store import MemorySplit
-from ctxmt_cli.data.target_concat import TargetConcat
 from ctxmt_cli.data.windows import WindowDataset, WindowSpec
-from ctxmt_cli.decode.bilingual import DocumentIds, check_first_pass, target_concat_row
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.contrastive import candidate_rows
 from ctxmt_cli.evaluate.testsets import ContrastiveItem
-from ctxmt_cli.models import build_model
+from ctxmt_cli.models.families import build_model, inputs_of
+from ctxmt_cli.models.hanoit.inputs import target_concat_row
+from ctxmt_cli.models.hanoit.target_concat import TargetConcat
 from tests.unit.tiny_text import sentence
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/unit/conftest.py
@@ -57,7 +57,7 @@ def test_translation_rows_are_the_training_rows(limit, context, following):
     for doc, fp in zip(docs, first):
         for k in range(len(doc)):
             if ds.src_ctx[j] >= 0:                                          # sentences a window can hold
-                row, m = target_concat_row(DocumentIds(doc, fp), k, context, following, limit, BRK, EOS)
+                row, m = target_concat_row(doc, fp, k, context, following, limit, VocabInfo(40, 40, brk=BRK, eos=EOS))
                 expected, m_expected = ds.tgt_concat(j)
                 assert row == expected.tolist() and m == m_expected, (j, limit)
             j += 1
@@ -85,7 +85,7 @@ def test_the_translator_hands_each_sentence_its_first_pass(tokenizer, monkeypatc
     assert [len(d) for d in out] == [3, 2] and len(seen) == 3               # 3 steps: 2 documents, then 1
     src = [[tokenizer.encode_src(s) for s in doc] for doc in documents]
     fp = [[tokenizer.encode_tgt(s) for s in doc] for doc in first]
-    row, m = target_concat_row(DocumentIds(src[0], fp[0]), 1, 1, 1, 1024, tokenizer.brk_id, tokenizer.eos_id)
+    row, m = target_concat_row(src[0], fp[0], 1, 1, 1, 1024, VocabInfo.of(tokenizer))
     real_row = [t for t in seen[1].tgt_concat[0].tolist() if t != tokenizer.pad_id]   # doc 0 is the longer
     assert real_row == row and seen[1].tgt_concat_next[0] == m == 1
     assert row == fp[0][0] + [tokenizer.brk_id] + fp[0][2] + [tokenizer.brk_id] + src[0][1] + [tokenizer.eos_id]
@@ -94,14 +94,14 @@ def test_the_translator_hands_each_sentence_its_first_pass(tokenizer, monkeypatc
 def test_a_bilingual_model_needs_a_first_pass_and_others_refuse_one(tokenizer):
     model, docs = bilingual_model(tokenizer), [["ka lu", "mi no"]]
     with pytest.raises(CtxmtError, match="give --first-pass SENTENCE_CKPT"):
-        check_first_pass(model, docs, None)
+        inputs_of(model.cfg).check_first_pass(docs, None)
     with pytest.raises(CtxmtError, match="one translation per sentence"):
-        check_first_pass(model, docs, [["ka"]])
-    check_first_pass(model, docs, [["a", "b"]])
+        inputs_of(model.cfg).check_first_pass(docs, [["ka"]])
+    inputs_of(model.cfg).check_first_pass(docs, [["a", "b"]])
     torch.manual_seed(0)
     plain = build_model(validate_recipe({"model": {**TINY, "family": "hanoit"}}).model, model.vocab)
     with pytest.raises(CtxmtError, match="is not bilingual"):
-        check_first_pass(plain, docs, [["a", "b"]])
+        inputs_of(plain.cfg).check_first_pass(docs, [["a", "b"]])
 
 
 def test_contrastive_rows_carry_the_items_target_context():

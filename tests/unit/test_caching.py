@@ -25,8 +25,8 @@ from ctxmt_cli.decode.translator import TranslationStats, translate_documents
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.contrastive import score_testset
 from ctxmt_cli.evaluate.testsets import ContrastiveItem, TestSet
-from ctxmt_cli.models import build_model
-from ctxmt_cli.models.caching import Caching
+from ctxmt_cli.models.caching.model import Caching
+from ctxmt_cli.models.families import build_model
 from tests.unit.biased_model import Biased
 from tests.unit.tiny_text import sentence
 
@@ -227,7 +227,7 @@ def test_split_windows_sentences_rows_and_distances():
 
 
 def test_vectorised_split_agrees_with_split_windows():
-    import ctxmt_cli.models.caching as caching
+    import ctxmt_cli.models.caching.model as caching
 
     split = getattr(caching, "split_sentences", None)                      # the tensor version encode() uses
     if split is None:

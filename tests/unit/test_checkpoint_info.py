@@ -10,8 +10,8 @@ import torch
 from ctxmt_cli.config import load_recipe, recipe_to_dict
 from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.models import build_model, resolve_model_config
 from ctxmt_cli.models.checkpoint_info import checkpoint_info, count_parameters
+from ctxmt_cli.models.families import build_model, resolve_model_config
 from ctxmt_cli.models.loading import load_model
 from ctxmt_cli.recipe_catalog import packaged_recipes
 from ctxmt_cli.train.checkpoint import average_checkpoints

@@ -1,6 +1,6 @@
 """The core contract, checked on every family and every variant in ``FAMILIES``.
 
-A family joins by its line in ``ctxmt_cli.models.FAMILIES`` and the ``VARIANTS`` dict of its module (tiny
+A family joins by its line in ``ctxmt_cli.models.families.FAMILIES`` and the ``VARIANTS`` dict of its module (tiny
 config overrides); every test here then runs on it, with ids like ``caching-grouping``. The contract is
 written in ``ctxmt_cli/core/model.py``'s docstring and docs/architecture.md.
 """
@@ -25,7 +25,7 @@ from ctxmt_cli.data.batching import collate
 from ctxmt_cli.decode.search import beam_search, greedy_search
 from ctxmt_cli.evaluate.contrastive import score_rows, score_testset
 from ctxmt_cli.evaluate.testsets import ContrastiveItem, TestSet
-from ctxmt_cli.models import FAMILIES, build_model, resolve_model_config
+from ctxmt_cli.models.families import FAMILIES, build_model, resolve_model_config
 from ctxmt_cli.models.loading import load_model
 from ctxmt_cli.outputs import torch_save
 from ctxmt_cli.train.checkpoint import model_payload
@@ -42,13 +42,13 @@ TINY = {"preset": None, "d_model": 32, "ffn_dim": 64, "heads": 4, "encoder_layer
 #: what the prepared data's meta.json would give ``resolve`` (concat: shift: auto)
 META = {"mean_sentence_length": {"src": 6.4, "tgt": 7.6}}
 VARIANTS = {f"{family}-{name}": (family, spec) for family, cls in FAMILIES.items()
-            for name, spec in importlib.import_module(cls.__module__).VARIANTS.items()}
+            for name, spec in importlib.import_module(cls.model.__module__).VARIANTS.items()}
 IDS = sorted(VARIANTS)
 
 
 def test_every_family_declares_variants():
     for family, cls in FAMILIES.items():
-        assert importlib.import_module(cls.__module__).VARIANTS, f"{family} has no contract variants"
+        assert importlib.import_module(cls.model.__module__).VARIANTS, f"{family} has no contract variants"
 
 
 def recipe_of(variant: str):

@@ -13,7 +13,7 @@ from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.contrastive import candidate_rows, decisions, score_testset, summarize
 from ctxmt_cli.evaluate.contrastive_report import check_language_pair
 from ctxmt_cli.evaluate.testsets import ContrastiveItem, TestSet, scores_lines
-from ctxmt_cli.models import build_model
+from ctxmt_cli.models.families import build_model
 from tests.unit.tiny_text import sentence
 
 TINY = {"preset": None, "d_model": 32, "ffn_dim": 64, "heads": 4, "encoder_layers": 1, "decoder_layers": 1}

@@ -24,7 +24,7 @@ from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.data.batching import collate
 from ctxmt_cli.data.store import PreparedData
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.models import build_model, context_sentences
+from ctxmt_cli.models.families import build_model, context_sentences
 
 TINY = {"preset": None, "d_model": 32, "ffn_dim": 64, "heads": 4, "encoder_layers": 1, "decoder_layers": 1}
 

@@ -1,4 +1,4 @@
-"""Translation in sentence groups (ctxmt_cli/decode/groups.py) for a model that reads its group (mbe)."""
+"""Translation in sentence groups (ctxmt_cli/models/mbe/decoding.py) for a model that reads its group (mbe)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import torch
 
 from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.model import VocabInfo
-from ctxmt_cli.decode.groups import document_groups, translate_groups
+from ctxmt_cli.decode.search import beam_search
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.models import build_model
+from ctxmt_cli.models.families import build_model
+from ctxmt_cli.models.mbe.decoding import document_groups, group_hypotheses
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -41,8 +42,11 @@ def model(placement: str):
 
 
 def run(net, docs, **options):
-    return translate_groups(net, docs, eos=3, pad=0, banned=[4], beam=2, lenpen=0.6, max_len=lambda n: n + 4,
-                            device=torch.device("cpu"), **options)
+    def search(batch, limit):
+        return beam_search(net, batch, beam=2, lenpen=0.6, max_len=limit, banned=[4])
+
+    found = group_hypotheses(search, docs, VOCAB, max_len=lambda n: n + 4, **options)
+    return [[hyp.tokens for hyp in doc] for doc in found]
 
 
 @pytest.mark.parametrize("placement", ["encoder", "decoder"])

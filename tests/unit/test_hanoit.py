@@ -12,8 +12,8 @@ from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.core.positions import current_sentence_mask
 from ctxmt_cli.core.probe import Collect
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.models import build_model
-from ctxmt_cli.models.hanoit import CURRENT, NEXT, PREVIOUS, part_layout, select_context
+from ctxmt_cli.models.families import build_model
+from ctxmt_cli.models.hanoit.model import CURRENT, NEXT, PREVIOUS, part_layout, select_context
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/unit/conftest.py
 

@@ -13,9 +13,9 @@ from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.models import build_model
-from ctxmt_cli.models.hanoit import CURRENT, NEXT, PREVIOUS, HanoiT, part_layout
-from ctxmt_cli.models.hanoit_bilingual import TARGET_NEXT, TARGET_PREVIOUS, ContextGate, target_segments
+from ctxmt_cli.models.families import build_model
+from ctxmt_cli.models.hanoit.bilingual import TARGET_NEXT, TARGET_PREVIOUS, ContextGate, target_segments
+from ctxmt_cli.models.hanoit.model import CURRENT, NEXT, PREVIOUS, HanoiT, part_layout
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/unit/conftest.py
 

@@ -152,7 +152,7 @@ def test_one_update_dispatches_fewer_ops_than_a_plain_torch_transformer_and_conv
     ``nn.Transformer`` of the same dims (the op count, not the time, is what a GPU step's host cost follows)."""
     from ctxmt_cli.config import validate_recipe
     from ctxmt_cli.core.model import VocabInfo
-    from ctxmt_cli.models import build_model
+    from ctxmt_cli.models.families import build_model
 
     recipe = validate_recipe({"model": {"family": "sentence", "preset": None, "d_model": 32, "ffn_dim": 128,
                                         "heads": 4, "encoder_layers": 2, "decoder_layers": 2, "dropout": 0.0}})

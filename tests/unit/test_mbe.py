@@ -1,4 +1,4 @@
-"""The Mini-batch Embedding family (ctxmt_cli/models/mbe.py) and group batching (data/batching.py)."""
+"""The Mini-batch Embedding family (ctxmt_cli/models/mbe/model.py) and group batching (data/batching.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.data.batching import group_batches, sentence_groups
-from ctxmt_cli.models import build_model
+from ctxmt_cli.models.families import build_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

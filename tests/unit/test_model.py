@@ -8,7 +8,7 @@ from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.core.logits import log_partition, slice_width
 from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.core.positions import sinusoid, window_layout
-from ctxmt_cli.models import FAMILIES, build_model
+from ctxmt_cli.models.families import FAMILIES, build_model
 
 BRK, EOS, BOS, PAD = 4, 3, 2, 0
 VOCAB = VocabInfo(src_size=40, tgt_size=40)

@@ -14,7 +14,7 @@ from ctxmt_cli.data.docrepair import join_group
 from ctxmt_cli.decode.repair import RepairStats, repair_documents, repair_group_size, split_groups
 from ctxmt_cli.decode.search import beam_search
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.models import build_model
+from ctxmt_cli.models.families import build_model
 from ctxmt_cli.models.loading import LoadedModel
 from tests.unit.biased_model import Biased
 from tests.unit.tiny_text import sentence

@@ -12,7 +12,7 @@ from safetensors.torch import save_file
 from ctxmt_cli.config import recipe_to_dict, validate_recipe
 from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.models import build_model
+from ctxmt_cli.models.families import build_model
 from ctxmt_cli.models.loading import load_model, read_checkpoint
 from ctxmt_cli.models.safetensors_file import TOKENIZER_PREFIX, is_safetensors, safetensors_bytes
 from ctxmt_cli.outputs import torch_save

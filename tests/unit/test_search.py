@@ -7,7 +7,7 @@ from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.decode.search import beam_search, greedy_search
-from ctxmt_cli.models import build_model
+from ctxmt_cli.models.families import build_model
 from tests.unit.biased_model import Biased
 
 BRK, EOS, BOS, PAD = 4, 3, 2, 0

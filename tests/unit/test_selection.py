@@ -17,8 +17,8 @@ from ctxmt_cli.core.batch import Batch, EncoderOut
 from ctxmt_cli.core.model import LossTerm, VocabInfo
 from ctxmt_cli.core.positions import current_sentence_mask
 from ctxmt_cli.core.probe import AttentionView, Collect
-from ctxmt_cli.models import build_model
-from ctxmt_cli.models.hanoit import kept_name, part_layout, select_context
+from ctxmt_cli.models.families import build_model
+from ctxmt_cli.models.hanoit.model import kept_name, part_layout, select_context
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/unit/conftest.py
 

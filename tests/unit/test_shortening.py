@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from ctxmt_cli.core.shortening import Shortener, group_tokens, normalize, pool, sparsemax
+from ctxmt_cli.models.caching.shortening import Shortener, group_tokens, normalize, pool, sparsemax
 
 C, HEADS = 8, 2
 

@@ -18,7 +18,7 @@ import torch
 
 from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.model import VocabInfo
-from ctxmt_cli.models import build_model
+from ctxmt_cli.models.families import build_model
 from ctxmt_cli.train.distributed import DistEnv
 from ctxmt_cli.train.losses import LossLayout
 from ctxmt_cli.train.op_count import OpCounter

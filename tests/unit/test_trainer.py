@@ -16,7 +16,7 @@ from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.data.batching import collate
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.models import build_model
+from ctxmt_cli.models.families import build_model
 from ctxmt_cli.models.loading import read_checkpoint
 from ctxmt_cli.train import step as step_module
 from ctxmt_cli.train.checkpoint import TMP_PREFIX, step_checkpoints

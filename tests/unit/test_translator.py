@@ -13,7 +13,7 @@ from ctxmt_cli.decode.search import beam_search
 from ctxmt_cli.decode.steps import Plan, split_generated, step_batch
 from ctxmt_cli.decode.translator import TranslationStats, translate_documents
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.models import build_model, context_sentences
+from ctxmt_cli.models.families import build_model, context_sentences
 from tests.unit.biased_model import Biased
 from tests.unit.tiny_text import sentence
 
@@ -232,7 +232,7 @@ def test_a_model_reading_next_sentences_translates_with_them(tokenizer, monkeypa
 
 
 def test_context_option_sets_next_sentences_too():
-    from ctxmt_cli.models import next_sentences
+    from ctxmt_cli.models.families import next_sentences
 
     config = lambda **model: validate_recipe({"model": {**TINY, **model}}).model  # noqa: E731
     offline = config(family="concat", src_context_sentences=1, tgt_context_sentences=0).model_copy(

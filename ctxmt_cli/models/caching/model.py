@@ -3,7 +3,7 @@
 Paper: "Sequence Shortening for Context-Aware Machine Translation" (2023).
 One encoder is shared by the current and the context sentences; each sentence is
 encoded on its own (``s </s>``, positions from 0) and reduced by a
-:class:`~ctxmt_cli.core.shortening.Shortener` to its cache *entry* (every token,
+:class:`~ctxmt_cli.models.caching.shortening.Shortener` to its cache *entry* (every token,
 the mean, pooled groups, latent groups or selections). The context memory of a
 sentence is the entries of its previous ``src_context_sentences`` sentences, oldest
 -> newest (plus its own entry for the aggregating reprs), each with a learned
@@ -33,12 +33,12 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from ctxmt_cli.config import CachingConfig
 from ctxmt_cli.core.batch import Batch, EncoderOut, Memory
 from ctxmt_cli.core.layers import EncoderLayer
 from ctxmt_cli.core.model import DocumentMode, EncoderDecoder, VocabInfo
 from ctxmt_cli.core.probe import AttentionProbe, AttentionView
-from ctxmt_cli.core.shortening import Shortener
+from ctxmt_cli.models.caching.config import CachingConfig
+from ctxmt_cli.models.caching.shortening import Shortener
 
 
 class Caching(EncoderDecoder):

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from ctxmt_cli.config import ConcatConfig, ShiftPair
 from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.core.model import EncoderDecoder, LossTerm, ModelOutput, VocabInfo
 from ctxmt_cli.core.positions import PositionEncoding, current_sentence_mask
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.models.concat.config import ConcatConfig, ShiftPair
 
 
 class Concat(EncoderDecoder):

@@ -42,12 +42,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ctxmt_cli.config import MbeConfig
 from ctxmt_cli.core.batch import Batch, EncoderOut
 from ctxmt_cli.core.layers import EncoderLayer
 from ctxmt_cli.core.linear import Linear, xavier_
 from ctxmt_cli.core.model import BatchScheme, EncoderDecoder, LossTerm, VocabInfo
 from ctxmt_cli.core.probe import AttentionProbe
+from ctxmt_cli.models.mbe.config import MbeConfig
 
 SAME = 1                      # class index of "the group's sentences come from one document" (d = 1)
 TERMS = ("classifier_loss", "classifier_accuracy", "alpha_same", "alpha_mixed")

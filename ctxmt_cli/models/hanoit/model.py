@@ -6,7 +6,7 @@ every token, then each of N2 selection layers keeps only the context tokens that
 tokens attend to at or above their average (eqs. 4-7); the layers above and the decoder's cross-attention
 never see the others again. With ``bilingual: true`` (§2.3) a second stream [target context; current source]
 goes through the same selection and a second, gated cross-attention in each decoder layer
-(:mod:`ctxmt_cli.models.hanoit_bilingual`).
+(:mod:`ctxmt_cli.models.hanoit.bilingual`).
 
 Hooks overridden on the core: ``encode`` (the embedding of eq. 2, which needs ``Batch.src_next`` to tell
 previous from next context), ``between_layers`` with ``between_layers_attention`` (the selection, after each
@@ -57,7 +57,7 @@ Bilingual (§2.3-2.4), how the open points are settled:
   position) joins them (eq. 10) before the layer's residual, so every decoder layer has its own gate;
 * eq. 13: a training row goes without its target stream with probability α (γ = 0: exactly the monolingual
   model), the expected loss of α·L_m + (1 − α)·L_b in one pass instead of two; validation scores L_b
-  (:mod:`ctxmt_cli.data.target_concat`).
+  (:mod:`ctxmt_cli.models.hanoit.target_concat`).
 """
 
 from __future__ import annotations
@@ -68,7 +68,6 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from ctxmt_cli.config import HanoiTConfig
 from ctxmt_cli.core.batch import Batch, EncoderOut
 from ctxmt_cli.core.layers import EncoderLayer
 from ctxmt_cli.core.linear import xavier_
@@ -76,7 +75,8 @@ from ctxmt_cli.core.model import EncoderDecoder, LossTerm, VocabInfo
 from ctxmt_cli.core.positions import current_sentence_mask
 from ctxmt_cli.core.probe import AttentionProbe
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.models.hanoit_bilingual import ContextGate, memory_of, stream_input, target_segments
+from ctxmt_cli.models.hanoit.bilingual import ContextGate, memory_of, stream_input, target_segments
+from ctxmt_cli.models.hanoit.config import HanoiTConfig
 
 CURRENT, PREVIOUS, NEXT = 0, 1, 2          # segment rows of the monolingual model
 SEGMENTS = 3                               # bilingual: 5 (hanoit_bilingual: 3 previous, 4 next target context)

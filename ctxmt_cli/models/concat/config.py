@@ -1,0 +1,71 @@
+"""The recipe schema of the ``concat`` family (Lupo et al. 2022, 2023). No torch."""
+
+from __future__ import annotations
+
+from typing import Literal, Optional, Union
+
+from pydantic import Field, model_validator
+
+from ctxmt_cli.config_base import ModelBase, Section
+
+
+class ShiftPair(Section):
+    """A resolved segment shift per side (``shift: auto`` becomes one of these)."""
+
+    src: int = Field(ge=0, description="position shift per sentence of the source window")
+    tgt: int = Field(ge=0, description="position shift per sentence of the target window")
+
+
+class PSEConfig(Section):
+    """Position-segment embedding: concatenate a (d_model - d_se) position code with a d_se segment code."""
+
+    d_se: int = Field(ge=1, description="width of the segment code (smaller than d_model)")
+
+
+
+class ConcatConfig(ModelBase):
+    """Sliding-window concatenation sKtoK / sKto1 (Lupo et al. 2022, 2023)."""
+
+    family: Literal["concat"] = Field("concat", description="the family this section configures")
+    src_context_sentences: int = Field(3, ge=0, le=64, description="previous source sentences in the window (K-1)")
+    tgt_context_sentences: int = Field(3, ge=0, le=64, description="previous target sentences (0 = sKto1)")
+    cd: float = Field(1.0, ge=0.0, le=1.0, description="context discount: L = cd * L_context + L_current")
+    cd_normalize: Literal["window_tokens", "weight_sum"] = Field(
+        "window_tokens", description="the discounted loss's divisor: the window's target tokens (the authors' code) "
+        "or the sum of the token weights")
+    shift: Union[None, Literal["auto", "per-window"], int, ShiftPair] = Field(
+        None, description="segment-shifted positions: auto (mean sentence length), an int, per-window"
+    )
+    segment: Optional[Literal["onehot", "sinusoidal", "learned"]] = Field(
+        None, description="segment embedding added to the positions (sentence index from the right; none by default)")
+    persistent: bool = Field(False, description="add the position/segment encodings to every layer's input")
+    pse: Optional[PSEConfig] = Field(None, description="position-segment embedding: positions and segments "
+                                                     "concatenated instead of added")
+    context_order: Literal["previous", "random"] = Field(
+        "previous", description="training windows' context: the previous sentences, or sentences drawn at random "
+        "from the same document, re-drawn each epoch (Morishita et al. 2021, footnote 3: for corpora whose "
+        "in-document order is lost); validation, translation and scoring use the previous sentences")
+
+    @model_validator(mode="after")
+    def _check_concat(self) -> "ConcatConfig":
+        if self.pse is not None:
+            if self.segment is None:
+                raise ValueError("pse needs a segment encoding: set segment to onehot, sinusoidal or learned")
+            if self.pse.d_se >= self.d_model:
+                raise ValueError(f"pse.d_se ({self.pse.d_se}) must be smaller than d_model ({self.d_model})")
+            if self.segment == "onehot" and self.pse.d_se < self.max_segments:
+                raise ValueError(f"onehot pse needs d_se >= {self.max_segments} (sentences per window)")
+        if self.cd < 1.0 and self.tgt_context_sentences == 0:
+            raise ValueError("cd < 1 discounts target context, but tgt_context_sentences is 0")
+        if self.shift is not None and isinstance(self.shift, int) and self.shift < 0:
+            raise ValueError("shift must be >= 0")
+        if self.context_order == "random" and self.max_segments == 1:
+            raise ValueError("context_order: random draws context sentences, but src_context_sentences and "
+                             "tgt_context_sentences are 0: set one of them >= 1 (or context_order: previous)")
+        return self
+
+    @property
+    def max_segments(self) -> int:
+        """Number of sentences in the longest window (segment index range)."""
+        return max(self.src_context_sentences, self.tgt_context_sentences) + 1
+

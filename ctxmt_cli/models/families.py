@@ -1,0 +1,65 @@
+"""The families: one line each in :data:`FAMILIES`, a model class and its inputs (:mod:`ctxmt_cli.models.inputs`).
+
+Adding a family: a folder ``models/<family>/`` with its recipe schema (``config.py``, joined to
+:data:`ctxmt_cli.config.ModelConfig`), its model, its inputs where they are not the plain Transformer's, its
+recipes and contract variants, and one line here.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ctxmt_cli.core.model import EncoderDecoder, VocabInfo
+from ctxmt_cli.models.caching.model import Caching
+from ctxmt_cli.models.concat.inputs import ConcatInputs
+from ctxmt_cli.models.concat.model import Concat
+from ctxmt_cli.models.hanoit.inputs import HanoiTInputs
+from ctxmt_cli.models.hanoit.model import HanoiT
+from ctxmt_cli.models.inputs import Inputs
+from ctxmt_cli.models.mbe.inputs import MbeInputs
+from ctxmt_cli.models.mbe.model import Mbe
+from ctxmt_cli.models.sentence.model import Sentence
+
+
+class Family(NamedTuple):
+    """A family's model class (the model contract) and inputs class (the inputs contract)."""
+
+    model: type[EncoderDecoder]
+    inputs: type[Inputs]
+
+
+FAMILIES: dict[str, Family] = {
+    "sentence": Family(Sentence, Inputs),
+    "concat": Family(Concat, ConcatInputs),
+    "caching": Family(Caching, Inputs),
+    "mbe": Family(Mbe, MbeInputs),
+    "hanoit": Family(HanoiT, HanoiTInputs),
+}
+
+
+def build_model(cfg, vocab: VocabInfo) -> EncoderDecoder:
+    """Instantiate the family named by ``cfg.family`` (``cfg`` already resolved)."""
+    return FAMILIES[cfg.family].model(cfg, vocab)
+
+
+def resolve_model_config(cfg, meta: dict):
+    """Fill data-dependent values (e.g. ``shift: auto``) from the prepared data's meta.json."""
+    return FAMILIES[cfg.family].model.resolve(cfg, meta)
+
+
+def inputs_of(cfg) -> Inputs:
+    """The inputs contract of the model whose recipe section is ``cfg`` (a model's ``cfg``)."""
+    return FAMILIES[cfg.family].inputs(cfg)
+
+
+def context_sentences(cfg, context=None) -> tuple[int, int]:
+    """(source, target) context sentences to decode with (:meth:`Inputs.context`)."""
+    return inputs_of(cfg).context(context)
+
+
+def next_sentences(cfg, context=None) -> int:
+    """Next source sentences to decode with: the model's own, or ``context`` = K where it reads any
+    (:meth:`Inputs.next_sentences` of the family; the same refusals as :func:`context_sentences`)."""
+    inputs = inputs_of(cfg)
+    inputs.context(context)
+    return inputs.next_sentences(None) if context is None else inputs.resized_next(context)

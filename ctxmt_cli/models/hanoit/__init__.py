@@ -1,0 +1,1 @@
+"""The ``hanoit`` family: layer-wise context selection, monolingual and bilingual (Yang et al., HanoiT)."""

@@ -1,0 +1,100 @@
+"""The ``hanoit`` family's inputs (Yang et al., HanoiT): windows of previous *and next* source sentences
+(``[previous (oldest first), next (nearest first), current]``, ``Batch.src_next`` counting the next ones), and for
+the bilingual model (§2.3) a second source row beside each window, the *target concatenation*
+(:mod:`ctxmt_cli.models.hanoit.target_concat`), read from a first pass of the document when it is translated.
+
+Overrides :meth:`Inputs.context` (a model reading only next sentences has a window to resize),
+:meth:`Inputs.next_sentences`, :meth:`Inputs.resized_next`, :meth:`Inputs.window_spec`, :meth:`Inputs.windows`,
+:meth:`Inputs.check_first_pass` and :meth:`Inputs.step_rows`; ``target_concat`` is the recipe's ``bilingual``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Optional, Sequence
+
+import torch
+
+from ctxmt_cli.core.batch import Batch
+from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.data.batching import pad_rows
+from ctxmt_cli.data.windows import WindowDataset, WindowSpec, fit_window
+from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.models.inputs import Inputs
+
+
+class HanoiTInputs(Inputs):
+    """Previous and next source sentences; a target concatenation for the bilingual model."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.target_concat = bool(cfg.bilingual)
+
+    def _reads_context(self) -> bool:
+        return super()._reads_context() or bool(self.cfg.src_next_sentences)
+
+    def next_sentences(self, wanted: Optional[int] = None) -> int:
+        """Next source sentences in each window: ``wanted``, or the model's own when None; a model trained
+        without next sentences refuses more than 0."""
+        own = self.cfg.src_next_sentences
+        if wanted is None:
+            return own
+        if wanted < 0 or (wanted > 0 and not own):
+            return super().next_sentences(wanted)
+        return wanted
+
+    def resized_next(self, context: int) -> int:
+        """K sets every direction the model reads: an offline model (1 previous + 1 next) with K = 2 reads 2
+        previous and 2 next sentences, with K = 0 the current sentence alone."""
+        return context if self.cfg.src_next_sentences else 0
+
+    def window_spec(self, recipe, role: str) -> WindowSpec:
+        return replace(super().window_spec(recipe, role), src_next_sentences=self.cfg.src_next_sentences)
+
+    def windows(self, data, split: str, recipe, vocab: VocabInfo, role: str) -> WindowDataset:
+        """The windows of ``split``; the bilingual model's also carry each sentence's target concatenation, from
+        the split's first-pass stream or its reference; the training rows go without it with probability
+        ``alpha`` (eq. 13), the validation rows never."""
+        if not self.target_concat:
+            return super().windows(data, split, recipe, vocab, role)
+        from ctxmt_cli.models.hanoit.target_concat import TargetConcat, target_side
+
+        m = self.cfg
+        concat = TargetConcat(target_side(data, split, m.target_context, m.first_pass_stream),
+                              m.alpha if role == "train" else 0.0, recipe.train.seed)
+        return WindowDataset(data.split(split), self.window_spec(recipe, role), vocab.brk, vocab.eos, concat)
+
+    def check_first_pass(self, documents: Sequence[Sequence[str]], first_pass: Optional[Sequence]) -> None:
+        """The bilingual model needs a first pass of every sentence of ``documents``; the monolingual one none."""
+        if not self.target_concat:
+            return super().check_first_pass(documents, first_pass)
+        if first_pass is None:
+            raise CtxmtError("this bilingual hanoit model reads sentence-level translations of the context "
+                             "sentences: give --first-pass SENTENCE_CKPT (a sentence-level checkpoint of the same "
+                             "language pair)")
+        if [len(d) for d in first_pass] != [len(d) for d in documents]:
+            raise CtxmtError("the first pass does not have the documents' shape (one translation per sentence); "
+                             "translate the same documents with the first-pass checkpoint")
+
+    def step_rows(self, batch: Batch, sources: Sequence, j: int, plan, vocab: VocabInfo) -> None:
+        """The bilingual model's ``Batch.tgt_concat`` (B, S2) and ``tgt_concat_next`` (B,) translating sentence
+        ``j`` of each document, from the first pass the documents carry (``doc.first_pass``)."""
+        if not self.target_concat or not sources:
+            return
+        rows = [target_concat_row(doc, doc.first_pass, j, plan.src_context_sentences, plan.src_next_sentences,
+                                  plan.max_window_tokens, vocab) for doc in sources]
+        batch.tgt_concat = pad_rows([r for r, _ in rows], vocab.pad)
+        batch.tgt_concat_next = torch.tensor([m for _, m in rows], dtype=torch.long)
+
+
+def target_concat_row(doc: Sequence[Sequence[int]], targets: Sequence[Sequence[int]], j: int, context: int,
+                      following: int, limit: int, vocab: VocabInfo) -> tuple[list[int], int]:
+    """Sentence ``j``'s target concatenation and its next sentences: up to ``context`` previous and
+    ``following`` next first-pass sentences (``targets``; the training rule: the farthest dropped first while the
+    row is over ``limit``), each + ``<brk>``, then source sentence ``doc[j]`` and ``</s>``."""
+    before, after = targets[max(j - context, 0):j], targets[j + 1:j + 1 + following]
+    c, m = fit_window([len(t) for t in before], [len(t) for t in after], context, following, limit - len(doc[j]) - 1)
+    row: list[int] = []
+    for sentence in list(targets[j - c:j]) + list(targets[j + 1:j + 1 + m]):
+        row += list(sentence) + [vocab.brk]
+    return row + list(doc[j]) + [vocab.eos], m

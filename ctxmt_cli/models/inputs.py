@@ -1,0 +1,142 @@
+"""The inputs contract: how a family reads its data, next to the model contract of :mod:`ctxmt_cli.core.model`.
+
+The model contract says what a family computes from a :class:`~ctxmt_cli.core.batch.Batch`; this one says how
+the batches are made: which windows a sentence gets (previous and next sentences, a target concatenation),
+how documents are translated (window by window in parallel slots, or in sentence groups), what a scoring
+batch and a served document keep. Training, translation, evaluation, contrastive scoring, analysis and the
+server ask these methods and never which family they run. :class:`Inputs` is the plain Transformer's
+answer to each; a family overrides what it reads differently, in ``models/<family>/inputs.py``, and names
+its class in :data:`~ctxmt_cli.models.families.FAMILIES`.
+
+Translation strategies need the decoder's search, which lives above this layer: :meth:`Inputs.translate`
+gets it inside a :class:`DocumentRun` (``run.in_slots()``, ``run.search(...)``), so a family's way of
+translating a document is written in its folder without importing the decoder.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Protocol, Sequence, Union
+
+from ctxmt_cli.core.batch import Batch
+from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.data.windows import WindowDataset, WindowSpec
+from ctxmt_cli.errors import CtxmtError
+
+
+class DocumentRun(Protocol):
+    """What the translator hands :meth:`Inputs.translate`: the encoded documents and the ways to translate them."""
+
+    settings: object                             # the call's DecodeSettings
+    vocab: VocabInfo
+
+    def in_slots(self) -> None:
+        """Translate every document sentence by sentence in parallel slots (context windows or a memory)."""
+
+    def encoded_ids(self) -> list[list[list[int]]]:
+        """Each document's non-empty sentences as source ids."""
+
+    def search(self, batch: Batch, max_len, banned: Sequence[int]) -> list:
+        """One batched beam search of ``batch`` (rows' ``max_len``); the best hypothesis of every row."""
+
+    def record(self, hypotheses: list[list]) -> None:
+        """Each document's hypotheses, one per encoded sentence, into the results."""
+
+    def step_done(self, sentences: int) -> None:
+        """Count a finished search of ``sentences`` sentences (statistics, progress)."""
+
+
+class Inputs:
+    """The plain Transformer's inputs (the ``sentence``, ``concat`` and ``caching`` families): previous-sentence
+    windows, one sentence per row, translation in parallel slots. ``cfg``: the model's recipe section."""
+
+    #: the row also carries a target concatenation (the context's target side beside the source window)
+    target_concat = False
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+
+    # ---- context ---------------------------------------------------------------------------------
+    def context(self, context: Optional[int] = None) -> tuple[int, int]:
+        """(source, target) previous sentences to decode with: the model's own, or ``context`` = K on each side
+        that has context (Lupo et al. 2022, Figure 4: a model tested with other window sizes than it was trained
+        on). A concatenation model then reads windows of K+1 sentences, an sNto1 model grows its source side
+        only, a caching model caches K sentences. A model that reads no context refuses K > 0."""
+        own = (self.cfg.src_context_sentences, self.cfg.tgt_context_sentences)
+        if context is None:
+            return own
+        if context < 0:
+            raise CtxmtError(f"--context {context}: give a number of context sentences >= 0")
+        if context > 0 and not self._reads_context():
+            raise CtxmtError(f"--context {context}: this {self.cfg.family} model reads no context, so there is no "
+                             "window to resize; leave --context out (or give 0), or use a context-aware checkpoint")
+        return (context if own[0] else 0, context if own[1] else 0)
+
+    def _reads_context(self) -> bool:
+        return (self.cfg.src_context_sentences, self.cfg.tgt_context_sentences) != (0, 0)
+
+    def next_sentences(self, wanted: Optional[int] = None) -> int:
+        """Next source sentences in each window: none; ``wanted`` > 0 is refused."""
+        if wanted is not None and wanted < 0:
+            raise CtxmtError(f"src_next_sentences={wanted}: give a number of next sentences >= 0")
+        if wanted:
+            raise CtxmtError(f"src_next_sentences={wanted}: this {self.cfg.family} model reads no next sentences; "
+                             "give 0, or use a checkpoint trained with next-sentence context")
+        return 0
+
+    def resized_next(self, context: int) -> int:
+        """Next source sentences when ``--context`` K resizes the windows (:meth:`context`): none."""
+        return 0
+
+    # ---- training and validation windows ---------------------------------------------------------
+    def window_spec(self, recipe, role: str) -> WindowSpec:
+        """How the windows of a ``role`` ("train" or "valid") split are cut."""
+        return WindowSpec(self.cfg.src_context_sentences, self.cfg.tgt_context_sentences,
+                          recipe.data.max_window_tokens, "previous", recipe.train.seed)
+
+    def windows(self, data, split: str, recipe, vocab: VocabInfo, role: str) -> WindowDataset:
+        """The windows of ``split`` of the prepared ``data`` for training (``role`` "train") or validation."""
+        return WindowDataset(data.split(split), self.window_spec(recipe, role), vocab.brk, vocab.eos)
+
+    # ---- translation -----------------------------------------------------------------------------
+    def check_first_pass(self, documents: Sequence[Sequence[str]], first_pass: Optional[Sequence]) -> None:
+        """A first pass (sentence-level translations of ``documents``) is for a model reading a target
+        concatenation; this one reads none."""
+        if first_pass is not None:
+            raise CtxmtError(f"--first-pass: this {self.cfg.family} model is not bilingual and reads no first pass; "
+                             "leave it out (it is for a hanoit model with bilingual: true)")
+
+    def check_groups(self, group_sentences: Union[None, int, str], group_order: str = "consecutive") -> None:
+        """Sentence-group options (``group_sentences``: a size, or the option's text) are for a model that reads
+        its group; this one refuses them."""
+        if group_sentences is not None or group_order != "consecutive":
+            option = (f"--group-sentences {group_sentences}" if group_sentences is not None
+                      else f"--group-order {group_order}")
+            raise CtxmtError(f"{option}: this {self.cfg.family} model does not read sentence groups (only a family "
+                             "like mbe does); leave it out")
+
+    def translate(self, run: DocumentRun) -> None:
+        """Translate the documents of ``run``: sentence by sentence, in parallel slots."""
+        self.check_groups(run.settings.group_sentences, run.settings.group_order)
+        run.in_slots()
+
+    def step_rows(self, batch: Batch, sources: Sequence, j: int, plan, vocab: VocabInfo) -> None:
+        """Complete the batch translating sentence ``j`` of each document of ``sources`` (nothing to add)."""
+
+    def kept_sentences(self, group_sentences: Optional[int], max_document_sentences: Optional[int]) -> dict:
+        """What a server keeps of a document between requests (the fields of its keep rule): the context window;
+        the options of a model reading sentence groups are refused."""
+        for name, value in (("--group-sentences", group_sentences),
+                            ("--max-document-sentences", max_document_sentences)):
+            if value is not None:
+                raise CtxmtError(f"{name} {value}: this {self.cfg.family} model does not read sentence groups (only "
+                                 "a family like mbe does), so the server keeps only its context window; leave it out")
+        return {"window": max(self.context())}
+
+    # ---- contrastive scoring ---------------------------------------------------------------------
+    def scoring_context(self, context: Optional[int], longest_item_context: int) -> tuple[int, int]:
+        """(source, target) context sentences of a test item's scored rows: those the model translates with."""
+        return self.context(context)
+
+    def scoring_batch(self, batch: Batch, vocab: VocabInfo) -> Batch:
+        """A scoring batch of source windows as the model reads it (as it is)."""
+        return batch

@@ -1,0 +1,53 @@
+"""The ``mbe`` family's inputs (Morishita et al. 2021): a sentence reads the summary of its group, not its
+neighbours. Documents are translated group by group (:mod:`ctxmt_cli.models.mbe.decoding`), a scored test item's
+context sentences join its group, and a server keeps a document's unfinished group (or the whole document).
+Overrides :meth:`Inputs.check_groups`, :meth:`Inputs.translate`, :meth:`Inputs.kept_sentences`,
+:meth:`Inputs.scoring_context` and :meth:`Inputs.scoring_batch`; training batches follow the model's
+``batch_scheme`` (whole groups, mixed ones for the gate)."""
+
+from __future__ import annotations
+
+from typing import Optional, Union
+
+from ctxmt_cli.core.batch import Batch
+from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.models.inputs import DocumentRun, Inputs
+from ctxmt_cli.models.mbe.decoding import group_hypotheses, windows_as_groups
+
+#: a document the server keeps whole holds at most this many sentences unless the server is told otherwise
+DOCUMENT_SENTENCES = 1024
+#: sentences per search of groups, per document decoded in parallel
+SENTENCES_PER_DOCUMENT = 8
+
+
+class MbeInputs(Inputs):
+    """Sentence groups: one document (or ``group_sentences`` of it) per group."""
+
+    def check_groups(self, group_sentences: Union[None, int, str], group_order: str = "consecutive") -> None:
+        """Any group size and order is read (checked where the groups are cut)."""
+
+    def translate(self, run: DocumentRun) -> None:
+        """Translate every document group by group; a sentence whose translation is given is decoded with its
+        group (its summary reads it) and left out by ``run.record``."""
+        s, vocab = run.settings, run.vocab
+        out = group_hypotheses(lambda batch, limit: run.search(batch, limit, [vocab.brk]), run.encoded_ids(), vocab,
+                               max_len=lambda n: int(s.max_len_a * n + s.max_len_b), group_sentences=s.group_sentences,
+                               group_order=s.group_order, max_sentences=max(s.batch_docs, 1) * SENTENCES_PER_DOCUMENT,
+                               progress=run.step_done)
+        run.record(out)
+
+    def kept_sentences(self, group_sentences: Optional[int], max_document_sentences: Optional[int]) -> dict:
+        """The unfinished group of ``group_sentences`` consecutive sentences, or the whole document."""
+        if group_sentences is not None:
+            return {"group": group_sentences}
+        return {"max_sentences": DOCUMENT_SENTENCES if max_document_sentences is None else max_document_sentences}
+
+    def scoring_context(self, context: Optional[int], longest_item_context: int) -> tuple[int, int]:
+        """Every context sentence of an item joins its group (source side), unless ``context`` says how many."""
+        src, tgt = self.context(context)
+        return (longest_item_context, tgt) if context is None else (src, tgt)
+
+    def scoring_batch(self, batch: Batch, vocab: VocabInfo) -> Batch:
+        """Each source window becomes one group of sentences."""
+        return windows_as_groups(batch, vocab)
+
