@@ -16,7 +16,7 @@ encoder self-attention with the dropped context tokens marked.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -159,12 +159,13 @@ def collect_statistics(model, dataset, indices: np.ndarray, max_tokens: int,
                        device) -> tuple[AttentionStats, KeptShares]:
     """Run every window of ``indices`` through ``model`` with a statistics probe, batch by batch; the kept shares
     of a model that selects context tokens are pooled from each pass's loss terms."""
-    from ctxmt_cli.data.batching import plan_batches, window_batch
+    from ctxmt_cli.data.batching import window_batch
+    from ctxmt_cli.models.families import inputs_of
 
     stats, kept = AttentionStats(), KeptShares()
     vocab = model.vocab
-    scheme = replace(model.batch_scheme, mixed_share=0.0)                  # a model reading its group: real documents
-    for plan in plan_batches(scheme, dataset, indices, max_tokens, shuffle=False):
+    inputs = inputs_of(model.cfg)
+    for plan in inputs.plan_batches(dataset, indices, max_tokens, shuffle=False, mixed=False):   # real documents
         batch = window_batch(dataset, plan, vocab.pad, vocab.bos).to(device)
         stats.rows = [int(j) for j in batch.ids]
         kept.add(model(batch, probe=stats, project=False).loss_terms)

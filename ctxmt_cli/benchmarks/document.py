@@ -65,7 +65,6 @@ class Copy(nn.Module):
     def __init__(self, inner):
         super().__init__()
         self.inner, self.vocab, self.cfg = inner, inner.vocab, inner.cfg
-        self.document_mode, self.batch_scheme = inner.document_mode, inner.batch_scheme
 
     def encode(self, batch):
         return self.inner.encode(batch)

@@ -2,7 +2,7 @@
 
 Morishita et al. (2021) report that their MBE model trains at about half its baseline's speed. Here both
 models train, in one process, on the same data, each through the real trainer
-(:class:`ctxmt_cli.train.trainer.Trainer`: its epoch batch plan from the model's ``batch_scheme``, its
+(:class:`ctxmt_cli.train.trainer.Trainer`: its epoch batch plan from the family's inputs (``plan_batches``), its
 collation and its update with the learning-rate schedule and logging). The data (``--corpus``, prepared into a
 temporary directory): ``synthetic``, the quickstart's corpus (7-token sentences, so z's extra encoder position
 costs 1/8 of the encoder), or ``maruf-iwslt17``, real TED talks at real sentence lengths (about 24 tokens): the

@@ -21,7 +21,7 @@ the kernel lacks it), sampled every 0.1 s. Figures:
   is the physical limit of preparation;
 * ``first-step``: seconds from starting ``ctxmt train europarl_enfr/sentence_small`` on the synthetic
   prepared set to its first logged update (the process is then stopped);
-* ``loader``: windows batches/s of the trainer's own loader (``plan_batches`` once, then ``window_batch``
+* ``loader``: windows batches/s of the trainer's own loader (the family's ``plan_batches`` once, then ``window_batch``
   per batch) over the synthetic set at the base recipe's 25,000-token budget, against updates/s of the
   trainer's update at transformer-base dims (``Updater.update``, fp32, the prepared vocabulary) on those
   batches (quick: the small preset, 4,096 tokens).
@@ -209,9 +209,10 @@ def loader_vs_trainer(data: Path, quick: bool, threads: int, repeats: int) -> tu
     import numpy as np
 
     from ctxmt_cli.config import load_recipe
-    from ctxmt_cli.core.model import BatchScheme, VocabInfo
-    from ctxmt_cli.data.batching import plan_batches, window_batch
+    from ctxmt_cli.core.model import VocabInfo
+    from ctxmt_cli.data.batching import window_batch
     from ctxmt_cli.data.store import PreparedData
+    from ctxmt_cli.models.families import inputs_of
     from ctxmt_cli.recipe_catalog import resolve_recipe
     from ctxmt_cli.train.setup import window_dataset
 
@@ -221,8 +222,8 @@ def loader_vs_trainer(data: Path, quick: bool, threads: int, repeats: int) -> tu
     vocab = VocabInfo(prepared.meta["vocab_size"]["src"], prepared.meta["vocab_size"]["tgt"])
     dataset = window_dataset(prepared, "train", recipe, vocab, "train")
     start = time.perf_counter()
-    scheme = BatchScheme()                                   # the sentence family's: length-bucketed rows
-    plans = plan_batches(scheme, dataset, dataset.indices, recipe.data.max_tokens, recipe.data.bucket_width)
+    inputs = inputs_of(recipe.model)                         # the sentence family's: length-bucketed rows
+    plans = inputs.plan_batches(dataset, dataset.indices, recipe.data.max_tokens, recipe.data.bucket_width)
     planned = time.perf_counter() - start
     chosen = [plans[int(k)] for k in np.random.default_rng(0).choice(len(plans), 50, replace=False)]
     start = time.perf_counter()

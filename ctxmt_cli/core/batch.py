@@ -35,7 +35,7 @@ class Batch:
     ``src_index`` (scoring) lets several target rows share one source row:
     target row ``r`` is conditioned on ``src[src_index[r]]``, so each distinct
     source window is encoded once (contrastive candidates of one item).
-    ``groups`` (a family that reads a summary of its sentence group, ``batch_scheme.groups``): the group
+    ``groups`` (a family that reads a summary of its sentence group, MBE): the group
     of each source row; ``mixed`` (training) whether each group mixes documents.
     ``src_next`` (a family reading next sentences, HanoiT): how many of each row's context sentences are *next*
     sentences; a window is then [previous (oldest first), next (nearest first), current], each context

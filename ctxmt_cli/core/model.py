@@ -24,19 +24,15 @@ Methods (the plain Transformer implements them; families do not copy them):
 
 Masks (:mod:`ctxmt_cli.core.batch`): ``bool``, True = real token, padding on the right.
 
+How the batches are made — windows, batch plans, how a document is translated — is the second contract,
+:mod:`ctxmt_cli.models.inputs`.
+
 Hooks, each declared here with the default the plain Transformer uses; a family
 overrides the smallest one:
 
 * ``resolve(cfg, meta)`` (classmethod) — fill data-dependent config values from the
   prepared data's ``meta.json`` (concat: ``shift: auto``); default: ``cfg`` unchanged;
 * ``context_aware`` — whether the model reads context (reports, quickstart); default False;
-* ``batch_scheme`` — how sentences are put into batches (:class:`BatchScheme`): length-bucketed rows
-  (default), or whole groups of one document's sentences (``Batch.groups``) for a family that
-  summarises a group (MBE); training, validation, translation and scoring follow it;
-* ``document_mode`` — how translation treats a document (:class:`DocumentMode`):
-  ``WINDOWS`` re-encodes each sentence's source window (default), ``MEMORY`` encodes each
-  sentence once and keeps its ``EncoderOut.entry`` in a per-document context memory
-  passed back as ``Batch.memory``;
 * ``loss_term_names`` / ``loss_terms(batch, token_loss, output)`` — named extra terms of the
   training objective (:class:`LossTerm`: sum, count, weight). The trainer adds
   ``weight * sum`` of each to the label-smoothed window loss, logs each mean
@@ -71,7 +67,6 @@ overrides the smallest one:
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field, replace
 from typing import ClassVar, Optional
 
@@ -109,27 +104,6 @@ class VocabInfo:
                    joint=tokenizer.joint)
 
 
-@dataclass(frozen=True)
-class BatchScheme:
-    """How sentences are put into batches (the ``batch_scheme`` hook): training, validation, translation, scoring.
-
-    Default: length-bucketed rows under a token budget. ``groups``: whole groups of one document's sentences
-    (``Batch.groups``), several per batch, each within ``group_tokens`` padded tokens; ``mixed_share`` of the
-    training sentences go into groups that mix documents (``Batch.mixed``), for a classifier that tells them apart.
-    """
-
-    groups: bool = False
-    group_tokens: int = 0
-    mixed_share: float = 0.0
-
-
-class DocumentMode(enum.Enum):
-    """How translation feeds a document's context to the model (the ``document_mode`` hook)."""
-
-    WINDOWS = "windows"       # re-encode each sentence's source window (context sentences + current)
-    MEMORY = "memory"         # encode each sentence once; keep its entry in a per-document context memory
-
-
 @dataclass
 class LossTerm:
     """One named extra term of the training objective, as sums over a batch.
@@ -160,12 +134,8 @@ class EncoderDecoder(nn.Module):
 
     #: whether the model reads context beyond the current sentence
     context_aware: ClassVar[bool] = False
-    #: how translation treats a document (see :class:`DocumentMode`)
-    document_mode: ClassVar[DocumentMode] = DocumentMode.WINDOWS
     #: names of the extra loss terms :meth:`loss_terms` returns, fixed for the whole run
     loss_term_names: ClassVar[tuple[str, ...]] = ()
-    #: how sentences are batched (see :class:`BatchScheme`); a family reading its group overrides it
-    batch_scheme: ClassVar[BatchScheme] = BatchScheme()
     #: encoder layers whose head-averaged self-attention probabilities :meth:`between_layers` reads
     between_layers_attention: ClassVar[frozenset[int]] = frozenset()
 

@@ -338,13 +338,3 @@ def _chunked(batch: list[tuple[np.ndarray, bool]], size: np.ndarray, src_len: np
         ends += [a + e for e in cut]
     order = np.concatenate(order)
     return GroupedBatch(rows[order], groups[order], np.asarray([x for _, x in batch], dtype=bool), tuple(ends))
-
-
-def plan_batches(scheme, dataset, indices: np.ndarray, max_tokens: int, bucket_width: int = 1, seed: int = 1,
-                 epoch: int = 0, shuffle: bool = True) -> list:
-    """Micro-batches of a :class:`WindowDataset`'s ``indices`` as the model's ``batch_scheme`` asks: index arrays
-    (:func:`token_batches`) or :class:`GroupedBatch` es (:func:`group_batches`); :func:`window_batch` collates both."""
-    if not scheme.groups:
-        return token_batches(dataset.src_len, dataset.tgt_len, indices, max_tokens, bucket_width, seed, epoch, shuffle)
-    return group_batches(np.asarray(dataset.split.doc_index), dataset.src_len, dataset.tgt_len, indices, max_tokens,
-                         scheme.group_tokens, scheme.mixed_share, seed, epoch, shuffle)

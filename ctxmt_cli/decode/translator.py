@@ -30,7 +30,8 @@ summed log-probability of its tokens and ``</s>`` given its window and target co
 
 Another inference engine can run the search of each step (``engine`` of :func:`decode_documents`, a
 :data:`StepSearch`): documents, windows, target-context forcing and fallbacks stay the ones here, and ``model``
-then only needs the attributes the translator reads (``cfg``, ``vocab``, ``batch_scheme``, ``document_mode``).
+then only needs the attributes the translator reads (``cfg``, through which its inputs contract is found, and
+``vocab``).
 The CTranslate2 engine (:mod:`ctxmt_cli.export.ct2_engine`) does this; without ``engine`` ctxmt's beam search runs.
 
 An empty source line (or one that tokenizes to nothing) yields an empty output
@@ -46,7 +47,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from ctxmt_cli.core.model import DocumentMode, VocabInfo
+from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.decode.encoded import Encoded, encode_document, first_pass_per_document
 from ctxmt_cli.decode.records import Candidate
 from ctxmt_cli.decode.search import Hypothesis, beam_search
@@ -225,10 +226,11 @@ class _Run:
         self.settings, self.plan, self.search_settings, self.stats, self.progress = settings, plan, search, stats, progress
         self.vocab = VocabInfo.of(tokenizer)
 
-    def in_slots(self) -> None:
-        """Translate every document sentence by sentence, ``batch_docs`` documents in parallel slots."""
+    def in_slots(self, memory: bool = False) -> None:
+        """Translate every document sentence by sentence, ``batch_docs`` documents in parallel slots; ``memory``:
+        with a per-document memory of cached entries (unless the call's ``cache`` is off)."""
         s, encoded = self.settings, self.encoded
-        cache = s.cache and self.model.document_mode is DocumentMode.MEMORY
+        cache = s.cache and memory
         self.stats.total += sum(len(e.ids) - len(e.given) for e in encoded)
         order = sorted(range(len(encoded)), key=lambda d: -len(encoded[d].ids))   # stable: ties keep input order
         for start in range(0, len(order), s.batch_docs):
@@ -342,10 +344,10 @@ def translate_documents(
 
     ``batch_docs`` documents are decoded in parallel; ``progress(stats)`` is
     called after every step; pass ``stats`` to read the counters (fallbacks…)
-    afterwards. ``cache``: models whose ``document_mode`` is ``MEMORY`` encode each sentence once and
+    afterwards. ``cache``: a family translating with a document memory (caching) encodes each sentence once and
     reuse its cached entry as context; ``False`` re-encodes the windows (for checks). A model that reads a
-    summary of its sentence group (``batch_scheme.groups``) translates each document as groups instead
-    (:mod:`ctxmt_cli.decode.groups`: ``group_sentences`` per group, None = the whole document, in
+    summary of its sentence group (mbe) translates each document as groups instead
+    (:mod:`ctxmt_cli.models.mbe.decoding`: ``group_sentences`` per group, None = the whole document, in
     ``group_order``); a model of another kind refuses ``group_sentences``. ``src_next_sentences``: the next
     source sentences in each window (None: the model's own ``src_next_sentences``; a model that reads none
     refuses more). ``first_pass``: a bilingual model's first pass of ``documents`` (:mod:`ctxmt_cli.decode.bilingual`).

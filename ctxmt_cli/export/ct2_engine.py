@@ -29,7 +29,7 @@ from functools import partial
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ctxmt_cli.core.model import BatchScheme, DocumentMode, VocabInfo
+from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.decode.search import Hypothesis
 from ctxmt_cli.decode.steps import StepInput
 from ctxmt_cli.errors import CtxmtError
@@ -56,8 +56,6 @@ class CT2Model:
     """An exported model: what the translator reads of a model (``cfg``, ``vocab``, batching and document mode:
     windows) and :meth:`search`, CTranslate2's search of one step (see the module docstring)."""
 
-    batch_scheme = BatchScheme()
-    document_mode = DocumentMode.WINDOWS
 
     def __init__(self, cfg, vocab: VocabInfo, translator, src_tokens: list[str], tgt_tokens: list[str]):
         self.cfg, self.vocab, self.translator = cfg, vocab, translator

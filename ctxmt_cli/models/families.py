@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ctxmt_cli.core.model import EncoderDecoder, VocabInfo
+from ctxmt_cli.models.caching.inputs import CachingInputs
 from ctxmt_cli.models.caching.model import Caching
 from ctxmt_cli.models.concat.inputs import ConcatInputs
 from ctxmt_cli.models.concat.model import Concat
@@ -31,7 +32,7 @@ class Family(NamedTuple):
 FAMILIES: dict[str, Family] = {
     "sentence": Family(Sentence, Inputs),
     "concat": Family(Concat, ConcatInputs),
-    "caching": Family(Caching, Inputs),
+    "caching": Family(Caching, CachingInputs),
     "mbe": Family(Mbe, MbeInputs),
     "hanoit": Family(HanoiT, HanoiTInputs),
 }

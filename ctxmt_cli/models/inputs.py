@@ -17,8 +17,11 @@ from __future__ import annotations
 
 from typing import Optional, Protocol, Sequence, Union
 
+import numpy as np
+
 from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.data.batching import token_batches
 from ctxmt_cli.data.windows import WindowDataset, WindowSpec
 from ctxmt_cli.errors import CtxmtError
 
@@ -29,8 +32,10 @@ class DocumentRun(Protocol):
     settings: object                             # the call's DecodeSettings
     vocab: VocabInfo
 
-    def in_slots(self) -> None:
-        """Translate every document sentence by sentence in parallel slots (context windows or a memory)."""
+    def in_slots(self, memory: bool = False) -> None:
+        """Translate every document sentence by sentence in parallel slots: each sentence's source window
+        re-encoded, or (``memory``) each sentence encoded once and its ``EncoderOut.entry`` kept in a per-document
+        context memory passed back as ``Batch.memory`` (unless the call turned the cache off)."""
 
     def encoded_ids(self) -> list[list[list[int]]]:
         """Each document's non-empty sentences as source ids."""
@@ -97,6 +102,15 @@ class Inputs:
         """The windows of ``split`` of the prepared ``data`` for training (``role`` "train") or validation."""
         return WindowDataset(data.split(split), self.window_spec(recipe, role), vocab.brk, vocab.eos)
 
+    # ---- batches ---------------------------------------------------------------------------------
+    def plan_batches(self, dataset: WindowDataset, indices: np.ndarray, max_tokens: int, bucket_width: int = 1,
+                     seed: int = 1, epoch: int = 0, shuffle: bool = True, mixed: bool = True) -> list:
+        """Micro-batches of ``dataset``'s windows ``indices`` (training, validation, analysis), each collated by
+        :func:`~ctxmt_cli.data.batching.window_batch`: length-bucketed rows within ``max_tokens``, shuffled from
+        ``(seed, epoch)`` alone. ``mixed``: a family that trains on groups mixing documents may add them (False
+        for analysis, which reads real documents)."""
+        return token_batches(dataset.src_len, dataset.tgt_len, indices, max_tokens, bucket_width, seed, epoch, shuffle)
+
     # ---- translation -----------------------------------------------------------------------------
     def check_first_pass(self, documents: Sequence[Sequence[str]], first_pass: Optional[Sequence]) -> None:
         """A first pass (sentence-level translations of ``documents``) is for a model reading a target
@@ -115,9 +129,10 @@ class Inputs:
                              "like mbe does); leave it out")
 
     def translate(self, run: DocumentRun) -> None:
-        """Translate the documents of ``run``: sentence by sentence, in parallel slots."""
+        """Translate the documents of ``run``: sentence by sentence, in parallel slots, each source window
+        re-encoded."""
         self.check_groups(run.settings.group_sentences, run.settings.group_order)
-        run.in_slots()
+        run.in_slots(memory=False)
 
     def step_rows(self, batch: Batch, sources: Sequence, j: int, plan, vocab: VocabInfo) -> None:
         """Complete the batch translating sentence ``j`` of each document of ``sources`` (nothing to add)."""

@@ -26,9 +26,9 @@ import torch
 
 from ctxmt_cli.config import Recipe, recipe_to_dict
 from ctxmt_cli.core.model import VocabInfo
-from ctxmt_cli.data.batching import plan_batches, shard_batches, window_batch
+from ctxmt_cli.data.batching import shard_batches, window_batch
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.models.families import build_model
+from ctxmt_cli.models.families import build_model, inputs_of
 from ctxmt_cli.models.loading import load_state_strict
 from ctxmt_cli.outputs import claim, copy_atomic, torch_save
 from ctxmt_cli.train import setup as S
@@ -58,7 +58,7 @@ from ctxmt_cli.train.distributed import (
 from ctxmt_cli.train.progress import make_reporter
 from ctxmt_cli.train.resume import describe
 from ctxmt_cli.train.schedule import InverseSqrtSchedule
-from ctxmt_cli.train.step import LossSettings, Updater, core_model, make_optimizer, make_scaler
+from ctxmt_cli.train.step import LossSettings, Updater, make_optimizer, make_scaler
 from ctxmt_cli.train.telemetry import TrainLog
 from ctxmt_cli.train.validate import Validator
 
@@ -111,12 +111,13 @@ class Trainer:
         self.recipe = S.resolve_recipe(recipe, self.meta)
         self.save_dir = Path(self.cfg.save_dir)
         ckpt = S.find_resume_checkpoint(self.save_dir, resume, env, self.tokenizer, self.recipe, allow_changed)
+        self.inputs = inputs_of(self.recipe.model)
         self.train_ds = S.window_dataset(data, recipe.data.train_split, self.recipe, self.vocab, "train")
         valid_ds = S.window_dataset(data, recipe.data.valid_split, self.recipe, self.vocab, "valid")
         self._build(ckpt)
         self.loss = LossSettings.from_recipe(self.recipe, self.vocab, self.model)
         self.validator = Validator(valid_ds, recipe.data.max_tokens, recipe.data.bucket_width, env, self.loss,
-                                   self.cfg.amp, self.vocab.pad, self.vocab.bos, core_model(self.model).batch_scheme)
+                                   self.cfg.amp, self.vocab.pad, self.vocab.bos, self.inputs)
         self.updater = Updater(self.model, self.optimizer, self.scaler, env, self.loss, self.cfg.amp, self.cfg.clip_norm,
                                self.cfg.compile)
         if env.is_main:
@@ -193,8 +194,7 @@ class Trainer:
         if self._epoch_cache[0] != epoch:
             ds, data = self.train_ds, self.recipe.data
             ds.set_epoch(epoch)                     # context_order random: this epoch's context draw
-            every = plan_batches(core_model(self.model).batch_scheme, ds, ds.indices, data.max_tokens,
-                                 data.bucket_width, self.cfg.seed, epoch)
+            every = self.inputs.plan_batches(ds, ds.indices, data.max_tokens, data.bucket_width, self.cfg.seed, epoch)
             mine = shard_batches(every, self.env.rank, self.env.world)
             if not mine:
                 raise CtxmtError(f"the train split gives {len(every)} batches, fewer than the {self.env.world} "

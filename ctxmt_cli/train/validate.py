@@ -14,9 +14,9 @@ import torch
 from torch import nn
 
 from ctxmt_cli.core.batch import Batch
-from ctxmt_cli.core.model import BatchScheme
-from ctxmt_cli.data.batching import plan_batches, window_batch
+from ctxmt_cli.data.batching import window_batch
 from ctxmt_cli.data.windows import WindowDataset
+from ctxmt_cli.models.inputs import Inputs
 from ctxmt_cli.train.distributed import DistEnv, all_reduce_sum
 from ctxmt_cli.train.step import LossSettings, batch_loss
 
@@ -25,9 +25,9 @@ class Validator:
     """Scores a fixed set of valid batches with a model."""
 
     def __init__(self, dataset: WindowDataset, max_tokens: int, bucket_width: int, env: DistEnv,
-                 loss: LossSettings, amp: str, pad: int, bos: int, scheme: BatchScheme = BatchScheme()):
+                 loss: LossSettings, amp: str, pad: int, bos: int, inputs: Inputs):
         self.env, self.loss, self.amp = env, loss, amp
-        groups = plan_batches(scheme, dataset, dataset.indices, max_tokens, bucket_width, shuffle=False)
+        groups = inputs.plan_batches(dataset, dataset.indices, max_tokens, bucket_width, shuffle=False)
         mine = groups[env.rank::env.world]
         self.batches: list[Batch] = [window_batch(dataset, g, pad, bos, chunked=True) for g in mine]
         self.size = int(len(dataset))

@@ -23,8 +23,7 @@ class Biased(nn.Module):
         super().__init__()
         self.inner, self.vocab, self.cfg = inner, inner.vocab, inner.cfg
         self.eos, self.brk, self.brk_rule = eos, brk, brk_rule
-        self.document_mode, self.context_aware = inner.document_mode, inner.context_aware
-        self.batch_scheme = inner.batch_scheme
+        self.context_aware = inner.context_aware
         self.calls: list[int] = []
 
     def _bias(self, logits: torch.Tensor) -> torch.Tensor:

@@ -10,7 +10,7 @@ from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.data.batching import group_batches, sentence_groups
-from ctxmt_cli.models.families import build_model
+from ctxmt_cli.models.families import build_model, inputs_of
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -112,7 +112,7 @@ def test_classifier_loss_per_sentence_and_per_group_by_hand():
 
 def test_without_gate_there_is_no_classifier_and_no_term():
     model = make(gate=False, mixed_groups=0.0)
-    assert model.classifier is None and model.loss_term_names == () and model.batch_scheme.mixed_share == 0.0
+    assert model.classifier is None and model.loss_term_names == () and inputs_of(model.cfg).mixed_share == 0.0
     assert model.encode(Batch(src=rows([5, 6]))).loss_terms == {}
 
 

@@ -20,8 +20,9 @@ encoded twice. Both paths assemble the memory with the same code, in the same or
 
 Hooks overridden on the core: ``encode`` (fills ``EncoderOut.context`` and ``entry``, and
 hands the grouping/selecting weights of each current sentence to an attention probe as
-kind ``assignment``), ``context_aware`` and ``document_mode = MEMORY``; ``__init__`` passes
-context-attention blocks into the decoder layers. Everything else is the core contract.
+kind ``assignment``) and ``context_aware``; ``__init__`` passes context-attention blocks into the decoder
+layers. Everything else is the core contract. Its inputs (:mod:`ctxmt_cli.models.caching.inputs`) translate a
+document with a memory of cached entries.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from torch import Tensor, nn
 
 from ctxmt_cli.core.batch import Batch, EncoderOut, Memory
 from ctxmt_cli.core.layers import EncoderLayer
-from ctxmt_cli.core.model import DocumentMode, EncoderDecoder, VocabInfo
+from ctxmt_cli.core.model import EncoderDecoder, VocabInfo
 from ctxmt_cli.core.probe import AttentionProbe, AttentionView
 from ctxmt_cli.models.caching.config import CachingConfig
 from ctxmt_cli.models.caching.shortening import Shortener
@@ -45,7 +46,6 @@ class Caching(EncoderDecoder):
     """Shared-encoder caching model with optional shortening of the cached sentences."""
 
     context_aware = True
-    document_mode = DocumentMode.MEMORY  # the translator keeps each document's entries instead of re-encoding them
 
     def __init__(self, cfg: CachingConfig, vocab: VocabInfo):
         attention = None if cfg.integration == "concat" else (cfg.integration == "parallel", cfg.gate)

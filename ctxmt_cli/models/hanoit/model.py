@@ -12,7 +12,7 @@ Hooks overridden on the core: ``encode`` (the embedding of eq. 2, which needs ``
 previous from next context), ``between_layers`` with ``between_layers_attention`` (the selection, after each
 selection layer), ``context_aware``, ``loss_term_names`` (the kept share per selection layer) and ``resolve``
 (a bilingual model needs a joint vocabulary); bilingual: ``context_attention`` with a ``mix`` (the gate) and
-``EncoderOut.context`` (the target stream). Translation keeps the default ``DocumentMode.WINDOWS``: each
+``EncoderOut.context`` (the target stream). Translation keeps the default of the inputs contract, windows: each
 sentence's window is encoded anew.
 
 How each open point of the paper is settled:

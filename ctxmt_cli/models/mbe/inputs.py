@@ -1,16 +1,19 @@
 """The ``mbe`` family's inputs (Morishita et al. 2021): a sentence reads the summary of its group, not its
 neighbours. Documents are translated group by group (:mod:`ctxmt_cli.models.mbe.decoding`), a scored test item's
 context sentences join its group, and a server keeps a document's unfinished group (or the whole document).
-Overrides :meth:`Inputs.check_groups`, :meth:`Inputs.translate`, :meth:`Inputs.kept_sentences`,
-:meth:`Inputs.scoring_context` and :meth:`Inputs.scoring_batch`; training batches follow the model's
-``batch_scheme`` (whole groups, mixed ones for the gate)."""
+Overrides :meth:`Inputs.plan_batches` (whole groups, mixed ones for the gate), :meth:`Inputs.check_groups`,
+:meth:`Inputs.translate`, :meth:`Inputs.kept_sentences`,
+:meth:`Inputs.scoring_context` and :meth:`Inputs.scoring_batch`."""
 
 from __future__ import annotations
 
 from typing import Optional, Union
 
+import numpy as np
+
 from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.data.batching import group_batches
 from ctxmt_cli.models.inputs import DocumentRun, Inputs
 from ctxmt_cli.models.mbe.decoding import group_hypotheses, windows_as_groups
 
@@ -22,6 +25,19 @@ SENTENCES_PER_DOCUMENT = 8
 
 class MbeInputs(Inputs):
     """Sentence groups: one document (or ``group_sentences`` of it) per group."""
+
+    @property
+    def mixed_share(self) -> float:
+        """The share of training sentences in groups mixing documents: for the gate's classifier (1:1 by default)."""
+        return self.cfg.mixed_groups if self.cfg.gate else 0.0
+
+    def plan_batches(self, dataset, indices: np.ndarray, max_tokens: int, bucket_width: int = 1, seed: int = 1,
+                     epoch: int = 0, shuffle: bool = True, mixed: bool = True) -> list:
+        """Whole groups of one document's sentences, several per batch, each within ``group_tokens`` padded tokens;
+        with the gate, mixed-document groups too (:func:`~ctxmt_cli.data.batching.group_batches`)."""
+        return group_batches(np.asarray(dataset.split.doc_index), dataset.src_len, dataset.tgt_len, indices,
+                             max_tokens, self.cfg.group_tokens, self.mixed_share if mixed else 0.0, seed, epoch,
+                             shuffle)
 
     def check_groups(self, group_sentences: Union[None, int, str], group_order: str = "consecutive") -> None:
         """Any group size and order is read (checked where the groups are cut)."""

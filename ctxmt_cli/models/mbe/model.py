@@ -29,8 +29,7 @@ its own group, and a batch without ``mixed`` labels every group "same document".
 Hooks overridden on the core: ``encode`` (z through the encoder's input prefix and/or
 ``EncoderOut.prefix`` for the decoder; the classifier's terms in ``EncoderOut.loss_terms``),
 ``encode_parts`` (a training batch in row chunks: z per group over the sentences of every chunk, the
-classifier once, then each chunk's encoder at its own width), ``batch_scheme`` (whole groups, mixed ones
-for the gate), ``context_aware`` and ``loss_term_names``.
+classifier once, then each chunk's encoder at its own width), ``context_aware`` and ``loss_term_names``.
 """
 
 from __future__ import annotations
@@ -45,7 +44,7 @@ from torch import Tensor, nn
 from ctxmt_cli.core.batch import Batch, EncoderOut
 from ctxmt_cli.core.layers import EncoderLayer
 from ctxmt_cli.core.linear import Linear, xavier_
-from ctxmt_cli.core.model import BatchScheme, EncoderDecoder, LossTerm, VocabInfo
+from ctxmt_cli.core.model import EncoderDecoder, LossTerm, VocabInfo
 from ctxmt_cli.core.probe import AttentionProbe
 from ctxmt_cli.models.mbe.config import MbeConfig
 
@@ -67,9 +66,6 @@ class Mbe(EncoderDecoder):
         self.summary_dropout = nn.Dropout(cfg.dropout if cfg.summary_dropout is None else cfg.summary_dropout)
         self.classifier = Linear(d, 2, bias=False) if cfg.gate else None   # W of eq. 5
         self.loss_term_names = TERMS if cfg.gate else ()
-        # whole groups; with the gate, mixed-document groups too, for its classifier (1:1 by default)
-        self.batch_scheme = BatchScheme(groups=True, group_tokens=cfg.group_tokens,
-                                        mixed_share=cfg.mixed_groups if cfg.gate else 0.0)
         for module in (self.summary_layer, self.classifier):
             for sub in ([] if module is None else module.modules()):
                 if isinstance(sub, nn.Linear):
