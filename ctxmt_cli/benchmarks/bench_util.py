@@ -32,8 +32,7 @@ from typing import Callable, Iterator, Optional
 import torch
 
 from ctxmt_cli.config import PRESETS, validate_recipe
-from ctxmt_cli.core.batch import Batch
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.device import resolve_device
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.families import build_model

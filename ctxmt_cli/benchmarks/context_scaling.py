@@ -62,7 +62,7 @@ finally:
     sys.path.pop(0)
 
 from ctxmt_cli.config import PRESETS, validate_recipe  # noqa: E402
-from ctxmt_cli.core.model import VocabInfo  # noqa: E402
+from ctxmt_cli.core.batch import VocabInfo  # noqa: E402
 from ctxmt_cli.data.tokenize import Tokenizer, train_sentencepiece  # noqa: E402
 from ctxmt_cli.decode.translator import TranslationStats, translate_documents  # noqa: E402
 from ctxmt_cli.errors import CtxmtError  # noqa: E402

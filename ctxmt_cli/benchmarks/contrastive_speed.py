@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from ctxmt_cli.config import validate_recipe
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.data.batching import collate, token_batches
 from ctxmt_cli.data.tokenize import Tokenizer, train_sentencepiece
 from ctxmt_cli.evaluate.contrastive import _Encoder, candidate_rows, score_testset

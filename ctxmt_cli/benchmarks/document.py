@@ -37,8 +37,10 @@ finally:
     sys.path.pop(0)
 
 from ctxmt_cli.config import PRESETS, validate_recipe  # noqa: E402
-from ctxmt_cli.core.batch import DecoderState  # noqa: E402
-from ctxmt_cli.core.model import VocabInfo  # noqa: E402
+from ctxmt_cli.core.batch import (
+    DecoderState,  # noqa: E402
+    VocabInfo,  # noqa: E402
+)
 from ctxmt_cli.decode.translator import TranslationStats, translate_documents  # noqa: E402
 from ctxmt_cli.models.families import build_model  # noqa: E402
 

@@ -209,7 +209,7 @@ def loader_vs_trainer(data: Path, quick: bool, threads: int, repeats: int) -> tu
     import numpy as np
 
     from ctxmt_cli.config import load_recipe
-    from ctxmt_cli.core.model import VocabInfo
+    from ctxmt_cli.core.batch import VocabInfo
     from ctxmt_cli.data.batching import window_batch
     from ctxmt_cli.data.store import PreparedData
     from ctxmt_cli.models.families import inputs_of

@@ -41,7 +41,7 @@ finally:
 
 import torch  # noqa: E402
 
-from ctxmt_cli.core.model import VocabInfo  # noqa: E402
+from ctxmt_cli.core.batch import VocabInfo  # noqa: E402
 from ctxmt_cli.train.distributed import DistEnv  # noqa: E402
 from ctxmt_cli.train.step import LossSettings, Updater, make_optimizer, make_scaler  # noqa: E402
 

@@ -22,7 +22,7 @@ import bench_util as bu  # a sibling: train.py puts this folder on the path
 import torch
 from peers import ADAM, TorchPeer
 
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.train.distributed import DistEnv
 from ctxmt_cli.train.op_count import count_ops
 from ctxmt_cli.train.projected_loss import blocks_as_on

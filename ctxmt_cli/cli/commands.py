@@ -16,7 +16,7 @@ from ctxmt_cli.paths import check_output_file
 def dry_run_report(recipe) -> str:
     """The resolved recipe and the model's parameter count; needs no prepared data."""
     from ctxmt_cli.config import dump_recipe
-    from ctxmt_cli.core.model import VocabInfo
+    from ctxmt_cli.core.batch import VocabInfo
     from ctxmt_cli.models.families import build_model, resolve_model_config
 
     meta_path = Path(recipe.data.path) / "meta.json"

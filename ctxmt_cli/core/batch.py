@@ -1,4 +1,5 @@
-"""Batch, encoder output and incremental decoder state: the data half of the core contract.
+"""Batch, encoder output, incremental decoder state, model output and vocabulary: the data half of the core
+contract.
 
 Mask convention (used everywhere in ctxmt): a mask is a ``bool`` tensor that is
 ``True`` where a position holds a real token (may be attended to) and ``False``
@@ -20,6 +21,52 @@ from typing import Optional
 
 import torch
 from torch import Tensor
+
+
+@dataclass(frozen=True)
+class VocabInfo:
+    """Vocabulary sizes and special ids (from the tokenizer): what models, windows and decoding need."""
+
+    src_size: int
+    tgt_size: int
+    pad: int = 0
+    unk: int = 1
+    bos: int = 2
+    eos: int = 3
+    brk: int = 4
+    joint: bool = True
+
+    @classmethod
+    def of(cls, tokenizer) -> "VocabInfo":
+        """The vocabulary description of a :class:`~ctxmt_cli.data.tokenize.Tokenizer`."""
+        return cls(src_size=tokenizer.src_vocab_size, tgt_size=tokenizer.tgt_vocab_size, pad=tokenizer.pad_id,
+                   unk=tokenizer.unk_id, bos=tokenizer.bos_id, eos=tokenizer.eos_id, brk=tokenizer.brk_id,
+                   joint=tokenizer.joint)
+
+
+@dataclass
+class LossTerm:
+    """One named extra term of the training objective, as sums over a batch.
+
+    The objective is (Σ_tokens ℓ + Σ_terms weight · sum) / (tokens + Σ_terms [normalizes] weight · count):
+    the label-smoothed window loss plus each term weighted in. ``sum / count`` is the term's logged
+    mean. A term with weight 0 is only a statistic (logged and validated, no gradient); with
+    ``normalizes`` its weighted count joins the normaliser (a per-token reweighting, see concat).
+    """
+
+    sum: Tensor                                      # () float32
+    count: Tensor                                    # () float32
+    weight: float = 1.0
+    normalizes: bool = False
+
+
+@dataclass
+class ModelOutput:
+    logits: Optional[Tensor]                         # (B, T, V); None when forward(project=False)
+    hidden: Optional[Tensor] = None                  # (B, T, C) final decoder states, when project=False;
+    #                                                  (N, C) packed (Batch.pack order) for a chunked batch
+    # a family's extra terms (see LossTerm), e.g. those its encoder computed (EncoderOut.loss_terms)
+    loss_terms: dict[str, LossTerm] = field(default_factory=dict)   # a family's extra terms (see LossTerm)
 
 
 @dataclass

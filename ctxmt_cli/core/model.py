@@ -27,53 +27,34 @@ Masks (:mod:`ctxmt_cli.core.batch`): ``bool``, True = real token, padding on the
 How the batches are made — windows, batch plans, how a document is translated — is the second contract,
 :mod:`ctxmt_cli.models.inputs`.
 
-Hooks, each declared here with the default the plain Transformer uses; a family
-overrides the smallest one:
+Hooks, each declared here with the default the plain Transformer uses and documented where it is declared; a
+family overrides the smallest one (docs/architecture.md has the table of who overrides what):
 
-* ``resolve(cfg, meta)`` (classmethod) — fill data-dependent config values from the
-  prepared data's ``meta.json`` (concat: ``shift: auto``); default: ``cfg`` unchanged;
-* ``context_aware`` — whether the model reads context (reports, quickstart); default False;
-* ``loss_term_names`` / ``loss_terms(batch, token_loss, output)`` — named extra terms of the
-  training objective (:class:`LossTerm`: sum, count, weight). The trainer adds
-  ``weight * sum`` of each to the label-smoothed window loss, logs each mean
-  (``sum / count``) and validates it. Default: none, only what ``forward`` put into
-  ``ModelOutput.loss_terms``;
-* ``source_shift`` / ``target_shift`` and the position-encoding modules passed to
-  ``__init__`` — where each token sits in its window (concat);
-* ``context_attention`` passed to ``__init__`` and ``EncoderOut.context`` — a
-  context-attention block in each decoder layer over a context memory (caching). A parallel block is
-  added to cross-attention by default; a ``mix`` module passed with it joins the two instead
-  (HanoiT's gate over its target-context stream, where a row with an empty memory reads none);
-* input prefix — ``encode_source(src, prefix=…)`` puts vectors before the encoder's tokens and
-  ``EncoderOut.prefix`` before the decoder's (no positional encoding; the decoder's are cached
-  from the first step, so incremental decoding stays exact): a summary the model reads (MBE's z);
-  ``EncoderOut.loss_terms`` carries terms computed while encoding (MBE's classifier);
-* ``encode_parts(parts) -> (list[EncoderOut], terms)`` — the batch-level step of a chunked batch:
-  one EncoderOut per chunk and the batch's loss terms. Default: each chunk encoded on its own
-  (rows are independent), terms added up; a family whose rows read each other overrides it
-  (MBE: z per group over every chunk's sentences, the classifier once);
-* between encoder layers — ``between_layers(layer, states, mask, attention, current) -> (mask, terms)``,
-  called after each layer of the model's own encoder stack, and ``between_layers_attention``, the layers
-  whose self-attention probabilities it reads (averaged over heads, taken before attention dropout,
-  detached; None elsewhere). It returns a narrower key mask (masks only narrow), used by every later
-  layer and by ``EncoderOut.mask`` (so by cross-attention), and statistics (weight-0 :class:`LossTerm`)
-  that join ``EncoderOut.loss_terms``. Positions no row keeps are then cut off the states, except where a
-  probe listens (its maps keep the source's columns) or autograd runs on a GPU (reading the width would
-  stall the update). Default: the mask unchanged (HanoiT: its context selection);
-* attention probe — ``encode`` hands each encoder layer's self-attention to the probe
-  and the decoder each layer's self, cross and context attention; a family with other
-  weights worth analysing (caching: the grouping/selecting assignments) hands them too.
+* ``resolve(cfg, meta)`` — data-dependent config values (concat: ``shift: auto``);
+* ``context_aware`` — whether the model reads context (reports, quickstart);
+* ``loss_term_names`` / ``loss_terms(batch, token_loss, output)`` — named extra terms of the objective
+  (:class:`LossTerm`; concat's context discount, MBE's classifier);
+* ``source_shift`` / ``target_shift`` and the position modules passed to ``__init__`` — where each token sits
+  in its window (concat);
+* ``context_attention`` passed to ``__init__`` and ``EncoderOut.context`` — a context-attention block in each
+  decoder layer over a context memory (caching), joined to cross-attention by a ``mix`` module (HanoiT's gate);
+* input prefix — ``encode_source(src, prefix=…)`` and ``EncoderOut.prefix``: vectors before the encoder's and
+  the decoder's tokens, with no positions (MBE's z); ``EncoderOut.loss_terms``: terms computed while encoding;
+* ``encode_parts(parts)`` — the batch-level step of a batch in row chunks (MBE: z per group over every chunk);
+* ``between_layers(layer, states, mask, attention, current)`` with ``between_layers_attention`` — a narrower key
+  mask after an encoder layer (HanoiT's context selection);
+* attention probe — every attention map handed to ``probe`` for analysis (caching adds its assignments).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import ClassVar, Optional
 
 import torch
 from torch import Tensor, nn
 
-from ctxmt_cli.core.batch import Batch, DecoderState, EncoderOut, SharedRows
+from ctxmt_cli.core.batch import Batch, DecoderState, EncoderOut, LossTerm, ModelOutput, SharedRows, VocabInfo
 from ctxmt_cli.core.chunked import chunked_hidden
 from ctxmt_cli.core.layers import ContextAttention, DecoderLayer, EncoderLayer, additive_mask, compute_dtype
 from ctxmt_cli.core.linear import Linear, xavier_
@@ -81,52 +62,6 @@ from ctxmt_cli.core.logits import SCORE_ROWS, log_partition
 from ctxmt_cli.core.positions import PositionEncoding, current_sentence_mask, window_layout
 from ctxmt_cli.core.probe import AttentionProbe, AttentionView, report_decoder, target_current
 from ctxmt_cli.core.sequence import compact, with_prefix
-
-
-@dataclass(frozen=True)
-class VocabInfo:
-    """Vocabulary sizes and special ids (from the tokenizer): what models, windows and decoding need."""
-
-    src_size: int
-    tgt_size: int
-    pad: int = 0
-    unk: int = 1
-    bos: int = 2
-    eos: int = 3
-    brk: int = 4
-    joint: bool = True
-
-    @classmethod
-    def of(cls, tokenizer) -> "VocabInfo":
-        """The vocabulary description of a :class:`~ctxmt_cli.data.tokenize.Tokenizer`."""
-        return cls(src_size=tokenizer.src_vocab_size, tgt_size=tokenizer.tgt_vocab_size, pad=tokenizer.pad_id,
-                   unk=tokenizer.unk_id, bos=tokenizer.bos_id, eos=tokenizer.eos_id, brk=tokenizer.brk_id,
-                   joint=tokenizer.joint)
-
-
-@dataclass
-class LossTerm:
-    """One named extra term of the training objective, as sums over a batch.
-
-    The objective is (Σ_tokens ℓ + Σ_terms weight · sum) / (tokens + Σ_terms [normalizes] weight · count):
-    the label-smoothed window loss plus each term weighted in. ``sum / count`` is the term's logged
-    mean. A term with weight 0 is only a statistic (logged and validated, no gradient); with
-    ``normalizes`` its weighted count joins the normaliser (a per-token reweighting, see concat).
-    """
-
-    sum: Tensor                                      # () float32
-    count: Tensor                                    # () float32
-    weight: float = 1.0
-    normalizes: bool = False
-
-
-@dataclass
-class ModelOutput:
-    logits: Optional[Tensor]                         # (B, T, V); None when forward(project=False)
-    hidden: Optional[Tensor] = None                  # (B, T, C) final decoder states, when project=False;
-    #                                                  (N, C) packed (Batch.pack order) for a chunked batch
-    # a family's extra terms (see LossTerm), e.g. those its encoder computed (EncoderOut.loss_terms)
-    loss_terms: dict[str, LossTerm] = field(default_factory=dict)   # a family's extra terms (see LossTerm)
 
 
 class EncoderDecoder(nn.Module):

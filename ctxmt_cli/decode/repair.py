@@ -21,8 +21,7 @@ from typing import Sequence
 
 import torch
 
-from ctxmt_cli.core.batch import Batch
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.data.batching import pad_rows
 from ctxmt_cli.data.docrepair import group_bounds, join_group
 from ctxmt_cli.decode.search import beam_search

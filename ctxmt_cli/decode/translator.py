@@ -47,7 +47,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.decode.encoded import Encoded, encode_document, first_pass_per_document
 from ctxmt_cli.decode.records import Candidate
 from ctxmt_cli.decode.search import Hypothesis, beam_search

@@ -36,7 +36,7 @@ from typing import Callable, Iterable, Optional, Union
 import numpy as np
 import torch
 
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.core.positions import sentence_index
 from ctxmt_cli.data.batching import collate, target_concat_rows
 from ctxmt_cli.errors import CtxmtError

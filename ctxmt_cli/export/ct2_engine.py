@@ -29,7 +29,7 @@ from functools import partial
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.decode.search import Hypothesis
 from ctxmt_cli.decode.steps import StepInput
 from ctxmt_cli.errors import CtxmtError

@@ -18,8 +18,8 @@ from typing import Any
 import torch
 
 from ctxmt_cli.config import Recipe, validate_recipe
+from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.core.layers import fuse_model_state
-from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.errors import CtxmtError
 
 #: the checkpoint layout this version writes and reads (``format`` in the file)

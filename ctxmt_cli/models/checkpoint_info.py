@@ -14,7 +14,7 @@ from typing import Any, Optional
 import torch
 
 from ctxmt_cli.config import Recipe, recipe_to_dict
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.models.families import build_model
 from ctxmt_cli.models.loading import open_checkpoint
 

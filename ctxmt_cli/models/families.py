@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ctxmt_cli.core.model import EncoderDecoder, VocabInfo
+from ctxmt_cli.core.batch import VocabInfo
+from ctxmt_cli.core.model import EncoderDecoder
 from ctxmt_cli.models.caching.inputs import CachingInputs
 from ctxmt_cli.models.caching.model import Caching
 from ctxmt_cli.models.concat.inputs import ConcatInputs

@@ -19,8 +19,7 @@ from typing import Optional, Protocol, Sequence, Union
 
 import numpy as np
 
-from ctxmt_cli.core.batch import Batch
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.data.batching import token_batches
 from ctxmt_cli.data.windows import WindowDataset, WindowSpec
 from ctxmt_cli.errors import CtxmtError

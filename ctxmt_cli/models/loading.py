@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from ctxmt_cli.config import Recipe
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.device import resolve_device
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.checkpoint_check import CheckedCheckpoint, check_checkpoint

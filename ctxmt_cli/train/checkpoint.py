@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 import ctxmt_cli
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.checkpoint_check import CHECKPOINT_FORMAT
 from ctxmt_cli.models.loading import read_checkpoint

@@ -19,7 +19,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from ctxmt_cli.core.model import LossTerm
+from ctxmt_cli.core.batch import LossTerm
 from ctxmt_cli.core.positions import current_sentence_mask
 
 #: the sums every family has, in their order at the head of the loss vector

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from ctxmt_cli.config import Recipe
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.data.windows import WindowDataset
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.loading import read_checkpoint

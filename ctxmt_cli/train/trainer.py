@@ -25,7 +25,7 @@ from typing import Optional
 import torch
 
 from ctxmt_cli.config import Recipe, recipe_to_dict
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.data.batching import shard_batches, window_batch
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.families import build_model, inputs_of

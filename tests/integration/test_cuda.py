@@ -136,7 +136,7 @@ def test_an_update_on_cuda_never_syncs(amp):
     synchronising call (``.item()``, a device-to-host copy, ``nonzero``...) inside one update (not the first:
     Adam creates its state there)."""
     from ctxmt_cli.config import validate_recipe
-    from ctxmt_cli.core.model import VocabInfo
+    from ctxmt_cli.core.batch import VocabInfo
     from ctxmt_cli.models.families import build_model
     from ctxmt_cli.train.distributed import DistEnv
     from ctxmt_cli.train.step import LossSettings, Updater, make_optimizer, make_scaler

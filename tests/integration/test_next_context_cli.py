@@ -30,7 +30,7 @@ def offline(synthetic_dir, tmp_path_factory):
 
 def test_training_windows_hold_the_next_sentence(offline, synthetic_dir):
     from ctxmt_cli.config import load_recipe
-    from ctxmt_cli.core.model import VocabInfo
+    from ctxmt_cli.core.batch import VocabInfo
     from ctxmt_cli.data.batching import window_batch
     from ctxmt_cli.data.store import PreparedData
     from ctxmt_cli.train.setup import window_dataset

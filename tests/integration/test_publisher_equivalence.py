@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from ctxmt_cli.config import validate_recipe
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.data.tokenize import Tokenizer, train_sentencepiece
 from ctxmt_cli.evaluate.aggregates import aggregates
 from ctxmt_cli.evaluate.contrastive_report import score_sets, write_outputs

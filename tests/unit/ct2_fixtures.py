@@ -8,7 +8,7 @@ from typing import Optional
 import torch
 
 from ctxmt_cli.config import recipe_to_dict, validate_recipe
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.data.prepare import PrepareSpec, SplitInput, prepare_corpus
 from ctxmt_cli.data.store import PreparedData
 from ctxmt_cli.models.families import build_model, resolve_model_config

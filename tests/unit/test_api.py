@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from ctxmt_cli import api
 from ctxmt_cli.cli import app
 from ctxmt_cli.config import recipe_to_dict, validate_recipe
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.data.store import PreparedData
 from ctxmt_cli.decode.translator import translate_documents
 from ctxmt_cli.errors import CtxmtError

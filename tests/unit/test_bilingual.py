@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from ctxmt_cli.config import validate_recipe
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.data.store import MemorySplit
 from ctxmt_cli.data.windows import WindowDataset, WindowSpec
 from ctxmt_cli.errors import CtxmtError

@@ -16,8 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from ctxmt_cli.config import validate_recipe
-from ctxmt_cli.core.batch import Batch
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.core.probe import Collect
 from ctxmt_cli.data.batching import collate, pad_rows
 from ctxmt_cli.decode.search import beam_search, greedy_search

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from ctxmt_cli.config import recipe_to_dict, validate_recipe
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.checkpoint_check import check_checkpoint
 from ctxmt_cli.models.families import build_model

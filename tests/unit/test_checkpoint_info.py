@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from ctxmt_cli.config import load_recipe, recipe_to_dict
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.checkpoint_info import checkpoint_info, count_parameters
 from ctxmt_cli.models.families import build_model, resolve_model_config

@@ -18,8 +18,7 @@ import yaml
 
 from ctxmt_cli.analysis.attention import AttentionStats
 from ctxmt_cli.config import recipe_to_dict, validate_recipe
-from ctxmt_cli.core.batch import Batch
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.core.probe import Collect
 from ctxmt_cli.data.batching import collate
 from ctxmt_cli.decode.search import beam_search, greedy_search

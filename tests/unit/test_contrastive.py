@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from ctxmt_cli.config import validate_recipe
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.data.batching import collate
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.contrastive import candidate_rows, decisions, score_testset, summarize

@@ -20,7 +20,7 @@ from ctxmt_cli.analysis.cxmi import (
     synthetic_tags,
 )
 from ctxmt_cli.config import validate_recipe
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.data.batching import collate
 from ctxmt_cli.data.store import PreparedData
 from ctxmt_cli.errors import CtxmtError

@@ -10,7 +10,7 @@ import torch
 import torch.multiprocessing as mp
 
 from ctxmt_cli.config import validate_recipe
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.data.batching import collate
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.families import build_model

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from ctxmt_cli.config import validate_recipe
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.decode.search import beam_search
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.families import build_model

@@ -7,8 +7,7 @@ import pytest
 import torch
 
 from ctxmt_cli.config import validate_recipe
-from ctxmt_cli.core.batch import Batch, EncoderOut
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import Batch, EncoderOut, VocabInfo
 from ctxmt_cli.core.positions import current_sentence_mask
 from ctxmt_cli.core.probe import Collect
 from ctxmt_cli.errors import CtxmtError

@@ -10,8 +10,7 @@ import pytest
 import torch
 
 from ctxmt_cli.config import validate_recipe
-from ctxmt_cli.core.batch import Batch
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.families import build_model
 from ctxmt_cli.models.hanoit.bilingual import TARGET_NEXT, TARGET_PREVIOUS, ContextGate, target_segments

@@ -151,7 +151,7 @@ def test_one_update_dispatches_fewer_ops_than_a_plain_torch_transformer_and_conv
     """Fused projections, masks made once and cached positions: fewer aten ops per forward + backward than
     ``nn.Transformer`` of the same dims (the op count, not the time, is what a GPU step's host cost follows)."""
     from ctxmt_cli.config import validate_recipe
-    from ctxmt_cli.core.model import VocabInfo
+    from ctxmt_cli.core.batch import VocabInfo
     from ctxmt_cli.models.families import build_model
 
     recipe = validate_recipe({"model": {"family": "sentence", "preset": None, "d_model": 32, "ffn_dim": 128,

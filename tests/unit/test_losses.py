@@ -5,8 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from ctxmt_cli.config import validate_recipe
-from ctxmt_cli.core.batch import Batch
-from ctxmt_cli.core.model import LossTerm, ModelOutput, VocabInfo
+from ctxmt_cli.core.batch import Batch, LossTerm, ModelOutput, VocabInfo
 from ctxmt_cli.models.families import build_model
 from ctxmt_cli.train.losses import LossLayout
 

@@ -4,9 +4,8 @@ import pytest
 import torch
 
 from ctxmt_cli.config import validate_recipe
-from ctxmt_cli.core.batch import Batch
+from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.core.logits import log_partition, slice_width
-from ctxmt_cli.core.model import VocabInfo
 from ctxmt_cli.core.positions import sinusoid, window_layout
 from ctxmt_cli.models.families import FAMILIES, build_model
 

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from ctxmt_cli.core.positions import PositionEncoding, current_sentence_mask, sentence_index, sinusoid, window_layout
+from ctxmt_cli.models.concat.positions import SegmentPositionEncoding
 
 BRK, EOS, BOS, PAD = 4, 3, 2, 0
 
@@ -43,16 +44,16 @@ def test_segment_encodings():
     seg = torch.tensor([[2, 2, 1]])
     plain = PositionEncoding(16)(pos, seg)
     assert torch.equal(plain, sinusoid(pos, 16))
-    onehot = PositionEncoding(16, "onehot", 4)(pos, seg) - sinusoid(pos, 16)
+    onehot = SegmentPositionEncoding(16, "onehot", 4)(pos, seg) - sinusoid(pos, 16)
     assert onehot[0, 0].tolist() == [0, 1] + [0] * 14 and onehot[0, 2, 0].item() == 1
-    sin = PositionEncoding(16, "sinusoidal", 4)(pos, seg) - sinusoid(pos, 16)
+    sin = SegmentPositionEncoding(16, "sinusoidal", 4)(pos, seg) - sinusoid(pos, 16)
     assert torch.allclose(sin, sinusoid(seg, 16))
-    pse = PositionEncoding(16, "onehot", 4, d_se=4)(pos, seg)
+    pse = SegmentPositionEncoding(16, "onehot", 4, d_se=4)(pos, seg)
     assert torch.equal(pse[..., :12], sinusoid(pos, 12)) and pse[0, 2, 12:].tolist() == [1, 0, 0, 0]
 
 
 def test_unseen_longer_windows_reuse_last_segment_code():
-    enc = PositionEncoding(8, "learned", 2)
+    enc = SegmentPositionEncoding(8, "learned", 2)
     codes = enc.segment_codes(torch.tensor([[1, 2, 3, 7]]))
     assert torch.equal(codes[0, 2], codes[0, 1]) and torch.equal(codes[0, 3], codes[0, 1])
 
@@ -64,7 +65,7 @@ POS, SEG = torch.tensor([[0, 1, 2, 9, 10]]), torch.tensor([[2, 2, 2, 1, 1]])
 @pytest.mark.parametrize("segment", ["onehot", "sinusoidal", "learned"])
 def test_persistent_segment_embedding_persists_alone(segment):
     """Added segment embeddings, unshifted positions: only the segment embedding is re-added per layer."""
-    enc = PositionEncoding(16, segment, 4, persistent=True)
+    enc = SegmentPositionEncoding(16, segment, 4, persistent=True)
     full = enc(POS, SEG)
     torch.testing.assert_close(enc.persisted(POS, SEG, full), full - sinusoid(POS, 16))
     torch.testing.assert_close(enc.persisted(POS, SEG, full), enc.segment_codes(SEG))
@@ -78,13 +79,13 @@ def test_persistent_segment_embedding_persists_alone(segment):
     {"segment": "onehot", "shifted": True},                  # shifted positions and a segment embedding: both
 ])
 def test_positions_persist_when_they_encode_sentence_position_or_form_pse(kwargs):
-    enc = PositionEncoding(16, max_segments=4, persistent=True, **kwargs)
+    enc = SegmentPositionEncoding(16, max_segments=4, persistent=True, **kwargs)
     full = enc(POS, SEG)
     assert enc.persisted(POS, SEG, full) is full
 
 
 def test_nothing_persists_unless_asked():
-    enc = PositionEncoding(16, "onehot", 4)
+    enc = SegmentPositionEncoding(16, "onehot", 4)
     assert enc.persisted(POS, SEG, enc(POS, SEG)) is None
 
 
@@ -92,15 +93,15 @@ def test_nothing_persists_unless_asked():
 def test_decoder_start_token_takes_the_current_segment_but_keeps_position_0():
     tgt_in = torch.tensor([[BOS, 10, BRK, 11, 12]])                      # <s> ctx <brk> current...
     positions, seg, _ = window_layout(tgt_in, BRK, torch.tensor([5]))
-    dec = PositionEncoding(16, "onehot", 4, decoder=True)
-    enc = PositionEncoding(16, "onehot", 4)
+    dec = SegmentPositionEncoding(16, "onehot", 4, decoder=True)
+    enc = SegmentPositionEncoding(16, "onehot", 4)
     codes = (dec(positions, seg) - sinusoid(positions, 16)).round()        # (1, T, 16)
     assert codes[0, 0, :4].tolist() == [1, 0, 0, 0]                        # k = 1, the current sentence
     assert codes[0, 1, :4].tolist() == [0, 1, 0, 0]                        # context tokens keep k = 2
     assert torch.equal(codes[0, 0], codes[0, 3])
     source = (enc(positions, seg) - sinusoid(positions, 16)).round()      # the encoder side: as laid out
     assert source[0, 0, :4].tolist() == [0, 1, 0, 0]
-    pse = PositionEncoding(16, "onehot", 4, d_se=4, decoder=True)(positions, seg)
+    pse = SegmentPositionEncoding(16, "onehot", 4, d_se=4, decoder=True)(positions, seg)
     assert torch.equal(pse[0, 0, :12], sinusoid(torch.tensor(0), 12)) and pse[0, 0, 12:].tolist() == [1, 0, 0, 0]
 
 
@@ -109,6 +110,6 @@ def test_learned_table_is_standard_normal_and_can_be_shared():
     table = PositionEncoding.learned_table(3, 512)
     w = table.weight[1:].detach()                                           # (3, 512) the rows in use
     assert abs(w.mean().item()) < 0.1 and abs(w.std().item() - 1.0) < 0.05
-    enc = PositionEncoding(512, "learned", 3)
-    dec = PositionEncoding(512, "learned", 3, decoder=True, table=enc.table)
+    enc = SegmentPositionEncoding(512, "learned", 3)
+    dec = SegmentPositionEncoding(512, "learned", 3, decoder=True, table=enc.table)
     assert dec.table is enc.table

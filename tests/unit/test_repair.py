@@ -8,8 +8,7 @@ import pytest
 import torch
 
 from ctxmt_cli.config import validate_recipe
-from ctxmt_cli.core.batch import Batch
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.data.docrepair import join_group
 from ctxmt_cli.decode.repair import RepairStats, repair_documents, repair_group_size, split_groups
 from ctxmt_cli.decode.search import beam_search

@@ -10,7 +10,7 @@ import torch
 from safetensors.torch import save_file
 
 from ctxmt_cli.config import recipe_to_dict, validate_recipe
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.families import build_model
 from ctxmt_cli.models.loading import load_model, read_checkpoint

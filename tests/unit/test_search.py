@@ -4,8 +4,7 @@ import pytest
 import torch
 
 from ctxmt_cli.config import validate_recipe
-from ctxmt_cli.core.batch import Batch
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.decode.search import beam_search, greedy_search
 from ctxmt_cli.models.families import build_model
 from tests.unit.biased_model import Biased

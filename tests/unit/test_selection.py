@@ -13,8 +13,7 @@ import torch
 from ctxmt_cli.analysis.attention import AttentionStats
 from ctxmt_cli.analysis.selection import KeptShares, render_kept, selection_window
 from ctxmt_cli.config import validate_recipe
-from ctxmt_cli.core.batch import Batch, EncoderOut
-from ctxmt_cli.core.model import LossTerm, VocabInfo
+from ctxmt_cli.core.batch import Batch, EncoderOut, LossTerm, VocabInfo
 from ctxmt_cli.core.positions import current_sentence_mask
 from ctxmt_cli.core.probe import AttentionView, Collect
 from ctxmt_cli.models.families import build_model

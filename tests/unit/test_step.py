@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from ctxmt_cli.config import validate_recipe
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.models.families import build_model
 from ctxmt_cli.train.distributed import DistEnv
 from ctxmt_cli.train.losses import LossLayout

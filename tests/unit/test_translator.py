@@ -6,8 +6,7 @@ import pytest
 import torch
 
 from ctxmt_cli.config import validate_recipe
-from ctxmt_cli.core.batch import Batch
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.decode.documents import write_documents
 from ctxmt_cli.decode.search import beam_search
 from ctxmt_cli.decode.steps import Plan, split_generated, step_batch

@@ -34,9 +34,9 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from ctxmt_cli.core.batch import Batch, EncoderOut, Memory
+from ctxmt_cli.core.batch import Batch, EncoderOut, Memory, VocabInfo
 from ctxmt_cli.core.layers import EncoderLayer
-from ctxmt_cli.core.model import EncoderDecoder, VocabInfo
+from ctxmt_cli.core.model import EncoderDecoder
 from ctxmt_cli.core.probe import AttentionProbe, AttentionView
 from ctxmt_cli.models.caching.config import CachingConfig
 from ctxmt_cli.models.caching.shortening import Shortener

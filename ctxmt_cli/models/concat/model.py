@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from ctxmt_cli.core.batch import Batch
-from ctxmt_cli.core.model import EncoderDecoder, LossTerm, ModelOutput, VocabInfo
-from ctxmt_cli.core.positions import PositionEncoding, current_sentence_mask
+from ctxmt_cli.core.batch import Batch, LossTerm, ModelOutput, VocabInfo
+from ctxmt_cli.core.model import EncoderDecoder
+from ctxmt_cli.core.positions import current_sentence_mask
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.concat.config import ConcatConfig, ShiftPair
+from ctxmt_cli.models.concat.positions import SegmentPositionEncoding
 
 
 class Concat(EncoderDecoder):
@@ -41,8 +42,8 @@ class Concat(EncoderDecoder):
         else:
             shift = (0, 0)
 
-        def positions(side: int, table=None) -> PositionEncoding:
-            return PositionEncoding(cfg.d_model, cfg.segment, cfg.max_segments, d_se, cfg.persistent,
+        def positions(side: int, table=None) -> SegmentPositionEncoding:
+            return SegmentPositionEncoding(cfg.d_model, cfg.segment, cfg.max_segments, d_se, cfg.persistent,
                                     shifted=per_window or shift[side] != 0, decoder=side == 1, table=table)
 
         src_pos = positions(0)

@@ -15,8 +15,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from ctxmt_cli.core.batch import Batch
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.data.batching import pad_rows
 from ctxmt_cli.data.windows import WindowDataset, WindowSpec, fit_window
 from ctxmt_cli.errors import CtxmtError

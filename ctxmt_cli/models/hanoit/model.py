@@ -68,10 +68,10 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from ctxmt_cli.core.batch import Batch, EncoderOut
+from ctxmt_cli.core.batch import Batch, EncoderOut, LossTerm, VocabInfo
 from ctxmt_cli.core.layers import EncoderLayer
 from ctxmt_cli.core.linear import xavier_
-from ctxmt_cli.core.model import EncoderDecoder, LossTerm, VocabInfo
+from ctxmt_cli.core.model import EncoderDecoder
 from ctxmt_cli.core.positions import current_sentence_mask
 from ctxmt_cli.core.probe import AttentionProbe
 from ctxmt_cli.errors import CtxmtError

@@ -16,8 +16,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 import torch
 
-from ctxmt_cli.core.batch import Batch
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.data.batching import pad_rows
 from ctxmt_cli.errors import CtxmtError
 

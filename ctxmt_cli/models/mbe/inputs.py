@@ -11,8 +11,7 @@ from typing import Optional, Union
 
 import numpy as np
 
-from ctxmt_cli.core.batch import Batch
-from ctxmt_cli.core.model import VocabInfo
+from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.data.batching import group_batches
 from ctxmt_cli.models.inputs import DocumentRun, Inputs
 from ctxmt_cli.models.mbe.decoding import group_hypotheses, windows_as_groups

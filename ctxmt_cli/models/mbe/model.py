@@ -41,10 +41,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ctxmt_cli.core.batch import Batch, EncoderOut
+from ctxmt_cli.core.batch import Batch, EncoderOut, LossTerm, VocabInfo
 from ctxmt_cli.core.layers import EncoderLayer
 from ctxmt_cli.core.linear import Linear, xavier_
-from ctxmt_cli.core.model import EncoderDecoder, LossTerm, VocabInfo
+from ctxmt_cli.core.model import EncoderDecoder
 from ctxmt_cli.core.probe import AttentionProbe
 from ctxmt_cli.models.mbe.config import MbeConfig
 

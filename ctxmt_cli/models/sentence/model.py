@@ -6,7 +6,8 @@ positions and windows of one sentence (every default of the core contract).
 
 from __future__ import annotations
 
-from ctxmt_cli.core.model import EncoderDecoder, VocabInfo
+from ctxmt_cli.core.batch import VocabInfo
+from ctxmt_cli.core.model import EncoderDecoder
 from ctxmt_cli.models.sentence.config import SentenceConfig
 
 
