@@ -207,12 +207,10 @@ class Model:
 
     def _settings(self, beam, lenpen, nbest, scores, mode, context, batch_docs, group_sentences, group_order):
         """The decoding settings of one call: the arguments given, the recipe's for the others."""
-        from ctxmt_cli.decode.translator import MODES, DecodeSettings
-        from ctxmt_cli.models.families import context_sentences, next_sentences
+        from ctxmt_cli.decode.settings import MODES, DecodeSettings
 
         recipe = self.loaded.recipe
-        dec = recipe.decode
-        mode = mode or dec.target_context
+        mode = mode or recipe.decode.target_context
         if mode not in MODES:
             raise CtxmtError(f"--target-context {mode!r}: choose prefix or generate")
         if (scores or nbest is not None) and mode != "prefix":
@@ -221,12 +219,9 @@ class Model:
         if (scores or nbest is not None) and self.repairer is not None:
             raise CtxmtError("--scores and --nbest describe the first translation, which --repair rewrites; "
                              "leave out --repair or them")
-        src_context, tgt_context = context_sentences(recipe.model, context)
-        return DecodeSettings(
-            src_context, tgt_context, beam or dec.beam, dec.lenpen if lenpen is None else lenpen, dec.max_len_a,
-            dec.max_len_b, mode, batch_docs or dec.batch_docs, recipe.data.max_window_tokens,
-            group_sentences=group_sentences, group_order=group_order,
-            src_next_sentences=next_sentences(recipe.model, context), nbest=nbest or 1)
+        return DecodeSettings.from_recipe(recipe, context=context, beam=beam, lenpen=lenpen, target_context=mode,
+                                          batch_docs=batch_docs, nbest=nbest, group_sentences=group_sentences,
+                                          group_order=group_order)
 
     def _first_pass(self, docs: list[Document], batch_docs: Optional[int]) -> Optional[list[list[str]]]:
         """Each document's first pass for a bilingual model (the given one, completed by the first-pass model);

@@ -64,7 +64,8 @@ finally:
 from ctxmt_cli.config import PRESETS, validate_recipe  # noqa: E402
 from ctxmt_cli.core.batch import VocabInfo  # noqa: E402
 from ctxmt_cli.data.tokenize import Tokenizer, train_sentencepiece  # noqa: E402
-from ctxmt_cli.decode.translator import TranslationStats, translate_documents  # noqa: E402
+from ctxmt_cli.decode.settings import DecodeSettings, TranslationStats  # noqa: E402
+from ctxmt_cli.decode.translator import translate_documents  # noqa: E402
 from ctxmt_cli.errors import CtxmtError  # noqa: E402
 from ctxmt_cli.models.families import build_model  # noqa: E402
 
@@ -182,8 +183,8 @@ def translate(model, tok, docs, *, name: str, k: int, beam: int) -> TranslationS
     """Translate ``docs`` in parallel slots with ``name``'s context at size ``k``; the call's counters."""
     src, tgt = {"concat": (k, k), "sentence": (0, 0)}.get(name, (k, 0))  # caching has no target context
     stats = TranslationStats()
-    translate_documents(model, tok, docs, src_context_sentences=src, tgt_context_sentences=tgt, beam=beam, max_len_a=MAX_LEN_A,
-                        max_len_b=MAX_LEN_B, cache=True, stats=stats)
+    settings = DecodeSettings(src, tgt, beam=beam, max_len_a=MAX_LEN_A, max_len_b=MAX_LEN_B, cache=True)
+    translate_documents(model, tok, docs, settings, stats=stats)
     return stats
 
 

@@ -41,7 +41,8 @@ from ctxmt_cli.core.batch import (
     DecoderState,  # noqa: E402
     VocabInfo,  # noqa: E402
 )
-from ctxmt_cli.decode.translator import TranslationStats, translate_documents  # noqa: E402
+from ctxmt_cli.decode.settings import DecodeSettings, TranslationStats  # noqa: E402
+from ctxmt_cli.decode.translator import translate_documents  # noqa: E402
 from ctxmt_cli.models.families import build_model  # noqa: E402
 
 Settings = bu.Settings
@@ -107,8 +108,8 @@ def runs(docs, tok, settings: Settings) -> dict:
 
     def translate(model, context: int, mode: str):
         stats = TranslationStats()
-        translate_documents(model, tok, docs, src_context_sentences=context, tgt_context_sentences=context, beam=4,
-                            target_context=mode, max_len_a=1.0, max_len_b=2, stats=stats)
+        settings = DecodeSettings(context, context, beam=4, target_context=mode, max_len_a=1.0, max_len_b=2)
+        translate_documents(model, tok, docs, settings, stats=stats)
         assert stats.fallbacks == 0, "the copying model must write every separator"
         return stats
 

@@ -132,6 +132,7 @@ def _show(results: dict, console) -> None:
 
 def _sample(results: dict, data: Path, console) -> dict:
     from ctxmt_cli.data.store import PreparedData
+    from ctxmt_cli.decode.settings import DecodeSettings
     from ctxmt_cli.decode.translator import translate_documents
     from ctxmt_cli.evaluate.translation import split_documents
 
@@ -140,10 +141,8 @@ def _sample(results: dict, data: Path, console) -> dict:
     sample = {"source": doc, "reference": ref}
     for name, res in results.items():
         loaded = res["_loaded"]
-        cfg = loaded.recipe.model
-        sample[name] = translate_documents(
-            loaded.model, loaded.tokenizer, [doc], src_context_sentences=cfg.src_context_sentences,
-            tgt_context_sentences=cfg.tgt_context_sentences, beam=loaded.recipe.decode.beam)[0]
+        settings = DecodeSettings.from_recipe(loaded.recipe)
+        sample[name] = translate_documents(loaded.model, loaded.tokenizer, [doc], settings)[0]
     console.rule("[bold]sample document (test split, document 1)")
     for i, line in enumerate(doc):
         console.print(f"[dim]{i + 1:>2} src[/dim] {line}\n   [dim]ref[/dim] {ref[i]}")

@@ -19,22 +19,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ctxmt_cli.decode.settings import DecodeSettings
 from ctxmt_cli.decode.translator import translate_documents
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.models.families import context_sentences, inputs_of
+from ctxmt_cli.models.families import inputs_of
 
 
 def first_pass_translations(loaded, documents: list[list[str]], *, beam: Optional[int] = None,
                             batch_docs: Optional[int] = None) -> list[list[str]]:
     """``documents`` translated by the first-pass checkpoint ``loaded`` with its own recipe's settings and context."""
 
-    dec, cfg = loaded.recipe.decode, loaded.recipe.model
-    src_context, tgt_context = context_sentences(cfg)
-    return translate_documents(
-        loaded.model, loaded.tokenizer, documents, src_context_sentences=src_context,
-        tgt_context_sentences=tgt_context, beam=beam or dec.beam, lenpen=dec.lenpen, max_len_a=dec.max_len_a,
-        max_len_b=dec.max_len_b, target_context=dec.target_context, batch_docs=batch_docs or dec.batch_docs,
-        max_window_tokens=loaded.recipe.data.max_window_tokens)
+    settings = DecodeSettings.from_recipe(loaded.recipe, beam=beam, batch_docs=batch_docs)
+    return translate_documents(loaded.model, loaded.tokenizer, documents, settings)
 
 
 def check_first_pass_model(first, second, first_path, second_path) -> None:

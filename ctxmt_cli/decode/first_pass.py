@@ -23,6 +23,7 @@ from typing import Callable, Optional
 from ctxmt_cli.data.docrepair import GROUP_SIZE, build_repair_corpus, group_bounds, reversed_tokenizer
 from ctxmt_cli.data.store import PreparedData
 from ctxmt_cli.data.streams import StreamWriter, check_stream_name
+from ctxmt_cli.decode.settings import DecodeSettings
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.paths import check_not_input
 
@@ -71,14 +72,16 @@ def _input(prepared: PreparedData, split: str, source: str):
     return stream.side, stream.sentence, {"input": source, "input_plan": stream.info.get("plan")}
 
 
-def _decode_settings(loaded, settings: PassSettings) -> dict:
-    from ctxmt_cli.models.families import context_sentences
+def _decode_settings(loaded, settings: PassSettings) -> DecodeSettings:
+    """The checkpoint's recipe settings, with ``--beam`` and ``--batch-docs`` where given."""
+    return DecodeSettings.from_recipe(loaded.recipe, beam=settings.beam, batch_docs=settings.batch_docs)
 
-    dec = loaded.recipe.decode
-    src_context, tgt_context = context_sentences(loaded.recipe.model)
-    return {"beam": settings.beam or dec.beam, "lenpen": dec.lenpen, "max_len_a": dec.max_len_a,
-            "max_len_b": dec.max_len_b, "target_context": dec.target_context, "src_context": src_context,
-            "tgt_context": tgt_context, "max_window_tokens": loaded.recipe.data.max_window_tokens}
+
+def _plan_record(dec: DecodeSettings) -> dict:
+    """What a stream's plan records of its decoding (a finished stream is reused only under the same plan)."""
+    return {"beam": dec.beam, "lenpen": dec.lenpen, "max_len_a": dec.max_len_a, "max_len_b": dec.max_len_b,
+            "target_context": dec.target_context, "src_context": dec.src_context_sentences,
+            "tgt_context": dec.tgt_context_sentences, "max_window_tokens": dec.max_window_tokens}
 
 
 def write_first_pass(prepared: PreparedData, split: str, name: str, loaded, checkpoint: Path, *, source: str = "src",
@@ -101,7 +104,8 @@ def write_first_pass(prepared: PreparedData, split: str, name: str, loaded, chec
         raise CtxmtError(f"{checkpoint} is a bilingual hanoit model, which itself reads a first pass; write the "
                          "stream with a sentence-level checkpoint")
     side_out, dec = OTHER[side_in], _decode_settings(loaded, settings)
-    plan = {"split": split, **origin, "side": side_out, "checkpoint": checkpoint_identity(checkpoint), "decode": dec}
+    plan = {"split": split, **origin, "side": side_out, "checkpoint": checkpoint_identity(checkpoint),
+            "decode": _plan_record(dec)}
     writer = StreamWriter(prepared.dir, split, name, prepared.meta["dtype"], plan)
     for path in writer.files():                      # --force deletes them: never the checkpoint read
         check_not_input(path, [checkpoint], f"stream {name!r} file")
@@ -118,11 +122,7 @@ def write_first_pass(prepared: PreparedData, split: str, name: str, loaded, chec
     for start in range(done, len(docs), settings.chunk_docs):
         chunk = docs[start:start + settings.chunk_docs]
         texts = [[to_text(read(i).tolist()) for i in range(a, b)] for a, b in chunk]
-        outputs = translate_documents(
-            loaded.model, loaded.tokenizer, texts, src_context_sentences=dec["src_context"],
-            tgt_context_sentences=dec["tgt_context"], beam=dec["beam"], lenpen=dec["lenpen"],
-            max_len_a=dec["max_len_a"], max_len_b=dec["max_len_b"], target_context=dec["target_context"],
-            batch_docs=settings.batch_docs or loaded.recipe.decode.batch_docs, max_window_tokens=dec["max_window_tokens"])
+        outputs = translate_documents(loaded.model, loaded.tokenizer, texts, dec)
         flat = tok.encode_batch([line for doc in outputs for line in doc], side_out)
         ids, k = [], 0
         for doc in outputs:

@@ -9,7 +9,7 @@ previous ones), with ``Batch.src_next`` and the truncation rule of training
 (:func:`~ctxmt_cli.data.windows.fit_window`): a window holds exactly what the training window of the same
 sentence holds. The target prefix is ``<s>`` and the previous translations (each + ``<brk>``); a
 document-memory model gets the current sentence and its document's cached entries instead of the window
-(:func:`with_memory`). :mod:`ctxmt_cli.decode.translator` runs the steps.
+(:func:`with_memory`). :mod:`ctxmt_cli.decode.slots` runs the steps.
 """
 
 from __future__ import annotations
@@ -23,20 +23,8 @@ from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.data.batching import pad_rows
 from ctxmt_cli.data.windows import fit_window
 from ctxmt_cli.decode.search import Hypothesis
+from ctxmt_cli.decode.settings import DecodeSettings
 from ctxmt_cli.models.inputs import Inputs
-
-
-@dataclass(frozen=True)
-class Plan:
-    """How windows and lengths are built for one call."""
-
-    src_context_sentences: int
-    tgt_context_sentences: int
-    max_window_tokens: int = 1024
-    max_len_a: float = 1.5
-    max_len_b: int = 10
-    src_next_sentences: int = 0
-    inputs: Optional[Inputs] = None      # the family's inputs, which may add rows to a step (None: the plain ones)
 
 
 @dataclass
@@ -97,20 +85,19 @@ def target_context_ids(
 
 def step_batch(
     sources: Sequence[Sequence[Sequence[int]]], outputs: Sequence[Sequence[Sequence[int]]], j: int,
-    plan: Plan, sp: VocabInfo, mode: str = "prefix",
+    plan: DecodeSettings, sp: VocabInfo, mode: str = "prefix", inputs: Optional[Inputs] = None,
 ) -> StepInput:
     """The batch translating sentence ``j`` of each document (one row per document).
 
     ``sources[d]`` holds document d's sentence ids, ``outputs[d]`` its
     translations of sentences 0..j-1 (ids, no ``</s>``).
     """
+    following = plan.src_next_sentences or 0
     src_rows, prefixes, max_len, expected, n_sent, n_next = [], [], [], [], [], []
     for sents, outs in zip(sources, outputs):
         current = len(sents[j])
-        src_rows.append(source_window(sents, j, plan.src_context_sentences, plan.max_window_tokens, sp,
-                                      plan.src_next_sentences))
-        n_next.append(window_sizes(sents, j, plan.src_context_sentences, plan.src_next_sentences,
-                                   plan.max_window_tokens)[1])
+        src_rows.append(source_window(sents, j, plan.src_context_sentences, plan.max_window_tokens, sp, following))
+        n_next.append(window_sizes(sents, j, plan.src_context_sentences, following, plan.max_window_tokens)[1])
         ctx, c = target_context_ids(outs[:j], plan.tgt_context_sentences, plan.max_window_tokens, current, sp)
         length = int(plan.max_len_a * current + plan.max_len_b)
         if mode == "generate":                                             # the model writes the context too
@@ -124,14 +111,14 @@ def step_batch(
     batch = Batch(
         src=pad_rows(src_rows, sp.pad), tgt_prefix=pad_rows(prefixes, sp.pad),       # (B, S), (B, P)
         tgt_sentences=torch.tensor(n_sent, dtype=torch.long),
-        src_next=torch.tensor(n_next, dtype=torch.long) if plan.src_next_sentences else None,   # (B,)
+        src_next=torch.tensor(n_next, dtype=torch.long) if following else None,   # (B,)
     )
-    if plan.inputs is not None:
-        plan.inputs.step_rows(batch, sources, j, plan, sp)              # e.g. a bilingual model's target concatenation
+    if inputs is not None:
+        inputs.step_rows(batch, sources, j, plan, sp)                   # e.g. a bilingual model's target concatenation
     return StepInput(batch, torch.tensor(max_len, dtype=torch.long), expected)
 
 
-def with_memory(step: StepInput, sources, memories, j: int, plan: Plan, sp: VocabInfo) -> StepInput:
+def with_memory(step: StepInput, sources, memories, j: int, plan: DecodeSettings, sp: VocabInfo) -> StepInput:
     """Swap the source windows of ``step`` for the current sentences plus each document's cached entries.
 
     The number of cached sentences is the one the window would hold (``fit_context``

@@ -112,19 +112,12 @@ def translate_sources(loaded, sources: list[list[str]], beam: Optional[int] = No
     (``context`` K: K context sentences per side instead of the model's own, and K next sentences for a model
     that reads them; ``group_sentences`` N: mbe's groups of N sentences instead of whole documents;
     ``tokenized``: the Moses-tokenized output, not detokenized; ``first_pass``: a bilingual model's)."""
+    from ctxmt_cli.decode.settings import DecodeSettings
     from ctxmt_cli.decode.translator import translate_documents
-    from ctxmt_cli.models.families import context_sentences, next_sentences
 
-    dec = loaded.recipe.decode
-    src_context, tgt_context = context_sentences(loaded.recipe.model, context)
-    return translate_documents(
-        loaded.model, loaded.tokenizer.without_detokenizer() if tokenized else loaded.tokenizer, sources,
-        src_context_sentences=src_context, tgt_context_sentences=tgt_context,
-        beam=beam or dec.beam, lenpen=dec.lenpen, max_len_a=dec.max_len_a, max_len_b=dec.max_len_b,
-        target_context=dec.target_context, batch_docs=dec.batch_docs,
-        max_window_tokens=loaded.recipe.data.max_window_tokens, group_sentences=group_sentences,
-        src_next_sentences=next_sentences(loaded.recipe.model, context), first_pass=first_pass,
-    )
+    settings = DecodeSettings.from_recipe(loaded.recipe, context=context, beam=beam, group_sentences=group_sentences)
+    tokenizer = loaded.tokenizer.without_detokenizer() if tokenized else loaded.tokenizer
+    return translate_documents(loaded.model, tokenizer, sources, settings, first_pass=first_pass)
 
 
 def translate_split(loaded, prepared, split: str, beam: Optional[int] = None):

@@ -64,7 +64,7 @@ class CT2Model:
         self.tgt_ids = {token: i for i, token in enumerate(tgt_tokens)}
 
     def search(self, scores: bool):
-        """The translator's step search (:data:`~ctxmt_cli.decode.translator.StepSearch`); ``scores``: compute each
+        """The translator's step search (:data:`~ctxmt_cli.decode.slots.StepSearch`); ``scores``: compute each
         hypothesis' log-probability (else NaN: nobody reads it)."""
         return partial(self._search, scores=scores)
 

@@ -47,7 +47,7 @@ def test_training_windows_hold_the_next_sentence(offline, synthetic_dir):
 
 
 def test_translation_reads_the_next_sentence(offline, synthetic_dir, tmp_path, monkeypatch):
-    import ctxmt_cli.decode.translator as translator
+    import ctxmt_cli.decode.slots as translator
     from ctxmt_cli.data.store import PreparedData
 
     seen, real = [], translator.beam_search

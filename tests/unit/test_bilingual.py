@@ -14,6 +14,7 @@ from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.data.store import MemorySplit
 from ctxmt_cli.data.windows import WindowDataset, WindowSpec
+from ctxmt_cli.decode.settings import DecodeSettings
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.contrastive import candidate_rows
 from ctxmt_cli.evaluate.testsets import ContrastiveItem
@@ -71,7 +72,8 @@ def bilingual_model(tokenizer):
 
 
 def test_the_translator_hands_each_sentence_its_first_pass(tokenizer, monkeypatch):
-    import ctxmt_cli.decode.translator as translator
+    import ctxmt_cli.decode.slots as translator
+    from ctxmt_cli.decode.translator import translate_documents
 
     seen, real = [], translator.beam_search
     monkeypatch.setattr(translator, "beam_search", lambda model, batch, **kw: (seen.append(batch), real(model, batch,
@@ -80,8 +82,7 @@ def test_the_translator_hands_each_sentence_its_first_pass(tokenizer, monkeypatc
     documents = [[sentence(rng) for _ in range(3)], [sentence(rng) for _ in range(2)]]
     first = [[sentence(rng) for _ in doc] for doc in documents]
     model = bilingual_model(tokenizer)
-    out = translator.translate_documents(model, tokenizer, documents, src_context_sentences=1, tgt_context_sentences=0,
-                                         beam=1, first_pass=first)
+    out = translate_documents(model, tokenizer, documents, DecodeSettings(1, 0, beam=1), first_pass=first)
     assert [len(d) for d in out] == [3, 2] and len(seen) == 3               # 3 steps: 2 documents, then 1
     src = [[tokenizer.encode_src(s) for s in doc] for doc in documents]
     fp = [[tokenizer.encode_tgt(s) for s in doc] for doc in first]

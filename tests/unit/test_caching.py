@@ -20,7 +20,8 @@ from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.core.probe import Collect
 from ctxmt_cli.data.batching import collate, pad_rows
 from ctxmt_cli.decode.search import beam_search, greedy_search
-from ctxmt_cli.decode.translator import TranslationStats, translate_documents
+from ctxmt_cli.decode.settings import DecodeSettings, TranslationStats
+from ctxmt_cli.decode.translator import translate_documents
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.contrastive import score_testset
 from ctxmt_cli.evaluate.testsets import ContrastiveItem, TestSet
@@ -322,8 +323,10 @@ def documents(seed=1, sizes=(4, 1, 3, 2)):
 
 
 def translate(model, tok, docs, cache, **kw):
+    """Translate with the test's settings (``kw``: settings to change, or ``stats``)."""
     args = {"src_context_sentences": 2, "tgt_context_sentences": 0, "beam": 2, "max_len_b": 5, "lenpen": 0.6}
-    return translate_documents(model, tok, docs, cache=cache, **{**args, **kw})
+    call = {k: kw.pop(k) for k in ("stats", "progress") if k in kw}
+    return translate_documents(model, tok, docs, DecodeSettings(cache=cache, **{**args, **kw}), **call)
 
 
 @pytest.mark.parametrize("name", ["tokens", "tokens-concat", "multi-encoder", "grouping-sparsemax", "linear-gate",
@@ -719,7 +722,7 @@ def test_context_state_is_shared_by_beams_and_gathered_when_permuted():
 
 @pytest.mark.parametrize("cache", [True, False])
 def test_given_translations_still_fill_the_document_cache(tokenizer, cache):
-    from ctxmt_cli.decode.translator import DecodeSettings, decode_documents
+    from ctxmt_cli.decode.translator import decode_documents
 
     model, docs = tok_model(tokenizer, "tokens"), documents()
     settings = DecodeSettings(2, 0, beam=2, max_len_b=5, cache=cache)

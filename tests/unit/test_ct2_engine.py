@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from ctxmt_cli import api
-from ctxmt_cli.decode.translator import TranslationStats
+from ctxmt_cli.decode.settings import TranslationStats
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.testsets.base import ContrastiveItem
 from ctxmt_cli.export.ct2_export import export_ctranslate2

@@ -9,8 +9,9 @@ from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.decode.documents import write_documents
 from ctxmt_cli.decode.search import beam_search
-from ctxmt_cli.decode.steps import Plan, split_generated, step_batch
-from ctxmt_cli.decode.translator import TranslationStats, translate_documents
+from ctxmt_cli.decode.settings import DecodeSettings, TranslationStats
+from ctxmt_cli.decode.steps import split_generated, step_batch
+from ctxmt_cli.decode.translator import translate_documents
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.families import build_model, context_sentences
 from tests.unit.biased_model import Biased
@@ -43,8 +44,10 @@ def documents(seed=1, sizes=(4, 1, 3)):
 
 
 def run(model, tok, docs, **kw):
+    """Translate with the test's settings (``kw``: settings to change, or ``stats``/``progress``/``first_pass``)."""
     args = {"src_context_sentences": 2, "tgt_context_sentences": 2, "beam": 3, "max_len_b": 6}
-    return translate_documents(model, tok, docs, **{**args, **kw})
+    call = {k: kw.pop(k) for k in ("stats", "progress", "first_pass") if k in kw}
+    return translate_documents(model, tok, docs, DecodeSettings(**{**args, **kw}), **call)
 
 
 def test_one_output_per_input_line_and_blank_lines_kept(tokenizer, tmp_path):
@@ -75,7 +78,7 @@ def test_windows_never_cross_documents(tokenizer):
     second_alone = run(model, tokenizer, [docs[1]])[0]
     assert together[1][0] == second_alone[0]
     sp = VocabInfo.of(tokenizer)
-    step = step_batch([[[10, 11]], [[12]]], [[], []], 0, Plan(3, 3), sp)   # first sentences: no context at all
+    step = step_batch([[[10, 11]], [[12]]], [[], []], 0, DecodeSettings(3, 3), sp)   # first sentences: no context at all
     assert not (step.batch.src == sp.brk).any() and not (step.batch.tgt_prefix == sp.brk).any()
 
 
@@ -83,16 +86,16 @@ def test_window_order_is_oldest_to_newest(tokenizer):
     sp = VocabInfo.of(tokenizer)
     src = [[10, 11], [12], [13, 14, 15], [16, 17]]                          # a 4-sentence document
     out = [[20], [21, 22], [23]]                                            # its first three translations
-    step = step_batch([src], [out], 3, Plan(2, 2), sp)
+    step = step_batch([src], [out], 3, DecodeSettings(2, 2), sp)
     assert step.batch.src[0].tolist() == [12, sp.brk, 13, 14, 15, sp.brk, 16, 17, sp.eos]
     assert step.batch.tgt_prefix[0].tolist() == [sp.bos, 21, 22, sp.brk, 23, sp.brk]
     assert step.batch.tgt_sentences.tolist() == [3]
     assert step.max_len.tolist() == [int(1.5 * 2 + 10)]
-    gen = step_batch([src], [out], 3, Plan(2, 2), sp, mode="generate")
+    gen = step_batch([src], [out], 3, DecodeSettings(2, 2), sp, mode="generate")
     assert gen.batch.tgt_prefix[0].tolist() == [sp.bos] and gen.expected == [2]
     assert gen.max_len.tolist() == [int(1.5 * 2 + 10) + 5]                 # + the target context's length
     # a 7-token limit keeps only the newest context sentence on each side, never a part of one
-    small = step_batch([src], [out], 3, Plan(2, 2, max_window_tokens=7), sp)
+    small = step_batch([src], [out], 3, DecodeSettings(2, 2, max_window_tokens=7), sp)
     assert small.batch.src[0].tolist() == [13, 14, 15, sp.brk, 16, 17, sp.eos]
     assert small.batch.tgt_prefix[0].tolist() == [sp.bos, 23, sp.brk]
 
@@ -141,7 +144,7 @@ def test_generate_mode_keeps_the_text_after_the_last_separator(tokenizer):
 
 def test_bad_mode_is_a_one_line_error():
     with pytest.raises(CtxmtError, match="target_context"):
-        translate_documents(None, None, [], src_context_sentences=0, tgt_context_sentences=0, target_context="reference")
+        translate_documents(None, None, [], DecodeSettings(target_context="reference"))
 
 
 def test_context_option_resizes_each_side_that_has_context(tokenizer):
@@ -158,7 +161,7 @@ def test_context_option_resizes_each_side_that_has_context(tokenizer):
     # a model trained with 2 context sentences per side, decoded with K = 4: windows of 5 sentences
     sp = VocabInfo.of(tokenizer)
     src, out = [[10 + j] for j in range(6)], [[30 + j] for j in range(5)]
-    step = step_batch([src], [out], 5, Plan(*context_sentences(s2to2, 4)), sp)
+    step = step_batch([src], [out], 5, DecodeSettings(*context_sentences(s2to2, 4)), sp)
     assert step.batch.src[0].tolist() == [11, sp.brk, 12, sp.brk, 13, sp.brk, 14, sp.brk, 15, sp.eos]
     assert step.batch.tgt_prefix[0].tolist() == [sp.bos, 31, sp.brk, 32, sp.brk, 33, sp.brk, 34, sp.brk]
 
@@ -191,7 +194,7 @@ def test_translation_windows_equal_training_windows(prepared):
     split, sp = data.split("valid"), VocabInfo.of(data.tokenizer)
     for prev, nxt, limit in ((2, 2, 1024), (1, 1, 1024), (2, 3, 40), (0, 2, 30)):
         ds = WindowDataset(split, WindowSpec(prev, 0, limit, src_next_sentences=nxt), sp.brk, sp.eos)
-        plan, usable = Plan(prev, 0, limit, src_next_sentences=nxt), set(ds.indices.tolist())
+        plan, usable = DecodeSettings(prev, 0, max_window_tokens=limit, src_next_sentences=nxt), set(ds.indices.tolist())
         for start, end in split.documents():
             doc = [split.src(i).tolist() for i in range(start, end)]
             for j in range(len(doc)):
@@ -206,7 +209,7 @@ def test_translation_windows_equal_training_windows(prepared):
 
 
 def test_a_model_reading_next_sentences_translates_with_them(tokenizer, monkeypatch):
-    import ctxmt_cli.decode.translator as translator
+    import ctxmt_cli.decode.slots as translator
 
     seen, real = [], translator.beam_search
     monkeypatch.setattr(translator, "beam_search",
@@ -247,7 +250,7 @@ def test_context_option_sets_next_sentences_too():
 
 
 def test_given_target_context_stands_for_the_models_own_translations(tokenizer):
-    from ctxmt_cli.decode.translator import DecodeSettings, decode_documents
+    from ctxmt_cli.decode.translator import decode_documents
 
     model, docs = make_model(tokenizer), documents(sizes=(4, 1, 3))
     docs[0][1] = ""                                                         # an empty line inside the given prefix

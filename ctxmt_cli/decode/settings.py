@@ -1,0 +1,105 @@
+"""How documents are translated: the settings of one call, built from a checkpoint's recipe and the user's options
+in one place (:meth:`DecodeSettings.from_recipe`), checked before anything is decoded, and the counters a call
+keeps (:class:`TranslationStats`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Optional, Sequence
+
+from ctxmt_cli.errors import CtxmtError
+
+MODES = ("prefix", "generate")
+
+
+@dataclass
+class TranslationStats:
+    """Counters of one translation call (also handed to ``progress`` after every step)."""
+
+    documents: int = 0
+    sentences: int = 0            # sentences translated so far (empty lines excluded)
+    total: int = 0                # sentences to translate
+    empty: int = 0                # empty source lines (empty output)
+    steps: int = 0                # batched beam searches (fallback re-decodes excluded)
+    fallbacks: int = 0            # generate mode: wrong separator count, re-decoded in prefix mode
+    truncated: int = 0            # sentences longer than the window limit, cut to fit
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class DecodeSettings:
+    """How documents are translated.
+
+    ``src_context_sentences`` / ``tgt_context_sentences``: previous sentences in each window; ``beam``,
+    ``lenpen``; the longest output ``max_len_a`` × source length + ``max_len_b``; ``target_context``: the
+    target context forced as a ``prefix`` or the whole window ``generate``d; ``batch_docs`` documents decoded in
+    parallel; windows of at most ``max_window_tokens``; ``cache``: a family translating with a document memory
+    encodes each sentence once (False: re-encode the windows, for checks); ``group_sentences`` / ``group_order``:
+    a family reading sentence groups (mbe) translates each document in groups of that many sentences (None: the
+    whole document), others refuse them; ``src_next_sentences``: next source sentences in each window (None:
+    the model's own; a model reading none refuses more); ``nbest``: translations kept per sentence (at most
+    ``beam``; more than one needs the ``prefix`` mode).
+    """
+
+    src_context_sentences: int = 0
+    tgt_context_sentences: int = 0
+    beam: int = 4
+    lenpen: float = 0.6
+    max_len_a: float = 1.5
+    max_len_b: int = 10
+    target_context: str = "prefix"
+    batch_docs: int = 64
+    max_window_tokens: int = 1024
+    cache: bool = True
+    group_sentences: Optional[int] = None
+    group_order: str = "consecutive"
+    src_next_sentences: Optional[int] = None
+    nbest: int = 1
+
+    @classmethod
+    def from_recipe(cls, recipe, *, context: Optional[int] = None, beam: Optional[int] = None,
+                    lenpen: Optional[float] = None, target_context: Optional[str] = None,
+                    batch_docs: Optional[int] = None, nbest: Optional[int] = None, **options) -> "DecodeSettings":
+        """The settings of a checkpoint's ``recipe`` (its decode section, window limit and family context), with
+        the user's choices where given (None: the recipe's). ``context`` K: K context sentences (and K next ones
+        for a model reading them) instead of the model's own; ``options``: other fields as they are
+        (``group_sentences``, ``group_order``, ``cache``)."""
+        from ctxmt_cli.models.families import inputs_of
+
+        dec, inputs = recipe.decode, inputs_of(recipe.model)
+        src_context, tgt_context = inputs.context(context)
+        following = None if context is None else inputs.resized_next(context)
+        return cls(src_context, tgt_context, beam or dec.beam, dec.lenpen if lenpen is None else lenpen,
+                   dec.max_len_a, dec.max_len_b, target_context or dec.target_context, batch_docs or dec.batch_docs,
+                   recipe.data.max_window_tokens, src_next_sentences=following, nbest=nbest or 1, **options)
+
+    def resolved(self, inputs) -> "DecodeSettings":
+        """These settings with the next sentences the model reads filled in (``inputs``: its inputs contract)."""
+        return replace(self, src_next_sentences=inputs.next_sentences(self.src_next_sentences))
+
+
+def check_settings(s: DecodeSettings, documents: Sequence[Sequence[str]], given) -> list[Sequence]:
+    """Refuse settings that cannot work (one line each); each document's given translations (none: empty)."""
+    if s.target_context not in MODES:
+        raise CtxmtError(f"target_context {s.target_context!r}: choose prefix or generate")
+    if s.max_window_tokens < 2 or s.batch_docs < 1:
+        raise CtxmtError("max_window_tokens must be >= 2 and batch_docs >= 1")
+    if s.beam < 1:                      # before the n-best check, which would blame --nbest for it
+        raise CtxmtError(f"--beam {s.beam}: give a beam size >= 1")
+    if not 1 <= s.nbest <= s.beam:
+        raise CtxmtError(f"--nbest {s.nbest}: an n-best list holds at most the beam's {s.beam} translations; "
+                         f"give --beam {max(s.nbest, 1)} or more (and --nbest >= 1)")
+    if s.nbest > 1 and s.target_context == "generate":
+        raise CtxmtError("--nbest: n-best lists need --target-context prefix (generate mode rewrites the context)")
+    if given is None:
+        return [()] * len(documents)
+    if len(given) != len(documents):
+        raise CtxmtError(f"given target context for {len(given)} documents, but {len(documents)} documents given")
+    for d, (doc, fixed) in enumerate(zip(documents, given)):
+        if len(fixed) > len(doc):
+            raise CtxmtError(f"document {d + 1}: {len(fixed)} given target sentences for {len(doc)} source "
+                             "sentences; give at most one translation per source sentence")
+    if s.target_context == "generate" and any(given):
+        raise CtxmtError("given target context is forced as the decoder prefix: use --target-context prefix "
+                         "(generate mode writes the context itself)")
+    return list(given)
