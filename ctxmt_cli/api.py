@@ -123,42 +123,44 @@ class Model:
         return self.loaded.recipe
 
     def translate(
-        self, documents: Sequence[DocumentLike], *, target_context: Optional[Sequence[Sequence[Given]]] = None,
-        beam: Optional[int] = None, lenpen: Optional[float] = None, nbest: Optional[int] = None, scores: bool = False,
-        mode: Optional[str] = None, context: Optional[int] = None, batch_docs: Optional[int] = None,
-        group_sentences: Optional[int] = None, group_order: str = "consecutive",
-        progress: Optional[Callable] = None, stats=None,
+        self, documents: Sequence[DocumentLike], *, tgt_context: Optional[Sequence[Sequence[Given]]] = None,
+        scores: bool = False, progress: Optional[Callable] = None, stats=None, **options,
     ) -> list[DocumentTranslation]:
         """Translate ``documents``; one :class:`DocumentTranslation` per document, of the sentences after its
         given target context.
 
-        ``target_context[d]``: translations of document d's first sentences (text, or a :class:`Candidate`'s
-        ``tokens`` to continue a document exactly; or give :class:`Document` objects).
-        ``nbest`` N: each sentence's N best translations (N <= beam). ``scores``: each sentence's log-probability
-        (summed over its tokens and ``</s>``, given its context). ``mode``: ``prefix`` or ``generate`` (n-best lists,
-        scores and given target context need ``prefix``). ``beam``, ``lenpen``, ``mode``, ``batch_docs``: default
-        the recipe's; ``context`` K: K context sentences instead of the model's own; ``group_sentences`` /
-        ``group_order``: how an mbe model groups a document; ``progress(stats)`` after every decoding step.
+        ``tgt_context[d]``: translations of document d's first sentences (text, or a :class:`Candidate`'s
+        ``tokens`` to continue a document exactly; or give :class:`Document` objects). ``scores``: each
+        sentence's log-probability (summed over its tokens and ``</s>``, given its context); ``progress(stats)``
+        after every decoding step. ``options`` (default: the recipe's), as
+        :meth:`~ctxmt_cli.decode.settings.DecodeSettings.from_recipe`: ``beam``, ``lenpen``, ``nbest`` N (each
+        sentence's N best translations, N <= beam), ``target_mode`` (``prefix`` or ``generate``; n-best lists,
+        scores and given target context need ``prefix``), ``context`` K (K context sentences instead of the
+        model's own), ``batch_docs``, ``group_sentences`` / ``group_order`` (how an mbe model groups a document).
+        The names of earlier versions (``mode``, ``target_context``) still work, with a warning.
         """
         from ctxmt_cli.decode.translator import decode_documents
 
-        docs = _documents(documents, target_context)
-        settings = self._settings(beam, lenpen, nbest, scores, mode, context, batch_docs, group_sentences, group_order)
+        options = _renamed(options)
+        docs = _documents(documents, options.pop("tgt_context", tgt_context))
+        nbest = options.get("nbest")
+        settings = self._settings(scores, **options)
         engine = None if self.engine is None else self.engine.search(scores or nbest is not None)
         found = decode_documents(self.loaded.model, self.loaded.tokenizer, [d.src for d in docs], settings,
-                                 given=[d.tgt_context for d in docs], first_pass=self._first_pass(docs, batch_docs),
+                                 given=[d.tgt_context for d in docs],
+                                 first_pass=self._first_pass(docs, options.get("batch_docs")),
                                  progress=progress, stats=stats, engine=engine)
         if self.repairer is not None:
             found = self._repair(docs, found)
         return [_result(doc, sentences, scores, nbest is not None) for doc, sentences in zip(docs, found)]
 
     def translate_stream(self, documents: Iterable[DocumentLike], **options) -> Iterator[DocumentTranslation]:
-        """:meth:`translate` (same keyword arguments except ``target_context``) over documents that may still be
+        """:meth:`translate` (same keyword arguments except ``tgt_context``) over documents that may still be
         arriving: each result is yielded as soon as its batch is done, a batch being the documents ready at
         that moment (at most ``batch_docs``); a list is translated ``batch_docs`` documents at a time."""
         from ctxmt_cli.decode.streaming import ready_chunks
 
-        if options.get("target_context") is not None:
+        if options.get("tgt_context") is not None or options.get("target_context") is not None:
             raise CtxmtError("translate_stream: give each document's target context as Document(tgt_context=...)")
         size = options.get("batch_docs") or self.loaded.recipe.decode.batch_docs
         for chunk in ready_chunks(documents, size):
@@ -205,23 +207,21 @@ class Model:
             raise CtxmtError(f"Model.{what} runs ctxmt's own network: load the checkpoint ({self.checkpoint} is an "
                              "exported CTranslate2 folder, which only translates)")
 
-    def _settings(self, beam, lenpen, nbest, scores, mode, context, batch_docs, group_sentences, group_order):
-        """The decoding settings of one call: the arguments given, the recipe's for the others."""
+    def _settings(self, scores: bool, *, nbest: Optional[int] = None, target_mode: Optional[str] = None, **options):
+        """The decoding settings of one call: the options given, the recipe's for the others."""
         from ctxmt_cli.decode.settings import MODES, DecodeSettings
 
         recipe = self.loaded.recipe
-        mode = mode or recipe.decode.target_context
+        mode = target_mode or recipe.decode.target_mode
         if mode not in MODES:
-            raise CtxmtError(f"--target-context {mode!r}: choose prefix or generate")
+            raise CtxmtError(f"--target-mode {mode!r}: choose prefix or generate")
         if (scores or nbest is not None) and mode != "prefix":
-            raise CtxmtError("--scores and --nbest need --target-context prefix: generate mode writes the context "
+            raise CtxmtError("--scores and --nbest need --target-mode prefix: generate mode writes the context "
                              "too, so a sentence has no log-probability of its own")
         if (scores or nbest is not None) and self.repairer is not None:
             raise CtxmtError("--scores and --nbest describe the first translation, which --repair rewrites; "
                              "leave out --repair or them")
-        return DecodeSettings.from_recipe(recipe, context=context, beam=beam, lenpen=lenpen, target_context=mode,
-                                          batch_docs=batch_docs, nbest=nbest, group_sentences=group_sentences,
-                                          group_order=group_order)
+        return DecodeSettings.from_recipe(recipe, nbest=nbest, target_mode=mode, **options)
 
     def _first_pass(self, docs: list[Document], batch_docs: Optional[int]) -> Optional[list[list[str]]]:
         """Each document's first pass for a bilingual model (the given one, completed by the first-pass model);
@@ -268,6 +268,22 @@ class Model:
         return out
 
 
+#: keyword arguments of :meth:`Model.translate` that were renamed: old -> new (the old name still works, warned)
+RENAMED_ARGS = {"mode": "target_mode", "target_context": "tgt_context"}
+
+
+def _renamed(options: dict) -> dict:
+    """``options`` under their current names; an old name is read as the new one, with a FutureWarning."""
+    options = dict(options)
+    for old, new in RENAMED_ARGS.items():
+        if old in options:
+            if new in options:
+                raise TypeError(f"translate() got both {old}= and {new}=; {old} is the old name of {new}: give one")
+            warnings.warn(f"Model.translate({old}=...) is now {new}=...", FutureWarning, stacklevel=3)
+            options[new] = options.pop(old)
+    return options
+
+
 def _documents(documents: Sequence[DocumentLike], target_context) -> list[Document]:
     """``documents`` as :class:`Document` objects, ``target_context[d]`` (when given) as document d's."""
     if isinstance(documents, (str, Document)):
@@ -280,7 +296,7 @@ def _documents(documents: Sequence[DocumentLike], target_context) -> list[Docume
     if target_context is None:
         return docs
     if len(target_context) != len(docs):
-        raise CtxmtError(f"target_context has {len(target_context)} entries for {len(docs)} documents; give one "
+        raise CtxmtError(f"tgt_context has {len(target_context)} entries for {len(docs)} documents; give one "
                          "list of translations per document")
     if any(doc.tgt_context for doc in docs):
         raise CtxmtError("give the target context once: in target_context or in Document.tgt_context")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import warnings
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union, get_args
 
@@ -101,7 +102,7 @@ class DecodeConfig(Section):
     lenpen: float = Field(0.6, ge=0.0, description="length penalty: scores divided by length ** lenpen")
     max_len_a: float = Field(1.5, ge=0.0, description="longest output: max_len_a * source length + max_len_b tokens")
     max_len_b: int = Field(10, ge=1, description="see max_len_a")
-    target_context: Literal["prefix", "generate"] = Field(
+    target_mode: Literal["prefix", "generate"] = Field(
         "prefix", description="target context of a window-reading model: its own earlier outputs forced as a prefix, "
         "or the whole window generated and its last sentence kept")
     batch_docs: int = Field(64, ge=1, description="documents decoded in parallel")
@@ -120,6 +121,8 @@ class Recipe(Section):
 
 #: recipe keys that were renamed: old name -> new name (an old recipe gets told the new one)
 RENAMED = {"context_sentences": "src_context_sentences", "batch_sentences": "batch_docs"}
+#: keys that moved to a new name and are still read under the old one, with a one-line note: (section, old) -> new
+MOVED = {("decode", "target_context"): "target_mode", ("model", "target_context"): "target_context_from"}
 #: names other tools or descriptions use for a key ctxmt names otherwise (one name per concept here)
 KNOWN_AS = {"context_prev": "src_context_sentences", "context_next": "src_next_sentences"}
 
@@ -195,6 +198,11 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
     """Apply ``--set`` overrides to a raw recipe dict (validated later by the schema)."""
     for text in overrides:
         parts, value = parse_override(text)
+        if len(parts) == 2 and tuple(parts) in MOVED:                  # an old name sets the new key
+            new = MOVED[tuple(parts)]
+            warnings.warn(f"--set {text!r}: {'.'.join(parts)} is now called {parts[0]}.{new} (read as such)",
+                          FutureWarning, stacklevel=2)
+            parts = [parts[0], new]
         node = raw
         for part in parts[:-1]:
             child = node.setdefault(part, {})
@@ -205,12 +213,33 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
     return raw
 
 
-def validate_recipe(raw: Any, source: str = "recipe", overrides: Optional[list[str]] = None) -> Recipe:
+def read_moved(raw: dict, source: str, quiet: bool = False) -> dict:
+    """``raw`` with each key of :data:`MOVED` under its new name, and a warning line naming both (none when
+    ``quiet``: a recipe ctxmt stored itself); both names at once is an error."""
+    out = dict(raw)
+    for (section, old), new in MOVED.items():
+        part = out.get(section)
+        if not isinstance(part, dict) or old not in part:
+            continue
+        if new in part:
+            raise CtxmtError(f"{source}: {section}.{old} is the old name of {section}.{new}, and both are given; "
+                             f"keep {section}.{new}")
+        out[section] = {(new if k == old else k): v for k, v in part.items()}
+        if not quiet:
+            warnings.warn(f"{source}: {section}.{old} is now called {section}.{new} (read as such; rename it)",
+                          FutureWarning, stacklevel=3)
+    return out
+
+
+def validate_recipe(raw: Any, source: str = "recipe", overrides: Optional[list[str]] = None,
+                    stored: bool = False) -> Recipe:
     """Validate a raw dict; any problem becomes one CtxmtError line naming ``source`` (or the ``--set`` of
-    ``overrides`` that gave the value) and the key path."""
+    ``overrides`` that gave the value) and the key path. Keys under an old name are read under the new one
+    (:data:`MOVED`), with a warning unless the recipe is ``stored`` (one ctxmt wrote: a checkpoint's, an export's)."""
     if not isinstance(raw, dict):
         raise CtxmtError(f"{source}: a recipe must be a YAML mapping with sections data/model/train/decode "
                          f"(this file holds a {type(raw).__name__}); give a recipe file")
+    raw = read_moved(raw, source, quiet=stored)
     try:
         return Recipe.model_validate(raw)
     except ValidationError as err:

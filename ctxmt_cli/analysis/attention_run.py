@@ -134,7 +134,7 @@ def target_concatenation(loaded, req: AttentionRequest, split):
 
     if req.src is None:
         prepared = PreparedData(req.data or Path(loaded.recipe.data.path))
-        return TargetConcat(target_side(prepared, req.split, model.target_context, model.first_pass_stream))
+        return TargetConcat(target_side(prepared, req.split, model.target_context_from, model.first_pass_stream))
     return reference_concatenation(loaded, split, str(req.checkpoint))
 
 
@@ -147,7 +147,7 @@ def reference_concatenation(loaded, split, name: str):
     model = loaded.recipe.model
     if not inputs_of(model).target_concat:
         return None
-    if model.target_context != "reference":
+    if model.target_context_from != "reference":
         raise CtxmtError(f"{name} is a bilingual model reading first-pass translations of the context, "
                          "which --src/--ref files do not have; analyse a prepared split holding the stream "
                          f"(--data DIR --split S, written by `ctxmt first-pass`)")
@@ -221,7 +221,7 @@ def attention_result(loaded, dataset, indices: np.ndarray, max_tokens: int,
                   context={"src": src_ctx, "tgt": tgt_ctx, "src_next": dataset.spec.src_next_sentences})
     if dataset.target_concat is not None:                                   # bilingual: what its target stream read
         model = loaded.recipe.model
-        result["context"]["target_concat"] = model.first_pass_stream if model.target_context == "first_pass" \
+        result["context"]["target_concat"] = model.first_pass_stream if model.target_context_from == "first_pass" \
             else "reference"
     return stats, result
 

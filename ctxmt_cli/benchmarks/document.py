@@ -108,7 +108,7 @@ def runs(docs, tok, settings: Settings) -> dict:
 
     def translate(model, context: int, mode: str):
         stats = TranslationStats()
-        settings = DecodeSettings(context, context, beam=4, target_context=mode, max_len_a=1.0, max_len_b=2)
+        settings = DecodeSettings(context, context, beam=4, target_mode=mode, max_len_a=1.0, max_len_b=2)
         translate_documents(model, tok, docs, settings, stats=stats)
         assert stats.fallbacks == 0, "the copying model must write every separator"
         return stats

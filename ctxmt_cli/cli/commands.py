@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Optional
 
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.paths import check_output_file
@@ -47,20 +48,18 @@ def train_result_lines(result, log_format=None) -> str:
 
 
 
-def translate_file(input: str, output: str, checkpoint: Path, *, input_format: str = "text", scores: bool = False,
-                   nbest=None, beam=None, lenpen=None, target_context=None, batch_docs=None, device: str = "auto",
-                   context=None, repair=None, group_sentences=None, group_order: str = "consecutive",
-                   first_pass=None, engine: str = "torch") -> int:
+def translate_file(input: str, output: str, checkpoint: Path, loading: Optional[dict] = None, *,
+                   input_format: str = "text", scores: bool = False, **options) -> int:
     """``ctxmt translate``: translate a document file (or stdin, as it arrives) with the Python API
     (:meth:`ctxmt_cli.api.Model.translate_stream`) and write each document as soon as it is done; returns the
     number of sentences translated.
 
     ``input_format``: ``text`` (one sentence per line, blank lines between documents; the output likewise) or
     ``jsonl`` (:mod:`ctxmt_cli.decode.jsonl`; the output is JSONL, with ``scores`` the sentence
-    log-probabilities and with ``nbest`` N the N best translations of each sentence). The other options are
-    those of :meth:`~ctxmt_cli.api.Model.translate` (``target_context``: its ``mode``) and of
-    :func:`ctxmt_cli.api.load` (``first_pass``, ``repair``, ``engine``: ``ctranslate2`` translates the folder
-    ``checkpoint`` that ``ctxmt export ctranslate2`` wrote).
+    log-probabilities and with ``nbest`` N the N best translations of each sentence). ``loading``: the keyword
+    arguments of :func:`ctxmt_cli.api.load` (``device``, ``first_pass``, ``repair``, ``engine``: ``ctranslate2``
+    translates the folder ``checkpoint`` that ``ctxmt export ctranslate2`` wrote); ``options``: those of
+    :meth:`~ctxmt_cli.api.Model.translate`.
     """
     import sys
 
@@ -69,20 +68,19 @@ def translate_file(input: str, output: str, checkpoint: Path, *, input_format: s
     from ctxmt_cli.decode.jsonl import format_translation
     from ctxmt_cli.decode.streaming import read_input
 
+    loading, nbest = dict(loading or {}), options.get("nbest")
     if input_format == "text" and (scores or nbest is not None):
         raise CtxmtError("--scores and --nbest add JSON fields to each document: give --input-format jsonl "
                          "(text output holds one translation per line)")
-    extra = tuple(Path(p) for p in (repair, first_pass) if p is not None)
+    extra = tuple(Path(p) for p in (loading.get("repair"), loading.get("first_pass")) if p is not None)
     if output != "-":                  # before any work: a bad -o must not cost a whole translation
         check_output_file(Path(output), "--output", inputs=(checkpoint,) + (() if input == "-" else (input,)) + extra)
     documents = read_input(input, input_format)   # a file is read and checked first: a bad input costs no model load
-    model = api.load(checkpoint, device=device, first_pass=first_pass, repair=repair, engine=engine)
+    model = api.load(checkpoint, **loading)
     model.warn = lambda line: print(f"ctxmt: warning: {line}", file=sys.stderr)
     count = 0
     with DocumentWriter(output) as out:
-        results = model.translate_stream(documents, beam=beam, lenpen=lenpen, nbest=nbest, scores=scores,
-                                         mode=target_context, context=context, batch_docs=batch_docs,
-                                         group_sentences=group_sentences, group_order=group_order)
+        results = model.translate_stream(documents, scores=scores, **options)
         for n, result in enumerate(results):
             if input_format == "jsonl":
                 out.write(format_translation(result, scores, nbest is not None))

@@ -99,13 +99,29 @@ def warnings_on_stderr():
             logger.propagate = propagate
 
 
+#: command-line flags that were renamed: old -> new (the old one still works, with a one-line warning)
+RENAMED_FLAGS = {"--target-context": "--target-mode"}
+
+
+def renamed_flags(argv: list[str]) -> list[str]:
+    """``argv`` with every renamed flag (``--old`` or ``--old=value``) under its new name, each warned once."""
+    out = []
+    for arg in argv:
+        flag, eq, value = arg.partition("=")
+        if flag in RENAMED_FLAGS:
+            warnings.warn(f"{flag} is now called {RENAMED_FLAGS[flag]} (read as such)", FutureWarning)
+            arg = RENAMED_FLAGS[flag] + eq + value
+        out.append(arg)
+    return out
+
+
 class OneLineGroup(typer.core.TyperGroup):
     """The command group, printing a bad command line as one line (exit 2) instead of a usage box."""
 
     def main(self, args=None, *rest, **kwargs):
         self._argv = list(sys.argv[1:] if args is None else args)
         with warnings_on_stderr():
-            return super().main(args, *rest, **kwargs)
+            return super().main(renamed_flags(self._argv), *rest, **kwargs)
 
     def _one_line(self, err) -> None:
         if type(err).__name__ == "NoArgsIsHelpError":             # `ctxmt` or `ctxmt translate` alone: help

@@ -44,7 +44,7 @@ MaxLengthRatio = Annotated[float, typer.Option(min=0.0, help="clean the train sp
 PrepareFormat = Literal["synthetic", "text", "jsonl", "iwslt-tags", "iwslt-xml", "voita", "maruf", "docrepair",
                         "reverse"]
 SpmType = Literal["unigram", "bpe"]
-TargetContext = Literal["prefix", "generate"]
+TargetMode = Literal["prefix", "generate"]
 #: ``ctxmt translate --input-format`` (ctxmt_cli.decode.streaming.INPUT_FORMATS)
 InputFormat = Literal["text", "jsonl"]
 #: ``ctxmt translate --engine``: ctxmt's own search, or an exported CTranslate2 folder (ctxmt_cli.api.load)

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from ctxmt_cli.cli.errors import user_errors
-from ctxmt_cli.cli.options import CONTEXT_HELP, Device, Engine, GroupOrder, InputFormat, TargetContext
+from ctxmt_cli.cli.options import CONTEXT_HELP, Device, Engine, GroupOrder, InputFormat, TargetMode
 
 
 @user_errors
@@ -31,8 +31,8 @@ def translate(
                                         '("nbest"; N <= --beam)'),
     beam: Optional[int] = typer.Option(None, min=1, help="beam size (default: recipe decode.beam)"),
     lenpen: Optional[float] = typer.Option(None, min=0.0, help="length penalty (default: recipe)"),
-    target_context: Optional[TargetContext] = typer.Option(None, help="prefix (own outputs forced), generate "
-                                                           "(regenerate the window) [default: recipe]"),
+    target_mode: Optional[TargetMode] = typer.Option(None, help="how the target context is decoded: prefix (own "
+                                                     "outputs forced), generate (regenerate the window) [default: recipe]"),
     batch_docs: Optional[int] = typer.Option(None, min=1, help="documents decoded in parallel"),
     context: Optional[int] = typer.Option(None, min=0, help=CONTEXT_HELP),
     device: Device = "auto",
@@ -48,11 +48,10 @@ def translate(
     """Translate whole documents sentence by sentence, with the model's own context (or --context K)."""
     from ctxmt_cli.cli.commands import translate_file
 
-    count = translate_file(input, output, checkpoint, input_format=input_format, scores=scores, nbest=nbest,
-                           beam=beam, lenpen=lenpen, target_context=target_context,
-                           batch_docs=batch_docs, device=device, context=context, repair=repair,
-                           group_sentences=group_sentences, group_order=group_order, first_pass=first_pass,
-                           engine=engine)
+    loading = {"device": device, "first_pass": first_pass, "repair": repair, "engine": engine}
+    count = translate_file(input, output, checkpoint, loading, input_format=input_format, scores=scores, nbest=nbest,
+                           beam=beam, lenpen=lenpen, target_mode=target_mode, batch_docs=batch_docs, context=context,
+                           group_sentences=group_sentences, group_order=group_order)
     typer.echo(f"translated {count} sentences", err=True)
 
 

@@ -31,7 +31,7 @@ class DecodeSettings:
     """How documents are translated.
 
     ``src_context_sentences`` / ``tgt_context_sentences``: previous sentences in each window; ``beam``,
-    ``lenpen``; the longest output ``max_len_a`` × source length + ``max_len_b``; ``target_context``: the
+    ``lenpen``; the longest output ``max_len_a`` × source length + ``max_len_b``; ``target_mode``: the
     target context forced as a ``prefix`` or the whole window ``generate``d; ``batch_docs`` documents decoded in
     parallel; windows of at most ``max_window_tokens``; ``cache``: a family translating with a document memory
     encodes each sentence once (False: re-encode the windows, for checks); ``group_sentences`` / ``group_order``:
@@ -47,7 +47,7 @@ class DecodeSettings:
     lenpen: float = 0.6
     max_len_a: float = 1.5
     max_len_b: int = 10
-    target_context: str = "prefix"
+    target_mode: str = "prefix"
     batch_docs: int = 64
     max_window_tokens: int = 1024
     cache: bool = True
@@ -58,7 +58,7 @@ class DecodeSettings:
 
     @classmethod
     def from_recipe(cls, recipe, *, context: Optional[int] = None, beam: Optional[int] = None,
-                    lenpen: Optional[float] = None, target_context: Optional[str] = None,
+                    lenpen: Optional[float] = None, target_mode: Optional[str] = None,
                     batch_docs: Optional[int] = None, nbest: Optional[int] = None, **options) -> "DecodeSettings":
         """The settings of a checkpoint's ``recipe`` (its decode section, window limit and family context), with
         the user's choices where given (None: the recipe's). ``context`` K: K context sentences (and K next ones
@@ -70,7 +70,7 @@ class DecodeSettings:
         src_context, tgt_context = inputs.context(context)
         following = None if context is None else inputs.resized_next(context)
         return cls(src_context, tgt_context, beam or dec.beam, dec.lenpen if lenpen is None else lenpen,
-                   dec.max_len_a, dec.max_len_b, target_context or dec.target_context, batch_docs or dec.batch_docs,
+                   dec.max_len_a, dec.max_len_b, target_mode or dec.target_mode, batch_docs or dec.batch_docs,
                    recipe.data.max_window_tokens, src_next_sentences=following, nbest=nbest or 1, **options)
 
     def resolved(self, inputs) -> "DecodeSettings":
@@ -80,8 +80,8 @@ class DecodeSettings:
 
 def check_settings(s: DecodeSettings, documents: Sequence[Sequence[str]], given) -> list[Sequence]:
     """Refuse settings that cannot work (one line each); each document's given translations (none: empty)."""
-    if s.target_context not in MODES:
-        raise CtxmtError(f"target_context {s.target_context!r}: choose prefix or generate")
+    if s.target_mode not in MODES:
+        raise CtxmtError(f"target_mode {s.target_mode!r}: choose prefix or generate")
     if s.max_window_tokens < 2 or s.batch_docs < 1:
         raise CtxmtError("max_window_tokens must be >= 2 and batch_docs >= 1")
     if s.beam < 1:                      # before the n-best check, which would blame --nbest for it
@@ -89,8 +89,8 @@ def check_settings(s: DecodeSettings, documents: Sequence[Sequence[str]], given)
     if not 1 <= s.nbest <= s.beam:
         raise CtxmtError(f"--nbest {s.nbest}: an n-best list holds at most the beam's {s.beam} translations; "
                          f"give --beam {max(s.nbest, 1)} or more (and --nbest >= 1)")
-    if s.nbest > 1 and s.target_context == "generate":
-        raise CtxmtError("--nbest: n-best lists need --target-context prefix (generate mode rewrites the context)")
+    if s.nbest > 1 and s.target_mode == "generate":
+        raise CtxmtError("--nbest: n-best lists need --target-mode prefix (generate mode rewrites the context)")
     if given is None:
         return [()] * len(documents)
     if len(given) != len(documents):
@@ -99,7 +99,7 @@ def check_settings(s: DecodeSettings, documents: Sequence[Sequence[str]], given)
         if len(fixed) > len(doc):
             raise CtxmtError(f"document {d + 1}: {len(fixed)} given target sentences for {len(doc)} source "
                              "sentences; give at most one translation per source sentence")
-    if s.target_context == "generate" and any(given):
-        raise CtxmtError("given target context is forced as the decoder prefix: use --target-context prefix "
+    if s.target_mode == "generate" and any(given):
+        raise CtxmtError("given target context is forced as the decoder prefix: use --target-mode prefix "
                          "(generate mode writes the context itself)")
     return list(given)

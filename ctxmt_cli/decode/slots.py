@@ -75,10 +75,10 @@ class SlotTranslator:
         does not hold the expected separators (counted in ``stats.fallbacks``)."""
         brk = self.vocab.brk
         snapshot = None if memories is None else [list(m) for m in memories]
-        step, enc = self.step_input(sources, outputs, memories, j, self.s.target_context)
+        step, enc = self.step_input(sources, outputs, memories, j, self.s.target_mode)
         if memories is not None:
             remember(memories, enc, self.s.src_context_sentences)
-        if self.s.target_context == "prefix":
+        if self.s.target_mode == "prefix":
             return self.decode(step, [brk], enc)
         results = [generated_sentence(h, c, brk) for h, c in zip(self.decode(step, (), enc), step.expected)]
         failed = [r for r, res in enumerate(results) if res is None]

@@ -78,7 +78,7 @@ def read_recipe(meta: dict, folder: Path):
 
     raw = {"model": meta["model"], "data": {"max_window_tokens": meta["window"]["max_window_tokens"]},
            "decode": meta["decode"]}
-    return validate_recipe(raw, str(Path(folder) / META_FILE))
+    return validate_recipe(raw, str(Path(folder) / META_FILE), stored=True)
 
 
 def read_tokenizer(meta: dict, folder: Path):

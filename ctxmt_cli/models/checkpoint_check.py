@@ -109,7 +109,7 @@ def _check_recipe(path: Path, ckpt: dict) -> Recipe:
     if not isinstance(ckpt["recipe"], dict):
         raise _fail(path, f"'recipe' is {_kind(ckpt['recipe'])}, not a recipe mapping")
     try:
-        recipe = validate_recipe(ckpt["recipe"], f"{path} (stored recipe)")
+        recipe = validate_recipe(ckpt["recipe"], f"{path} (stored recipe)", stored=True)
     except CtxmtError as err:
         import ctxmt_cli
 

@@ -4,7 +4,7 @@ Each request's document is given as its kept earlier sentences (:mod:`~ctxmt_cli
 the request's sentences, the kept sentences' translations as target token ids (``Document.tgt_context``): the
 API then translates the new sentences exactly as if the document received so far had been translated at once
 (prefix mode: the model's own earlier translations are forced as the target context). So a response equals the
-last sentences of ``ctxmt translate --target-context prefix`` on the document received so far, which for every
+last sentences of ``ctxmt translate --target-mode prefix`` on the document received so far, which for every
 model that reads no next sentence is the whole document's translation, however the document was split into
 requests. A model reading next sentences (hanoit offline) sees those of the same request only: a request's last
 sentences are translated without the sentences that have not arrived yet.
@@ -78,8 +78,8 @@ class Engine:
                  group_sentences: Optional[int] = None):
         self.model, self.store = model, store
         self.beam, self.lenpen, self.group_sentences = beam, lenpen, group_sentences
-        if model.recipe.decode.target_context != "prefix":
-            model.warn("the recipe decodes with --target-context generate; the server forces the model's own "
+        if model.recipe.decode.target_mode != "prefix":
+            model.warn("the recipe decodes with --target-mode generate; the server forces the model's own "
                        "translations as the target context (prefix), the mode in which a document can be continued")
 
     def translate(self, requests: list[TranslateRequest]) -> list[Union[TranslateResult, Exception]]:

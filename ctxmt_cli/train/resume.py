@@ -56,7 +56,7 @@ def _same_place(old: Any, new: Any) -> bool:
 
 def recipe_changes(stored: dict, recipe: Recipe, source: str) -> dict[str, tuple[Any, Any]]:
     """``{key: (stored value, new value)}`` for every compared key that differs (see the module docstring)."""
-    old = flatten(recipe_to_dict(validate_recipe(stored, source)))
+    old = flatten(recipe_to_dict(validate_recipe(stored, source, stored=True)))
     new = flatten(recipe_to_dict(recipe))
     changes = {}
     for key in sorted(set(old) | set(new)):

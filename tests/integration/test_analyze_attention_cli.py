@@ -81,7 +81,7 @@ def test_every_family_gets_bounded_figures_and_pngs(checkpoints, family, tmp_pat
 #: the target side of the same context sentences (the reference: no first pass to train for the test)
 HANOIT = ["--set", "model.encoder_layers=3", "--set", "model.unified_layers=1", "--set", "model.selection_layers=2",
           "--set", "model.q=0.5", "--set", "model.src_context_sentences=1", "--set", "model.src_next_sentences=1"]
-BILINGUAL = ["--set", "model.bilingual=true", "--set", "model.target_context=reference"]
+BILINGUAL = ["--set", "model.bilingual=true", "--set", "model.target_context_from=reference"]
 
 
 @pytest.fixture(scope="module", params=["monolingual", "bilingual"])

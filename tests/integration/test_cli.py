@@ -27,7 +27,7 @@ def test_translate_keeps_lines_and_blank_lines(concat_checkpoint, two_documents,
 def test_translate_stdin_to_stdout_and_generate_mode(concat_checkpoint, two_documents):
     text = two_documents.read_text()
     for mode in ("prefix", "generate"):
-        result = run_cli("translate", "-", "--checkpoint", concat_checkpoint, "--target-context", mode,
+        result = run_cli("translate", "-", "--checkpoint", concat_checkpoint, "--target-mode", mode,
                          "--beam", 1, input=text)
         assert result.exit_code == 0, result.output
         assert len(result.stdout.splitlines()) == len(text.splitlines())

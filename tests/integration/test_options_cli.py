@@ -24,7 +24,7 @@ def wide_help(command: str):
 BAD_CHOICES = [
     (("prepare", "csv", "--out", "x"), "'csv' is not one of"),
     (("prepare", "text", "--out", "x", "--spm-type", "char"), "--spm-type char"),
-    (("translate", "-", "-c", "m.pt", "--target-context", "gold"), "--target-context gold"),
+    (("translate", "-", "-c", "m.pt", "--target-mode", "gold"), "--target-mode gold"),
     (("translate", "-", "-c", "m.pt", "--group-order", "random"), "--group-order random"),
     (("evaluate", "--hyp", "h", "--tokenize", "moses"), "--tokenize moses"),
     (("evaluate", "--hyp", "h", "--significance", "t-test"), "--significance t-test"),
@@ -86,3 +86,13 @@ def test_translate_stdout_holds_only_translations_while_a_warning_is_emitted(con
     lines = run.stdout.splitlines()
     assert len(lines) == len(text.splitlines())                               # one line per input line
     assert not [line for line in lines if "warning" in line or "translated" in line]
+
+
+def test_a_renamed_flag_still_works_with_a_warning(concat_checkpoint, two_documents):
+    """--target-context is now --target-mode: the old flag is read as the new one and named in one warning line."""
+    old = run_cli("translate", two_documents, "-c", concat_checkpoint, "--beam", 1, "--target-context", "prefix")
+    new = run_cli("translate", two_documents, "-c", concat_checkpoint, "--beam", 1, "--target-mode", "prefix")
+    assert old.exit_code == new.exit_code == 0, old.output
+    assert "ctxmt: warning: --target-context is now called --target-mode" in old.stderr
+    assert "warning" not in new.stderr and old.stdout == new.stdout
+

@@ -129,7 +129,7 @@ def test_given_target_context_is_forced(checkpoints, documents, prepared):
     model = api.load(checkpoints["concat"], device="cpu")
     doc = documents[0]
     gold = (prepared.parent / "raw" / "test.tgt").read_text(encoding="utf-8").split("\n")[:1]
-    forced = model.translate([doc], target_context=[gold], scores=True, nbest=3)[0]
+    forced = model.translate([doc], tgt_context=[gold], scores=True, nbest=3)[0]
     assert len(forced.sentences) == len(doc) - 1                           # the given sentence is not translated
     # sentence 2's log-probabilities are those of its candidates after the gold sentence, not the model's own
     [scored] = model.score([ContrastiveItem(doc[:1], doc[1], gold, [c.tokens for c in forced.sentences[0].nbest])])
@@ -137,11 +137,15 @@ def test_given_target_context_is_forced(checkpoints, documents, prepared):
     own = model.translate([doc], scores=True)[0]
     assert forced.logprobs[0] != pytest.approx(own.logprobs[1], abs=1e-3)
     same = model.translate([api.Document(doc, tgt_context=gold)], scores=True, nbest=3)[0]
-    assert same == forced                                                 # Document.tgt_context = target_context
+    assert same == forced                                                 # Document.tgt_context = tgt_context
+    with pytest.warns(FutureWarning, match=r"translate\(target_context=...\) is now tgt_context"):
+        assert model.translate([doc], target_context=[gold], scores=True, nbest=3)[0] == forced   # the old name
     with pytest.raises(CtxmtError, match="at most one translation per source sentence"):
-        model.translate([doc], target_context=[gold * 4])
+        model.translate([doc], tgt_context=[gold * 4])
     with pytest.raises(CtxmtError, match="generate"):
-        model.translate([doc], target_context=[gold], mode="generate")
+        model.translate([doc], tgt_context=[gold], target_mode="generate")
+    with pytest.raises(CtxmtError, match="generate"), pytest.warns(FutureWarning, match=r"mode=...\) is now target_mode"):
+        model.translate([doc], tgt_context=[gold], mode="generate")
 
 
 def test_nbest_lists_are_ranked_and_sized(checkpoints, documents):
@@ -162,7 +166,7 @@ def test_nbest_lists_are_ranked_and_sized(checkpoints, documents):
         model.translate(documents, nbest=4)
     assert len(model.translate(documents, nbest=4, beam=4)[0].sentences[0].nbest) == 4
     with pytest.raises(CtxmtError, match="prefix"):
-        model.translate(documents, scores=True, mode="generate")
+        model.translate(documents, scores=True, target_mode="generate")
 
 
 def test_score_equals_the_contrastive_command(checkpoints, documents, tmp_path):
@@ -219,7 +223,7 @@ def test_a_model_reading_its_sentence_group_keeps_given_sentences_in_the_group(d
     whole = model.translate(documents, nbest=2)
     for sent in (s for d in whole for s in d.sentences):
         assert len(sent.nbest) == 2 and sent.nbest[0].score >= sent.nbest[1].score and sent.nbest[0].text == sent.text
-    given = model.translate(documents, target_context=[d.translations[:2] for d in whole], nbest=2)
+    given = model.translate(documents, tgt_context=[d.translations[:2] for d in whole], nbest=2)
     assert [d.sentences for d in given] == [d.sentences[2:] for d in whole]   # the group still reads their sources
     alone = model.translate([d[2:] for d in documents], nbest=2)              # groups without those sentences
     assert [d.sentences for d in alone] != [d.sentences for d in given]
@@ -235,7 +239,7 @@ def test_translate_stream_gives_what_translate_gives(checkpoints, documents):
         for mine, theirs in zip(streamed, whole):                          # other batches: float noise only
             assert mine.logprobs == pytest.approx(theirs.logprobs, abs=1e-4)
     with pytest.raises(CtxmtError, match="Document"):
-        list(model.translate_stream(documents, target_context=[[]] * 3))
+        list(model.translate_stream(documents, tgt_context=[[]] * 3))
 
 
 def test_refusals_are_one_line_errors(checkpoints, documents, tmp_path):
@@ -243,7 +247,7 @@ def test_refusals_are_one_line_errors(checkpoints, documents, tmp_path):
     with pytest.raises(CtxmtError, match="list of documents"):
         model.translate(["one sentence"][0])
     with pytest.raises(CtxmtError, match="2 entries for 3 documents"):
-        model.translate(documents, target_context=[[], []])
+        model.translate(documents, tgt_context=[[], []])
     with pytest.raises(CtxmtError, match="not bilingual"):
         api.load(checkpoints["sentence"], device="cpu", first_pass=checkpoints["sentence"])
     with pytest.raises(CtxmtError, match="not found"):

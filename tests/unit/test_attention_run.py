@@ -30,7 +30,7 @@ def test_only_a_bilingual_model_gets_target_concatenations():
 
 
 def test_files_give_the_reference_to_a_model_reading_it_and_refuse_a_first_pass_reader():
-    concat = target_concatenation(loaded(bilingual=True, target_context="reference"), FILES, SPLIT)
+    concat = target_concatenation(loaded(bilingual=True, target_context_from="reference"), FILES, SPLIT)
     assert isinstance(concat.side, ReferenceSide) and concat.side.sentence(0).tolist() == [7, 8, 9]
     with pytest.raises(CtxmtError, match="first-pass translations") as err:
         target_concatenation(loaded(bilingual=True), FILES, SPLIT)

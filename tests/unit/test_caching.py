@@ -378,8 +378,8 @@ def test_generate_mode_fallback_with_the_cache_equals_recompute(tokenizer, name)
     """A stray <brk> makes generate mode re-decode in prefix mode: the retry must see the same cached context."""
     model, docs = tok_model(tokenizer, name, brk_bias=6.0), documents()
     s_cached, s_fresh = TranslationStats(), TranslationStats()
-    cached = translate(model, tokenizer, docs, cache=True, target_context="generate", stats=s_cached)
-    fresh = translate(model, tokenizer, docs, cache=False, target_context="generate", stats=s_fresh)
+    cached = translate(model, tokenizer, docs, cache=True, target_mode="generate", stats=s_cached)
+    fresh = translate(model, tokenizer, docs, cache=False, target_mode="generate", stats=s_fresh)
     assert s_cached.fallbacks == s_fresh.fallbacks > 0
     assert cached == fresh
 

@@ -1,5 +1,7 @@
 """Recipe schema: typos, types, bounds and cross-field checks are one-line errors naming file and key."""
 
+import warnings
+
 import pytest
 from pydantic import ValidationError
 
@@ -145,6 +147,26 @@ def test_renamed_keys_name_their_new_name(key, new):
         {"model": {"family": "caching", name: 2}}
     with pytest.raises(CtxmtError, match=f"unknown key '{key}' \\(renamed to '{new}'\\)"):
         validate_recipe(raw, "r.yaml")
+
+
+@pytest.mark.parametrize("section, old, new, value", [("decode", "target_context", "target_mode", "generate"),
+                                                      ("model", "target_context", "target_context_from", "reference")])
+def test_moved_keys_are_read_under_their_new_name_with_a_warning(section, old, new, value, tmp_path):
+    """A key that got a new name (one name per concept) still works under the old one, in a file and in --set;
+    a stored recipe is read quietly; both names at once is an error."""
+    model = {"family": "hanoit", "bilingual": True}
+    raw = {"model": dict(model), section: {**({} if section == "decode" else model), old: value}}
+    with pytest.warns(FutureWarning, match=f"r.yaml: {section}.{old} is now called {section}.{new}"):
+        recipe = validate_recipe(raw, "r.yaml")
+    assert getattr(getattr(recipe, section), new) == value
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert validate_recipe(raw, "stored", stored=True) == recipe
+    with pytest.warns(FutureWarning, match=f"--set '{section}.{old}={value}'"):
+        assert validate_recipe(apply_overrides({"model": dict(model)}, [f"{section}.{old}={value}"])) == recipe
+    both = {"model": dict(model), section: {**raw[section], new: value}}
+    with pytest.raises(CtxmtError, match=f"{section}.{old} is the old name of {section}.{new}, and both are given"):
+        validate_recipe(both, "r.yaml")
 
 
 @pytest.mark.parametrize("name, ours", [("context_prev", "src_context_sentences"), ("context_next", "src_next_sentences")])

@@ -16,7 +16,7 @@ def test_bilingual_defaults_are_filled_and_round_trip():
     recipe = hanoit(bilingual=True)
     m = recipe.model
     assert isinstance(m, HanoiTConfig)
-    assert (m.target_context, m.first_pass_stream, m.share_encoder, m.gate, m.gate_scale, m.alpha) == \
+    assert (m.target_context_from, m.first_pass_stream, m.share_encoder, m.gate, m.gate_scale, m.alpha) == \
         ("first_pass", "first-pass", True, "vector", 1.0, 0.5)
     assert validate_recipe(recipe_to_dict(recipe)) == recipe
     plain = hanoit()
@@ -24,14 +24,14 @@ def test_bilingual_defaults_are_filled_and_round_trip():
 
 
 def test_reference_target_context_names_no_stream():
-    m = hanoit(bilingual=True, target_context="reference").model
+    m = hanoit(bilingual=True, target_context_from="reference").model
     assert m.first_pass_stream is None
     with pytest.raises(CtxmtError, match="first_pass_stream names the stream"):
-        hanoit(bilingual=True, target_context="reference", first_pass_stream="fp")
+        hanoit(bilingual=True, target_context_from="reference", first_pass_stream="fp")
 
 
 @pytest.mark.parametrize("option, value", [("alpha", 0.3), ("gate", "scalar"), ("gate_scale", 0.5),
-                                           ("share_encoder", False), ("target_context", "reference"),
+                                           ("share_encoder", False), ("target_context_from", "reference"),
                                            ("first_pass_stream", "fp")])
 def test_bilingual_options_are_refused_on_a_monolingual_model(option, value):
     with pytest.raises(CtxmtError, match=f"model: {option}: for the bilingual model only; set bilingual: true"):

@@ -37,7 +37,7 @@ def test_cli_reference_has_every_command(reference):
     assert {"recipes list", "recipes show", "recipes copy", "export ctranslate2", "export safetensors"} <= set(paths)
     for path in paths:
         assert f"`ctxmt {path}`" in text, f"ctxmt {path} is missing from the CLI reference"
-    for option in ("--target-context", "--first-pass", "--log-format", "--install-completion"):
+    for option in ("--target-mode", "--first-pass", "--log-format", "--install-completion"):
         assert option in text
 
 

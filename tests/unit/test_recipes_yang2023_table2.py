@@ -19,7 +19,7 @@ from tests.unit.test_recipes import header
 FOLDER = Path(__file__).resolve().parents[2] / "recipes" / "yang2023_hanoit"
 BLEU = {"iwslt17": ("IWSLT-2017", "25.04"), "nc2016": ("NC-2016", "25.28"), "europarl": ("Europarl", "30.89"),
         "wmt19": ("WMT-2019", "38.55")}
-BILINGUAL = {"bilingual": True, "target_context": "first_pass", "first_pass_stream": "first-pass",
+BILINGUAL = {"bilingual": True, "target_context_from": "first_pass", "first_pass_stream": "first-pass",
              "share_encoder": True, "gate": "vector", "gate_scale": 1.0, "alpha": 0.5}
 
 

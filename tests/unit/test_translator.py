@@ -116,11 +116,11 @@ def test_generate_mode_falls_back_when_separators_are_missing(tokenizer):
     docs = documents(sizes=(4, 2))
     model = make_model(tokenizer, brk="ban")                               # can never write the context
     stats = TranslationStats()
-    generated = run(model, tokenizer, docs, target_context="generate", stats=stats)
+    generated = run(model, tokenizer, docs, target_mode="generate", stats=stats)
     assert stats.fallbacks == 3 + 1                                         # every sentence with context
     assert generated == run(model, tokenizer, docs)                        # the fallback is prefix mode
     stats = TranslationStats()
-    run(model, tokenizer, docs, target_context="generate", tgt_context_sentences=0, stats=stats)
+    run(model, tokenizer, docs, target_mode="generate", tgt_context_sentences=0, stats=stats)
     assert stats.fallbacks == 0
 
 
@@ -128,7 +128,7 @@ def test_generate_mode_keeps_the_text_after_the_last_separator(tokenizer):
     docs = documents(sizes=(4, 2))
     model = make_model(tokenizer, brk="script", eos_bias=-1.0)            # writes exactly the separators due
     stats, seen = TranslationStats(), []
-    out = run(model, tokenizer, docs, target_context="generate", stats=stats,
+    out = run(model, tokenizer, docs, target_mode="generate", stats=stats,
               progress=lambda s: seen.append(s.sentences))
     assert stats.fallbacks == 0 and stats.sentences == stats.total == 6
     assert seen == [2, 4, 5, 6]                                             # after every step
@@ -143,8 +143,8 @@ def test_generate_mode_keeps_the_text_after_the_last_separator(tokenizer):
 
 
 def test_bad_mode_is_a_one_line_error():
-    with pytest.raises(CtxmtError, match="target_context"):
-        translate_documents(None, None, [], DecodeSettings(target_context="reference"))
+    with pytest.raises(CtxmtError, match="target_mode"):
+        translate_documents(None, None, [], DecodeSettings(target_mode="reference"))
 
 
 def test_context_option_resizes_each_side_that_has_context(tokenizer):
@@ -269,5 +269,5 @@ def test_given_target_context_stands_for_the_models_own_translations(tokenizer):
     assert [c[0].tokens for c in changed[0][3:] + changed[2][2:]] != [c[0].tokens for c in whole[0][3:] + whole[2][2:]]
     with pytest.raises(CtxmtError, match="at most one translation per source sentence"):
         decode_documents(model, tokenizer, docs, settings, given=[["a"] * 5, [], []])
-    with pytest.raises(CtxmtError, match="--target-context prefix"):
-        decode_documents(model, tokenizer, docs, DecodeSettings(2, 2, target_context="generate"), given=other)
+    with pytest.raises(CtxmtError, match="--target-mode prefix"):
+        decode_documents(model, tokenizer, docs, DecodeSettings(2, 2, target_mode="generate"), given=other)

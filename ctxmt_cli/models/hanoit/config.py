@@ -17,7 +17,7 @@ from pydantic import Field, model_validator
 from ctxmt_cli.config_base import ModelBase
 
 #: the bilingual options and the value each takes when a bilingual recipe leaves it out
-BILINGUAL_DEFAULTS = {"target_context": "first_pass", "share_encoder": True, "gate": "vector", "gate_scale": 1.0,
+BILINGUAL_DEFAULTS = {"target_context_from": "first_pass", "share_encoder": True, "gate": "vector", "gate_scale": 1.0,
                       "alpha": 0.5}
 #: stream name of ``ctxmt first-pass`` when none is given (``--name``)
 FIRST_PASS_STREAM = "first-pass"
@@ -42,12 +42,12 @@ class HanoiTConfig(ModelBase):
     bilingual: bool = Field(False, description="§2.3: also read the target side of the same context sentences, "
                             "as a second stream [target context; current source] with its own cross-attention and "
                             "a gate (needs a joint vocabulary)")
-    target_context: Optional[Literal["first_pass", "reference"]] = Field(
+    target_context_from: Optional[Literal["first_pass", "reference"]] = Field(
         None, description="bilingual: the target context in training and validation: first_pass (the sentence-level "
         "translations of the context sentences, a stream written by `ctxmt first-pass`; the paper) | reference "
         "(the split's own target side, for ablations) [default first_pass]")
     first_pass_stream: Optional[str] = Field(
-        None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$", description="target_context first_pass: the name of the "
+        None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$", description="target_context_from first_pass: the name of the "
         f"stream beside the train and valid splits (`ctxmt first-pass --name`) [default {FIRST_PASS_STREAM}]")
     share_encoder: Optional[bool] = Field(None, description="bilingual: the target stream goes through the same "
                                           "encoder (true, the paper's default) or an encoder of its own [default true]")
@@ -93,8 +93,8 @@ class HanoiTConfig(ModelBase):
         for key, value in BILINGUAL_DEFAULTS.items():
             if getattr(self, key) is None:
                 object.__setattr__(self, key, value)
-        if self.target_context == "reference" and self.first_pass_stream is not None:
-            raise ValueError("first_pass_stream names the stream of target_context: first_pass; with reference "
+        if self.target_context_from == "reference" and self.first_pass_stream is not None:
+            raise ValueError("first_pass_stream names the stream of target_context_from: first_pass; with reference "
                              "the split's own target side is read: remove it")
-        if self.target_context == "first_pass" and self.first_pass_stream is None:
+        if self.target_context_from == "first_pass" and self.first_pass_stream is None:
             object.__setattr__(self, "first_pass_stream", FIRST_PASS_STREAM)

@@ -59,7 +59,7 @@ class HanoiTInputs(Inputs):
         from ctxmt_cli.models.hanoit.target_concat import TargetConcat, target_side
 
         m = self.cfg
-        concat = TargetConcat(target_side(data, split, m.target_context, m.first_pass_stream),
+        concat = TargetConcat(target_side(data, split, m.target_context_from, m.first_pass_stream),
                               m.alpha if role == "train" else 0.0, recipe.train.seed)
         return WindowDataset(data.split(split), self.window_spec(recipe, role), vocab.brk, vocab.eos, concat)
 

@@ -47,7 +47,7 @@ Bilingual (§2.3-2.4), how the open points are settled:
 
 * target concatenation: the target side of the same context sentences the source window reads (previous and
   next), each closed by ``<brk>``, then the current *source* sentence and ``</s>``; the target context is the
-  sentence-level first pass (``target_context: first_pass``, the paper) or the reference (ablations);
+  sentence-level first pass (``target_context_from: first_pass``, the paper) or the reference (ablations);
   embedded as eq. 2 with segment rows 3 (previous) and 4 (next target context); one vocabulary for both
   (the paper's shared BPE), so a bilingual model refuses a prepared set with separate vocabularies;
 * encoder: the same layers and the same selection rule (``share_encoder: true``, the default), or a stack of

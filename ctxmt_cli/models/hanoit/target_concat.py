@@ -4,7 +4,7 @@ For sentence j the row is the target side of its context sentences, then the cur
 ``</s>``: ``[previous (oldest first), next (nearest first)] current_source </s>``, each context sentence
 followed by ``<brk>`` (the layout of :mod:`ctxmt_cli.data.windows`). The context sentences are the same ones
 the source window reads (previous and next, never across a document boundary); their target side comes from a
-first-pass stream of the split (``target_context: first_pass``, sentence-level translations written by
+first-pass stream of the split (``target_context_from: first_pass``, sentence-level translations written by
 ``ctxmt first-pass``, the paper's setting) or from the split's own target side (``reference``, for ablations).
 The row obeys ``max_window_tokens`` by the source window's rule (the farthest context sentence dropped first,
 the next one before the previous one at equal distance), over its own lengths, so it may hold fewer context
@@ -31,7 +31,7 @@ MONOLINGUAL_STREAM = 104729
 
 
 class ReferenceSide:
-    """The split's own target side as the target context (``target_context: reference``)."""
+    """The split's own target side as the target context (``target_context_from: reference``)."""
 
     def __init__(self, split):
         self.split = split
@@ -42,17 +42,17 @@ class ReferenceSide:
         return self.split.tgt(i)
 
 
-def target_side(prepared, split: str, target_context: str, stream: Optional[str]):
+def target_side(prepared, split: str, target_context_from: str, stream: Optional[str]):
     """What the target concatenation reads for ``split`` of ``prepared``: a first-pass stream or the reference.
 
     A missing stream, or one in the source language, is one error line naming the command that writes it."""
-    if target_context == "reference":
+    if target_context_from == "reference":
         return ReferenceSide(prepared.split(split))
     if stream not in prepared.streams(split):
         raise CtxmtError(f"the bilingual model reads the first-pass stream {stream!r} of split {split!r}, but "
                          f"{prepared.dir} has none; write it with `ctxmt first-pass -c SENTENCE_CKPT --data "
                          f"{prepared.dir} --split {split} --name {stream}` (a sentence-level checkpoint), or set "
-                         "model.target_context: reference")
+                         "model.target_context_from: reference")
     found = prepared.stream(split, stream)
     if found.side != "tgt":
         raise CtxmtError(f"first-pass stream {stream!r} of split {split!r} is in the source language (a "
