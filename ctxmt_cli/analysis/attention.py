@@ -162,7 +162,7 @@ class AssignmentStats:
     def __init__(self):
         self.sentences = 0
         self.groups_used = 0.0                       # Σ over sentences of the groups carrying weight
-        self.group_tokens: np.ndarray | None = None  # (K,) tokens assigned to each group, over the split
+        self.group_load: np.ndarray | None = None    # (K,) tokens assigned to each group, over the split
         self.group_mass: np.ndarray | None = None    # (K,) assignment mass of each group
         self.tokens = 0.0
 
@@ -170,9 +170,9 @@ class AssignmentStats:
         w = view.weights[:, 0].float() * view.query_mask.unsqueeze(-1)     # (N, L, K)
         carries = w >= ASSIGNED                                             # (N, L, K)
         tokens, mass = carries.sum((0, 1)).double(), w.sum((0, 1)).double()   # (K,)
-        if self.group_tokens is None:
-            self.group_tokens, self.group_mass = np.zeros(w.size(2)), np.zeros(w.size(2))
-        self.group_tokens += tokens.numpy(force=True)
+        if self.group_load is None:
+            self.group_load, self.group_mass = np.zeros(w.size(2)), np.zeros(w.size(2))
+        self.group_load += tokens.numpy(force=True)
         self.group_mass += mass.numpy(force=True)
         self.groups_used += float(carries.any(1).sum())
         self.sentences += w.size(0)
@@ -183,9 +183,9 @@ class AssignmentStats:
         mass = self.group_mass / max(self.group_mass.sum(), 1e-12)
         return {"groups": len(mass), "sentences": self.sentences,
                 "groups_used_per_sentence": self.groups_used / max(self.sentences, 1),
-                "groups_used": int((self.group_tokens > 0).sum()),
+                "groups_used": int((self.group_load > 0).sum()),
                 "group_mass_share": mass.tolist(),
-                "tokens_per_group": (self.group_tokens / max(self.sentences, 1)).tolist(),
+                "tokens_per_group": (self.group_load / max(self.sentences, 1)).tolist(),
                 "definition": "groups_used_per_sentence: mean number of groups with a weight >= "
                               f"{ASSIGNED} on some token; groups_used: groups with such a weight in any "
                               "sentence; group_mass_share: each group's share of all assignment weight; "

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from ctxmt_cli.models.caching.shortening import Shortener, group_tokens, normalize, pool, sparsemax
+from ctxmt_cli.models.caching.shortening import Shortener, pooling_windows, normalize, pool, sparsemax
 
 C, HEADS = 8, 2
 
@@ -154,9 +154,9 @@ def tiny_example():
     return states, mask
 
 
-def test_group_tokens_zeroes_padding():
+def test_pooling_windows_zero_padding():
     states, mask = tiny_example()
-    slots, slot_mask = group_tokens(states, mask, 4)
+    slots, slot_mask = pooling_windows(states, mask, 4)
     assert slots.shape == (1, 2, 4, 2) and slot_mask.tolist() == [[[True] * 4, [True, False, False, False]]]
     assert slots[0, 1, 1:].abs().sum() == 0
 

@@ -97,8 +97,8 @@ def normalize(
     return weights
 
 
-def group_tokens(states: Tensor, mask: Tensor, k: int) -> tuple[Tensor, Tensor]:
-    """Split each row into consecutive groups of ``k`` slots (eq. 1's grouping).
+def pooling_windows(states: Tensor, mask: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    """Split each row into consecutive windows of ``k`` slots, the tokens one pooled vector stands for (eq. 1).
 
     Rows are right-padded, so real tokens form a prefix and the first
     ceil(len/k) groups are exactly the groups of real tokens. Returns the slots
@@ -124,7 +124,7 @@ def pool(
     ``proj`` (Linear(k*C, C)) to the concatenated slots with zeros for padding.
     Groups without any real token are all-zero and masked out.
     """
-    slots, slot_mask = group_tokens(states, mask, k)                        # (N, M, k, C), (N, M, k)
+    slots, slot_mask = pooling_windows(states, mask, k)                        # (N, M, k, C), (N, M, k)
     pooled_mask = slot_mask.any(-1)                                         # (N, M)
     if kind == "max":
         filler = torch.finfo(slots.dtype).min
