@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from ctxmt_cli.models.caching.shortening import Shortener, pooling_windows, normalize, pool, sparsemax
+from ctxmt_cli.models.caching.shortening import Shortener, normalize, pool, pooling_windows, sparsemax
 
 C, HEADS = 8, 2
 
