@@ -89,31 +89,36 @@ def benchmark(
     and a synthetic 6M-pair corpus vs the raw SentencePiece encode rate, time to the first training step, loader vs
     trainer. All but mbe and prepare run on the device chosen (ctxmt and its peers alike).
     Each benchmark refuses the options it does not read."""
+    _benchmark(ctx, ctx.params)
+
+
+def _benchmark(ctx: typer.Context, p: dict) -> None:
+    """The body of ``ctxmt benchmark``; ``p``: its options by name."""
     from ctxmt_cli.device import resolve_device
 
+    name, quick, threads, repeats = p["name"], p["quick"], p["threads"], p["repeats"]
     _check_benchmark_options(ctx, name)
-    where = str(resolve_device(device)) if "device" in BENCHMARK_READS[name] else None  # a missing GPU: one line
+    where = str(resolve_device(p["device"])) if "device" in BENCHMARK_READS[name] else None  # a missing GPU: one line
     module = _load_benchmark(name)
     if name == "ctranslate2":
-        return _run_ctranslate2(module, checkpoint, quick, threads, repeats, beam, where)
+        return _run_ctranslate2(module, p["checkpoint"], quick, threads, repeats, p["beam"], where)
+    defaults = getattr(module, "Settings", None)
     if name == "prepare":
-        defaults = module.Settings()
-        module.run(module.Settings(quick, threads or defaults.threads, repeats or defaults.repeats))
+        module.run(module.Settings(quick, threads or defaults().threads, repeats or defaults().repeats))
         return
     if name in PEER_BENCHMARKS:
-        defaults = module.Settings()
-        settings = module.Settings(preset, quick, threads or defaults.threads, repeats or defaults.repeats)
+        settings = module.Settings(p["preset"], quick, threads or defaults().threads, repeats or defaults().repeats)
         if where is not None:                                  # None: mbe, whose trainers run on the CPU
             settings = replace(settings, device=where)
         if name == "train":
-            settings = replace(settings, count_ops=count_ops, batch_tokens=batch_tokens)
-        module.run(settings if corpus is None else replace(settings, corpus=corpus))
+            settings = replace(settings, count_ops=p["count_ops"], batch_tokens=p["batch_tokens"])
+        module.run(settings if p["corpus"] is None else replace(settings, corpus=p["corpus"]))
         return
     from ctxmt_cli.logs import resolve_log_format
 
-    module.run(module.Settings.make(quick, contexts, out=out, docs=docs, sentences=sentences,
-                                    device=where, preset=preset, beam=beam, repeats=repeats,
-                                    threads=threads, log_format=resolve_log_format(log_format, sys.stdout)))
+    module.run(module.Settings.make(quick, p["contexts"], out=p["out"], docs=p["docs"], sentences=p["sentences"],
+                                    device=where, preset=p["preset"], beam=p["beam"], repeats=repeats,
+                                    threads=threads, log_format=resolve_log_format(p["log_format"], sys.stdout)))
 
 
 def _run_ctranslate2(module, checkpoint, quick, threads, repeats, beam, device: str) -> None:

@@ -51,29 +51,36 @@ def contrastive(
 
     `ctxmt contrastive compare RUN_A RUN_B` runs McNemar's test on two runs' per-item decisions.
     """
+    _contrastive(ctx, ctx.params)
+
+
+def _contrastive(ctx: typer.Context, p: dict) -> None:
+    """The body of ``ctxmt contrastive``; ``p``: its options by name."""
     from rich.console import Console
 
+    testset, out = p["testset"], p["out"]
     if testset == "compare":
-        refuse_given(ctx, [p.name for p in ctx.command.params if p.name not in ("testset", "runs")],
+        refuse_given(ctx, [o.name for o in ctx.command.params if o.name not in ("testset", "runs")],
                      "does not apply to `contrastive compare RUN_A RUN_B` (it reads the two runs' decisions)")
-        return _compare_contrastive(runs)
+        return _compare_contrastive(p["runs"])
     if out is None:
         refuse_given(ctx, ("force",), "is read with --out DIR only (it allows replacing OUT/results.json)")
-    if runs:
-        raise CtxmtError(f"unexpected arguments {[str(r) for r in runs]}; give one TESTSET (or 'compare RUN_A RUN_B')")
-    if checkpoint is None:
+    if p["runs"]:
+        raise CtxmtError(f"unexpected arguments {[str(r) for r in p['runs']]}; give one TESTSET (or 'compare RUN_A "
+                         "RUN_B')")
+    if p["checkpoint"] is None:
         raise CtxmtError("contrastive scoring needs --checkpoint CKPT")
-    _check_set_options(testset.partition(":")[0], {"--split": split, "--dev": dev or None, "--documents": documents,
-                                                  "--json": json_file})
+    dev = p["dev"] or None
+    _check_set_options(testset.partition(":")[0], {"--split": p["split"], "--dev": dev, "--documents": p["documents"],
+                                                  "--json": p["json_file"]})
     if out is not None:
         check_output_dir(out, "--out")
     from ctxmt_cli.evaluate.contrastive_report import render, run_contrastive, warning_lines
 
     results = run_contrastive(
-        testset, checkpoint, data=data, out=out, force=force, device=device, context=context, normalize=normalize,
-        span=score_span, max_tokens=max_tokens, split=split, dev=dev or None, documents=documents, json=json_file,
-        log_format=log_format,
-    )
+        testset, p["checkpoint"], data=p["data"], out=out, force=p["force"], device=p["device"],
+        context=p["context"], normalize=p["normalize"], span=p["score_span"], max_tokens=p["max_tokens"],
+        split=p["split"], dev=dev, documents=p["documents"], json=p["json_file"], log_format=p["log_format"])
     Console().print(render(results))
     for line in warning_lines(results):  # ties or unknown tokens decided the accuracy: one line each, on stderr
         typer.echo(f"ctxmt: warning: {line}", err=True)

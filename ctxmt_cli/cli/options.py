@@ -25,7 +25,7 @@ LogFormat = Annotated[Optional[LogFormatName], typer.Option(
     help="progress as rich (a live bar), plain (one line per report: step/max, loss, tok/s, lr, elapsed, ETA) or "
          "json (the same, one object per line) [default: rich on a terminal, plain otherwise]")]
 
-# ``ctxmt prepare``'s options for real-size corpora (ctxmt_cli.data.pipeline.PrepareScale)
+# ``ctxmt prepare``'s options for real-size corpora (fields of ctxmt_cli.data.prepare.PrepareSpec)
 SpmSample = Annotated[int, typer.Option(min=1, help="SentencePiece trains on a seeded sample of about this many train "
                                         "pairs (sentences per side)")]
 SpmModel = Annotated[Optional[Path], typer.Option(help="reuse this SentencePiece .model (both sides) instead of "

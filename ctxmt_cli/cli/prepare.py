@@ -68,20 +68,26 @@ def prepare(
 ):
     """Read a corpus (or generate the synthetic benchmark) into the prepared binary layout; or derive one from
     a prepared dataset (docrepair, reverse)."""
+    _prepare(ctx, ctx.params)
+
+
+def _prepare(ctx: typer.Context, p: dict) -> None:
+    """The body of ``ctxmt prepare``; ``p``: its options by name."""
     from ctxmt_cli.cli.docrepair import DERIVED_FORMATS, check_options, check_vocabulary_options, prepare_derived
     from ctxmt_cli.data.clean import CleanRules
-    from ctxmt_cli.data.pipeline import PrepareScale, prepare_from_cli, summary_lines
+    from ctxmt_cli.data.pipeline import prepare_from_cli, summary_lines
 
+    fmt, out = p["fmt"], p["out"]
     if fmt in DERIVED_FORMATS:
         return typer.echo(prepare_derived(ctx))
     check_options(ctx, fmt)
     check_vocabulary_options(ctx)
-    scale = PrepareScale(spm_sample, workers, spm, vocab_from, CleanRules(min_words, max_words, max_length_ratio))
-    meta = prepare_from_cli(
-        fmt, out, {"train": train, "valid": valid, "test": test}, src_lang=src_lang, tgt_lang=tgt_lang,
-        vocab_size=vocab_size, joint=joint, moses=moses, max_sentence_tokens=max_sentence_tokens,
-        seed=seed, docs=docs, force=force, spm_type=spm_type, scale=scale)
-    typer.echo("\n".join(summary_lines(out, meta, scale.clean)))
+    clean = CleanRules(p["min_words"], p["max_words"], p["max_length_ratio"])
+    spec = {k: p[k] for k in ("src_lang", "tgt_lang", "vocab_size", "joint", "moses", "max_sentence_tokens", "seed",
+                              "force", "spm_type", "spm_sample", "workers", "spm", "vocab_from")}
+    meta = prepare_from_cli(fmt, out, {"train": p["train"], "valid": p["valid"], "test": p["test"]}, docs=p["docs"],
+                            clean=clean, **spec)
+    typer.echo("\n".join(summary_lines(out, meta, clean)))
 
 
 def register(app: typer.Typer) -> None:

@@ -29,6 +29,7 @@ def _check_packages() -> None:
 
 @user_errors
 def serve(
+    ctx: typer.Context,
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="model checkpoint"),
     host: str = typer.Option("127.0.0.1", help="address to listen on (0.0.0.0: every interface)"),
     port: int = typer.Option(8000, min=0, max=65535, help="port to listen on (0: a free one, printed)"),
@@ -60,8 +61,7 @@ def serve(
 
     sock = bind(host, port)             # an address in use is refused before the model loads
     try:
-        app, line = _build(checkpoint, device, first_pass, beam, lenpen, group_sentences, max_document_sentences,
-                           max_documents, max_batch_docs, max_sentences, max_sentence_chars, batch_wait_ms)
+        app, line = _build(ctx.params)
     except BaseException:
         sock.close()
         raise
@@ -71,9 +71,8 @@ def serve(
                                                      err=True))
 
 
-def _build(checkpoint, device, first_pass, beam, lenpen, group_sentences, max_document_sentences, max_documents,
-           max_batch_docs, max_sentences, max_sentence_chars, batch_wait_ms):
-    """The application and the words of the listening line."""
+def _build(options: dict):
+    """The application and the words of the listening line (``options``: the command's, by name)."""
     import sys
 
     from ctxmt_cli import api
@@ -82,17 +81,19 @@ def _build(checkpoint, device, first_pass, beam, lenpen, group_sentences, max_do
     from ctxmt_cli.serve.documents import DocumentStore
     from ctxmt_cli.serve.engine import Engine, keep_rule
 
+    o = options
+    checkpoint, first_pass, group_sentences = o["checkpoint"], o["first_pass"], o["group_sentences"]
     _refuse_exported_folder(checkpoint)
-    model = api.load(checkpoint, device=device, first_pass=first_pass)
+    model = api.load(checkpoint, device=o["device"], first_pass=first_pass)
     model.warn = lambda text: print(f"ctxmt: warning: {text}", file=sys.stderr)
     if first_pass is None:
         inputs_of(model.loaded.recipe.model).check_first_pass([], None)   # a bilingual model needs --first-pass
-    rule = keep_rule(model, group_sentences, max_document_sentences)
-    engine = Engine(model, DocumentStore(max_documents, rule), beam=beam, lenpen=lenpen,
+    rule = keep_rule(model, group_sentences, o["max_document_sentences"])
+    engine = Engine(model, DocumentStore(o["max_documents"], rule), beam=o["beam"], lenpen=o["lenpen"],
                     group_sentences=group_sentences)
-    app = build_app(engine, limits=Limits(max_sentences, max_sentence_chars), max_batch_docs=max_batch_docs,
-                    batch_wait_ms=batch_wait_ms)
-    return app, (f"{model.family} model {checkpoint}; keeps {rule.describe()} of at most {max_documents} "
+    app = build_app(engine, limits=Limits(o["max_sentences"], o["max_sentence_chars"]),
+                    max_batch_docs=o["max_batch_docs"], batch_wait_ms=o["batch_wait_ms"])
+    return app, (f"{model.family} model {checkpoint}; keeps {rule.describe()} of at most {o['max_documents']} "
                  "documents; POST /translate, GET /health")
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sys
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -63,39 +62,26 @@ def prepare_synthetic(out: Path, *, seed: int = 1, docs: int = 2000, force: bool
     return meta | {"manifest": generated["manifest"]}
 
 
-@dataclass(frozen=True)
-class PrepareScale:
-    """The options for real-size corpora: the SentencePiece sample, the encoding processes, a reused
-    vocabulary (``spm``: a model file; ``vocab_from``: a prepared dataset) and the train-split cleaning."""
-
-    spm_sample: int = 2_000_000
-    workers: int = 0
-    spm: Optional[Path] = None
-    vocab_from: Optional[Path] = None
-    clean: CleanRules = CleanRules()
-
-
-def prepare_from_cli(fmt: str, out: Path, paths: dict[str, Optional[Path]], *, src_lang: str, tgt_lang: str,
-                     vocab_size: int, joint: bool, moses: bool, max_sentence_tokens: int, seed: int, docs: int,
-                     force: bool, spm_type: str = "unigram", scale: PrepareScale = PrepareScale()) -> dict:
-    """Dispatch ``ctxmt prepare FORMAT``; data warnings are printed as one line each on stderr."""
+def prepare_from_cli(fmt: str, out: Path, paths: dict[str, Optional[Path]], *, docs: int = 2000, **options) -> dict:
+    """Dispatch ``ctxmt prepare FORMAT``: the corpus splits at ``paths`` into ``out``; ``options``: the fields of
+    :class:`~ctxmt_cli.data.prepare.PrepareSpec` the command line gives (``docs``: the synthetic benchmark's
+    document count). Data warnings are printed as one line each on stderr."""
     if fmt not in FORMATS:
         raise CtxmtError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     if fmt == "synthetic":             # its generated vocabulary is small: 400 subwords at most, by design
-        return prepare_synthetic(out, seed=seed, docs=docs, force=force, vocab_size=min(vocab_size, 400),
-                                 warn=_warn)
+        return prepare_synthetic(out, seed=options.get("seed", 1), docs=docs, force=options.get("force", False),
+                                 vocab_size=min(options.get("vocab_size", 8000), 400), warn=_warn)
     if paths.get("train") is None:
         raise CtxmtError(f"ctxmt prepare {fmt} needs --train PATH (and optionally --valid/--test)")
+    src_lang, tgt_lang = options.get("src_lang", "src"), options.get("tgt_lang", "tgt")
     splits = {name: resolve_split_input(fmt, path, src_lang, tgt_lang) for name, path in paths.items() if path is not None}
-    spec = PrepareSpec(fmt=fmt, splits=splits, src_lang=src_lang, tgt_lang=tgt_lang, out=out, vocab_size=vocab_size,
-                       joint=joint, moses=moses, max_sentence_tokens=max_sentence_tokens, spm_type=spm_type,
-                       seed=seed, force=force, spm_sample=scale.spm_sample, workers=scale.workers, spm=scale.spm,
-                       vocab_from=scale.vocab_from, clean=scale.clean)
+    spec = PrepareSpec(fmt=fmt, splits=splits, out=out, **options)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         meta = prepare_corpus(spec, warn=_warn)
     sizes = meta["vocab_size"]
-    if scale.spm is None and scale.vocab_from is None and min(sizes.values()) < vocab_size:   # SentencePiece stops at what the corpus supports (hard_vocab_limit off)
+    vocab_size = spec.vocab_size
+    if spec.spm is None and spec.vocab_from is None and min(sizes.values()) < vocab_size:   # SentencePiece stops at what the corpus supports (hard_vocab_limit off)
         got = (str(sizes["src"]) if sizes["src"] == sizes["tgt"]
                else f"{sizes['src']} (source) / {sizes['tgt']} (target)")
         _warn(f"--vocab-size {vocab_size}: the train split supports only {got} subwords, so the vocabulary "

@@ -17,8 +17,16 @@ from typing import Optional
 from ctxmt_cli.data.store import REFERENCE_FILE
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.sweeps import draw_group_sweep, parse_contexts, parse_group_sentences, sweep_table
+from ctxmt_cli.evaluate.text_files import (
+    blank_lines,
+    by_blank_lines,
+    by_ids,
+    check_aligned,
+    read_lines,
+    strip_trailing_blanks,
+)
 from ctxmt_cli.outputs import write_json
-from ctxmt_cli.paths import check_input_file, check_output_file
+from ctxmt_cli.paths import check_output_file
 
 
 @dataclass
@@ -178,84 +186,6 @@ def _translate_corpus(req: EvalRequest) -> Corpus:
     return Corpus(systems, references, sources, has_documents=True, sweep_of=sweep_of, moses_tokenized=tokenized)
 
 
-# ---- reading hypothesis / reference / source files ----------------------------------------------
-
-def read_lines(path: Path, role: str) -> list[str]:
-    """Lines of a UTF-8 text file (no line ends, BOM dropped), ``-``: stdin (``ctxmt translate ... | ctxmt
-    evaluate --hyp - ...``); one-line errors for missing/non-UTF-8 files."""
-    if str(path) == "-":
-        import sys
-
-        data = sys.stdin.buffer.read()
-        path = "<stdin>"
-    else:
-        path = check_input_file(Path(path), f"{role} file", "check the path")
-        data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        raise CtxmtError(f"{role} {path}: not UTF-8 at byte offset {err.start} (line {line}); "
-                         "convert it, e.g. iconv -f LATIN1 -t UTF-8") from None
-    # split on \n only: str.splitlines() also breaks at \x0c, \u2028 ... and would misalign the files
-    lines = [line.rstrip("\r") for line in text.removeprefix("\ufeff").split("\n")]
-    if lines and lines[-1] == "":
-        lines.pop()
-    return lines
-
-
-def _blank(lines: list[str]) -> list[int]:
-    return [i for i, line in enumerate(lines) if not line.strip()]
-
-
-def _by_blank_lines(lines: list[str]) -> list[list[str]]:
-    from ctxmt_cli.decode.documents import split_documents as split_at_blank_lines
-
-    return split_at_blank_lines(lines)
-
-
-def _align(path: Path, lines: list[str], ref: Path, ref_lines: list[str], counts: tuple[int, int]) -> None:
-    """Same line count and blank lines (document boundaries) at the same lines as the reference.
-
-    ``lines`` have trailing blank lines stripped; ``counts`` are the files' real line counts, for messages.
-    """
-    if len(lines) != len(ref_lines) or _blank(lines) != _blank(ref_lines):
-        n_docs, n_ref_docs = len(_by_blank_lines(lines)), len(_by_blank_lines(ref_lines))
-        same_sentences = len(lines) - len(_blank(lines)) == len(ref_lines) - len(_blank(ref_lines))
-        if n_docs != n_ref_docs and same_sentences:
-            raise CtxmtError(f"different document counts: {path} has {_docs(n_docs)} but {ref} has "
-                             f"{_docs(n_ref_docs)} (blank lines separate documents); put the blank lines at the "
-                             "same places in both files, or give --docids FILE")
-        if len(lines) != len(ref_lines):
-            raise CtxmtError(f"{path} has {counts[0]} lines but {ref} has {counts[1]}; the files "
-                             "must be aligned line by line")
-        first = min(set(_blank(lines)) ^ set(_blank(ref_lines))) + 1
-        raise CtxmtError(f"line {first} is blank in only one of {path} and {ref}; blank lines separate "
-                         "documents and must be at the same lines (give --docids FILE if they are empty outputs)")
-
-
-def _docs(n: int) -> str:
-    return f"{n} document" + ("" if n == 1 else "s")
-
-
-def _by_ids(lines: list[str], ids: list[str]) -> list[list[str]]:
-    # a new document whenever the id changes between adjacent lines, as `ctxmt prepare` reads .docids
-    docs: list[list[str]] = []
-    for i, (line, doc_id) in enumerate(zip(lines, ids)):
-        if i == 0 or doc_id != ids[i - 1]:
-            docs.append([])
-        docs[-1].append(line)
-    return docs
-
-
-def _strip_trailing_blanks(lines: list[str]) -> list[str]:
-    # a trailing blank line separates no documents; dropping it spares a false "different counts" error
-    end = len(lines)
-    while end and not lines[end - 1].strip():
-        end -= 1
-    return lines[:end]
-
-
 def _read_corpus(req: EvalRequest) -> Corpus:
     files = [(path, "--hyp") for path in req.hyps] + ([(req.src, "--src")] if req.src else [])
     ref_lines = read_lines(req.ref, "--ref")
@@ -266,14 +196,14 @@ def _read_corpus(req: EvalRequest) -> Corpus:
             if len(lines) != len(ids):
                 raise CtxmtError(f"{path} has {len(lines)} lines but --docids {req.docids} has {len(ids)}; "
                                  "give one document id per line")
-        group, has_docs = (lambda lines: _by_ids(lines, ids)), True
+        group, has_docs = (lambda lines: by_ids(lines, ids)), True
     else:
         raw = [len(lines) for _, lines in texts]
-        ref_count, ref_lines = len(ref_lines), _strip_trailing_blanks(ref_lines)
-        texts = [(path, _strip_trailing_blanks(lines)) for path, lines in texts]
+        ref_count, ref_lines = len(ref_lines), strip_trailing_blanks(ref_lines)
+        texts = [(path, strip_trailing_blanks(lines)) for path, lines in texts]
         for (path, lines), count in zip(texts, raw):
-            _align(path, lines, req.ref, ref_lines, (count, ref_count))
-        group, has_docs = _by_blank_lines, bool(_blank(ref_lines))
+            check_aligned(path, lines, req.ref, ref_lines, (count, ref_count))
+        group, has_docs = by_blank_lines, bool(blank_lines(ref_lines))
     docs = [group(lines) for _, lines in texts]
     hyp_docs = docs[: len(req.hyps)]
     sources = docs[len(req.hyps)] if req.src else None
