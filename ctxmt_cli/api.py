@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 
 from ctxmt_cli.decode.records import Candidate, Document, DocumentTranslation, Given, SentenceTranslation
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, OptionError
 
 __all__ = ["Candidate", "Document", "DocumentTranslation", "Model", "ScoreItem", "SentenceTranslation", "load"]
 
@@ -84,7 +84,7 @@ def load(checkpoint: Union[str, Path], device: str = "auto", *, first_pass: Unio
 def _load_exported(folder: Path, device: str, engine: str, first_pass, repair) -> "Model":
     """:func:`load` of an exported CTranslate2 folder; the options only the torch engine has are refused."""
     if engine not in ENGINES:
-        raise CtxmtError(f"--engine {engine}: choose one of {', '.join(ENGINES)}")
+        raise OptionError("engine", engine, f"choose one of {', '.join(ENGINES)}")
     if engine == "torch":
         raise CtxmtError(f"{folder} is a folder written by ctxmt export ctranslate2: translate it with --engine "
                          "ctranslate2 (or give the checkpoint it was exported from)")
@@ -214,13 +214,13 @@ class Model:
         recipe = self.loaded.recipe
         mode = target_mode or recipe.decode.target_mode
         if mode not in MODES:
-            raise CtxmtError(f"--target-mode {mode!r}: choose prefix or generate")
+            raise OptionError("target_mode", mode, "choose prefix or generate")
         if (scores or nbest is not None) and mode != "prefix":
-            raise CtxmtError("--scores and --nbest need --target-mode prefix: generate mode writes the context "
-                             "too, so a sentence has no log-probability of its own")
+            raise OptionError("target_mode", mode, "scores and n-best lists need the prefix mode: generate mode "
+                              "writes the context too, so a sentence has no log-probability of its own")
         if (scores or nbest is not None) and self.repairer is not None:
-            raise CtxmtError("--scores and --nbest describe the first translation, which --repair rewrites; "
-                             "leave out --repair or them")
+            raise OptionError("repair", None, "scores and n-best lists describe the first translation, which the "
+                              "repair rewrites; leave out the repair or them")
         return DecodeSettings.from_recipe(recipe, nbest=nbest, target_mode=mode, **options)
 
     def _first_pass(self, docs: list[Document], batch_docs: Optional[int]) -> Optional[list[list[str]]]:

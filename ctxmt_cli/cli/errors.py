@@ -18,7 +18,7 @@ from typing import Optional
 
 import typer
 
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, OptionError
 from ctxmt_cli.paths import USER_ERRNOS, os_error_line
 
 # click's usage error, whether typer uses click itself or its own copy of it
@@ -178,6 +178,31 @@ def refuse_given(ctx, names, why: str) -> None:
             raise CtxmtError(f"{option_spelling(ctx, param)} {why}; drop it")
 
 
+def error_line(err: CtxmtError) -> str:
+    """The message of ``err`` as the command line says it: an :class:`OptionError` under the running command's flag
+    for that option (``--beam 0: ...``), when the command has one; any other error as it is."""
+    if isinstance(err, OptionError):
+        ctx = click_context()
+        name = PARAMETER_OF.get(err.option, err.option)
+        for param in [] if ctx is None else ctx.command.params:
+            if param.name == name and param.param_type_name == "option":
+                return err.with_flag(max(param.opts, key=len))
+    return str(err)
+
+
+#: library option names whose command-line parameter is named otherwise (``--from`` is ``from_`` in Python)
+PARAMETER_OF = {"source": "from_"}
+
+
+def click_context():
+    """The running command's click context, or None outside a command (typer may bring its own copy of click: the
+    context class's own package is the one that tracks it)."""
+    import importlib
+
+    core = next(c.__module__ for c in typer.Context.__mro__ if c.__module__.endswith(".core"))
+    return importlib.import_module(core.removesuffix("core") + "globals").get_current_context(silent=True)
+
+
 def user_errors(fn):
     """Turn CtxmtError, and an OS error the user can fix, into one line on stderr and exit code 2 (no traceback)."""
 
@@ -186,7 +211,7 @@ def user_errors(fn):
         try:
             return fn(*args, **kwargs)
         except CtxmtError as err:
-            typer.echo(f"ctxmt: error: {err}", err=True)
+            typer.echo(f"ctxmt: error: {error_line(err)}", err=True)
             raise typer.Exit(code=CtxmtError.exit_code) from None
         except OSError as err:
             if err.errno not in USER_ERRNOS:

@@ -21,7 +21,7 @@ from typing import Optional, Sequence
 
 from ctxmt_cli.decode.settings import DecodeSettings
 from ctxmt_cli.decode.translator import translate_documents
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, OptionError
 from ctxmt_cli.models.families import inputs_of
 
 
@@ -36,13 +36,13 @@ def first_pass_translations(loaded, documents: list[list[str]], *, beam: Optiona
 def check_first_pass_model(first, second, first_path, second_path) -> None:
     """The first-pass checkpoint must translate the bilingual model's language pair and need no first pass itself."""
     if inputs_of(first.model.cfg).target_concat:
-        raise CtxmtError(f"--first-pass {first_path} is itself a bilingual model (it would need a first pass); "
-                         "give a sentence-level checkpoint")
+        raise OptionError("first_pass", str(first_path), "it is itself a bilingual model (it would need a first "
+                          "pass); give a sentence-level checkpoint")
     pair = lambda loaded: (loaded.meta.get("src_lang"), loaded.meta.get("tgt_lang"))  # noqa: E731
     if pair(first) != pair(second):
-        raise CtxmtError(f"--first-pass {first_path} translates {pair(first)[0]} → {pair(first)[1]}, but "
-                         f"{second_path} translates {pair(second)[0]} → {pair(second)[1]}; give a first-pass "
-                         "checkpoint of the same language pair")
+        raise OptionError("first_pass", str(first_path), f"it translates {pair(first)[0]} → {pair(first)[1]}, but "
+                          f"{second_path} translates {pair(second)[0]} → {pair(second)[1]}; give a first-pass "
+                          "checkpoint of the same language pair")
 
 
 def stream_first_pass(prepared, split: str, name: str) -> Optional[list[list]]:
@@ -68,7 +68,8 @@ def split_first_passes(models: Sequence, checkpoints: Sequence, prepared, split:
     bilingual = [inputs_of(loaded.model.cfg).target_concat for loaded in models]
     if not any(bilingual):
         if first_pass is not None:
-            raise CtxmtError("--first-pass: no checkpoint is a bilingual hanoit model (bilingual: true); leave it out")
+            raise OptionError("first_pass", None, "no checkpoint is a bilingual hanoit model (bilingual: "
+                              "true); leave it out")
         return [None] * len(models)
     if first_pass is not None:
         first = load_model(Path(first_pass), device=torch_device(device))

@@ -24,7 +24,7 @@ from ctxmt_cli.data.docrepair import GROUP_SIZE, build_repair_corpus, group_boun
 from ctxmt_cli.data.store import PreparedData
 from ctxmt_cli.data.streams import StreamWriter, check_stream_name
 from ctxmt_cli.decode.settings import DecodeSettings
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, OptionError
 from ctxmt_cli.paths import check_not_input
 
 OTHER = {"src": "tgt", "tgt": "src"}
@@ -97,7 +97,7 @@ def write_first_pass(prepared: PreparedData, split: str, name: str, loaded, chec
 
     check_stream_name(name)
     if source == name:
-        raise CtxmtError(f"--from {source} names the stream being written; translate another side or stream")
+        raise OptionError("source", source, "it names the stream being written; translate another side or stream")
     side_in, read, origin = _input(prepared, split, source)
     check_direction(loaded, prepared, side_in, checkpoint)
     if inputs_of(loaded.recipe.model).target_concat:

@@ -25,7 +25,7 @@ from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.data.batching import pad_rows
 from ctxmt_cli.data.docrepair import group_bounds, join_group
 from ctxmt_cli.decode.search import beam_search
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import OptionError
 
 
 @dataclass
@@ -41,8 +41,8 @@ def repair_group_size(loaded, path: Path) -> int:
     """The group size a repair checkpoint was trained with; a checkpoint of another corpus is refused."""
     info = loaded.meta.get("docrepair")
     if not isinstance(info, dict) or "group_size" not in info:
-        raise CtxmtError(f"--repair {path} is not a DocRepair model: it was not trained on a corpus written by "
-                         "`ctxmt prepare docrepair`; give the repair model's checkpoint")
+        raise OptionError("repair", str(path), "not a DocRepair model: it was not trained on a corpus written by "
+                          "`ctxmt prepare docrepair`; give the repair model's checkpoint")
     return int(info["group_size"])
 
 
@@ -50,8 +50,8 @@ def check_repair_pair(first, repair, first_path: Path, repair_path: Path) -> Non
     """The repair model must read the language the first-pass model writes."""
     writes, reads = first.meta.get("tgt_lang"), repair.meta.get("src_lang")
     if writes != reads:
-        raise CtxmtError(f"--repair {repair_path} repairs {reads!r} text, but {first_path} translates into "
-                         f"{writes!r}; give the repair model trained for this first-pass model's target language")
+        raise OptionError("repair", str(repair_path), f"it repairs {reads!r} text, but {first_path} translates into "
+                          f"{writes!r}; give the repair model trained for this first-pass model's target language")
 
 
 def split_groups(tokens: Sequence[int], brk: int) -> list[list[int]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Optional, Sequence
 
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, OptionError
 
 MODES = ("prefix", "generate")
 
@@ -81,16 +81,17 @@ class DecodeSettings:
 def check_settings(s: DecodeSettings, documents: Sequence[Sequence[str]], given) -> list[Sequence]:
     """Refuse settings that cannot work (one line each); each document's given translations (none: empty)."""
     if s.target_mode not in MODES:
-        raise CtxmtError(f"target_mode {s.target_mode!r}: choose prefix or generate")
+        raise OptionError("target_mode", s.target_mode, "choose prefix or generate")
     if s.max_window_tokens < 2 or s.batch_docs < 1:
         raise CtxmtError("max_window_tokens must be >= 2 and batch_docs >= 1")
-    if s.beam < 1:                      # before the n-best check, which would blame --nbest for it
-        raise CtxmtError(f"--beam {s.beam}: give a beam size >= 1")
+    if s.beam < 1:                      # before the n-best check, which would blame nbest for it
+        raise OptionError("beam", s.beam, "give a beam size >= 1")
     if not 1 <= s.nbest <= s.beam:
-        raise CtxmtError(f"--nbest {s.nbest}: an n-best list holds at most the beam's {s.beam} translations; "
-                         f"give --beam {max(s.nbest, 1)} or more (and --nbest >= 1)")
+        raise OptionError("nbest", s.nbest, f"an n-best list holds at most the beam's {s.beam} translations; give "
+                          f"a beam of {max(s.nbest, 1)} or more (and an n-best size >= 1)")
     if s.nbest > 1 and s.target_mode == "generate":
-        raise CtxmtError("--nbest: n-best lists need --target-mode prefix (generate mode rewrites the context)")
+        raise OptionError("nbest", s.nbest, "n-best lists need the target mode prefix (generate mode rewrites the "
+                          "context)")
     if given is None:
         return [()] * len(documents)
     if len(given) != len(documents):
@@ -100,6 +101,6 @@ def check_settings(s: DecodeSettings, documents: Sequence[Sequence[str]], given)
             raise CtxmtError(f"document {d + 1}: {len(fixed)} given target sentences for {len(doc)} source "
                              "sentences; give at most one translation per source sentence")
     if s.target_mode == "generate" and any(given):
-        raise CtxmtError("given target context is forced as the decoder prefix: use --target-mode prefix "
-                         "(generate mode writes the context itself)")
+        raise OptionError("target_mode", "generate", "given target context is forced as the decoder prefix: use "
+                          "prefix (generate mode writes the context itself)")
     return list(given)

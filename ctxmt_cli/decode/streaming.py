@@ -16,7 +16,7 @@ from typing import Iterable, Iterator, Sequence, TypeVar
 from ctxmt_cli.decode.documents import input_lines, stream_documents
 from ctxmt_cli.decode.jsonl import parse_documents
 from ctxmt_cli.decode.records import Document
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, OptionError
 
 #: ``ctxmt translate --input-format``: one sentence per line with blank lines between documents, or JSONL
 INPUT_FORMATS = ("text", "jsonl")
@@ -27,7 +27,7 @@ def read_input(path_or_dash: str | Path, fmt: str = "text") -> Iterable[Document
     """The documents of a ``text`` or ``jsonl`` input: a file's as a list (read and checked now), stdin's
     (``-``) one at a time as they arrive."""
     if fmt not in INPUT_FORMATS:
-        raise CtxmtError(f"--input-format {fmt!r}: choose text or jsonl")
+        raise OptionError("input_format", fmt, "choose text or jsonl")
     name = "<stdin>" if str(path_or_dash) == "-" else str(path_or_dash)
     lines = input_lines(path_or_dash)
     if fmt == "jsonl":

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 from ctxmt_cli.data.store import REFERENCE_FILE
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, OptionError
 from ctxmt_cli.evaluate.sweeps import draw_group_sweep, parse_contexts, parse_group_sentences, sweep_table
 from ctxmt_cli.evaluate.text_files import (
     blank_lines,
@@ -166,8 +166,8 @@ def _translate_corpus(req: EvalRequest) -> Corpus:
             inputs.context(k)
         try:
             inputs.check_groups(req.group_sentences)
-        except CtxmtError as err:
-            raise CtxmtError(f"{ckpt}: {err}") from None
+        except OptionError as err:
+            raise OptionError(err.option, err.value, f"{ckpt}: {err.problem}") from None
     # tokenized BLEU on a --moses split scores the Moses tokens the model writes, as the papers do
     tokenized = req.tokenize == "none" and prepared.tokenizer.moses
     sources, references = split_documents(prepared, req.split, tokenized)

@@ -22,7 +22,7 @@ import numpy as np
 from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.data.batching import token_batches
 from ctxmt_cli.data.windows import WindowDataset, WindowSpec
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import OptionError
 
 
 class DocumentRun(Protocol):
@@ -69,10 +69,10 @@ class Inputs:
         if context is None:
             return own
         if context < 0:
-            raise CtxmtError(f"--context {context}: give a number of context sentences >= 0")
+            raise OptionError("context", context, "give a number of context sentences >= 0")
         if context > 0 and not self._reads_context():
-            raise CtxmtError(f"--context {context}: this {self.cfg.family} model reads no context, so there is no "
-                             "window to resize; leave --context out (or give 0), or use a context-aware checkpoint")
+            raise OptionError("context", context, f"this {self.cfg.family} model reads no context, so there is no "
+                              "window to resize; leave it out (or give 0), or use a context-aware checkpoint")
         return (context if own[0] else 0, context if own[1] else 0)
 
     def _reads_context(self) -> bool:
@@ -81,10 +81,10 @@ class Inputs:
     def next_sentences(self, wanted: Optional[int] = None) -> int:
         """Next source sentences in each window: none; ``wanted`` > 0 is refused."""
         if wanted is not None and wanted < 0:
-            raise CtxmtError(f"src_next_sentences={wanted}: give a number of next sentences >= 0")
+            raise OptionError("src_next_sentences", wanted, "give a number of next sentences >= 0")
         if wanted:
-            raise CtxmtError(f"src_next_sentences={wanted}: this {self.cfg.family} model reads no next sentences; "
-                             "give 0, or use a checkpoint trained with next-sentence context")
+            raise OptionError("src_next_sentences", wanted, f"this {self.cfg.family} model reads no next sentences; "
+                              "give 0, or use a checkpoint trained with next-sentence context")
         return 0
 
     def resized_next(self, context: int) -> int:
@@ -115,17 +115,17 @@ class Inputs:
         """A first pass (sentence-level translations of ``documents``) is for a model reading a target
         concatenation; this one reads none."""
         if first_pass is not None:
-            raise CtxmtError(f"--first-pass: this {self.cfg.family} model is not bilingual and reads no first pass; "
-                             "leave it out (it is for a hanoit model with bilingual: true)")
+            raise OptionError("first_pass", None, f"this {self.cfg.family} model is not bilingual and reads no "
+                              "first pass; leave it out (it is for a hanoit model with bilingual: true)")
 
     def check_groups(self, group_sentences: Union[None, int, str], group_order: str = "consecutive") -> None:
         """Sentence-group options (``group_sentences``: a size, or the option's text) are for a model that reads
         its group; this one refuses them."""
         if group_sentences is not None or group_order != "consecutive":
-            option = (f"--group-sentences {group_sentences}" if group_sentences is not None
-                      else f"--group-order {group_order}")
-            raise CtxmtError(f"{option}: this {self.cfg.family} model does not read sentence groups (only a family "
-                             "like mbe does); leave it out")
+            option, value = (("group_sentences", group_sentences) if group_sentences is not None
+                             else ("group_order", group_order))
+            raise OptionError(option, value, f"this {self.cfg.family} model does not read sentence groups (only a "
+                              "family like mbe does); leave it out")
 
     def translate(self, run: DocumentRun) -> None:
         """Translate the documents of ``run``: sentence by sentence, in parallel slots, each source window
@@ -139,11 +139,10 @@ class Inputs:
     def kept_sentences(self, group_sentences: Optional[int], max_document_sentences: Optional[int]) -> dict:
         """What a server keeps of a document between requests (the fields of its keep rule): the context window;
         the options of a model reading sentence groups are refused."""
-        for name, value in (("--group-sentences", group_sentences),
-                            ("--max-document-sentences", max_document_sentences)):
+        for name, value in (("group_sentences", group_sentences), ("max_document_sentences", max_document_sentences)):
             if value is not None:
-                raise CtxmtError(f"{name} {value}: this {self.cfg.family} model does not read sentence groups (only "
-                                 "a family like mbe does), so the server keeps only its context window; leave it out")
+                raise OptionError(name, value, f"this {self.cfg.family} model does not read sentence groups (only a "
+                                  "family like mbe does), so the server keeps only its context window; leave it out")
         return {"window": max(self.context())}
 
     # ---- contrastive scoring ---------------------------------------------------------------------

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Callable, Optional
 
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import OptionError
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -23,8 +23,8 @@ def bind(host: str, port: int) -> socket.socket:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as err:
-        raise CtxmtError(f"--host {host}: not an address of this machine ({err.strerror}); "
-                         "use 127.0.0.1, 0.0.0.0 or a name that resolves") from None
+        raise OptionError("host", host, f"not an address of this machine ({err.strerror}); use 127.0.0.1, 0.0.0.0 "
+                          "or a name that resolves") from None
     family, kind, proto, _, address = infos[0]
     sock = socket.socket(family, kind, proto)
     try:
@@ -33,8 +33,8 @@ def bind(host: str, port: int) -> socket.socket:
         sock.listen(2048)
     except OSError as err:
         sock.close()
-        raise CtxmtError(f"cannot listen on {host}:{port}: {err.strerror or err}; choose another --port (or "
-                         "--host), or stop the program using it") from None
+        raise OptionError("port", port, f"cannot listen on {host}:{port}: {err.strerror or err}; choose another port "
+                          "(or host), or stop the program using it") from None
     sock.setblocking(False)
     return sock
 

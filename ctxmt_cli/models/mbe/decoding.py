@@ -18,7 +18,7 @@ import torch
 
 from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.data.batching import pad_rows
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import OptionError
 
 GROUP_ORDERS = ("consecutive", "length")
 #: one batched beam search: (batch, each row's longest output (B,)) -> the best hypothesis of every row
@@ -28,9 +28,9 @@ Search = Callable[[Batch, torch.Tensor], list]
 def document_groups(lengths: Sequence[int], group_sentences: Optional[int], order: str) -> list[list[int]]:
     """Sentence indices of each group of one document (lengths per sentence); None = the whole document."""
     if order not in GROUP_ORDERS:
-        raise CtxmtError(f"--group-order {order!r}: choose consecutive or length")
+        raise OptionError("group_order", order, "choose consecutive or length")
     if group_sentences is not None and group_sentences < 1:
-        raise CtxmtError(f"--group-sentences {group_sentences}: give a number of sentences >= 1 (or all)")
+        raise OptionError("group_sentences", group_sentences, "give a number of sentences >= 1 (or all)")
     idx = list(range(len(lengths)))
     if order == "length":
         idx.sort(key=lambda i: (lengths[i], i))
