@@ -58,11 +58,12 @@ def _typer_command(node: ast.FunctionDef) -> bool:
 
 
 def flag_checks() -> list[str]:
-    """Lines outside the family folders (and the recipe schema, which declares the flags) reading a family flag."""
-    own = family_folders()
+    """Lines outside the family folders reading a family flag; the recipe schema declares the flags and the inputs
+    contract's defaults (``models/inputs.py``) read the window counts every recipe section has."""
+    own = family_folders() + [PACKAGE / "models" / "inputs.py"]
     found = []
     for path in modules():
-        if any(folder in path.parents for folder in own) or path.name.startswith("config"):
+        if any(folder in path.parents or folder == path for folder in own) or path.name.startswith("config"):
             continue
         lines = path.read_text().splitlines()
         for number, code in _code_lines(path):

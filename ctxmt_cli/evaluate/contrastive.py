@@ -171,7 +171,7 @@ def score_rows(
     if inputs.target_concat:                                        # a row without a fifth element: none
         concat = [np.zeros(0, np.int64) if r[4] is None else enc.concatenation(list(r[4]), r[0][-1])
                   for r in unique_rows]
-    logprob, tokens = _score_rows(model, tokenizer, (sources, following if inputs.next_sentences() else None, concat), targets,
+    logprob, tokens = _score_rows(model, tokenizer, (sources, following, concat), targets,
                                   [r[2] for r in unique_rows], max_tokens, progress)
     return logprob[row_of], tokens[row_of]
 
@@ -200,11 +200,13 @@ def _score_rows(model, tokenizer, windows, targets, scored, max_tokens, progress
     source windows, the next sentences in each (``Batch.src_next`` for a model reading next sentences) and the
     target concatenations (a bilingual model's ``Batch.tgt_concat``; None for any other)."""
     pad, bos, brk = tokenizer.pad_id, tokenizer.bos_id, tokenizer.brk_id
-    sources, following, concat = windows                     # following: None for a model reading no next sentences
+    sources, following, concat = windows
+    following = np.zeros(len(sources), dtype=np.int64) if following is None else np.asarray(following)
+    reads_next = bool(inputs_of(model.cfg).next_sentences())
     keys: dict[tuple, int] = {}
     second = [b""] * len(sources) if concat is None else [c.tobytes() for c in concat]
     src_key = np.array([keys.setdefault((s.tobytes(), int(m), c), len(keys))
-                        for s, m, c in zip(sources, following if following is not None else [0] * len(sources), second)])
+                        for s, m, c in zip(sources, following, second)])
     src_len, tgt_len = np.array([len(s) for s in sources]), np.array([len(t) + 1 for t in targets])
     logprob, tokens = np.zeros(len(sources)), np.zeros(len(sources))
     device = next(model.parameters()).device
@@ -216,7 +218,7 @@ def _score_rows(model, tokenizer, windows, targets, scored, max_tokens, progress
             first = {k: j for j, k in zip(ids[::-1], src_key[ids][::-1])}  # a row holding each distinct source
             src_rows = np.array([first[k] for k in unique], dtype=np.int64)
         batch = collate([sources[j] for j in src_rows], [targets[j] for j in ids], pad, bos,
-                        src_next=None if following is None else following[src_rows])
+                        src_next=following[src_rows] if reads_next else None)
         if concat is not None:
             batch.tgt_concat, batch.tgt_concat_next = target_concat_rows([(concat[j], 0) for j in src_rows], pad)
         if len(unique) < len(ids):

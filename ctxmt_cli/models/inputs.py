@@ -50,8 +50,9 @@ class DocumentRun(Protocol):
 
 
 class Inputs:
-    """The plain Transformer's inputs (the ``sentence``, ``concat`` and ``caching`` families): previous-sentence
-    windows, one sentence per row, translation in parallel slots. ``cfg``: the model's recipe section."""
+    """The plain Transformer's inputs: windows of the sentences the recipe section ``cfg`` names (its
+    ``src_context_sentences``, ``tgt_context_sentences`` and ``src_next_sentences``, 0 where a family reads none),
+    one sentence per row, translation in parallel slots."""
 
     #: the row also carries a target concatenation (the context's target side beside the source window)
     target_concat = False
@@ -76,26 +77,34 @@ class Inputs:
         return (context if own[0] else 0, context if own[1] else 0)
 
     def _reads_context(self) -> bool:
-        return (self.cfg.src_context_sentences, self.cfg.tgt_context_sentences) != (0, 0)
+        cfg = self.cfg
+        return (cfg.src_context_sentences, cfg.tgt_context_sentences) != (0, 0) or bool(cfg.src_next_sentences)
 
     def next_sentences(self, wanted: Optional[int] = None) -> int:
-        """Next source sentences in each window: none; ``wanted`` > 0 is refused."""
-        if wanted is not None and wanted < 0:
+        """Next source sentences in each window: ``wanted``, or the model's own when None; a model trained without
+        next sentences refuses more than 0."""
+        own = self.cfg.src_next_sentences
+        if wanted is None:
+            return own
+        if wanted < 0:
             raise OptionError("src_next_sentences", wanted, "give a number of next sentences >= 0")
-        if wanted:
+        if wanted > 0 and not own:
             raise OptionError("src_next_sentences", wanted, f"this {self.cfg.family} model reads no next sentences; "
                               "give 0, or use a checkpoint trained with next-sentence context")
-        return 0
+        return wanted
 
     def resized_next(self, context: int) -> int:
-        """Next source sentences when ``--context`` K resizes the windows (:meth:`context`): none."""
-        return 0
+        """Next source sentences when ``--context`` K resizes the windows (:meth:`context`): K sets every direction
+        the model reads, so an offline model (1 previous + 1 next) with K = 2 reads 2 previous and 2 next
+        sentences, with K = 0 the current sentence alone; a model reading no next sentences gets 0."""
+        return context if self.cfg.src_next_sentences else 0
 
     # ---- training and validation windows ---------------------------------------------------------
     def window_spec(self, recipe, role: str) -> WindowSpec:
         """How the windows of a ``role`` ("train" or "valid") split are cut."""
-        return WindowSpec(self.cfg.src_context_sentences, self.cfg.tgt_context_sentences,
-                          recipe.data.max_window_tokens, "previous", recipe.train.seed)
+        cfg = self.cfg
+        return WindowSpec(cfg.src_context_sentences, cfg.tgt_context_sentences, recipe.data.max_window_tokens,
+                          "previous", recipe.train.seed, cfg.src_next_sentences)
 
     def windows(self, data, split: str, recipe, vocab: VocabInfo, role: str) -> WindowDataset:
         """The windows of ``split`` of the prepared ``data`` for training (``role`` "train") or validation."""

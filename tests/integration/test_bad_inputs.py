@@ -258,7 +258,7 @@ DOCREPAIR = [
     (["first-pass", "-c", "{ckpt}", "--data", "{data}", "--split", "test", "--from", "back"],
      ["no finished first-pass stream 'back'", "ctxmt first-pass"]),
     (["first-pass", "-c", "{ckpt}", "--data", "{data}", "--split", "test", "--from", "fp", "--name", "fp"],
-     ["--from fp names the stream being written"]),
+     ["--from fp: it names the stream being written"]),
     (["first-pass", "-c", "adir", "--data", "{data}", "--split", "test"], ["checkpoint is a directory", "adir"]),
     (["first-pass", "-c", "{ckpt}", "--data", "{data}", "--split", "test", "--device", "tpu"], ["--device tpu"]),
     (["first-pass", "-c", "{ckpt}", "--data", "{data}", "--split", "test", "--chunk-docs", "0"], ["--chunk-docs 0"]),

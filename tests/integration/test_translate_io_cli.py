@@ -87,7 +87,7 @@ def test_nbest_and_scores_refusals(concat_checkpoint, docs, tmp_path):
     path = write_jsonl(tmp_path / "docs.jsonl", [{"src": docs[0][0]}])
     result = run_cli("translate", path, "-c", concat_checkpoint, "--input-format", "jsonl", "--nbest", 3,
                      "--beam", 2, "--device", "cpu")
-    assert_user_error(result, "--nbest 3", "--beam 3")
+    assert_user_error(result, "--nbest 3", "beam of 3")
     text = write_text(tmp_path / "docs.txt", docs[0][:1])
     assert_user_error(run_cli("translate", text, "-c", concat_checkpoint, "--scores"), "--input-format jsonl")
     assert_user_error(run_cli("translate", text, "-c", concat_checkpoint, "--nbest", 2), "--input-format jsonl")

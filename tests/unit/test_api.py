@@ -162,7 +162,7 @@ def test_nbest_lists_are_ranked_and_sized(checkpoints, documents):
             for c in sent.nbest:                                            # the score is the normalised log-prob
                 assert c.score == pytest.approx(c.logprob / (len(c.tokens) + 1) ** model.recipe.decode.lenpen,
                                                 rel=1e-5)
-    with pytest.raises(CtxmtError, match="--nbest 4.*--beam 4"):
+    with pytest.raises(CtxmtError, match="nbest=4.*beam of 4"):
         model.translate(documents, nbest=4)
     assert len(model.translate(documents, nbest=4, beam=4)[0].sentences[0].nbest) == 4
     with pytest.raises(CtxmtError, match="prefix"):

@@ -169,7 +169,7 @@ def test_what_the_engine_cannot_do_is_refused(pairs, prepared, documents, tmp_pa
         api.load(folder, engine="ctranslate2", repair=torch_model.checkpoint)
     with pytest.raises(CtxmtError, match="--first-pass: the ctranslate2 engine"):
         api.load(folder, engine="ctranslate2", first_pass=torch_model.checkpoint)
-    with pytest.raises(CtxmtError, match="--group-sentences 2: this model does not read sentence groups"):
+    with pytest.raises(CtxmtError, match="group_sentences=2: this concat model does not read sentence groups"):
         ct2_model.translate(documents, group_sentences=2)
     with pytest.raises(CtxmtError, match="--group-order length: this model does not read sentence groups"):
         ct2_model.translate(documents, group_order="length")

@@ -23,9 +23,9 @@ def test_document_groups():
     assert document_groups(lengths, None, "consecutive") == [[0, 1, 2, 3, 4]]
     assert document_groups(lengths, 2, "consecutive") == [[0, 1], [2, 3], [4]]
     assert document_groups(lengths, 2, "length") == [[1, 3], [0, 2], [4]]
-    with pytest.raises(CtxmtError, match="group-order"):
+    with pytest.raises(CtxmtError, match="group_order"):
         document_groups(lengths, 2, "random")
-    with pytest.raises(CtxmtError, match="group-sentences"):
+    with pytest.raises(CtxmtError, match="group_sentences"):
         document_groups(lengths, 0, "consecutive")
 
 

@@ -34,7 +34,7 @@ def test_every_family_names_an_inputs_class():
 
 def test_context_sizes_and_their_refusals():
     assert inputs_of(cfg("sentence")).context() == (0, 0)
-    with pytest.raises(CtxmtError, match="--context 2: this sentence model reads no context"):
+    with pytest.raises(CtxmtError, match="context=2: this sentence model reads no context"):
         inputs_of(cfg("sentence")).context(2)
     concat = inputs_of(cfg("concat", src_context_sentences=2, tgt_context_sentences=0))
     assert concat.context() == (2, 0) and concat.context(4) == (4, 0) and concat.next_sentences() == 0
@@ -55,13 +55,13 @@ def test_group_options_are_read_by_mbe_alone():
     assert mbe.kept_sentences(3, None) == {"group": 3}
     assert mbe.kept_sentences(None, None) == {"max_sentences": 1024}
     assert mbe.kept_sentences(None, 7) == {"max_sentences": 7}
-    assert mbe.scoring_context(None, 5) == (5, 0) and mbe.scoring_context(1, 5) == (0, 0)
+    assert mbe.scoring_context(None, 5) == (5, 0) and mbe.scoring_context(0, 5) == (0, 0)
     concat = inputs_of(cfg("concat", src_context_sentences=2, tgt_context_sentences=2))
-    with pytest.raises(CtxmtError, match="--group-sentences 2: this concat model does not read sentence groups"):
+    with pytest.raises(CtxmtError, match="group_sentences=2: this concat model does not read sentence groups"):
         concat.check_groups(2)
-    with pytest.raises(CtxmtError, match="--group-order length"):
+    with pytest.raises(CtxmtError, match="group_order='length'"):
         concat.check_groups(None, "length")
-    with pytest.raises(CtxmtError, match="--max-document-sentences 7"):
+    with pytest.raises(CtxmtError, match="max_document_sentences=7"):
         concat.kept_sentences(None, 7)
     assert concat.kept_sentences(None, None) == {"window": 2}
     assert concat.scoring_context(None, 5) == (2, 2)

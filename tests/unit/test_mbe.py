@@ -155,13 +155,10 @@ def test_group_batches_keep_groups_whole_and_depend_on_seed_and_epoch_only():
 
 
 def test_scoring_windows_become_groups_decoded_from_the_current_sentence():
-    from types import SimpleNamespace
+    from ctxmt_cli.models.mbe.decoding import windows_as_groups
 
-    from ctxmt_cli.evaluate.contrastive import _as_groups
-
-    tok = SimpleNamespace(pad_id=PAD, brk_id=4, eos_id=EOS)
     src = torch.tensor([[5, 6, 4, 7, 4, 8, 9, EOS], [10, EOS, PAD, PAD, PAD, PAD, PAD, PAD]])
-    batch = _as_groups(Batch(src=src, src_index=torch.tensor([0, 0, 1])), tok)
+    batch = windows_as_groups(Batch(src=src, src_index=torch.tensor([0, 0, 1])), VOCAB)
     assert batch.src.tolist() == [[5, 6, EOS], [7, EOS, PAD], [8, 9, EOS], [10, EOS, PAD]]
     assert batch.groups.tolist() == [0, 0, 0, 1]
     assert batch.src_index.tolist() == [2, 2, 3]                            # each target row: its current sentence

@@ -107,7 +107,7 @@ def test_decoder_start_token_takes_the_current_segment_but_keeps_position_0():
 
 def test_learned_table_is_standard_normal_and_can_be_shared():
     torch.manual_seed(0)
-    table = PositionEncoding.learned_table(3, 512)
+    table = SegmentPositionEncoding.learned_table(3, 512)
     w = table.weight[1:].detach()                                           # (3, 512) the rows in use
     assert abs(w.mean().item()) < 0.1 and abs(w.std().item() - 1.0) < 0.05
     enc = SegmentPositionEncoding(512, "learned", 3)

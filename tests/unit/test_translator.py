@@ -269,5 +269,5 @@ def test_given_target_context_stands_for_the_models_own_translations(tokenizer):
     assert [c[0].tokens for c in changed[0][3:] + changed[2][2:]] != [c[0].tokens for c in whole[0][3:] + whole[2][2:]]
     with pytest.raises(CtxmtError, match="at most one translation per source sentence"):
         decode_documents(model, tokenizer, docs, settings, given=[["a"] * 5, [], []])
-    with pytest.raises(CtxmtError, match="--target-mode prefix"):
+    with pytest.raises(CtxmtError, match="target_mode=.generate.: given target context is forced.*use prefix"):
         decode_documents(model, tokenizer, docs, DecodeSettings(2, 2, target_mode="generate"), given=other)

@@ -1,23 +1,21 @@
-"""The ``hanoit`` family's inputs (Yang et al., HanoiT): windows of previous *and next* source sentences
-(``[previous (oldest first), next (nearest first), current]``, ``Batch.src_next`` counting the next ones), and for
-the bilingual model (§2.3) a second source row beside each window, the *target concatenation*
-(:mod:`ctxmt_cli.models.hanoit.target_concat`), read from a first pass of the document when it is translated.
+"""The ``hanoit`` family's inputs (Yang et al., HanoiT): the plain windows read its previous *and next* source
+sentences (``[previous (oldest first), next (nearest first), current]``, ``Batch.src_next`` counting the next
+ones); the bilingual model (§2.3) also reads a second source row beside each window, the *target concatenation*
+(:mod:`ctxmt_cli.models.hanoit.target_concat`), from a first pass of the document when it is translated.
 
-Overrides :meth:`Inputs.context` (a model reading only next sentences has a window to resize),
-:meth:`Inputs.next_sentences`, :meth:`Inputs.resized_next`, :meth:`Inputs.window_spec`, :meth:`Inputs.windows`,
-:meth:`Inputs.check_first_pass` and :meth:`Inputs.step_rows`; ``target_concat`` is the recipe's ``bilingual``.
+Overrides :meth:`Inputs.windows`, :meth:`Inputs.check_first_pass` and :meth:`Inputs.step_rows`;
+``target_concat`` is the recipe's ``bilingual``.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Optional, Sequence
 
 import torch
 
 from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.data.batching import pad_rows
-from ctxmt_cli.data.windows import WindowDataset, WindowSpec, fit_window
+from ctxmt_cli.data.windows import WindowDataset, fit_window
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.inputs import Inputs
 
@@ -28,27 +26,6 @@ class HanoiTInputs(Inputs):
     def __init__(self, cfg):
         super().__init__(cfg)
         self.target_concat = bool(cfg.bilingual)
-
-    def _reads_context(self) -> bool:
-        return super()._reads_context() or bool(self.cfg.src_next_sentences)
-
-    def next_sentences(self, wanted: Optional[int] = None) -> int:
-        """Next source sentences in each window: ``wanted``, or the model's own when None; a model trained
-        without next sentences refuses more than 0."""
-        own = self.cfg.src_next_sentences
-        if wanted is None:
-            return own
-        if wanted < 0 or (wanted > 0 and not own):
-            return super().next_sentences(wanted)
-        return wanted
-
-    def resized_next(self, context: int) -> int:
-        """K sets every direction the model reads: an offline model (1 previous + 1 next) with K = 2 reads 2
-        previous and 2 next sentences, with K = 0 the current sentence alone."""
-        return context if self.cfg.src_next_sentences else 0
-
-    def window_spec(self, recipe, role: str) -> WindowSpec:
-        return replace(super().window_spec(recipe, role), src_next_sentences=self.cfg.src_next_sentences)
 
     def windows(self, data, split: str, recipe, vocab: VocabInfo, role: str) -> WindowDataset:
         """The windows of ``split``; the bilingual model's also carry each sentence's target concatenation, from
