@@ -36,7 +36,6 @@ from typing import Callable, Iterable, Optional, Union
 import numpy as np
 import torch
 
-from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.core.positions import sentence_index
 from ctxmt_cli.data.batching import collate, target_concat_rows
 from ctxmt_cli.errors import CtxmtError
@@ -223,7 +222,7 @@ def _score_rows(model, tokenizer, windows, targets, scored, max_tokens, progress
             batch.tgt_concat, batch.tgt_concat_next = target_concat_rows([(concat[j], 0) for j in src_rows], pad)
         if len(unique) < len(ids):
             batch.src_index = torch.from_numpy(src_index.reshape(-1))
-        batch = inputs_of(model.cfg).scoring_batch(batch, VocabInfo.of(tokenizer))   # as the family reads it
+        batch = inputs_of(model.cfg).scoring_batch(batch, model.vocab)       # as the family reads it
         batch = batch.to(device)
         index, n_sent = sentence_index(batch.tgt_out, brk)                            # (B, T), (B,)
         last = torch.as_tensor(np.asarray(scored)[ids], device=device)                # (B,)

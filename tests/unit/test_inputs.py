@@ -41,7 +41,7 @@ def test_context_sizes_and_their_refusals():
     with pytest.raises(CtxmtError, match="reads no next sentences"):
         concat.next_sentences(1)
     offline = inputs_of(cfg("hanoit", src_context_sentences=0, src_next_sentences=1))
-    assert offline.context(2) == (2, 0)                       # a model reading only next sentences resizes too
+    assert offline.context(2) == (0, 0)                       # a model reading only next sentences resizes too
     assert offline.next_sentences() == 1 and offline.next_sentences(3) == 3 and offline.resized_next(2) == 2
     online = inputs_of(cfg("hanoit", src_context_sentences=1, src_next_sentences=0))
     assert online.resized_next(4) == 0
