@@ -126,7 +126,7 @@ class Engine:
         docs = [Document(src=s.src + r.sentences, tgt_context=list(s.tgt), doc_id=r.doc_id,
                          first_pass=None if firsts is None else s.first_pass + f)
                 for r, s, f in zip(requests, snapshots, firsts or [None] * len(requests))]
-        found = self.model.translate(docs, beam=self.beam, lenpen=self.lenpen, nbest=1, mode="prefix",
+        found = self.model.translate(docs, beam=self.beam, lenpen=self.lenpen, nbest=1, target_mode="prefix",
                                      batch_docs=len(docs), group_sentences=self.group_sentences)
         results = []
         for r, s, f, out in zip(requests, snapshots, firsts or [None] * len(requests), found):

@@ -81,8 +81,8 @@ def test_per_side_vocabularies(prepared, documents, tmp_path):
 def test_generate_mode_and_other_window_sizes(pairs, documents):
     torch_model, ct2_model = pairs["concat"]
     mine, theirs = TranslationStats(), TranslationStats()
-    assert_same(torch_model.translate(documents, beam=1, mode="generate", stats=mine),
-                ct2_model.translate(documents, beam=1, mode="generate", stats=theirs), scores=False)
+    assert_same(torch_model.translate(documents, beam=1, target_mode="generate", stats=mine),
+                ct2_model.translate(documents, beam=1, target_mode="generate", stats=theirs), scores=False)
     assert theirs.fallbacks == mine.fallbacks                       # the same windows needed re-decoding
     for k in (0, 1, 3):
         assert_same(torch_model.translate(documents, beam=1, scores=True, context=k),
