@@ -15,10 +15,11 @@ import difflib
 import re
 import warnings
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional, Union, get_args
+from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic.fields import FieldInfo
 
 from ctxmt_cli.config_base import PRESETS, ModelBase, Section  # noqa: F401 (re-exported)
 from ctxmt_cli.errors import CtxmtError
@@ -43,13 +44,20 @@ class DataConfig(Section):
     bucket_width: int = Field(1, ge=1, description="length bucketing granularity in tokens (1: exact lengths, random order among equals)")
 
 
-#: The model section: one config class per family, chosen by ``family``.
-ModelConfig = Annotated[Union[SentenceConfig, ConcatConfig, CachingConfig, MbeConfig, HanoiTConfig],
-                        Field(discriminator="family")]
-#: family name -> its config class (derived from ModelConfig, so a family is listed once)
+#: family name -> its config class: the model section is the one its ``family`` names
 FAMILY_CONFIGS: dict[str, type[ModelBase]] = {
-    cls.model_fields["family"].default: cls for cls in get_args(get_args(ModelConfig)[0])
+    cls.model_fields["family"].default: cls
+    for cls in (SentenceConfig, ConcatConfig, CachingConfig, MbeConfig, HanoiTConfig)
 }
+
+
+def _model_config():
+    """The model section's type: a union of the family configs, discriminated by ``family``."""
+    return Annotated[Union[tuple(FAMILY_CONFIGS.values())], Field(discriminator="family")]
+
+
+#: The model section: one config class per family, chosen by ``family``.
+ModelConfig = _model_config()
 
 
 
@@ -111,12 +119,40 @@ class DecodeConfig(Section):
 class Recipe(Section):
     """A complete, validated system description."""
 
+    #: the model field's description (kept when a family joins the schema: :func:`add_family_config`)
+    MODEL_HELP: ClassVar[str] = "the family (model.family) and its options"
+
     name: str = Field("model", description="the system's name (reports, quickstart tables)")
     description: str = Field("", description="one line on the system")
     data: DataConfig = Field(default_factory=DataConfig, description="prepared data and batching")
-    model: ModelConfig = Field(default_factory=SentenceConfig, description="the family (model.family) and its options")
+    model: ModelConfig = Field(default_factory=SentenceConfig, description=MODEL_HELP)
     train: TrainConfig = Field(default_factory=TrainConfig, description="optimisation, validation, checkpoints")
     decode: DecodeConfig = Field(default_factory=DecodeConfig, description="translation defaults")
+
+
+def add_family_config(config: type[ModelBase]) -> None:
+    """Join a family defined outside this package (a plugin, a test) to the schema: recipes may then name it as
+    ``model.family``. Its config class subclasses ``ModelBase`` with a ``family`` literal of its own name."""
+    name = config.model_fields["family"].default
+    if not isinstance(name, str) or name in FAMILY_CONFIGS and FAMILY_CONFIGS[name] is not config:
+        raise CtxmtError(f"family {name!r}: a family of that name is already in the schema; choose another name")
+    FAMILY_CONFIGS[name] = config
+    _rebuild()
+
+
+def remove_family_config(name: str) -> None:
+    """Take a family that :func:`add_family_config` joined out of the schema again."""
+    if FAMILY_CONFIGS.pop(name, None) is not None:
+        _rebuild()
+
+
+def _rebuild() -> None:
+    """The recipe schema with the model union of :data:`FAMILY_CONFIGS` (pydantic rebuilds the validator)."""
+    global ModelConfig
+    ModelConfig = _model_config()
+    Recipe.model_fields["model"] = FieldInfo.from_annotated_attribute(
+        ModelConfig, Field(default_factory=SentenceConfig, description=Recipe.MODEL_HELP))
+    Recipe.model_rebuild(force=True)
 
 
 #: recipe keys that were renamed: old name -> new name (an old recipe gets told the new one)

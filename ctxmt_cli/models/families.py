@@ -2,7 +2,8 @@
 
 Adding a family: a folder ``models/<family>/`` with its recipe schema (``config.py``, joined to
 :data:`ctxmt_cli.config.ModelConfig`), its model, its inputs where they are not the plain Transformer's, its
-recipes and contract variants, and one line here.
+recipes and contract variants, and one line here. A family kept outside the package (a plugin, a test) joins at
+run time with :func:`add_family`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,24 @@ FAMILIES: dict[str, Family] = {
     "mbe": Family(Mbe, MbeInputs),
     "hanoit": Family(HanoiT, HanoiTInputs),
 }
+
+
+def add_family(config, model: type[EncoderDecoder], inputs: type[Inputs] = Inputs) -> None:
+    """Join a family defined outside this package (a plugin, a test): its recipe section to the schema
+    (:func:`ctxmt_cli.config.add_family_config`) and its model and inputs classes to :data:`FAMILIES`; every
+    command then trains, translates, scores and serves it. ``config``: its ``ModelBase`` subclass."""
+    from ctxmt_cli.config import add_family_config
+
+    add_family_config(config)
+    FAMILIES[config.model_fields["family"].default] = Family(model, inputs)
+
+
+def remove_family(name: str) -> None:
+    """Take a family :func:`add_family` joined out again (the schema and :data:`FAMILIES`)."""
+    from ctxmt_cli.config import remove_family_config
+
+    remove_family_config(name)
+    FAMILIES.pop(name, None)
 
 
 def build_model(cfg, vocab: VocabInfo) -> EncoderDecoder:
