@@ -102,12 +102,14 @@ def _benchmark(ctx: typer.Context, p: dict) -> None:
     module = _load_benchmark(name)
     if name == "ctranslate2":
         return _run_ctranslate2(module, p["checkpoint"], quick, threads, repeats, p["beam"], where)
-    defaults = getattr(module, "Settings", None)
+    if name in ("prepare", *PEER_BENCHMARKS):             # their Settings give the thread and repeat defaults
+        defaults = module.Settings()
+        threads, repeats = threads or defaults.threads, repeats or defaults.repeats
     if name == "prepare":
-        module.run(module.Settings(quick, threads or defaults().threads, repeats or defaults().repeats))
+        module.run(module.Settings(quick, threads, repeats))
         return
     if name in PEER_BENCHMARKS:
-        settings = module.Settings(p["preset"], quick, threads or defaults().threads, repeats or defaults().repeats)
+        settings = module.Settings(p["preset"], quick, threads, repeats)
         if where is not None:                                  # None: mbe, whose trainers run on the CPU
             settings = replace(settings, device=where)
         if name == "train":

@@ -81,9 +81,10 @@ class _Run:
         self.stats.total += sum(len(e.ids) - len(e.given) for e in encoded)
         order = sorted(range(len(encoded)), key=lambda d: -len(encoded[d].ids))   # stable: ties keep input order
         for start in range(0, len(order), s.batch_docs):
-            group = [encoded[d] for d in order[start:start + s.batch_docs]]
+            chosen = order[start:start + s.batch_docs]
+            group = [encoded[d] for d in chosen]
             found = slots.translate([e.ids for e in group], [e.given for e in group])
-            self._fill(group, found, [self.results[d] for d in order[start:start + s.batch_docs]])
+            self._fill(group, found, [self.results[d] for d in chosen])
 
     def encoded_ids(self) -> list[list[list[int]]]:
         """Each document's non-empty sentences as source ids; all of them counted as to translate."""

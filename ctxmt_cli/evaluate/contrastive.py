@@ -201,7 +201,8 @@ def _score_rows(model, tokenizer, windows, targets, scored, max_tokens, progress
     pad, bos, brk = tokenizer.pad_id, tokenizer.bos_id, tokenizer.brk_id
     sources, following, concat = windows
     following = np.zeros(len(sources), dtype=np.int64) if following is None else np.asarray(following)
-    reads_next = bool(inputs_of(model.cfg).next_sentences())
+    inputs = inputs_of(model.cfg)
+    reads_next = bool(inputs.next_sentences())
     keys: dict[tuple, int] = {}
     second = [b""] * len(sources) if concat is None else [c.tobytes() for c in concat]
     src_key = np.array([keys.setdefault((s.tobytes(), int(m), c), len(keys))
@@ -222,7 +223,7 @@ def _score_rows(model, tokenizer, windows, targets, scored, max_tokens, progress
             batch.tgt_concat, batch.tgt_concat_next = target_concat_rows([(concat[j], 0) for j in src_rows], pad)
         if len(unique) < len(ids):
             batch.src_index = torch.from_numpy(src_index.reshape(-1))
-        batch = inputs_of(model.cfg).scoring_batch(batch, model.vocab)       # as the family reads it
+        batch = inputs.scoring_batch(batch, model.vocab)                     # as the family reads it
         batch = batch.to(device)
         index, n_sent = sentence_index(batch.tgt_out, brk)                            # (B, T), (B,)
         last = torch.as_tensor(np.asarray(scored)[ids], device=device)                # (B,)
