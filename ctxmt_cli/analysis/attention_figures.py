@@ -71,10 +71,10 @@ def _breaks(tokens: list[int] | None, current: np.ndarray, brk: int, decoder: bo
 @torch.no_grad()
 def draw_window(loaded, dataset, j: int, n: int, out: Path) -> list[Path]:
     """Heat maps of window ``j`` (shown as number ``n``): every kind, per layer averaged over heads."""
-    from ctxmt_cli.data.batching import window_batch
+    from ctxmt_cli.models.families import inputs_of
 
     vocab, tok = loaded.vocab, loaded.tokenizer
-    batch = window_batch(dataset, np.asarray([j]), vocab.pad, vocab.bos)
+    batch = inputs_of(loaded.model.cfg).collate(dataset, np.asarray([j]), vocab)
     probe = Collect()
     loaded.model(batch.to(next(loaded.model.parameters()).device), probe=probe, project=False)
     rows = {"src": batch.src[0].tolist(), "tgt": batch.tgt_in[0].tolist()}

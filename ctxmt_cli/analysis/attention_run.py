@@ -159,14 +159,13 @@ def collect_statistics(model, dataset, indices: np.ndarray, max_tokens: int,
                        device) -> tuple[AttentionStats, KeptShares]:
     """Run every window of ``indices`` through ``model`` with a statistics probe, batch by batch; the kept shares
     of a model that selects context tokens are pooled from each pass's loss terms."""
-    from ctxmt_cli.data.batching import window_batch
     from ctxmt_cli.models.families import inputs_of
 
     stats, kept = AttentionStats(), KeptShares()
     vocab = model.vocab
     inputs = inputs_of(model.cfg)
     for plan in inputs.plan_batches(dataset, indices, max_tokens, shuffle=False, mixed=False):   # real documents
-        batch = window_batch(dataset, plan, vocab.pad, vocab.bos).to(device)
+        batch = inputs.collate(dataset, plan, vocab).to(device)
         stats.rows = [int(j) for j in batch.ids]
         kept.add(model(batch, probe=stats, project=False).loss_terms)
     return stats, kept

@@ -120,10 +120,10 @@ def selection_window(model, batch) -> SelectionWindow:
 def draw_selection(loaded, dataset, j: int, n: int, out: Path) -> Path:
     """Figure 6 for window ``j`` (shown as number ``n``): ``windowN_selection.png``."""
     from ctxmt_cli import figures
-    from ctxmt_cli.data.batching import window_batch
+    from ctxmt_cli.models.families import inputs_of
 
     vocab, model = loaded.vocab, loaded.model
-    batch = window_batch(dataset, np.asarray([j]), vocab.pad, vocab.bos)
+    batch = inputs_of(model.cfg).collate(dataset, np.asarray([j]), vocab)
     window = selection_window(model, batch.to(next(model.parameters()).device))
     selecting = model.between_layers_attention
     titles = [f"({'ab'[i]}) layer {layer + 1}, {'bottom' if i == 0 else 'top'} "

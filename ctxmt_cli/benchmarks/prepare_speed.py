@@ -21,7 +21,7 @@ the kernel lacks it), sampled every 0.1 s. Figures:
   is the physical limit of preparation;
 * ``first-step``: seconds from starting ``ctxmt train europarl_enfr/sentence_small`` on the synthetic
   prepared set to its first logged update (the process is then stopped);
-* ``loader``: windows batches/s of the trainer's own loader (the family's ``plan_batches`` once, then ``window_batch``
+* ``loader``: windows batches/s of the trainer's own loader (the family's ``plan_batches`` once, then its ``collate``
   per batch) over the synthetic set at the base recipe's 25,000-token budget, against updates/s of the
   trainer's update at transformer-base dims (``Updater.update``, fp32, the prepared vocabulary) on those
   batches (quick: the small preset, 4,096 tokens).
@@ -210,7 +210,6 @@ def loader_vs_trainer(data: Path, quick: bool, threads: int, repeats: int) -> tu
 
     from ctxmt_cli.config import load_recipe
     from ctxmt_cli.core.batch import VocabInfo
-    from ctxmt_cli.data.batching import window_batch
     from ctxmt_cli.data.store import PreparedData
     from ctxmt_cli.models.families import inputs_of
     from ctxmt_cli.recipe_catalog import resolve_recipe
@@ -227,7 +226,7 @@ def loader_vs_trainer(data: Path, quick: bool, threads: int, repeats: int) -> tu
     planned = time.perf_counter() - start
     chosen = [plans[int(k)] for k in np.random.default_rng(0).choice(len(plans), 50, replace=False)]
     start = time.perf_counter()
-    batches = [window_batch(dataset, p, vocab.pad, vocab.bos, chunked=True) for p in chosen]
+    batches = [inputs.collate(dataset, p, vocab, chunked=True) for p in chosen]
     loader = len(batches) / (time.perf_counter() - start)
     print(f"loader-{preset}: {len(plans)} batches planned in {planned:.1f} s; {loader:,.1f} batches/s", flush=True)
     trainer = _update_rate(preset, vocab.src_size, batches, threads, max(1, repeats - 1))

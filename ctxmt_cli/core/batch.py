@@ -1,23 +1,21 @@
 """Batch, encoder output, incremental decoder state, model output and vocabulary: the data half of the core
 contract.
 
-Mask convention (used everywhere in ctxmt): a mask is a ``bool`` tensor that is
-``True`` where a position holds a real token (may be attended to) and ``False``
-at padding. Padding is always on the right of each row.
+Mask convention (used everywhere in ctxmt): a mask is a ``bool`` tensor that is ``True`` where a position holds a
+real token (may be attended to) and ``False`` at padding. Padding is always on the right of each row.
 
-*Context memory*: vectors a family keeps outside the source window and the decoder
-reads through its context-attention blocks (or as extra cross-attention keys). The
-caching family (sequence shortening) fills it with the cached entries of previous
-sentences; any family may use the same three fields: ``Batch.memory`` (entries
-kept per document by the translator), ``EncoderOut.context`` / ``EncoderOut.entry``
-(the assembled memory, and the entry the current sentence leaves for later ones)
-and ``DecoderState.context`` (its keys/values per layer).
+*Context memory*: vectors a family keeps outside the source window and the decoder reads through its
+context-attention blocks (or as extra cross-attention keys). The caching family (sequence shortening) fills it
+with the cached entries of previous sentences; any family may use the same three fields: ``Batch.memory``
+(entries kept per document by the translator), ``EncoderOut.context`` / ``EncoderOut.entry`` (the assembled
+memory, and the entry the current sentence leaves for later ones) and ``DecoderState.context`` (its keys/values
+per layer).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from typing import Optional
+from typing import Callable, ClassVar, Optional
 
 import torch
 from torch import Tensor
@@ -70,33 +68,48 @@ class ModelOutput:
 
 
 @dataclass
+class Extras:
+    """A family's own batch fields, beside the core's (MBE's sentence groups, HanoiT's target concatenation).
+
+    A family subclasses it as a dataclass in its folder and its hooks alone read it: the core never looks inside.
+    Every tensor field is per source row (dimension 0 = the batch's source rows), so :meth:`rows` cuts it with the
+    rows of a chunk (:meth:`Batch.parts`) and :meth:`map` moves or pins it with the batch; a field named in
+    ``whole`` describes the whole batch (say, one flag per group) and is kept as it is by :meth:`rows`. A field
+    may not take the name of a method (``map``, ``rows``).
+    """
+
+    whole: ClassVar[tuple[str, ...]] = ()
+
+    def map(self, fn: Callable[[Tensor], Tensor]) -> "Extras":
+        """``fn`` applied to every tensor field (moving, pinning)."""
+        return replace(self, **{f.name: fn(v) for f in fields(self) if isinstance(v := getattr(self, f.name), Tensor)})
+
+    def rows(self, start: int, end: int) -> "Extras":
+        """Rows ``start``..``end`` of every per-row field; ``whole`` fields as they are."""
+        return replace(self, **{f.name: v[start:end] for f in fields(self)
+                                if f.name not in self.whole and isinstance(v := getattr(self, f.name), Tensor)})
+
+
+@dataclass
 class Batch:
     """A padded batch of (possibly windowed) sentence pairs.
 
-    ``src`` is the source window (context sentences, ``<brk>`` separators, the
-    current sentence, ``</s>``). ``tgt_in``/``tgt_out`` are the teacher-forced
-    decoder input (starting with ``<s>``) and the labels. For decoding,
-    ``tgt_prefix`` holds forced decoder inputs (``<s>`` + target context, each
-    sentence followed by ``<brk>``) and ``tgt_sentences`` the number of target
-    sentences the window will hold once the current one is generated.
-    ``src_index`` (scoring) lets several target rows share one source row:
-    target row ``r`` is conditioned on ``src[src_index[r]]``, so each distinct
-    source window is encoded once (contrastive candidates of one item).
-    ``groups`` (a family that reads a summary of its sentence group, MBE): the group
-    of each source row; ``mixed`` (training) whether each group mixes documents.
-    ``src_next`` (a family reading next sentences, HanoiT): how many of each row's context sentences are *next*
-    sentences; a window is then [previous (oldest first), next (nearest first), current], each context
-    sentence followed by ``<brk>``, the current one last (the convention every family keeps). None = 0.
-    ``tgt_concat`` (a family reading target context beside the source, bilingual HanoiT): each row's second
-    source row, the *target concatenation*: the target side of its context sentences (a sentence-level first
-    pass, or the reference) laid out as ``src`` (previous oldest first, next nearest first, each followed by
-    ``<brk>``), then the current *source* sentence and ``</s>``; ``tgt_concat_next``: how many of its context
-    sentences are next ones (None = 0; truncation can make it differ from ``src_next``). A row of padding only
-    reads no target context (the monolingual rows of training); None = no row has any.
+    ``src`` is the source window (context sentences, ``<brk>`` separators, the current sentence, ``</s>``).
+    ``tgt_in``/``tgt_out`` are the teacher-forced decoder input (starting with ``<s>``) and the labels. For
+    decoding, ``tgt_prefix`` holds forced decoder inputs (``<s>`` + target context, each sentence followed by
+    ``<brk>``) and ``tgt_sentences`` the number of target sentences the window will hold once the current one is
+    generated. ``src_index`` (scoring) lets several target rows share one source row: target row ``r`` is
+    conditioned on ``src[src_index[r]]``, so each distinct source window is encoded once (contrastive candidates).
+    ``src_next``: how many of each row's context sentences are *next* sentences; a window is then [previous
+    (oldest first), next (nearest first), current], each context sentence followed by ``<brk>``, the current one
+    last (the convention every family keeps). None = 0. It belongs to the window layout, which the data layer
+    cuts for any family (``WindowSpec.src_next_sentences``), not to one family.
     ``chunks`` (training batches of whole groups): the rows, sorted by length, cut into consecutive chunks
     ``(first row, end row, source width, target width)`` that cover rows 0..B in order; the model runs each
     chunk at its own width (:meth:`parts`) in one forward pass, so rows of one group need not share one
-    padded tensor. Its teacher-forced outputs come back packed (:meth:`pack` order, :meth:`unpack`).
+    padded tensor. Its teacher-forced outputs come back packed (:meth:`pack` order, :meth:`unpack`). The core's
+    forward and loss read it, whichever family planned the batch.
+    ``extras``: what one family adds (:class:`Extras`), or None.
     """
 
     src: Tensor                                  # (B, S) long
@@ -107,18 +120,21 @@ class Batch:
     ids: Optional[Tensor] = None                 # (B,) long, sentence/item index of each row
     src_index: Optional[Tensor] = None           # (B_tgt,) long, source row of each target row
     memory: Optional[list] = None                # context memory: per row, cached entries (M_i, C), oldest first
-    groups: Optional[Tensor] = None              # (B,) long, group of each source row (rows of a group share a summary)
-    mixed: Optional[Tensor] = None               # (G,) bool, training: whether group g mixes documents
     chunks: Optional[tuple[tuple[int, int, int, int], ...]] = None   # row chunks: (first, end, src width, tgt width)
     src_next: Optional[Tensor] = None            # (B,) long, next sentences among each source row's context
-    tgt_concat: Optional[Tensor] = None          # (B, S2) long, [target context; current source] per source row
-    tgt_concat_next: Optional[Tensor] = None     # (B,) long, next sentences among each tgt_concat row's context
+    extras: Optional[Extras] = None              # a family's own fields, per source row
+
+    def map(self, fn: Callable[[Tensor], Tensor]) -> "Batch":
+        """A batch with ``fn`` applied to every tensor field and to the extras' (moving, pinning)."""
+        moved = {f.name: getattr(self, f.name) for f in fields(self)}
+        moved = {k: (fn(v) if isinstance(v, Tensor) else v) for k, v in moved.items()}
+        if self.extras is not None:
+            moved["extras"] = self.extras.map(fn)
+        return Batch(**moved)
 
     def to(self, device: torch.device | str) -> "Batch":
         """Move every tensor field to ``device``."""
-        moved = {f.name: getattr(self, f.name) for f in fields(self)}
-        moved = {k: (v.to(device, non_blocking=True) if isinstance(v, Tensor) else v) for k, v in moved.items()}
-        return Batch(**moved)
+        return self.map(lambda t: t.to(device, non_blocking=True))
 
     @property
     def size(self) -> int:
@@ -130,17 +146,14 @@ class Batch:
 
     def parts(self) -> list["Batch"]:
         """The row chunks (``chunks``) as teacher-forcing batches of their own widths (views of this batch's
-        tensors); ``groups`` keep the batch's group numbers and ``mixed`` is the whole batch's; ``tgt_concat`` rows
-        keep the batch's width (its padding is masked)."""
+        tensors); the extras' per-row fields are cut with the rows (:meth:`Extras.rows`), keeping their width."""
         if self.chunks is None or self.src_index is not None or self.memory is not None or self.tgt_prefix is not None:
             raise ValueError("parts() needs a chunked teacher-forcing batch (no src_index, memory or tgt_prefix)")
         cut = lambda t, a, b, w: None if t is None else t[a:b, :w]  # noqa: E731
+        rows = lambda t, a, b: None if t is None else t[a:b]  # noqa: E731
         return [Batch(src=self.src[a:b, :s], tgt_in=cut(self.tgt_in, a, b, t), tgt_out=cut(self.tgt_out, a, b, t),
-                      ids=None if self.ids is None else self.ids[a:b],
-                      groups=None if self.groups is None else self.groups[a:b], mixed=self.mixed,
-                      src_next=None if self.src_next is None else self.src_next[a:b],
-                      tgt_concat=None if self.tgt_concat is None else self.tgt_concat[a:b],
-                      tgt_concat_next=None if self.tgt_concat_next is None else self.tgt_concat_next[a:b])
+                      ids=rows(self.ids, a, b), src_next=rows(self.src_next, a, b),
+                      extras=None if self.extras is None else self.extras.rows(a, b))
                 for a, b, s, t in self.chunks]
 
     def pack(self, t: Tensor) -> Tensor:

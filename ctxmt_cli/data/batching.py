@@ -104,32 +104,19 @@ def collate(sources: list[np.ndarray], targets: list[np.ndarray], pad: int, bos:
     )
 
 
-def target_concat_rows(rows: list[tuple[np.ndarray, int]], pad: int):
-    """``Batch.tgt_concat`` (B, S2) and ``tgt_concat_next`` (B,) of (row, next sentences) pairs; an empty row is
-    one of padding (no target context); (None, None) when no row has any."""
-    if not any(len(row) for row, _ in rows):
-        return None, None
-    return pad_rows([row for row, _ in rows], pad), torch.tensor([m for _, m in rows], dtype=torch.long)
-
-
 def window_batch(dataset, plan, pad: int, bos: int, chunked: bool = False) -> Batch:
     """Collate the windows of a :class:`WindowDataset`: sentences ``plan`` (an index array), or a
-    :class:`GroupedBatch` (its groups and mixed-document labels go into ``Batch.groups`` / ``Batch.mixed``;
-    ``chunked``: its row chunks into ``Batch.chunks``, each as wide as its longest source and target row).
-    ``Batch.src_next`` holds each window's next sentences where the windows have any (``spec.src_next_sentences``);
-    ``Batch.tgt_concat`` the bilingual target concatenations where the dataset has them."""
+    :class:`GroupedBatch` (``chunked``: its row chunks into ``Batch.chunks``, each as wide as its longest source and
+    target row). ``Batch.src_next`` holds each window's next sentences where the windows have any
+    (``spec.src_next_sentences``). What a family adds (its ``Batch.extras``) is its inputs' ``collate``."""
     indices = plan.indices if isinstance(plan, GroupedBatch) else plan
     sources, targets = [dataset.source(j) for j in indices], [dataset.target(j) for j in indices]
     src_next = dataset.src_next[indices] if dataset.spec.src_next_sentences else None
     batch = collate(sources, targets, pad, bos, indices, src_next)
-    if getattr(dataset, "target_concat", None) is not None:
-        batch.tgt_concat, batch.tgt_concat_next = target_concat_rows([dataset.tgt_concat(j) for j in indices], pad)
-    if isinstance(plan, GroupedBatch):
-        batch.groups, batch.mixed = torch.as_tensor(plan.groups), torch.as_tensor(plan.mixed)
-        if chunked and plan.ends:
-            starts = (0, *plan.ends[:-1])
-            batch.chunks = tuple((a, b, max(len(r) for r in sources[a:b]), max(len(r) for r in targets[a:b]))
-                                 for a, b in zip(starts, plan.ends))
+    if isinstance(plan, GroupedBatch) and chunked and plan.ends:
+        starts = (0, *plan.ends[:-1])
+        batch.chunks = tuple((a, b, max(len(r) for r in sources[a:b]), max(len(r) for r in targets[a:b]))
+                             for a, b in zip(starts, plan.ends))
     return batch
 
 

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from ctxmt_cli.core.positions import sentence_index
-from ctxmt_cli.data.batching import collate, target_concat_rows
+from ctxmt_cli.data.batching import collate
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet
 from ctxmt_cli.models.families import inputs_of
@@ -197,7 +197,7 @@ def shared_source_batches(src_key: np.ndarray, src_len: np.ndarray, tgt_len: np.
 def _score_rows(model, tokenizer, windows, targets, scored, max_tokens, progress) -> tuple[np.ndarray, np.ndarray]:
     """Summed log-probability and token count of the scored trailing sentences of every row; ``windows``: the
     source windows, the next sentences in each (``Batch.src_next`` for a model reading next sentences) and the
-    target concatenations (a bilingual model's ``Batch.tgt_concat``; None for any other)."""
+    target concatenations (a bilingual model's, handed to its ``scoring_batch``; None for any other)."""
     pad, bos, brk = tokenizer.pad_id, tokenizer.bos_id, tokenizer.brk_id
     sources, following, concat = windows
     following = np.zeros(len(sources), dtype=np.int64) if following is None else np.asarray(following)
@@ -219,11 +219,10 @@ def _score_rows(model, tokenizer, windows, targets, scored, max_tokens, progress
             src_rows = np.array([first[k] for k in unique], dtype=np.int64)
         batch = collate([sources[j] for j in src_rows], [targets[j] for j in ids], pad, bos,
                         src_next=following[src_rows] if reads_next else None)
-        if concat is not None:
-            batch.tgt_concat, batch.tgt_concat_next = target_concat_rows([(concat[j], 0) for j in src_rows], pad)
         if len(unique) < len(ids):
             batch.src_index = torch.from_numpy(src_index.reshape(-1))
-        batch = inputs.scoring_batch(batch, model.vocab)                     # as the family reads it
+        batch = inputs.scoring_batch(batch, model.vocab,                     # as the family reads it
+                                     None if concat is None else [concat[j] for j in src_rows])
         batch = batch.to(device)
         index, n_sent = sentence_index(batch.tgt_out, brk)                            # (B, T), (B,)
         last = torch.as_tensor(np.asarray(scored)[ids], device=device)                # (B,)

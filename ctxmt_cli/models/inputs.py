@@ -20,7 +20,7 @@ from typing import Optional, Protocol, Sequence, Union
 import numpy as np
 
 from ctxmt_cli.core.batch import Batch, VocabInfo
-from ctxmt_cli.data.batching import token_batches
+from ctxmt_cli.data.batching import GroupedBatch, token_batches, window_batch
 from ctxmt_cli.data.windows import WindowDataset, WindowSpec
 from ctxmt_cli.errors import OptionError
 
@@ -114,10 +114,21 @@ class Inputs:
     def plan_batches(self, dataset: WindowDataset, indices: np.ndarray, max_tokens: int, bucket_width: int = 1,
                      seed: int = 1, epoch: int = 0, shuffle: bool = True, mixed: bool = True) -> list:
         """Micro-batches of ``dataset``'s windows ``indices`` (training, validation, analysis), each collated by
-        :func:`~ctxmt_cli.data.batching.window_batch`: length-bucketed rows within ``max_tokens``, shuffled from
+        :meth:`collate`: length-bucketed rows within ``max_tokens``, shuffled from
         ``(seed, epoch)`` alone. ``mixed``: a family that trains on groups mixing documents may add them (False
         for analysis, which reads real documents)."""
         return token_batches(dataset.src_len, dataset.tgt_len, indices, max_tokens, bucket_width, seed, epoch, shuffle)
+
+    def collate(self, dataset: WindowDataset, plan, vocab: VocabInfo, chunked: bool = False) -> Batch:
+        """The batch of one ``plan`` of :meth:`plan_batches` (``chunked``: its row chunks, where it has any, each at
+        its own width); a family adds its own fields to ``Batch.extras`` here."""
+        batch = window_batch(dataset, plan, vocab.pad, vocab.bos, chunked)
+        return self.grouped(batch, plan.groups, plan.mixed) if isinstance(plan, GroupedBatch) else batch
+
+    def grouped(self, batch: Batch, groups, mixed=None) -> Batch:
+        """``batch`` with its rows in sentence groups (``groups`` (B,): the group of each row; ``mixed`` (G,):
+        whether each group mixes documents), for a family that reads its group; rows read alone here (as it is)."""
+        return batch
 
     # ---- translation -----------------------------------------------------------------------------
     def check_first_pass(self, documents: Sequence[Sequence[str]], first_pass: Optional[Sequence]) -> None:
@@ -159,6 +170,7 @@ class Inputs:
         """(source, target) context sentences of a test item's scored rows: those the model translates with."""
         return self.context(context)
 
-    def scoring_batch(self, batch: Batch, vocab: VocabInfo) -> Batch:
-        """A scoring batch of source windows as the model reads it (as it is)."""
+    def scoring_batch(self, batch: Batch, vocab: VocabInfo, target_concat: Optional[Sequence] = None) -> Batch:
+        """A scoring batch of source windows as the model reads it (as it is); ``target_concat``: each source row's
+        target context beside the source, given only to a model with :attr:`target_concat`."""
         return batch

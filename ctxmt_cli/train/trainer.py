@@ -26,7 +26,7 @@ import torch
 
 from ctxmt_cli.config import Recipe, recipe_to_dict
 from ctxmt_cli.core.batch import VocabInfo
-from ctxmt_cli.data.batching import shard_batches, window_batch
+from ctxmt_cli.data.batching import shard_batches
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.families import build_model, inputs_of
 from ctxmt_cli.models.loading import load_state_strict
@@ -117,7 +117,7 @@ class Trainer:
         self._build(ckpt)
         self.loss = LossSettings.from_recipe(self.recipe, self.vocab, self.model)
         self.validator = Validator(valid_ds, recipe.data.max_tokens, recipe.data.bucket_width, env, self.loss,
-                                   self.cfg.amp, self.vocab.pad, self.vocab.bos, self.inputs)
+                                   self.cfg.amp, self.vocab, self.inputs)
         self.updater = Updater(self.model, self.optimizer, self.scaler, env, self.loss, self.cfg.amp, self.cfg.clip_norm,
                                self.cfg.compile)
         if env.is_main:
@@ -204,10 +204,9 @@ class Trainer:
 
     def _collate(self, group: list) -> list:
         """Window batches of one update (runs in the prefetch thread, overlapping the previous update)."""
-        batches = [window_batch(self.train_ds, idx, self.vocab.pad, self.vocab.bos, chunked=True) for idx in group]
+        batches = [self.inputs.collate(self.train_ds, plan, self.vocab, chunked=True) for plan in group]
         if self.env.device.type == "cuda":
-            batches = [type(b)(**{k: (v.pin_memory() if torch.is_tensor(v) else v) for k, v in vars(b).items()})
-                       for b in batches]
+            batches = [b.map(lambda t: t.pin_memory()) for b in batches]
         return batches
 
     # ---- the loop -------------------------------------------------------------------------------

@@ -13,8 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ctxmt_cli.core.batch import Batch
-from ctxmt_cli.data.batching import window_batch
+from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.data.windows import WindowDataset
 from ctxmt_cli.models.inputs import Inputs
 from ctxmt_cli.train.distributed import DistEnv, all_reduce_sum
@@ -25,11 +24,11 @@ class Validator:
     """Scores a fixed set of valid batches with a model."""
 
     def __init__(self, dataset: WindowDataset, max_tokens: int, bucket_width: int, env: DistEnv,
-                 loss: LossSettings, amp: str, pad: int, bos: int, inputs: Inputs):
+                 loss: LossSettings, amp: str, vocab: VocabInfo, inputs: Inputs):
         self.env, self.loss, self.amp = env, loss, amp
         groups = inputs.plan_batches(dataset, dataset.indices, max_tokens, bucket_width, shuffle=False)
         mine = groups[env.rank::env.world]
-        self.batches: list[Batch] = [window_batch(dataset, g, pad, bos, chunked=True) for g in mine]
+        self.batches: list[Batch] = [inputs.collate(dataset, g, vocab, chunked=True) for g in mine]
         self.size = int(len(dataset))
 
     @torch.no_grad()

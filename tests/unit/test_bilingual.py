@@ -87,8 +87,9 @@ def test_the_translator_hands_each_sentence_its_first_pass(tokenizer, monkeypatc
     src = [[tokenizer.encode_src(s) for s in doc] for doc in documents]
     fp = [[tokenizer.encode_tgt(s) for s in doc] for doc in first]
     row, m = target_concat_row(src[0], fp[0], 1, 1, 1, 1024, VocabInfo.of(tokenizer))
-    real_row = [t for t in seen[1].tgt_concat[0].tolist() if t != tokenizer.pad_id]   # doc 0 is the longer
-    assert real_row == row and seen[1].tgt_concat_next[0] == m == 1
+    concat = seen[1].extras                                                  # TargetConcatRows
+    real_row = [t for t in concat.tokens[0].tolist() if t != tokenizer.pad_id]   # doc 0 is the longer
+    assert real_row == row and concat.next_sentences[0] == m == 1
     assert row == fp[0][0] + [tokenizer.brk_id] + fp[0][2] + [tokenizer.brk_id] + src[0][1] + [tokenizer.eos_id]
 
 

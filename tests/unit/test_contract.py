@@ -24,7 +24,8 @@ from ctxmt_cli.data.batching import collate
 from ctxmt_cli.decode.search import beam_search, greedy_search
 from ctxmt_cli.evaluate.contrastive import score_rows, score_testset
 from ctxmt_cli.evaluate.testsets import ContrastiveItem, TestSet
-from ctxmt_cli.models.families import FAMILIES, build_model, resolve_model_config
+from ctxmt_cli.models.families import FAMILIES, build_model, inputs_of, resolve_model_config
+from ctxmt_cli.models.hanoit.bilingual import TargetConcatRows
 from ctxmt_cli.models.loading import load_model
 from ctxmt_cli.outputs import torch_save
 from ctxmt_cli.train.checkpoint import model_payload
@@ -93,13 +94,15 @@ def next_counts(model, rows=(0, 1, 2)):
 
 
 def target_rows(model, rows=(0, 1, 2)) -> dict:
-    """``Batch.tgt_concat`` / ``tgt_concat_next`` of ``rows`` for a model reading a target concatenation
-    (bilingual HanoiT): each row's target context sentences (TGT's, as many as SRC's), then its current *source*
-    sentence, with the source window's next counts; nothing for any other model."""
-    if not getattr(model.cfg, "bilingual", False):
+    """The target concatenations of ``rows`` (``Batch.extras``) for a model reading one (bilingual HanoiT): each
+    row's target context sentences (TGT's, as many as SRC's), then its current *source* sentence, with the source
+    window's next counts; nothing for any other model."""
+    if not inputs_of(model.cfg).target_concat:
         return {}
     concat = [TGT[r][: len(TGT[r]) - len(current_only(TGT[r]))] + current_only(SRC[r]) for r in rows]
-    return {"tgt_concat": pad(concat), "tgt_concat_next": next_counts(model, rows)}
+    following = next_counts(model, rows)
+    return {"extras": TargetConcatRows(pad(concat), torch.zeros(len(rows), dtype=torch.long)
+                                       if following is None else following)}
 
 
 def sample(model, rows=(0, 1, 2)) -> Batch:
@@ -224,20 +227,21 @@ def test_attention_statistics_ignore_padding_and_batch_composition(variant):
 
 @pytest.mark.parametrize("variant", IDS)
 def test_group_packing_changes_nothing(variant):
-    """Rows that share a group (``Batch.groups``: a family that summarises its group reads all of them) give
-    the same outputs whatever else shares the batch, in whatever order and padding; incremental decoding too."""
+    """Rows that share a group (the family's ``Inputs.grouped``: a family that summarises its group reads all of
+    them) give the same outputs whatever else shares the batch, in whatever order and padding; incremental
+    decoding too."""
     model = make_model(variant)
+    inputs = inputs_of(model.cfg)
 
     def grouped(rows, groups):
-        batch = sample(model, rows)
-        return replace(batch, groups=torch.tensor(groups))
+        return inputs.grouped(sample(model, rows), torch.tensor(groups))
 
     with torch.no_grad():
         packed = model(grouped((0, 1, 2), [0, 0, 1])).logits                # two groups in one batch
         apart = [model(grouped((0, 1), [0, 0])).logits, model(grouped((2,), [0])).logits]
         shuffled = model(grouped((2, 0, 1), [1, 0, 0])).logits
         batch = grouped((0, 1, 2), [0, 0, 1])
-        state = model.init_state(model.encode(batch), Batch(src=batch.src, groups=batch.groups,
+        state = model.init_state(model.encode(batch), Batch(src=batch.src, extras=batch.extras,
                                                             tgt_sentences=n_target_sentences(batch)))
         first, _ = model.decode_step(state.pending, state)
     expected = {0: apart[0][0], 1: apart[0][1], 2: apart[1][0]}
@@ -252,7 +256,7 @@ def test_row_chunks_change_nothing(variant):
     """A batch cut into row chunks (``Batch.chunks``), each run at its own width in one forward pass, gives the
     logits of the one padded tensor at every real position, and the same training loss vector and gradients."""
     model = make_model(variant)
-    whole = replace(sample(model), groups=torch.tensor([0, 0, 1]))
+    whole = inputs_of(model.cfg).grouped(sample(model), torch.tensor([0, 0, 1]))
     width = lambda t, a, b: int((t[a:b] != PAD).sum(1).max())  # noqa: E731
     chunks = tuple((a, b, width(whole.src, a, b), width(whole.tgt_out, a, b)) for a, b in ((0, 1), (1, 3)))
     chunked = replace(whole, chunks=chunks)

@@ -218,7 +218,7 @@ def test_ddp_mbe_chunked_batches_equal_single_process_padded_batches(prepared, t
     batches = [trainer._collate([plan])[0] for plan in trainer._epoch_batches(0)]
     trainer.close()
     two = [b for b in batches if len(b.chunks) > 1][:2]
-    assert len(two) == 2 and any(b.mixed.any() for b in two)
+    assert len(two) == 2 and any(b.extras.mixed.any() for b in two)
     saved = tmp_path / "batches.pt"
     torch.save({"batches": two, "recipe": trainer.recipe, "vocab": trainer.vocab}, saved)
     mp.spawn(_mbe_chunk_worker, args=(2, free_port(), str(saved), str(tmp_path / "ddp.pt")), nprocs=2, join=True)

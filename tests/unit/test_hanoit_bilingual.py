@@ -13,7 +13,13 @@ from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.families import build_model
-from ctxmt_cli.models.hanoit.bilingual import TARGET_NEXT, TARGET_PREVIOUS, ContextGate, target_segments
+from ctxmt_cli.models.hanoit.bilingual import (
+    TARGET_NEXT,
+    TARGET_PREVIOUS,
+    ContextGate,
+    TargetConcatRows,
+    target_segments,
+)
 from ctxmt_cli.models.hanoit.model import CURRENT, NEXT, PREVIOUS, HanoiT, part_layout
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/unit/conftest.py
@@ -47,8 +53,8 @@ def batch(on=(True, True)) -> Batch:
     concat = [[20, 21, 22, BRK, 23, BRK, 11, 12, EOS], [24, 25, BRK, 14, 15, 16, EOS]]
     tgt = pad([[BOS, 30, 31, 32, EOS], [BOS, 33, EOS]])
     return Batch(src=src, tgt_in=tgt[:, :-1], tgt_out=tgt[:, 1:], src_next=torch.tensor([1, 0]),
-                 tgt_concat=pad([c if o else [] for c, o in zip(concat, on)] + [[PAD]])[:2],
-                 tgt_concat_next=torch.tensor([1, 0]))
+                 extras=TargetConcatRows(pad([c if o else [] for c, o in zip(concat, on)] + [[PAD]])[:2],
+                                         torch.tensor([1, 0])))
 
 
 def monolingual_twin(bilingual: HanoiT, **spec) -> HanoiT:
@@ -68,7 +74,7 @@ def test_gate_zero_is_the_monolingual_model_exactly():
     with torch.no_grad():
         expected = mono(batch()).logits
         assert torch.equal(net(batch()).logits, expected)
-        assert torch.equal(net(replace(batch(), tgt_concat=None, tgt_concat_next=None)).logits, expected)
+        assert torch.equal(net(replace(batch(), extras=None)).logits, expected)
 
 
 def test_a_row_without_target_context_reads_as_the_monolingual_model():

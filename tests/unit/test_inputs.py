@@ -104,7 +104,7 @@ def test_scoring_batches_become_groups_for_mbe():
     vocab = VocabInfo(40, 40)
     src = Batch(src=torch.tensor([[5, 6, 4, 7, 3], [8, 3, 0, 0, 0]]), tgt_out=torch.tensor([[9, 3], [9, 3]]))
     plain = inputs_of(cfg("sentence")).scoring_batch(src, vocab)
-    assert plain is src and plain.groups is None
+    assert plain is src and plain.extras is None
     grouped = inputs_of(cfg("mbe")).scoring_batch(Batch(src=src.src.clone(), tgt_out=src.tgt_out), vocab)
     assert grouped.src.tolist() == [[5, 6, 3], [7, 3, 0], [8, 3, 0]]     # each window's sentences, each + </s>
-    assert grouped.groups.tolist() == [0, 0, 1] and grouped.src_index.tolist() == [1, 2]
+    assert grouped.extras.groups.tolist() == [0, 0, 1] and grouped.src_index.tolist() == [1, 2]

@@ -10,6 +10,7 @@ from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.data.batching import group_batches, sentence_groups
 from ctxmt_cli.models.families import build_model, inputs_of
+from ctxmt_cli.models.mbe.model import SentenceGroups
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -57,8 +58,8 @@ def test_the_group_decides_what_a_row_reads(placement):
     src = rows([5, 6, 7], [11, 12, 13, 14])
     tgt = torch.tensor([[2, 20, 21], [2, 22, 23]])
     with torch.no_grad():
-        together = model(Batch(src=src, tgt_in=tgt, groups=torch.tensor([0, 0]))).logits
-        apart = model(Batch(src=src, tgt_in=tgt, groups=torch.tensor([0, 1]))).logits
+        together = model(Batch(src=src, tgt_in=tgt, extras=SentenceGroups(torch.tensor([0, 0])))).logits
+        apart = model(Batch(src=src, tgt_in=tgt, extras=SentenceGroups(torch.tensor([0, 1])))).logits
     assert not torch.allclose(together[0], apart[0])                        # row 0 reads row 1 only when grouped
 
 
@@ -78,7 +79,7 @@ def test_gate_classifier_learns_both_labels():
             sents += [rng.integers(low, high, rng.integers(3, 8)).tolist() for _ in range(3)]
             groups += [g] * 3
             mixed.append(is_mixed)
-        return Batch(src=rows(*sents), groups=torch.tensor(groups), mixed=torch.tensor(mixed))
+        return Batch(src=rows(*sents), extras=SentenceGroups(torch.tensor(groups), torch.tensor(mixed)))
 
     for _ in range(150):
         terms = model.encode(batch()).loss_terms
@@ -160,7 +161,7 @@ def test_scoring_windows_become_groups_decoded_from_the_current_sentence():
     src = torch.tensor([[5, 6, 4, 7, 4, 8, 9, EOS], [10, EOS, PAD, PAD, PAD, PAD, PAD, PAD]])
     batch = windows_as_groups(Batch(src=src, src_index=torch.tensor([0, 0, 1])), VOCAB)
     assert batch.src.tolist() == [[5, 6, EOS], [7, EOS, PAD], [8, 9, EOS], [10, EOS, PAD]]
-    assert batch.groups.tolist() == [0, 0, 0, 1]
+    assert batch.extras.groups.tolist() == [0, 0, 0, 1]
     assert batch.src_index.tolist() == [2, 2, 3]                            # each target row: its current sentence
 
 
@@ -205,11 +206,12 @@ def test_chunked_batch_gives_the_losses_terms_and_gradients_of_one_padded_tensor
 
     trainer, batches = training_batches(prepared, tmp_path, placement=placement)
     model = trainer.model.train()
-    batch = next(b for b in batches if len(b.chunks) > 1 and b.mixed.any() and not b.mixed.all())
+    batch = next(b for b in batches if len(b.chunks) > 1 and b.extras.mixed.any() and not b.extras.mixed.all())
     computed = sum((b - a) * (s + t) for a, b, s, t in batch.chunks)
     assert computed < batch.src.numel() + batch.tgt_out.numel()             # chunk widths skip padding
-    assert {int(g) for a, b, *_ in batch.chunks[:1] for g in batch.groups[a:b]} & {
-        int(g) for a, b, *_ in batch.chunks[1:] for g in batch.groups[a:b]}  # a group spans chunks
+    groups = batch.extras.groups
+    assert {int(g) for a, b, *_ in batch.chunks[:1] for g in groups[a:b]} & {
+        int(g) for a, b, *_ in batch.chunks[1:] for g in groups[a:b]}       # a group spans chunks
     chunked, whole = loss_of(model, batch, trainer.loss), loss_of(model, replace(batch, chunks=None), trainer.loss)
     torch.testing.assert_close(chunked[0], whole[0], atol=1e-5, rtol=1e-5)   # per-token losses (B, T)
     torch.testing.assert_close(chunked[1], whole[1], atol=1e-4, rtol=1e-5)   # objective

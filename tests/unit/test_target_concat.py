@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ctxmt_cli.data.batching import target_concat_rows, window_batch
 from ctxmt_cli.data.store import MemorySplit, PreparedData
 from ctxmt_cli.data.windows import WindowDataset, WindowSpec
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.models.hanoit.bilingual import TargetConcatRows
 from ctxmt_cli.models.hanoit.target_concat import ReferenceSide, TargetConcat, target_side
 
 BRK, EOS, PAD, BOS = 4, 3, 0, 2
@@ -80,8 +80,7 @@ def test_alpha_one_drops_every_row_and_zero_none(alpha):
         ds.set_epoch(epoch)
         rows = [ds.tgt_concat(j) for j in range(5)]
         assert all((len(r) == 0) == (alpha == 1.0) for r, _ in rows)
-        batch = window_batch(ds, np.arange(5), PAD, BOS)
-        assert (batch.tgt_concat is None) == (alpha == 1.0)
+        assert (TargetConcatRows.of(rows, PAD) is None) == (alpha == 1.0)   # no row reads target context
 
 
 def test_the_dropped_share_is_alpha_and_the_draw_comes_from_seed_and_epoch():
@@ -114,9 +113,10 @@ def test_set_epoch_redraws_the_dropped_rows_with_the_previous_order():
 
 
 def test_batch_rows_pad_dropped_rows_and_carry_next_counts():
-    tgt_concat, following = target_concat_rows([(np.array([5, 6, EOS]), 1), (np.zeros(0, np.int64), 0)], PAD)
-    assert tgt_concat.tolist() == [[5, 6, EOS], [PAD, PAD, PAD]] and following.tolist() == [1, 0]
-    assert target_concat_rows([(np.zeros(0, np.int64), 0)], PAD) == (None, None)
+    extras = TargetConcatRows.of([(np.array([5, 6, EOS]), 1), (np.zeros(0, np.int64), 0)], PAD)
+    assert extras.tokens.tolist() == [[5, 6, EOS], [PAD, PAD, PAD]] and extras.next_sentences.tolist() == [1, 0]
+    assert TargetConcatRows.of([(np.zeros(0, np.int64), 0)], PAD) is None
+    assert extras.rows(0, 1).tokens.tolist() == [[5, 6, EOS]]                  # a chunk's rows keep the width
 
 
 def test_a_missing_stream_names_the_command_that_writes_it(prepared):

@@ -1,28 +1,54 @@
 """The bilingual HanoiT's parts (Yang et al., §2.3-2.4): the gate of eqs. 9-10 and the target stream's input.
 
 The model (:class:`~ctxmt_cli.models.hanoit.HanoiT` with ``bilingual: true``) encodes a second row per sentence,
-the target concatenation ``[target context; current source]`` (``Batch.tgt_concat``), through the same encoder
+the target concatenation ``[target context; current source]`` (:class:`TargetConcatRows`, the batch's extras), through the same encoder
 (or one of its own, ``share_encoder: false``) with the same selection, and hands its selected states to the
 decoder as the core's context memory (``EncoderOut.context``): each decoder layer has a second cross-attention
 over it, parallel to the first, with its own parameters, and :class:`ContextGate` joins the two outputs instead
 of adding them. The memory's keys and values are computed once per sentence and live in the decoder state, so
-incremental decoding equals the full pass. A row whose target concatenation is empty (``Batch.tgt_concat`` all
-padding, or no ``tgt_concat`` at all) has an empty memory and γ = 0: it is read exactly as by the monolingual
+incremental decoding equals the full pass. A row whose target concatenation is empty (all padding, or a batch
+without :class:`TargetConcatRows`) has an empty memory and γ = 0: it is read exactly as by the monolingual
 model (the L_m rows of eq. 13, see :mod:`ctxmt_cli.models.hanoit.target_concat`).
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from dataclasses import dataclass
+from typing import Optional, Sequence
 
 import torch
 from torch import Tensor, nn
 
-from ctxmt_cli.core.batch import Memory
+from ctxmt_cli.core.batch import Batch, Extras, Memory
 from ctxmt_cli.core.linear import Linear
+from ctxmt_cli.data.batching import pad_rows
 
 #: segment rows of the target context (eq. 2): previous and next, after the monolingual model's three
 TARGET_PREVIOUS, TARGET_NEXT = 3, 4
+
+
+@dataclass
+class TargetConcatRows(Extras):
+    """``Batch.extras`` of a bilingual hanoit batch: each source row's target concatenation (the target side of its
+    context sentences laid out as the source window: previous oldest first, next nearest first, each followed by
+    ``<brk>``; then the current *source* sentence and ``</s>``) and how many of its context sentences are next
+    ones (truncation can make that differ from ``Batch.src_next``). A row of padding only reads no target context
+    (the monolingual rows of training)."""
+
+    tokens: Tensor                               # (B, S2) long
+    next_sentences: Tensor                       # (B,) long
+
+    @classmethod
+    def of(cls, rows: Sequence[tuple[Sequence[int], int]], pad: int) -> Optional["TargetConcatRows"]:
+        """The extras of (row, next sentences) pairs, an empty row one of padding; None when no row has any."""
+        if not any(len(row) for row, _ in rows):
+            return None
+        return cls(pad_rows([row for row, _ in rows], pad), torch.tensor([m for _, m in rows], dtype=torch.long))
+
+
+def target_concat_of(batch: Batch) -> Optional[TargetConcatRows]:
+    """The batch's target concatenations, or None (no row reads target context)."""
+    return batch.extras if isinstance(batch.extras, TargetConcatRows) else None
 
 
 class ContextGate(nn.Module):
@@ -54,8 +80,8 @@ class ContextGate(nn.Module):
 
 def stream_input(tgt_concat: Optional[Tensor], batch_size: int, pad: int, eos: int,
                  device: torch.device) -> tuple[Tensor, Tensor]:
-    """(rows to encode (B, S2), rows with a target concatenation (B,) bool). An empty row becomes a lone
-    ``</s>`` (finite states, masked out afterwards); no ``tgt_concat`` at all: every row is one."""
+    """(rows to encode (B, S2), rows with a target concatenation (B,) bool) of ``tgt_concat`` (B, S2). An empty
+    row becomes a lone ``</s>`` (finite states, masked out afterwards); no ``tgt_concat`` at all: every row is one."""
     if tgt_concat is None:
         return torch.full((batch_size, 1), eos, dtype=torch.long, device=device), \
             torch.zeros(batch_size, dtype=torch.bool, device=device)

@@ -3,20 +3,20 @@ sentences (``[previous (oldest first), next (nearest first), current]``, ``Batch
 ones); the bilingual model (§2.3) also reads a second source row beside each window, the *target concatenation*
 (:mod:`ctxmt_cli.models.hanoit.target_concat`), from a first pass of the document when it is translated.
 
-Overrides :meth:`Inputs.windows`, :meth:`Inputs.check_first_pass` and :meth:`Inputs.step_rows`;
-``target_concat`` is the recipe's ``bilingual``.
+Overrides :meth:`Inputs.windows`, :meth:`Inputs.collate`, :meth:`Inputs.check_first_pass`,
+:meth:`Inputs.step_rows` and :meth:`Inputs.scoring_batch` (the bilingual model's target concatenations go into
+``Batch.extras`` as :class:`~ctxmt_cli.models.hanoit.bilingual.TargetConcatRows`); ``target_concat`` is the
+recipe's ``bilingual``.
 """
 
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
-import torch
-
 from ctxmt_cli.core.batch import Batch, VocabInfo
-from ctxmt_cli.data.batching import pad_rows
 from ctxmt_cli.data.windows import WindowDataset, fit_window
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.models.hanoit.bilingual import TargetConcatRows
 from ctxmt_cli.models.inputs import Inputs
 
 
@@ -40,6 +40,14 @@ class HanoiTInputs(Inputs):
                               m.alpha if role == "train" else 0.0, recipe.train.seed)
         return WindowDataset(data.split(split), self.window_spec(recipe, role), vocab.brk, vocab.eos, concat)
 
+    def collate(self, dataset: WindowDataset, plan, vocab: VocabInfo, chunked: bool = False) -> Batch:
+        """The windows of ``plan``; the bilingual model's rows also carry their target concatenations (from the
+        dataset's, where it has them)."""
+        batch = super().collate(dataset, plan, vocab, chunked)
+        if getattr(dataset, "target_concat", None) is not None:
+            batch.extras = TargetConcatRows.of([dataset.tgt_concat(j) for j in batch.ids.tolist()], vocab.pad)
+        return batch
+
     def check_first_pass(self, documents: Sequence[Sequence[str]], first_pass: Optional[Sequence]) -> None:
         """The bilingual model needs a first pass of every sentence of ``documents``; the monolingual one none."""
         if not self.target_concat:
@@ -53,14 +61,20 @@ class HanoiTInputs(Inputs):
                              "translate the same documents with the first-pass checkpoint")
 
     def step_rows(self, batch: Batch, sources: Sequence, j: int, plan, vocab: VocabInfo) -> None:
-        """The bilingual model's ``Batch.tgt_concat`` (B, S2) and ``tgt_concat_next`` (B,) translating sentence
-        ``j`` of each document, from the first pass the documents carry (``doc.first_pass``)."""
+        """The bilingual model's target concatenations (``Batch.extras``) translating sentence ``j`` of each
+        document, from the first pass the documents carry (``doc.first_pass``)."""
         if not self.target_concat or not sources:
             return
         rows = [target_concat_row(doc, doc.first_pass, j, plan.src_context_sentences, plan.src_next_sentences,
                                   plan.max_window_tokens, vocab) for doc in sources]
-        batch.tgt_concat = pad_rows([r for r, _ in rows], vocab.pad)
-        batch.tgt_concat_next = torch.tensor([m for _, m in rows], dtype=torch.long)
+        batch.extras = TargetConcatRows.of(rows, vocab.pad)
+
+    def scoring_batch(self, batch: Batch, vocab: VocabInfo, target_concat: Optional[Sequence] = None) -> Batch:
+        """A scoring batch of source windows; the bilingual model's rows also read ``target_concat`` (one row
+        per source row, its context's target side, no next sentences), when the test set gives one."""
+        if self.target_concat and target_concat is not None:
+            batch.extras = TargetConcatRows.of([(row, 0) for row in target_concat], vocab.pad)
+        return batch
 
 
 def target_concat_row(doc: Sequence[Sequence[int]], targets: Sequence[Sequence[int]], j: int, context: int,

@@ -75,7 +75,7 @@ from ctxmt_cli.core.model import EncoderDecoder
 from ctxmt_cli.core.positions import current_sentence_mask
 from ctxmt_cli.core.probe import AttentionProbe
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.models.hanoit.bilingual import ContextGate, memory_of, stream_input, target_segments
+from ctxmt_cli.models.hanoit.bilingual import ContextGate, memory_of, stream_input, target_concat_of, target_segments
 from ctxmt_cli.models.hanoit.config import HanoiTConfig
 
 CURRENT, PREVIOUS, NEXT = 0, 1, 2          # segment rows of the monolingual model
@@ -183,8 +183,10 @@ class HanoiT(EncoderDecoder):
         enc = self._encode_stream(batch.src, batch.src_next, probe, "source")
         if not self.cfg.bilingual:
             return enc
-        rows, on = stream_input(batch.tgt_concat, batch.src.size(0), self.vocab.pad, self.vocab.eos, batch.src.device)
-        target = self._encode_stream(rows, batch.tgt_concat_next, None, "target", on)
+        concat = target_concat_of(batch)
+        rows, on = stream_input(None if concat is None else concat.tokens, batch.src.size(0), self.vocab.pad,
+                                self.vocab.eos, batch.src.device)
+        target = self._encode_stream(rows, None if concat is None else concat.next_sentences, None, "target", on)
         memory = memory_of(target.states, target.mask, on)
         if target.current is not None:
             memory.current = target.current & memory.mask

@@ -8,10 +8,10 @@ first-pass stream of the split (``target_context_from: first_pass``, sentence-le
 ``ctxmt first-pass``, the paper's setting) or from the split's own target side (``reference``, for ablations).
 The row obeys ``max_window_tokens`` by the source window's rule (the farthest context sentence dropped first,
 the next one before the previous one at equal distance), over its own lengths, so it may hold fewer context
-sentences than the source window: it has its own next count (``Batch.tgt_concat_next``).
+sentences than the source window: it has its own next count (``TargetConcatRows.next_sentences``).
 
 Eq. 13, L = α·L_m + (1 − α)·L_b, is trained in one pass: each training row goes without its target
-concatenation (an empty row, ``Batch.tgt_concat``) with probability α, and is then read exactly as by the
+concatenation (an empty row of ``TargetConcatRows``) with probability α, and is then read exactly as by the
 monolingual model; in expectation over the draw that is the α-weighted sum of the two objectives, for the
 cost of one pass instead of two. The draw is a function of (training seed, epoch, sentence) alone, so a resumed
 run, another batch size or another number of processes drop the same rows. Validation, translation and scoring

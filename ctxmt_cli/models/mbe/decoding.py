@@ -5,7 +5,7 @@ with. A document is one group (Morishita et al. 2021, Table 1: the whole documen
 or, with ``group_sentences`` = N, groups of N sentences: N consecutive ones (``consecutive``), or N
 of the document's sentences after sorting them by length (``length``: what the public code's
 length-bucketed decoding gives). Figure 4 of the paper varies N. Groups of several documents share
-one beam search (``Batch.groups`` keeps each group's summary its own); outputs come back in
+one beam search (:class:`~ctxmt_cli.models.mbe.model.SentenceGroups` keeps each group's summary its own); outputs come back in
 document order. The search itself is the translator's, handed in (this layer sits below the decoder).
 """
 
@@ -19,6 +19,7 @@ import torch
 from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.data.batching import pad_rows
 from ctxmt_cli.errors import OptionError
+from ctxmt_cli.models.mbe.model import SentenceGroups
 
 GROUP_ORDERS = ("consecutive", "length")
 #: one batched beam search: (batch, each row's longest output (B,)) -> the best hypothesis of every row
@@ -63,7 +64,7 @@ def group_hypotheses(search: Search, docs: list[list[list[int]]], vocab: VocabIn
     for batch_groups in _packed(docs, group_sentences, group_order, max_sentences):
         rows = [(d, i, g) for g, (d, members) in enumerate(batch_groups) for i in members]
         src = pad_rows([docs[d][i] + [vocab.eos] for d, i, _ in rows], vocab.pad)        # (B, S)
-        batch = Batch(src=src, groups=torch.tensor([g for _, _, g in rows]))             # groups: (B,)
+        batch = Batch(src=src, extras=SentenceGroups(torch.tensor([g for _, _, g in rows])))     # groups: (B,)
         limit = torch.tensor([max_len(len(docs[d][i])) for d, i, _ in rows])            # (B,)
         with torch.no_grad():
             hyps = search(batch, limit)
@@ -87,6 +88,6 @@ def windows_as_groups(batch: Batch, vocab: VocabInfo) -> Batch:
             groups.append(g)
         last.append(len(sentences) - 1)
     index = torch.arange(batch.src.size(0)) if batch.src_index is None else batch.src_index
-    batch.src, batch.groups = pad_rows(sentences, vocab.pad), torch.tensor(groups)
+    batch.src, batch.extras = pad_rows(sentences, vocab.pad), SentenceGroups(torch.tensor(groups))
     batch.src_index = torch.tensor(last)[index]
     return batch

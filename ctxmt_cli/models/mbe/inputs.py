@@ -1,7 +1,8 @@
 """The ``mbe`` family's inputs (Morishita et al. 2021): a sentence reads the summary of its group, not its
 neighbours. Documents are translated group by group (:mod:`ctxmt_cli.models.mbe.decoding`), a scored test item's
 context sentences join its group, and a server keeps a document's unfinished group (or the whole document).
-Overrides :meth:`Inputs.plan_batches` (whole groups, mixed ones for the gate), :meth:`Inputs.check_groups`,
+Overrides :meth:`Inputs.plan_batches` (whole groups, mixed ones for the gate), :meth:`Inputs.grouped` (the
+groups into ``Batch.extras``, :class:`~ctxmt_cli.models.mbe.model.SentenceGroups`), :meth:`Inputs.check_groups`,
 :meth:`Inputs.translate`, :meth:`Inputs.kept_sentences`,
 :meth:`Inputs.scoring_context` and :meth:`Inputs.scoring_batch`."""
 
@@ -10,11 +11,13 @@ from __future__ import annotations
 from typing import Optional, Union
 
 import numpy as np
+import torch
 
 from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.data.batching import group_batches
 from ctxmt_cli.models.inputs import DocumentRun, Inputs
 from ctxmt_cli.models.mbe.decoding import group_hypotheses, windows_as_groups
+from ctxmt_cli.models.mbe.model import SentenceGroups
 
 #: a document the server keeps whole holds at most this many sentences unless the server is told otherwise
 DOCUMENT_SENTENCES = 1024
@@ -37,6 +40,11 @@ class MbeInputs(Inputs):
         return group_batches(np.asarray(dataset.split.doc_index), dataset.src_len, dataset.tgt_len, indices,
                              max_tokens, self.cfg.group_tokens, self.mixed_share if mixed else 0.0, seed, epoch,
                              shuffle)
+
+    def grouped(self, batch: Batch, groups, mixed=None) -> Batch:
+        """The groups and mixed-document labels into ``Batch.extras``."""
+        batch.extras = SentenceGroups(torch.as_tensor(groups), None if mixed is None else torch.as_tensor(mixed))
+        return batch
 
     def check_groups(self, group_sentences: Union[None, int, str], group_order: str = "consecutive") -> None:
         """Any group size and order is read (checked where the groups are cut)."""
@@ -62,7 +70,7 @@ class MbeInputs(Inputs):
         src, tgt = self.context(context)
         return (longest_item_context, tgt) if context is None else (src, tgt)
 
-    def scoring_batch(self, batch: Batch, vocab: VocabInfo) -> Batch:
+    def scoring_batch(self, batch: Batch, vocab: VocabInfo, target_concat=None) -> Batch:
         """Each source window becomes one group of sentences."""
         return windows_as_groups(batch, vocab)
 

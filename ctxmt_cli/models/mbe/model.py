@@ -23,8 +23,9 @@ group). Where the public code is wrong this does not follow it:
   self-attention cache from the first step); the code switches incremental decoding off.
 
 With the pre-norm Transformer (``normalize_before``) the extra layer's output is layer-normed
-before the mean, as the encoder's own output is. A batch without ``groups`` treats every row as
-its own group, and a batch without ``mixed`` labels every group "same document".
+before the mean, as the encoder's own output is. The groups ride in ``Batch.extras``
+(:class:`SentenceGroups`); a batch without them treats every row as its own group, and one without
+``mixed`` labels every group "same document".
 
 Hooks overridden on the core: ``encode`` (z through the encoder's input prefix and/or
 ``EncoderOut.prefix`` for the decoder; the classifier's terms in ``EncoderOut.loss_terms``),
@@ -34,19 +35,35 @@ classifier once, then each chunk's encoder at its own width), ``context_aware`` 
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ctxmt_cli.core.batch import Batch, EncoderOut, LossTerm, VocabInfo
+from ctxmt_cli.core.batch import Batch, EncoderOut, Extras, LossTerm, VocabInfo
 from ctxmt_cli.core.layers import EncoderLayer
 from ctxmt_cli.core.linear import Linear, xavier_
 from ctxmt_cli.core.model import EncoderDecoder
 from ctxmt_cli.core.probe import AttentionProbe
 from ctxmt_cli.models.mbe.config import MbeConfig
+
+
+@dataclass
+class SentenceGroups(Extras):
+    """``Batch.extras`` of an mbe batch: the group of each source row (rows of a group share one summary z) and,
+    in training, whether each group mixes documents (the gate classifier's label)."""
+
+    whole = ("mixed",)
+
+    groups: Tensor                               # (B,) long, group of each source row
+    mixed: Optional[Tensor] = None               # (G,) bool, training: whether group g mixes documents
+
+
+def groups_of(batch: Batch) -> Optional[SentenceGroups]:
+    """The batch's sentence groups, or None (every row its own group)."""
+    return batch.extras if isinstance(batch.extras, SentenceGroups) else None
 
 SAME = 1                      # class index of "the group's sentences come from one document" (d = 1)
 TERMS = ("classifier_loss", "classifier_accuracy", "alpha_same", "alpha_mixed")
@@ -86,7 +103,7 @@ class Mbe(EncoderDecoder):
     def group_summary(self, v: Tensor, groups: Tensor, n_groups: Optional[int] = None) -> tuple[Tensor, Optional[Tensor]]:
         """z (G, C): the mean of the v_i (B, C) of each group (eq. 2), after dropout; the classifier's logits (G, 2).
 
-        ``n_groups`` (G) when known from a shape (``Batch.mixed``): reading ``groups.max()`` would make a GPU
+        ``n_groups`` (G) when known from a shape (``SentenceGroups.mixed``): reading ``groups.max()`` would make a GPU
         wait for the host; the group sizes come from an ``index_add`` for the same reason (``bincount`` syncs)."""
         n = int(groups.max()) + 1 if n_groups is None else n_groups
         size = v.new_zeros(n, 1).index_add_(0, groups, v.new_ones(groups.size(0), 1)).clamp_min(1.0)   # (G, 1)
@@ -109,15 +126,16 @@ class Mbe(EncoderDecoder):
 
         One embedding per chunk serves the extra layer and the encoder (the same dropout draw, as when they
         share one padded tensor); without ``groups`` (one part) every row is its own group."""
-        if len(parts) > 1 and any(p.groups is None for p in parts):
-            raise ValueError("row chunks of an mbe batch need Batch.groups")
+        found = [groups_of(p) for p in parts]
+        if len(parts) > 1 and any(g is None for g in found):
+            raise ValueError("row chunks of an mbe batch need their SentenceGroups (Batch.extras)")
         src0 = parts[0].src
-        groups = [p.groups if p.groups is not None else torch.arange(src0.size(0), device=src0.device) for p in parts]
+        groups = [g.groups if g is not None else torch.arange(src0.size(0), device=src0.device) for g in found]
         masks = [p.src != self.vocab.pad for p in parts]                    # (b, S) per chunk
         embedded = [self.embed_source(p.src) for p in parts]
         v = torch.cat([self.sentence_vectors(e, m) for (e, _), m in zip(embedded, masks)])   # (B, C)
         every = torch.cat(groups) if len(groups) > 1 else groups[0]         # (B,)
-        mixed = parts[0].mixed
+        mixed = None if found[0] is None else found[0].mixed
         z, logits = self.group_summary(v, every, None if mixed is None else mixed.size(0))
         terms = {}
         if logits is not None:
