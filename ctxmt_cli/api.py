@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 
 from ctxmt_cli.decode.records import Candidate, Document, DocumentTranslation, Given, SentenceTranslation
-from ctxmt_cli.errors import CtxmtError, OptionError
+from ctxmt_cli.errors import CtxmtError, OptionError, named, option
 
 __all__ = ["Candidate", "Document", "DocumentTranslation", "Model", "ScoreItem", "SentenceTranslation", "load"]
 
@@ -86,12 +86,12 @@ def _load_exported(folder: Path, device: str, engine: str, first_pass, repair) -
     if engine not in ENGINES:
         raise OptionError("engine", engine, f"choose one of {', '.join(ENGINES)}")
     if engine == "torch":
-        raise CtxmtError(f"{folder} is a folder written by ctxmt export ctranslate2: translate it with --engine "
-                         "ctranslate2 (or give the checkpoint it was exported from)")
-    for option, value in (("--first-pass", first_pass), ("--repair", repair)):
+        raise CtxmtError(f"{folder} is a folder written by ctxmt export ctranslate2: translate it with "
+                         f"{option('engine')} ctranslate2 (or give the checkpoint it was exported from)")
+    for name, value in (("first_pass", first_pass), ("repair", repair)):
         if value is not None:
-            raise CtxmtError(f"{option}: the ctranslate2 engine translates with the exported model alone; leave "
-                             f"{option} out or use --engine torch with the checkpoint")
+            raise OptionError(name, None, "the ctranslate2 engine translates with the exported model alone; leave "
+                              f"it out or use {option('engine')} torch with the checkpoint")
     from ctxmt_cli.export.ct2_engine import load_exported
 
     loaded = load_exported(folder, device)
@@ -257,9 +257,10 @@ class Model:
         repaired = repair_documents(repairer, texts, group_size=size, stats=stats)
         kept = stats.fallbacks + stats.too_long
         if kept:
-            self.warn(f"--repair: {kept} of {stats.groups + stats.too_long} groups kept their first-pass "
+            self.warn(named(f"{option('repair')}: {kept} of {stats.groups + stats.too_long} groups kept their "
+                            "first-pass "
                       f"translation ({stats.fallbacks} rewritten with a wrong or empty sentence, {stats.too_long} "
-                      "too long for the repair model)")
+                      "too long for the repair model)"))
         out = []
         for d, new, sentences in zip(docs, repaired, found):   # rewritten texts; no score describes them
             given = len(d.tgt_context)

@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from pydantic.fields import FieldInfo
 
 from ctxmt_cli.config_base import PRESETS, ModelBase, Section  # noqa: F401 (re-exported)
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, named, option
 from ctxmt_cli.models.caching.config import CachingConfig
 from ctxmt_cli.models.concat.config import ConcatConfig, PSEConfig, ShiftPair  # noqa: F401 (re-exported)
 from ctxmt_cli.models.hanoit.config import HanoiTConfig
@@ -190,10 +190,10 @@ def _override_source(loc: tuple, source: str, overrides: list[str]) -> str:
     for text in reversed(overrides):                   # the last --set of a key is the one that holds
         parts = tuple(text.split("=", 1)[0].strip().split("."))
         if loc[: len(parts)] == parts:
-            return f"--set {text!r}"
+            return f"{option('overrides')} {text!r}"
         if inside is None and parts[: len(loc)] == loc:
             inside = text
-    return source if inside is None else f"{source} with --set {inside!r}"
+    return source if inside is None else f"{source} with {option('overrides')} {inside!r}"
 
 
 def _format_error(err: ValidationError, source: str, raw: dict, overrides: list[str]) -> str:
@@ -215,19 +215,19 @@ def _format_error(err: ValidationError, source: str, raw: dict, overrides: list[
 def parse_override(text: str) -> tuple[list[str], Any]:
     """Split ``a.b.c=value`` into a key path and a YAML-parsed value."""
     if "=" not in text:
-        raise CtxmtError(f"--set {text!r}: expected KEY.PATH=VALUE, e.g. --set train.lr=5e-4")
+        raise CtxmtError(f"{option('overrides')} {text!r}: expected KEY.PATH=VALUE, e.g. {option('overrides')} train.lr=5e-4")
     key, value = text.split("=", 1)
     parts = [p for p in key.strip().split(".") if p]
     if not parts:
-        raise CtxmtError(f"--set {text!r}: empty key; expected KEY.PATH=VALUE")
+        raise CtxmtError(f"{option('overrides')} {text!r}: empty key; expected KEY.PATH=VALUE")
     if not value.strip():
         return parts, None
     try:
         return parts, yaml.load(value, Loader=UniqueKeyLoader)
     except yaml.YAMLError as err:
         problem = " ".join(str(getattr(err, "problem", None) or type(err).__name__).split())
-        raise CtxmtError(f"--set {text!r}: the value is not valid YAML ({problem}); quote it, "
-                         "e.g. --set 'name=\"a: b\"'") from None
+        raise CtxmtError(f"{option('overrides')} {text!r}: the value is not valid YAML ({problem}); quote it, "
+                         f"e.g. {option('overrides')} 'name=\"a: b\"'") from None
 
 
 def apply_overrides(raw: dict, overrides: list[str]) -> dict:
@@ -236,14 +236,14 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
         parts, value = parse_override(text)
         if len(parts) == 2 and tuple(parts) in MOVED:                  # an old name sets the new key
             new = MOVED[tuple(parts)]
-            warnings.warn(f"--set {text!r}: {'.'.join(parts)} is now called {parts[0]}.{new} (read as such)",
-                          FutureWarning, stacklevel=2)
+            warnings.warn(named(f"{option('overrides')} {text!r}: {'.'.join(parts)} is now called {parts[0]}.{new} "
+                                "(read as such)"), FutureWarning, stacklevel=2)
             parts = [parts[0], new]
         node = raw
         for part in parts[:-1]:
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise CtxmtError(f"--set {text!r}: '{part}' is a value, not a section")
+                raise CtxmtError(f"{option('overrides')} {text!r}: '{part}' is a value, not a section")
             node = child
         node[parts[-1]] = value
     return raw

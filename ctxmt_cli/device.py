@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import OptionError, option
 
 DEVICE_CHOICES = "auto | cpu | cuda | cuda:N"
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
@@ -19,7 +19,7 @@ _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 def check_device_name(name: str) -> str:
     """``name`` if it is spelled as a device ctxmt runs on, else a one-line error."""
     if not _DEVICE.match(str(name)):
-        raise CtxmtError(f"--device {name}: not a device ctxmt runs on; use {DEVICE_CHOICES}")
+        raise OptionError("device", name, f"not a device ctxmt runs on; use {DEVICE_CHOICES}")
     return str(name)
 
 
@@ -37,10 +37,10 @@ def resolve_device(name="auto", local_rank: Optional[int] = None):
     if name == "cpu" or (name == "auto" and not torch.cuda.is_available()):
         return torch.device("cpu")
     if not torch.cuda.is_available():
-        raise CtxmtError(f"--device {name}: CUDA is not available on this machine; use --device auto or cpu")
+        raise OptionError("device", name, f"CUDA is not available on this machine; use {option('device')} auto or cpu")
     count = torch.cuda.device_count()
     index = int(name.partition(":")[2]) if ":" in name else (local_rank or 0) % count
     if index >= count:
-        raise CtxmtError(f"--device {name}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}; "
-                         "use one of them or --device auto")
+        raise OptionError("device", name, f"this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}; "
+                         f"use one of them or {option('device')} auto")
     return torch.device("cuda", index)

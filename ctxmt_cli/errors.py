@@ -3,16 +3,61 @@
 The CLI catches :class:`CtxmtError`, prints its message as one line and exits
 with code 2. Messages say what went wrong, where (file, line, key path) and how
 to fix it. This module imports nothing heavy so every layer may raise it.
+
+Library code never spells a command-line flag: a message names an option with :func:`option` (``option("force")``),
+which the library shows as the option's own name (`` `force` ``, a keyword argument or recipe key) and the command
+line as the running command's flag (``--force``): a command installs its way of naming options
+(:func:`use_option_names`) while it runs, and :func:`named` renders a message (an error's ``str``, a warning) the
+way of the moment.
 """
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+#: the marks around an option's name inside a message (see :func:`option`)
+MARK = "\ue000"                                  # a private-use character: no text holds it
+_NAMED = re.compile(f"{MARK}([A-Za-z_][A-Za-z0-9_]*){MARK}")
+
+
+def option(name: str) -> str:
+    """An option named inside an error message: `` `name` `` for the library, the command's flag on the command line."""
+    return f"{MARK}{name}{MARK}"
+
+
+def library_name(name: str) -> str:
+    """How the library shows an option named in a message: the keyword argument or recipe key, quoted."""
+    return f"`{name}`"
+
+
+_name_of: Callable[[str], str] = library_name
+
+
+def use_option_names(name_of: Callable[[str], str]) -> Callable[[str], str]:
+    """Show the options named in messages as ``name_of(option)`` from now on (the command line: its flags);
+    returns the previous way, to restore."""
+    global _name_of
+    previous, _name_of = _name_of, name_of
+    return previous
+
+
+def named(text: str) -> str:
+    """``text`` (a message, a warning) with its options shown as the caller sees them (:func:`use_option_names`)."""
+    return _NAMED.sub(lambda m: _name_of(m.group(1)), text)
 
 
 class CtxmtError(Exception):
-    """A user-caused error with a one-line, actionable message."""
+    """A user-caused error with a one-line, actionable message (options in it named by :func:`option`)."""
 
     exit_code = 2
 
     def __init__(self, message: str):
-        super().__init__(message.replace("\n", " ").strip())
+        self.template = message.replace("\n", " ").strip()
+        super().__init__(self.template)
+
+    def __str__(self) -> str:
+        return named(self.template)
 
 
 class OptionError(CtxmtError):
@@ -27,4 +72,4 @@ class OptionError(CtxmtError):
 
     def with_flag(self, flag: str) -> str:
         """The message under the command line's ``flag`` for the option (None: an option given, its value aside)."""
-        return f"{flag}{'' if self.value is None else ' ' + str(self.value)}: {self.problem}"
+        return f"{flag}{'' if self.value is None else ' ' + str(self.value)}: {named(self.problem)}"

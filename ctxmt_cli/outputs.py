@@ -27,7 +27,7 @@ import uuid
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional, TypeVar
 
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.paths import check_not_input
 
 MANIFEST = ".ctxmt-output.json"
@@ -259,20 +259,20 @@ def check_replaceable(out: Path, what: str, inputs: Iterable = (), kind: str = "
     out = Path(out)
     advice = f"move it away or choose another {what}; nothing was deleted"
     if out.is_symlink():
-        raise CtxmtError(f"{what} {out} is a symbolic link, so --force does not replace it; {advice}")
+        raise CtxmtError(f"{what} {out} is a symbolic link, so {option('force')} does not replace it; {advice}")
     if not out.is_dir():
-        raise CtxmtError(f"{what} {out} is a file, not {kind}, so --force does not replace it; {advice}")
+        raise CtxmtError(f"{what} {out} is a file, not {kind}, so {option('force')} does not replace it; {advice}")
     check_not_input(out, inputs, what)
     rules = _rules(out)
     if rules is None:
         raise CtxmtError(f"{what} {out} is not {kind} (no {MANIFEST} nor a prepared dataset's meta.json), so "
-                         f"--force does not replace it; {advice}")
+                         f"{option('force')} does not replace it; {advice}")
     if _replaces(rules[0]) != _replaces(command):
-        raise CtxmtError(f"{what} {out} was written by ctxmt {rules[0]}, not {kind}, so --force of ctxmt {command} "
-                         f"does not replace it; {advice}")
+        raise CtxmtError(f"{what} {out} was written by ctxmt {rules[0]}, not {kind}, so {option('force')} of ctxmt "
+                         f"{command} does not replace it; {advice}")
     found = _foreign(out, rules)
     if found is not None:
-        raise CtxmtError(f"{what} {out} holds {found[0]}, which {found[1]}, so --force does not replace it; "
+        raise CtxmtError(f"{what} {out} holds {found[0]}, which {found[1]}, so {option('force')} does not replace it; "
                          f"{advice}")
 
 
@@ -284,7 +284,8 @@ def check_new_or_replaceable(out: Path, what: str, force: bool, inputs: Iterable
         return
     if out.exists() or out.is_symlink():
         if not force:
-            raise CtxmtError(f"{what} {out} already exists; pass --force to overwrite it or choose another {what}")
+            raise CtxmtError(f"{what} {out} already exists; pass {option('force')} to overwrite it or choose another "
+                             f"{what}")
         check_replaceable(out, what, inputs, kind, command=command)
 
 
@@ -313,7 +314,7 @@ def install_dir(tmp: Path, out: Path, what: str, inputs: Iterable = (), *, comma
     _fsync_dir(out.parent)
 
 
-def build_dir(out: Path, command: str, build: Callable[[Path], T], *, what: str = "--out", force: bool = False,
+def build_dir(out: Path, command: str, build: Callable[[Path], T], *, what: str = option("out"), force: bool = False,
               inputs: Iterable = (), patterns: Iterable[str] = ()) -> T:
     """Run ``build(tmp)`` on a new directory beside ``out``, give it a manifest and swap it into place; any
     failure removes the new directory and keeps the old ``out``. Returns what ``build`` returns."""
@@ -336,7 +337,7 @@ def build_dir(out: Path, command: str, build: Callable[[Path], T], *, what: str 
 
 
 @contextlib.contextmanager
-def rebuilding(out: Path, command: str, patterns: Iterable[str], *, what: str = "--out") -> Iterator[Path]:
+def rebuilding(out: Path, command: str, patterns: Iterable[str], *, what: str = option("out")) -> Iterator[Path]:
     """For a command that writes its output directory in place over a long run (``quickstart``): set an existing
     ``out`` (already checked with :func:`check_new_or_replaceable`) aside, give the new one a manifest claiming
     ``patterns``, and on success list what was written and delete the old one; on any failure the new

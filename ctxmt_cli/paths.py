@@ -14,7 +14,7 @@ import errno
 import os
 from pathlib import Path
 
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, option
 
 #: OS errors a user causes and can fix (a full disk, permissions, a path of the wrong kind)
 USER_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR,
@@ -107,7 +107,7 @@ def check_output_file(path: Path, what: str, *, force: bool | None = None, input
         raise CtxmtError(f"{what} {path} is a directory; give a file name, e.g. {path / 'out'}")
     check_not_input(path, inputs, what)
     if path.exists() and force is False:
-        raise CtxmtError(f"{what} {path} already exists; pass --force to overwrite it or choose another name")
+        raise CtxmtError(f"{what} {path} already exists; pass {option('force')} to overwrite it or choose another name")
     parent = path.parent
     if parent.is_dir():
         if not os.access(parent, os.W_OK | os.X_OK):

@@ -25,7 +25,7 @@ import torch
 
 from ctxmt_cli.analysis.attention import COLUMNS, SUMMARY, AttentionStats, approximate_randomization
 from ctxmt_cli.analysis.selection import KeptShares, render_kept
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, OptionError, option
 from ctxmt_cli.outputs import remove_stale, write_atomic, write_json
 from ctxmt_cli.paths import check_output_dir, check_output_file
 
@@ -54,18 +54,21 @@ class AttentionRequest:
 def _check(req: AttentionRequest) -> None:
     """Refuse a bad request before any work (one line each)."""
     if (req.src is None) != (req.ref is None):
-        raise CtxmtError("--src and --ref go together (a source file and its reference translation)")
+        raise CtxmtError(f"{option('src')} and {option('ref')} go together (a source file and its reference "
+                         "translation)")
     if req.src is not None and req.data is not None:
-        raise CtxmtError("give either --data DIR --split S or --src F --ref F, not both")
+        raise CtxmtError(f"give either {option('data')} DIR {option('split')} S or {option('src')} F {option('ref')} "
+                         "F, not both")
     if req.context is not None and req.context < 0:
-        raise CtxmtError(f"--context {req.context}: give a number of context sentences >= 0")
-    check_output_dir(req.out, "--out")
+        raise OptionError("context", req.context, "give a number of context sentences >= 0")
+    check_output_dir(req.out, option("out"))
     for name in OUTPUTS:
-        check_output_file(Path(req.out) / name, "--out file", make_parents=True,
+        check_output_file(Path(req.out) / name, f"{option('out')} file", make_parents=True,
                           inputs=[req.checkpoint, req.data, req.src, req.ref])
     taken = [name for name in OUTPUTS if (Path(req.out) / name).exists()]
     if taken and not req.force:
-        raise CtxmtError(f"--out {req.out} already holds {', '.join(taken)}; pass --force to overwrite or choose another --out")
+        raise CtxmtError(f"{option('out')} {req.out} already holds {', '.join(taken)}; pass {option('force')} to "
+                         f"overwrite or choose another {option('out')}")
     if req.plots:
         from ctxmt_cli.figures import require_matplotlib
 
@@ -84,7 +87,8 @@ def read_split(loaded, req: AttentionRequest):
         check_vocabulary(loaded, prepared, req.checkpoint)
         return prepared.split(req.split)
     src, ref = read_documents(req.src), read_documents(req.ref)
-    return documents_split(loaded, src, ref, Path(req.src).name, f"--src {req.src} and --ref {req.ref}")
+    return documents_split(loaded, src, ref, Path(req.src).name, f"{option('src')} {req.src} and {option('ref')} "
+                                                                 f"{req.ref}")
 
 
 def documents_split(loaded, src: list[list[str]], ref: list[list[str]], name: str, what: str = "src and ref"):
@@ -149,8 +153,8 @@ def reference_concatenation(loaded, split, name: str):
         return None
     if model.target_context_from != "reference":
         raise CtxmtError(f"{name} is a bilingual model reading first-pass translations of the context, "
-                         "which --src/--ref files do not have; analyse a prepared split holding the stream "
-                         f"(--data DIR --split S, written by `ctxmt first-pass`)")
+                         f"which {option('src')}/{option('ref')} files do not have; analyse a prepared split holding "
+                         f"the stream ({option('data')} DIR {option('split')} S, written by `ctxmt first-pass`)")
     return TargetConcat(ReferenceSide(split))
 
 
@@ -204,7 +208,7 @@ def analysed_windows(dataset, max_sentences: Optional[int], show: tuple[int, ...
         raise CtxmtError(f"no sentence to analyse in split {dataset.split.name!r}")
     for n in show:
         if not 0 <= n < len(indices):
-            raise CtxmtError(f"--show {n}: the split has windows 0..{len(indices) - 1}")
+            raise OptionError("show", n, f"the split has windows 0..{len(indices) - 1}")
     return indices
 
 
@@ -260,7 +264,8 @@ def render(result: dict) -> str:
 def _read_sentences(run: Path) -> dict[int, np.ndarray]:
     path = Path(run) / "sentences.jsonl"
     if not path.is_file():
-        raise CtxmtError(f"{run} holds no sentences.jsonl; give a directory written by `ctxmt analyze-attention --out`")
+        raise CtxmtError(f"{run} holds no sentences.jsonl; give a directory written "
+                         "by `ctxmt analyze-attention --out`")
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     return {r["sentence"]: np.asarray([r[c] for c in COLUMNS], dtype=float) for r in rows}
 
@@ -270,7 +275,7 @@ def compare_runs(run_a: Path, run_b: Path, trials: int = 1000, seed: int = 1) ->
     a, b = _read_sentences(run_a), _read_sentences(run_b)
     if a.keys() != b.keys():
         raise CtxmtError(f"{run_a} and {run_b} analysed different sentences ({len(a)} vs {len(b)}); "
-                         "run both on the same split and --max-sentences")
+                         f"run both on the same split and {option('max_sentences')}")
     ids = sorted(a)
     xa, xb = np.stack([a[i] for i in ids]), np.stack([b[i] for i in ids])   # (N, columns)
     out = {"sentences": len(ids), "trials": trials, "seed": seed, "runs": [str(run_a), str(run_b)]}

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, option
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +242,7 @@ def plot_runs(run_dirs: list[Path], out: Optional[Path] = None, force: bool = Fa
     require_matplotlib()
     runs = dict(zip(run_labels(run_dirs), (read_metrics(d) for d in run_dirs)))
     out = Path(out) if out is not None else Path(run_dirs[0]) / "plots"
-    check_output_dir(out, "--out")
+    check_output_dir(out, option("out"))
     for quantity in select(runs):
         check_output_file(out / quantity.file_name, "plot", force=force, make_parents=True,
                           inputs=[Path(d) / "metrics.jsonl" for d in run_dirs])

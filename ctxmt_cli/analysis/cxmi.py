@@ -42,7 +42,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, OptionError, option
 from ctxmt_cli.outputs import remove_stale, write_atomic
 from ctxmt_cli.paths import check_output_file
 
@@ -97,7 +97,7 @@ def random_donor(docs: list[Document], keep: int, rng: np.random.Generator) -> C
     """Context of sentence ``j`` of document ``d`` drawn from another document: as many consecutive
     pairs as the gold context could hold (``min(keep, j)``), from a random start."""
     if len(docs) < 2:
-        raise CtxmtError("--random-context draws context from another document, but the split has one; "
+        raise CtxmtError(f"{option('random_context')} draws context from another document, but the split has one; "
                          "use a split with several documents")
 
     def donor(d: int, j: int, wanted: Optional[int] = None) -> list:
@@ -192,14 +192,15 @@ def synthetic_tags(prepared, split: str, docs: list[Document]) -> Optional[list[
 def _check_request(req: CxmiRequest) -> None:
     """Checks that need no model or data: run before any work."""
     if req.context is not None and req.context < 0:
-        raise CtxmtError(f"--context {req.context}: give a number of context sentences >= 0")
+        raise OptionError("context", req.context, "give a number of context sentences >= 0")
     if req.max_tokens < 16:
-        raise CtxmtError(f"--max-tokens {req.max_tokens}: give a token budget >= 16")
-    for path, what in ((req.out, "--out"), (req.per_sentence, "--per-sentence")):
+        raise OptionError("max_tokens", req.max_tokens, "give a token budget >= 16")
+    for path, what in ((req.out, option("out")), (req.per_sentence, option("per_sentence"))):
         if path is not None:
             check_output_file(Path(path), what, inputs=(req.checkpoint, req.data), make_parents=True)
     if req.out is not None and req.per_sentence is not None and Path(req.out).resolve() == Path(req.per_sentence).resolve():
-        raise CtxmtError(f"--out and --per-sentence are the same file {req.out}; give two file names")
+        raise CtxmtError(f"{option('out')} and {option('per_sentence')} are the same file {req.out}; give two file "
+                         "names")
 
 
 def run_cxmi(req: CxmiRequest) -> dict:

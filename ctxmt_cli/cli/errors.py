@@ -18,7 +18,7 @@ from typing import Optional
 
 import typer
 
-from ctxmt_cli.errors import CtxmtError, OptionError
+from ctxmt_cli.errors import CtxmtError, OptionError, named, use_option_names
 from ctxmt_cli.paths import USER_ERRNOS, os_error_line
 
 # click's usage error, whether typer uses click itself or its own copy of it
@@ -61,7 +61,7 @@ def usage_error_line(err, argv: list[str]) -> str:
 
 
 def _warning_line(text: str) -> str:
-    return "ctxmt: warning: " + " ".join(str(text).split())
+    return "ctxmt: warning: " + " ".join(named(str(text)).split())
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -120,8 +120,12 @@ class OneLineGroup(typer.core.TyperGroup):
 
     def main(self, args=None, *rest, **kwargs):
         self._argv = list(sys.argv[1:] if args is None else args)
-        with warnings_on_stderr():
-            return super().main(renamed_flags(self._argv), *rest, **kwargs)
+        previous = use_option_names(flag_of)               # messages name options as the running command's flags
+        try:
+            with warnings_on_stderr():
+                return super().main(renamed_flags(self._argv), *rest, **kwargs)
+        finally:
+            use_option_names(previous)
 
     def _one_line(self, err) -> None:
         if type(err).__name__ == "NoArgsIsHelpError":             # `ctxmt` or `ctxmt translate` alone: help
@@ -152,7 +156,7 @@ def check_device(value: str) -> str:
         if value.startswith("cuda"):
             resolve_device(value)
     except CtxmtError as err:            # "--device X: why"; the error line names the option and value itself
-        raise typer.BadParameter(str(err).partition(": ")[2]) from None
+        raise typer.BadParameter(named(err.problem) if isinstance(err, OptionError) else str(err).partition(": ")[2]) from None
     return value
 
 
@@ -180,18 +184,29 @@ def refuse_given(ctx, names, why: str) -> None:
 
 def error_line(err: CtxmtError) -> str:
     """The message of ``err`` as the command line says it: an :class:`OptionError` under the running command's flag
-    for that option (``--beam 0: ...``), when the command has one; any other error as it is."""
+    for that option (``--beam 0: ...``), when the command has one, and every option the message names
+    (:func:`ctxmt_cli.errors.option`) as the command's flag."""
     if isinstance(err, OptionError):
-        ctx = click_context()
-        name = PARAMETER_OF.get(err.option, err.option)
-        for param in [] if ctx is None else ctx.command.params:
-            if param.name == name and param.param_type_name == "option":
-                return err.with_flag(max(param.opts, key=len))
+        flag = flag_of(err.option, None)
+        if flag is not None:
+            return err.with_flag(flag)
     return str(err)
 
 
-#: library option names whose command-line parameter is named otherwise (``--from`` is ``from_`` in Python)
-PARAMETER_OF = {"source": "from_"}
+def flag_of(name: str, default: str | None = "") -> str | None:
+    """The running command's flag for the library's option ``name`` (its longest spelling); ``default`` where the
+    command has none ("" = the flag ``name`` would have: ``--name-with-dashes``)."""
+    ctx = click_context()
+    wanted = PARAMETER_OF.get(name, name)
+    for param in [] if ctx is None else ctx.command.params:
+        if param.name == wanted and param.param_type_name == "option":
+            return max(param.opts, key=len)
+    return "--" + wanted.strip("_").replace("_", "-") if default == "" else default
+
+
+#: library option names whose command-line parameter is named otherwise (``--from`` is ``from_`` in Python; a
+#: recipe's ``overrides`` are ``--set``)
+PARAMETER_OF = {"source": "from_", "overrides": "set_"}
 
 
 def click_context():

@@ -100,8 +100,8 @@ class Preparation(CardSection):
 
     @model_validator(mode="after")
     def _consistent(self) -> "Preparation":
-        out = option_value(command_args(self.command), "--out")
-        if out != self.path:
+        out = option_value(command_args(self.command), "--out")                   # a flag as data
+        if out != self.path:                                                        # a flag as data (below)
             raise ValueError(f"the command writes --out {out}, not the preparation's path {self.path}")
         missing = [s for s in (self.check.splits if self.check else []) if s not in self.counts]
         if missing:

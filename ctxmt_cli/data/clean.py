@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, option
 
 #: the reasons a pair is dropped, in the order they are checked
 REASONS = ("too_short", "too_long", "length_ratio")
@@ -41,12 +41,12 @@ class CleanRules:
     def check(self) -> None:
         """Refuse contradictory or meaningless values (one line naming the options)."""
         if self.min_words < 0 or self.max_words < 0:
-            raise CtxmtError("--min-words and --max-words must be ≥ 0 (0 turns the limit off)")
+            raise CtxmtError(f"{option('min_words')} and {option('max_words')} must be ≥ 0 (0 turns the limit off)")
         if self.max_words and self.min_words > self.max_words:
-            raise CtxmtError(f"--min-words {self.min_words} is above --max-words {self.max_words}; nothing "
-                             "would be kept: lower --min-words or raise --max-words")
+            raise CtxmtError(f"{option('min_words')} {self.min_words} is above {option('max_words')} {self.max_words}; "
+                             f"nothing would be kept: lower {option('min_words')} or raise {option('max_words')}")
         if self.max_length_ratio and self.max_length_ratio < 1:
-            raise CtxmtError(f"--max-length-ratio {self.max_length_ratio} is below 1; give a ratio ≥ 1 "
+            raise CtxmtError(f"{option('max_length_ratio')} {self.max_length_ratio} is below 1; give a ratio ≥ 1 "
                              "(Moses uses 9), or 0 to turn it off")
 
     def reason(self, src: str, tgt: str) -> str | None:

@@ -38,7 +38,7 @@ import numpy as np
 
 from ctxmt_cli.data.prepare import DATASET_PATTERNS, check_prepare_output
 from ctxmt_cli.data.store import FORMAT_VERSION, PreparedData, SplitWriter, choose_dtype, write_meta
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.outputs import build_dir
 
 GROUP_SIZE = 4
@@ -54,8 +54,8 @@ def group_bounds(n: int, size: int = GROUP_SIZE, stride: int | None = None) -> l
     """
     stride = size if stride is None else stride
     if size < 1 or not 1 <= stride <= size:
-        raise CtxmtError(f"--group-size {size} --stride {stride}: give a group size >= 1 and a stride from 1 to the "
-                         "group size (a larger stride would skip sentences)")
+        raise CtxmtError(f"{option('group_size')} {size} {option('stride')} {stride}: give a group size >= 1 and a "
+                         "stride from 1 to the group size (a larger stride would skip sentences)")
     if n <= 0:
         return []
     groups = [(s, s + size) for s in range(0, max(n - size, 0) + 1, stride)]
@@ -130,7 +130,8 @@ def reverse_prepared(data: Path, out: Path, *, force: bool = False) -> dict:
     prepared = PreparedData(data)
     tok = reversed_tokenizer(prepared.tokenizer)
     if out.resolve() == data.resolve():
-        raise CtxmtError(f"--out {out} is the --data directory; write the reversed dataset somewhere else")
+        raise CtxmtError(f"{option('out')} {out} is the {option('data')} directory; write the reversed dataset "
+                         "somewhere else")
 
     def build(tmp: Path) -> dict:
         spm = prepared.meta["spm"]

@@ -24,7 +24,7 @@ from ctxmt_cli.data.prepare import (
     resolve_split_input,
 )
 from ctxmt_cli.data.store import write_meta
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, named, option
 from ctxmt_cli.outputs import build_dir
 
 FORMATS = ("synthetic", *CORPUS_FORMATS)
@@ -72,7 +72,8 @@ def prepare_from_cli(fmt: str, out: Path, paths: dict[str, Optional[Path]], *, d
         return prepare_synthetic(out, seed=options.get("seed", 1), docs=docs, force=options.get("force", False),
                                  vocab_size=min(options.get("vocab_size", 8000), 400), warn=_warn)
     if paths.get("train") is None:
-        raise CtxmtError(f"ctxmt prepare {fmt} needs --train PATH (and optionally --valid/--test)")
+        raise CtxmtError(f"ctxmt prepare {fmt} needs {option('train')} PATH (and optionally "
+                         f"{option('valid')}/{option('test')})")
     src_lang, tgt_lang = options.get("src_lang", "src"), options.get("tgt_lang", "tgt")
     splits = {name: resolve_split_input(fmt, path, src_lang, tgt_lang) for name, path in paths.items() if path is not None}
     spec = PrepareSpec(fmt=fmt, splits=splits, out=out, **options)
@@ -84,7 +85,7 @@ def prepare_from_cli(fmt: str, out: Path, paths: dict[str, Optional[Path]], *, d
     if spec.spm is None and spec.vocab_from is None and min(sizes.values()) < vocab_size:   # SentencePiece stops at what the corpus supports (hard_vocab_limit off)
         got = (str(sizes["src"]) if sizes["src"] == sizes["tgt"]
                else f"{sizes['src']} (source) / {sizes['tgt']} (target)")
-        _warn(f"--vocab-size {vocab_size}: the train split supports only {got} subwords, so the vocabulary "
+        _warn(f"{option('vocab_size')} {vocab_size}: the train split supports only {got} subwords, so the vocabulary "
               f"is that small, not {vocab_size}; a larger corpus gives more")
     return meta
 
@@ -103,4 +104,4 @@ def summary_lines(out: Path, meta: dict, clean: CleanRules) -> list[str]:
 
 def _warn(message: str) -> None:
     """A data warning: one line on stderr, so stdout stays the command's result."""
-    print(f"ctxmt: warning: {message}", file=sys.stderr)
+    print(f"ctxmt: warning: {named(message)}", file=sys.stderr)

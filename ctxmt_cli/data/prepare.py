@@ -29,7 +29,7 @@ from ctxmt_cli.data.lines import count_lines
 from ctxmt_cli.data.store import FORMAT_VERSION, REFERENCE_FILE, SPLIT_NAME, SplitWriter, choose_dtype, write_meta
 from ctxmt_cli.data.tokenize import BRK, SPECIAL_IDS, Tokenizer
 from ctxmt_cli.data.vocabulary import reuse_models, train_models, write_sample
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, named, option
 from ctxmt_cli.outputs import build_dir, check_new_or_replaceable
 from ctxmt_cli.paths import check_input_file, check_output_dir
 
@@ -115,9 +115,9 @@ def _validate_spec(spec: PrepareSpec) -> None:
     if spec.fmt not in FORMATS:
         raise CtxmtError(f"unknown format {spec.fmt!r}; use one of {', '.join(FORMATS)}")
     if "train" not in spec.splits:
-        raise CtxmtError("no train split given; pass --train PATH")
+        raise CtxmtError(f"no train split given; pass {option('train')} PATH")
     if spec.spm_type not in ("unigram", "bpe"):
-        raise CtxmtError(f"--spm-type {spec.spm_type!r}: choose unigram or bpe")
+        raise CtxmtError(f"{option('spm_type')} {spec.spm_type!r}: choose unigram or bpe")
     for name in spec.splits:
         if not SPLIT_NAME.match(name):
             raise CtxmtError(f"bad split name {name!r}; use letters, digits, '.', '-', '_'")
@@ -125,15 +125,16 @@ def _validate_spec(spec: PrepareSpec) -> None:
         raise CtxmtError(f"user_symbols must start with {BRK} (got {list(spec.user_symbols)}); "
                          f"add {BRK} first so it gets id 4")
     if spec.vocab_size < len(SPECIAL_IDS) + len(spec.user_symbols) + 1:
-        raise CtxmtError(f"--vocab-size {spec.vocab_size} is too small; use at least a few "
+        raise CtxmtError(f"{option('vocab_size')} {spec.vocab_size} is too small; use at least a few "
                          "hundred (8000 is the default)")
     if spec.max_sentence_tokens < 1:
-        raise CtxmtError(f"--max-sentence-tokens must be ≥ 1, got {spec.max_sentence_tokens}")
+        raise CtxmtError(f"{option('max_sentence_tokens')} must be ≥ 1, got {spec.max_sentence_tokens}")
     if spec.spm_sample < 1 or spec.workers < 0:
-        raise CtxmtError(f"--spm-sample must be ≥ 1 and --workers ≥ 0 (0: one per CPU), got {spec.spm_sample} "
-                         f"and {spec.workers}")
+        raise CtxmtError(f"{option('spm_sample')} must be ≥ 1 and {option('workers')} ≥ 0 (0: one per CPU), got "
+                         f"{spec.spm_sample} and {spec.workers}")
     if spec.spm is not None and spec.vocab_from is not None:
-        raise CtxmtError("give --spm MODEL or --vocab-from PREPARED_DIR, not both: each names the vocabulary")
+        raise CtxmtError(f"give {option('spm')} MODEL or {option('vocab_from')} PREPARED_DIR, not both: each names the "
+                         "vocabulary")
     spec.clean.check()
 
 
@@ -147,7 +148,7 @@ def _validate_inputs(spec: PrepareSpec) -> dict[str, int]:
         files += [("docids", inp.docids)] if inp.docids is not None else []
         for role, path in files:
             check_input_file(path, f"--{name}: {role} file", f"for {spec.fmt}, --{name} PATH means {conv}; "
-                             "check the path and --src-lang/--tgt-lang")
+                             f"check the path and {option('src_lang')}/{option('tgt_lang')}")
         if spec.fmt in ("text", "voita", "maruf"):
             counts = [(path, count_lines(Path(path))) for _, path in files]
             lines[name] = counts[0][1]
@@ -222,6 +223,7 @@ def _vocabulary(spec: PrepareSpec, tmp: Path, lines: dict, say: Callable[[str], 
     if spec.spm is not None or spec.vocab_from is not None:
         tok = reuse_models(spec, tmp, say)
         source = spec.spm if spec.spm is not None else spec.vocab_from
+        # a flag as data: meta.json records how the vocabulary was reused
         return tok, {"reused": str(Path(source).resolve()), "option": "--spm" if spec.spm else "--vocab-from"}
     paths, sampled = write_sample(spec, tmp, lines.get("train"), say)
     tok = train_models(spec, tmp, paths, say)
@@ -240,13 +242,14 @@ def _build(spec: PrepareSpec, tmp: Path, say: Callable[[str], None],
         truncated[name] = changes["truncated"]
         if changes["truncated"]:
             warn(f"{name}: {changes['truncated']} sentence pair(s) longer than {spec.max_sentence_tokens} tokens "
-                 f"were truncated (first at {changes['first_truncated']}); raise --max-sentence-tokens to keep "
-                 "them whole")
+                 f"were truncated (first at {changes['first_truncated']}); raise {option('max_sentence_tokens')} to "
+                 "keep them whole")
         if name == "train":
             dropped = changes["dropped"]
     if splits["train"]["sentences"] == 0:
-        raise CtxmtError(f"--train: cleaning dropped every sentence pair of {spec.splits['train'].src} "
-                         f"({dropped_summary(dropped)}); loosen --min-words, --max-words or --max-length-ratio")
+        raise CtxmtError(f"{option('train')}: cleaning dropped every sentence pair of {spec.splits['train'].src} "
+                         f"({dropped_summary(dropped)}); loosen {option('min_words')}, {option('max_words')} or "
+                         f"{option('max_length_ratio')}")
     meta = _meta(spec, tok, dtype, splits, truncated, vocabulary, dropped)
     write_meta(tmp, meta)
     return meta
@@ -296,15 +299,15 @@ def check_prepare_output(out: Path, force: bool, inputs=()) -> None:
     containing none of ``inputs``, in a place we can write."""
     out = Path(out)
     if not (out.exists() or out.is_symlink()):
-        check_output_dir(out, "--out")
+        check_output_dir(out, option("out"))
         return
-    check_new_or_replaceable(out, "--out", force, inputs, kind="a prepared dataset", command="prepare")
-    check_output_dir(out.parent, "the directory of --out")
+    check_new_or_replaceable(out, option("out"), force, inputs, kind="a prepared dataset", command="prepare")
+    check_output_dir(out.parent, f"the directory of {option('out')}")
 
 
 def _callbacks(progress, warn) -> tuple[Callable[[str], None], Callable[[str], None]]:
     say = progress or (lambda _line: None)
-    return say, warn or (lambda msg: warnings.warn(msg, PrepareWarning, stacklevel=4))
+    return say, warn or (lambda msg: warnings.warn(named(msg), PrepareWarning, stacklevel=4))
 
 
 def prepare_into(spec: PrepareSpec, directory: Path, progress: Callable[[str], None] | None = None,

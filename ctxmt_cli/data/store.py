@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.outputs import write_atomic
 
 FORMAT_VERSION = 1
@@ -173,7 +173,7 @@ class SplitArrays:
               and int(self.doc_offsets[-1]) == n)
         if not ok:
             raise CtxmtError(f"prepared split {split!r} in {d} is inconsistent (sizes of its "
-                             ".bin/.idx/.docs files disagree); re-run `ctxmt prepare --force`")
+                             f".bin/.idx/.docs files disagree); re-run `ctxmt prepare --force`")
 
     @property
     def n_sentences(self) -> int:
@@ -227,7 +227,8 @@ class StreamArrays:
         try:
             self.info = json.loads(info_path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise CtxmtError(f"{info_path} is not valid JSON ({e}); write the stream again with --force") from None
+            raise CtxmtError(f"{info_path} is not valid JSON ({e}); write the stream again with "
+                             f"{option('force')}") from None
         self.name, self.split, self.side = name, split.name, self.info.get("side")
         self.data = _map(d / f"{split.name}.{name}.stream.bin", dtype)
         self.offsets = _map(d / f"{split.name}.{name}.stream.idx", "int64")
@@ -236,7 +237,7 @@ class StreamArrays:
                 or int(self.offsets[-1]) != len(self.data)):
             raise CtxmtError(f"first-pass stream {name!r} of split {split.name!r} in {d} does not match the split "
                              f"({len(self.offsets) - 1} sentences for {split.n_sentences}); write it again with "
-                             "--force")
+                             f"{option('force')}")
 
     @property
     def n_sentences(self) -> int:
@@ -280,8 +281,7 @@ class PreparedData:
         try:
             self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise CtxmtError(f"{meta_path} is not valid JSON ({e}); re-run `ctxmt prepare "
-                             "--force`") from None
+            raise CtxmtError(f"{meta_path} is not valid JSON ({e}); re-run `ctxmt prepare --force`") from None
         version = self.meta.get("format_version")
         if version != FORMAT_VERSION:
             raise CtxmtError(f"{meta_path} has format_version {version!r}, this ctxmt reads "
@@ -327,7 +327,7 @@ class PreparedData:
         expected = self.meta.get("tokenizer_fingerprint")
         if expected and tok.fingerprint() != expected:
             raise CtxmtError(f"the SentencePiece model(s) in {self.dir} do not match its "
-                             "meta.json fingerprint; re-run `ctxmt prepare --force`")
+                             f"meta.json fingerprint; re-run `ctxmt prepare --force`")
         return tok
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ctxmt_cli.data.store import _TYPECODES, STREAM_NAME
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.outputs import remove_stale, write_json
 
 FILES = ("bin", "idx", "txt")
@@ -26,7 +26,8 @@ FILES = ("bin", "idx", "txt")
 def check_stream_name(name: str) -> str:
     """A stream name is letters, digits, '-' and '_' (no '.', so ``{split}.{name}`` stays unambiguous)."""
     if not STREAM_NAME.match(name or ""):
-        raise CtxmtError(f"--name {name!r}: use letters, digits, '-' and '_' (no dots), e.g. --name first-pass")
+        raise CtxmtError(f"{option('name')} {name!r}: use letters, digits, '-' and '_' (no dots), e.g. "
+                         f"{option('name')} first-pass")
     return name
 
 
@@ -81,7 +82,7 @@ class StreamWriter:
             if not force:
                 what = "from other settings or another checkpoint" if reuse else "already"
                 raise CtxmtError(f"first-pass stream {self.name!r} of split {self.split!r} exists {what} "
-                                 f"({self.info_path}); pass --force to write it again")
+                                 f"({self.info_path}); pass {option('force')} to write it again")
             self.remove()
         if self.progress_path.is_file():
             try:
@@ -93,7 +94,7 @@ class StreamWriter:
             if not force:
                 raise CtxmtError(f"an unfinished first-pass stream {self.name!r} of split {self.split!r} from other "
                                  f"settings or another checkpoint is in {self.dir} ({self.progress_path.name}); pass "
-                                 "--force to discard it, or re-run with its settings to resume")
+                                 f"{option('force')} to discard it, or re-run with its settings to resume")
             self.remove()
         self.remove()
         for key in ("bin", "txt"):
@@ -111,8 +112,8 @@ class StreamWriter:
                  "txt": self.progress["text_bytes"]}
         for key, size in sizes.items():
             if self.partial[key].stat().st_size < size:
-                raise CtxmtError(f"{self.partial[key]} is shorter than {self.progress_path.name} says; pass --force "
-                                 "to discard the unfinished stream")
+                raise CtxmtError(f"{self.partial[key]} is shorter than {self.progress_path.name} says; pass "
+                                 f"{option('force')} to discard the unfinished stream")
             os.truncate(self.partial[key], size)
         return self.progress["documents"]
 

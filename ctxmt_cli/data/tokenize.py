@@ -19,7 +19,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, option
 
 SPECIAL_IDS = {"pad": 0, "unk": 1, "bos": 2, "eos": 3}
 BRK = "<brk>"
@@ -64,7 +64,7 @@ def train_sentencepiece(
         msg = " ".join(str(e).split())
         raise CtxmtError(
             f"SentencePiece training on {input_file} failed ({msg}); check the training "
-            "text or change --vocab-size"
+            f"text or change {option('vocab_size')}"
         ) from None
     return model_prefix.with_name(model_prefix.name + ".model")
 

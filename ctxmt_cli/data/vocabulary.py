@@ -18,7 +18,7 @@ import numpy as np
 from ctxmt_cli.data.formats import iter_parallel_located
 from ctxmt_cli.data.lines import count_lines
 from ctxmt_cli.data.tokenize import MosesProcessor, Tokenizer, train_sentencepiece
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, OptionError, option
 from ctxmt_cli.paths import check_input_file
 
 
@@ -54,10 +54,10 @@ def write_sample(spec, tmp: Path, lines: int | None, say: Callable[[str], None])
         for h in handles.values():
             h.close()
     if pairs == 0:                     # SentencePiece would fail with an internal error
-        raise CtxmtError(f"--train: the corpus is empty ({inp.src} has no sentence pairs); give a train split "
-                         "with text in it")
+        raise CtxmtError(f"{option('train')}: the corpus is empty ({inp.src} has no sentence pairs); give a train "
+                         "split with text in it")
     if written == 0:                   # a sample drawn from a corpus far larger than its line count said
-        raise CtxmtError(f"--spm-sample {spec.spm_sample}: the sample of the train split came out empty; raise it")
+        raise OptionError("spm_sample", spec.spm_sample, "the sample of the train split came out empty; raise it")
     return paths, written
 
 
@@ -84,7 +84,7 @@ def reuse_models(spec, tmp: Path, say: Callable[[str], None]) -> Tokenizer:
     """The tokenizer of ``spec.spm`` (one model for both sides) or of the prepared ``spec.vocab_from``, its
     model file(s) copied into ``tmp`` under the names ``meta.json`` gives them."""
     if spec.spm is not None:
-        model = check_input_file(Path(spec.spm), "--spm: SentencePiece model",
+        model = check_input_file(Path(spec.spm), f"{option('spm')}: SentencePiece model",
                                  "give a .model file (e.g. spm.model of a prepared dataset)")
         say(f"reusing the SentencePiece model {model}")
         tok = _checked(lambda: Tokenizer(model.read_bytes(), None, moses=spec.moses, src_lang=spec.src_lang,
@@ -97,8 +97,9 @@ def reuse_models(spec, tmp: Path, say: Callable[[str], None]) -> Tokenizer:
     say(f"reusing the vocabulary of {data.dir}")
     if bool(data.meta.get("moses")) != spec.moses:
         was = "with" if data.meta.get("moses") else "without"
-        raise CtxmtError(f"--vocab-from {data.dir} was prepared {was} --moses: its vocabulary reads text "
-                         f"tokenized that way; {'add' if data.meta.get('moses') else 'drop'} --moses")
+        raise CtxmtError(f"{option('vocab_from')} {data.dir} was prepared {was} {option('moses')}: its vocabulary "
+                         "reads text "
+                         f"tokenized that way; {'add' if data.meta.get('moses') else 'drop'} {option('moses')}")
     tok = _checked(lambda: data.tokenizer, data.dir)
     for name in set(data.meta["spm"].values()):
         shutil.copyfile(data.dir / name, tmp / name)

@@ -21,7 +21,7 @@ from typing import Optional, Sequence
 
 from ctxmt_cli.decode.settings import DecodeSettings
 from ctxmt_cli.decode.translator import translate_documents
-from ctxmt_cli.errors import CtxmtError, OptionError
+from ctxmt_cli.errors import CtxmtError, OptionError, option
 from ctxmt_cli.models.families import inputs_of
 
 
@@ -84,7 +84,7 @@ def split_first_passes(models: Sequence, checkpoints: Sequence, prepared, split:
         found = stream_first_pass(prepared, split, name) if wanted else None
         if wanted and found is None:
             raise CtxmtError(f"{path} is a bilingual model and split {split!r} of {prepared.dir} has no first-pass "
-                             f"stream {name!r}: give --first-pass SENTENCE_CKPT, or write the stream with `ctxmt "
-                             f"first-pass -c SENTENCE_CKPT --data {prepared.dir} --split {split} --name {name}`")
+                             f"stream {name!r}: give {option('first_pass')} SENTENCE_CKPT, or write the stream with "
+                             f"`ctxmt first-pass -c SENTENCE_CKPT --data {prepared.dir} --split {split} --name {name}`")
         out.append(found)
     return out

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import IO, Iterable, Iterator, Optional, Sequence
 
 from ctxmt_cli.data.text_input import text_problem
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.outputs import remove_stale, temp_name
 from ctxmt_cli.paths import check_input_file, check_output_file
 
@@ -107,7 +107,7 @@ class DocumentWriter:
 
     def __enter__(self) -> "DocumentWriter":
         if self.path is not None:
-            check_output_file(self.path, "--output")                 # again: the path may have changed meanwhile
+            check_output_file(self.path, option("output"))           # again: the path may have changed meanwhile
             self._named(lambda: remove_stale(self.path.parent))            # what a killed run left here
             self.tmp = temp_name(self.path)
             self.file = self._named(lambda: open(self.tmp, "wb"))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from sacrebleu.metrics import BLEU, CHRF
 
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, OptionError, option
 
 # every name sacrebleu's BLEU accepts; some need extras (ja-mecab, ko-mecab) or a download (spm, flores*)
 TOKENIZERS: tuple[str, ...] = tuple(BLEU.TOKENIZERS)
@@ -33,7 +33,7 @@ class Score:
 def check_tokenize(tokenize: str) -> None:
     """Refuse a tokenizer name sacrebleu does not know, listing the ones it does."""
     if tokenize not in TOKENIZERS:
-        raise CtxmtError(f"unknown --tokenize {tokenize!r}; sacrebleu accepts: {', '.join(TOKENIZERS)}")
+        raise CtxmtError(f"unknown {option('tokenize')} {tokenize!r}; sacrebleu accepts: {', '.join(TOKENIZERS)}")
 
 
 def make_metrics(lowercase: bool = False, tokenize: str = DEFAULT_TOKENIZE) -> dict:
@@ -46,7 +46,7 @@ def make_metrics(lowercase: bool = False, tokenize: str = DEFAULT_TOKENIZE) -> d
     try:
         bleu = BLEU(lowercase=lowercase, tokenize=tokenize)
     except Exception as err:  # tokenizers import optional packages or download models: any failure is the user's setup
-        raise CtxmtError(f"--tokenize {tokenize}: sacrebleu could not set up this tokenizer "
+        raise OptionError("tokenize", tokenize, f"sacrebleu could not set up this tokenizer "
                          f"({type(err).__name__}: {err}); install what it needs or choose another") from None
     return {"BLEU": bleu, "chrF": CHRF()}
 

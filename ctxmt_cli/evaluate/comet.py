@@ -12,7 +12,7 @@ import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, OptionError, option
 
 INSTALL_HINT = "pip install 'ctxmt[comet]' (or pip install unbabel-comet)"
 
@@ -20,7 +20,8 @@ INSTALL_HINT = "pip install 'ctxmt[comet]' (or pip install unbabel-comet)"
 def require_comet() -> None:
     """Refuse early, with the install command, when ``unbabel-comet`` is not installed."""
     if importlib.util.find_spec("comet") is None:
-        raise CtxmtError(f"--comet needs the optional package unbabel-comet, which is not installed; {INSTALL_HINT}")
+        raise CtxmtError(f"{option('comet')} needs the optional package unbabel-comet, which is not installed; "
+                         f"{INSTALL_HINT}")
 
 
 def resolve_checkpoint(path: Path) -> Path:
@@ -32,7 +33,7 @@ def resolve_checkpoint(path: Path) -> Path:
         if candidate.is_file():
             return candidate
     what = "is a folder without checkpoints/model.ckpt" if path.is_dir() else "not found"
-    raise CtxmtError(f"--comet {path}: {what}; give a downloaded COMET model folder or its .ckpt file")
+    raise OptionError("comet", path, f"{what}; give a downloaded COMET model folder or its .ckpt file")
 
 
 def comet_system_scores(model_path: Path, sources: Sequence[str], systems: dict[str, Sequence[str]],
@@ -42,7 +43,8 @@ def comet_system_scores(model_path: Path, sources: Sequence[str], systems: dict[
     try:
         from comet import load_from_checkpoint
     except ImportError as err:  # installed but broken (e.g. a torch/lightning mismatch)
-        raise CtxmtError(f"--comet: importing unbabel-comet failed ({err}); reinstall it: {INSTALL_HINT}") from None
+        raise CtxmtError(f"{option('comet')}: importing unbabel-comet failed ({err}); reinstall it: "
+                         f"{INSTALL_HINT}") from None
     model = load_from_checkpoint(str(resolve_checkpoint(model_path)))
     scores = {}
     for name, hyps in systems.items():

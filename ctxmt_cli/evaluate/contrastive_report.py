@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.evaluate.aggregates import aggregates
 from ctxmt_cli.evaluate.artefacts import DEFINITIONS, RecordingTokenizer, artefact_report
 from ctxmt_cli.evaluate.contrastive import decisions, score_testset, summarize
@@ -70,7 +70,8 @@ def run_contrastive(spec: str, checkpoint: Path, *, data: Optional[Path] = None,
 
     score_options = {k: options.pop(k) for k in ("context", "normalize", "span", "max_tokens") if k in options}
     if out is not None and (Path(out) / "results.json").exists() and not force:
-        raise CtxmtError(f"{out}/results.json exists; pass --force to overwrite it or choose another --out")
+        raise CtxmtError(f"{out}/results.json exists; pass {option('force')} to overwrite it or choose another "
+                         f"{option('out')}")
     reader_options = {k: v for k, v in options.items() if v is not None}
     if score_options.get("context") is not None:  # readers that extract context (ContraPro documents) use K too
         reader_options["context"] = score_options["context"]
@@ -110,9 +111,9 @@ def output_files(out: Path, testsets: list[TestSet]) -> list[Path]:
 
 def check_outputs(out: Path, testsets: list[TestSet], inputs: list[Path], force: bool) -> None:
     """Before scoring: ``--out`` is a directory we may write and none of its files is an input."""
-    check_output_dir(out, "--out")
+    check_output_dir(out, option("out"))
     for path in output_files(out, testsets):
-        check_output_file(path, "--out file", force=None if path.name != "results.json" else force,
+        check_output_file(path, f"{option('out')} file", force=None if path.name != "results.json" else force,
                           inputs=inputs, make_parents=True)
 
 

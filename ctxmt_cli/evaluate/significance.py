@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, OptionError, option
 
 TESTS = {"bootstrap": "bs", "ar": "ar"}  # our option value -> sacrebleu's test_type
 TEST_NAMES = {"bootstrap": "paired bootstrap resampling", "ar": "paired approximate randomization"}
@@ -50,17 +50,18 @@ def parse_tests(value: str | None, n_systems: int) -> list[str]:
         return []
     choices = {"bootstrap": ["bootstrap"], "ar": ["ar"], "both": ["bootstrap", "ar"]}
     if value not in choices:
-        raise CtxmtError(f"unknown --significance {value!r}; choose bootstrap, ar or both")
+        raise CtxmtError(f"unknown {option('significance')} {value!r}; choose bootstrap, ar or both")
     if n_systems < 2:
-        raise CtxmtError(f"--significance compares systems but {n_systems} was given; give the baseline and "
-                         "at least one other system (--hyp H1 --hyp H2, or --checkpoint C1 --checkpoint C2)")
+        raise CtxmtError(f"{option('significance')} compares systems but {n_systems} was given; give the baseline and "
+                         f"at least one other system ({option('hyp')} H1 {option('hyp')} H2, or {option('checkpoint')} "
+                         f"C1 {option('checkpoint')} C2)")
     return choices[value]
 
 
 def check_seed(seed: int) -> None:
     """sacrebleu reads 0 as 'no seed' (results would change run to run), so require a positive seed."""
     if seed <= 0:
-        raise CtxmtError(f"--seed {seed}: sacrebleu treats 0 as unseeded; give a positive seed "
+        raise OptionError("seed", seed, f"sacrebleu treats 0 as unseeded; give a positive seed "
                          f"(default {DEFAULT_SEED})")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, option
 
 
 def parse_group_sentences(text: Optional[str]) -> list[Optional[int]]:
@@ -15,7 +15,7 @@ def parse_group_sentences(text: Optional[str]) -> list[Optional[int]]:
         return [None]
     parts = [p.strip() for p in str(text).split(",")]
     if not all(p.isdigit() and int(p) > 0 or p == "all" for p in parts) or len(set(parts)) != len(parts):
-        raise CtxmtError(f"--group-sentences {text!r}: give sentences per group N >= 1 or all, each once, "
+        raise CtxmtError(f"{option('group_sentences')} {text!r}: give sentences per group N >= 1 or all, each once, "
                          "comma-separated, e.g. 1,2,4,8,all")
     return [None if p == "all" else int(p) for p in parts]
 
@@ -26,10 +26,11 @@ def parse_contexts(text: Optional[str]) -> list[Optional[int]]:
         return [None]
     parts = [p.strip() for p in str(text).split(",")]
     if not all(p.isdigit() for p in parts):
-        raise CtxmtError(f"--context {text!r}: give context sizes K >= 0, comma-separated, e.g. --context 1,2,3,4")
+        raise CtxmtError(f"{option('context')} {text!r}: give context sizes K >= 0, comma-separated, e.g. "
+                         f"{option('context')} 1,2,3,4")
     values = [int(p) for p in parts]
     if len(set(values)) != len(values):
-        raise CtxmtError(f"--context {text!r}: each K once")
+        raise CtxmtError(f"{option('context')} {text!r}: each K once")
     return values
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.paths import check_input_file
 
 
@@ -55,13 +55,14 @@ def check_aligned(path: Path, lines: list[str], ref: Path, ref_lines: list[str],
         if n_docs != n_ref_docs and same_sentences:
             raise CtxmtError(f"different document counts: {path} has {_docs(n_docs)} but {ref} has "
                              f"{_docs(n_ref_docs)} (blank lines separate documents); put the blank lines at the "
-                             "same places in both files, or give --docids FILE")
+                             f"same places in both files, or give {option('docids')} FILE")
         if len(lines) != len(ref_lines):
             raise CtxmtError(f"{path} has {counts[0]} lines but {ref} has {counts[1]}; the files "
                              "must be aligned line by line")
         first = min(set(blank_lines(lines)) ^ set(blank_lines(ref_lines))) + 1
         raise CtxmtError(f"line {first} is blank in only one of {path} and {ref}; blank lines separate "
-                         "documents and must be at the same lines (give --docids FILE if they are empty outputs)")
+                         f"documents and must be at the same lines (give {option('docids')} FILE if they are empty "
+                         "outputs)")
 
 
 def _docs(n: int) -> str:

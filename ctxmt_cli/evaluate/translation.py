@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 from ctxmt_cli.data.store import REFERENCE_FILE
-from ctxmt_cli.errors import CtxmtError, OptionError
+from ctxmt_cli.errors import CtxmtError, OptionError, named, option
 from ctxmt_cli.evaluate.sweeps import draw_group_sweep, parse_contexts, parse_group_sentences, sweep_table
 from ctxmt_cli.evaluate.text_files import (
     blank_lines,
@@ -109,7 +109,7 @@ def _raw_references(prepared, split: str, n: int) -> Optional[list[str]]:
     lines = path.read_text(encoding="utf-8").split("\n")[:-1]
     if len(lines) != n:
         raise CtxmtError(f"{path} has {len(lines)} lines for {n} sentences of split {split!r}; "
-                         "re-run `ctxmt prepare --force`")
+                         f"re-run `ctxmt prepare --force`")
     return lines
 
 
@@ -187,14 +187,14 @@ def _translate_corpus(req: EvalRequest) -> Corpus:
 
 
 def _read_corpus(req: EvalRequest) -> Corpus:
-    files = [(path, "--hyp") for path in req.hyps] + ([(req.src, "--src")] if req.src else [])
-    ref_lines = read_lines(req.ref, "--ref")
+    files = [(path, option("hyp")) for path in req.hyps] + ([(req.src, option("src"))] if req.src else [])
+    ref_lines = read_lines(req.ref, option("ref"))
     texts = [(path, read_lines(path, role)) for path, role in files]
     if req.docids is not None:
-        ids = [line.strip() for line in read_lines(req.docids, "--docids")]
+        ids = [line.strip() for line in read_lines(req.docids, option("docids"))]
         for path, lines in [(req.ref, ref_lines), *texts]:
             if len(lines) != len(ids):
-                raise CtxmtError(f"{path} has {len(lines)} lines but --docids {req.docids} has {len(ids)}; "
+                raise CtxmtError(f"{path} has {len(lines)} lines but {option('docids')} {req.docids} has {len(ids)}; "
                                  "give one document id per line")
         group, has_docs = (lambda lines: by_ids(lines, ids)), True
     else:
@@ -214,8 +214,8 @@ def _read_corpus(req: EvalRequest) -> Corpus:
 
 def _check_stdin(req: EvalRequest) -> None:
     """At most one input file is ``-`` (stdin holds one file)."""
-    stdin = [role for role, paths in (("--hyp", req.hyps), ("--ref", [req.ref]), ("--src", [req.src]),
-                                      ("--docids", [req.docids])) for p in paths if str(p) == "-"]
+    stdin = [role for role, paths in ((option("hyp"), req.hyps), (option("ref"), [req.ref]), (option("src"), [req.src]),
+                                      (option("docids"), [req.docids])) for p in paths if str(p) == "-"]
     if len(stdin) > 1:
         raise CtxmtError(f"{' and '.join(stdin)} both read stdin (-); stdin holds one file: give the others as paths")
 
@@ -226,44 +226,45 @@ def _validate(req: EvalRequest) -> list[str]:
     from ctxmt_cli.evaluate.significance import check_seed, parse_tests
 
     if req.hyps and req.checkpoints:
-        raise CtxmtError("give either --checkpoint (translate a split) or --hyp/--ref (score files), not both")
+        raise CtxmtError(f"give either {option('checkpoint')} (translate a split) or {option('hyp')}/{option('ref')} "
+                         "(score files), not both")
     if req.hyps and req.ref is None:
-        raise CtxmtError("--hyp needs --ref REFERENCE_FILE")
+        raise CtxmtError(f"{option('hyp')} needs {option('ref')} REFERENCE_FILE")
     _check_stdin(req)
-    if req.hyps and req.first_pass is not None:
-        raise CtxmtError("--first-pass gives a bilingual checkpoint its target context; give it with --checkpoint, "
-                         "not with --hyp files")
-    if req.hyps and req.context is not None:
-        raise CtxmtError("--context sets the context a checkpoint translates with; give it with --checkpoint, "
-                         "not with --hyp files")
+    for name, value, what in (("first_pass", req.first_pass, "gives a bilingual checkpoint its target context"),
+                              ("context", req.context, "sets the context a checkpoint translates with")):
+        if req.hyps and value is not None:
+            raise CtxmtError(f"{option(name)} {what}; give it with {option('checkpoint')}, not with {option('hyp')} files")
     parse_contexts(req.context)
     parse_group_sentences(req.group_sentences)
     if req.group_sentences is not None and (req.hyps or req.context is not None):
-        raise CtxmtError("--group-sentences sweeps how a checkpoint groups sentences; give it with --checkpoint, "
-                         "without --hyp and without --context")
+        raise CtxmtError(f"{option('group_sentences')} sweeps how a checkpoint groups sentences; give it with "
+                         f"{option('checkpoint')}, without {option('hyp')} and without {option('context')}")
     if req.group_sentences is not None and req.out is not None:
         from ctxmt_cli.figures import require_matplotlib
 
         require_matplotlib()                               # the Figure 4 PNG beside --out
     if not req.hyps:
         if req.ref is not None:
-            raise CtxmtError("--ref needs at least one --hyp HYPOTHESIS_FILE")
+            raise CtxmtError(f"{option('ref')} needs at least one {option('hyp')} HYPOTHESIS_FILE")
         if not req.checkpoints:
-            raise CtxmtError("give --checkpoint CKPT (to translate a prepared split) or --hyp H --ref R")
+            raise CtxmtError(f"give {option('checkpoint')} CKPT (to translate a prepared split) or {option('hyp')} H "
+                             f"{option('ref')} R")
         if req.src is not None or req.docids is not None:
-            raise CtxmtError("--src and --docids go with --hyp/--ref; a prepared split has its own sources "
-                             "and documents")
+            raise CtxmtError(f"{option('src')} and {option('docids')} go with {option('hyp')}/{option('ref')}; a "
+                             "prepared split has its own sources and documents")
     check_tokenize(req.tokenize)
     tests = parse_tests(req.significance, len(req.hyps) + len(req.checkpoints))
     if tests:
         check_seed(req.seed)
     if req.samples is not None and req.samples < 1:
-        raise CtxmtError(f"--samples {req.samples}: give a positive number of resamples / trials")
+        raise OptionError("samples", req.samples, "give a positive number of resamples / trials")
     if req.out is not None:                                         # before any work: a file we may write
-        check_output_file(Path(req.out), "--out", make_parents=True, inputs=_inputs(req))
+        check_output_file(Path(req.out), option("out"), make_parents=True, inputs=_inputs(req))
     if req.comet is not None:
         if req.hyps and req.src is None:
-            raise CtxmtError("--comet needs the source sentences: give --src SOURCE_FILE (aligned with --ref)")
+            raise CtxmtError(f"{option('comet')} needs the source sentences: give {option('src')} SOURCE_FILE (aligned "
+                             f"with {option('ref')})")
         from ctxmt_cli.evaluate.comet import require_comet, resolve_checkpoint
 
         require_comet()
@@ -330,8 +331,8 @@ def run_evaluate(req: EvalRequest) -> str:
     tests = _validate(req)
     corpus = _read_corpus(req) if req.hyps else _translate_corpus(req)
     if req.document_level and not corpus.has_documents:
-        raise CtxmtError(f"--document-level needs document boundaries: blank lines between documents in "
-                         f"--ref {req.ref} and every --hyp, or --docids FILE")
+        raise CtxmtError(f"{option('document_level')} needs document boundaries: blank lines between documents in "
+                         f"{option('ref')} {req.ref} and every {option('hyp')}, or {option('docids')} FILE")
     metrics, signatures, lines = _system_scores(corpus, req, _comet_scores(corpus, req))
     significance, sig_lines = _significance(corpus, req, tests)
     by_setting, sweep_lines = sweep_table(corpus, metrics, req)
@@ -340,7 +341,8 @@ def run_evaluate(req: EvalRequest) -> str:
                "documents": len(corpus.references) if corpus.has_documents else None,
                "moses_tokenized": corpus.moses_tokenized}
     if corpus.moses_tokenized:
-        lines.insert(0, "text scored: Moses-tokenized hypotheses and references (the split was prepared with --moses)")
+        lines.insert(0, named("text scored: Moses-tokenized hypotheses and references (the split was prepared with "
+                              f"{option('moses')})"))
     if by_setting:
         payload["by_context" if req.group_sentences is None else "by_group_sentences"] = by_setting
     if req.out is not None:

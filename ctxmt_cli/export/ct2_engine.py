@@ -32,7 +32,7 @@ from typing import Optional, Sequence
 from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.decode.search import Hypothesis
 from ctxmt_cli.decode.steps import StepInput
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, OptionError, option
 from ctxmt_cli.export.ct2_export import require_ctranslate2, vocabulary
 from ctxmt_cli.export.ct2_folder import read_metadata, read_recipe, read_tokenizer
 
@@ -48,7 +48,8 @@ def ct2_device(name: str) -> tuple[str, int]:
         return "cpu", 0
     index = int(name.partition(":")[2] or 0)
     if index >= count:
-        raise CtxmtError(f"--device {name}: CTranslate2 sees {count} CUDA device(s); use --device cpu or auto")
+        raise OptionError("device", name, f"CTranslate2 sees {count} CUDA device(s); use {option('device')} cpu or "
+                                          "auto")
     return "cuda", index
 
 
@@ -128,7 +129,7 @@ def load_exported(folder: Path, device: str = "auto", threads: Optional[int] = N
 
     ``threads``: CTranslate2's threads per batch (``intra_threads``); default torch's thread count, what ctxmt's own
     search would use (two thread pools that both spin-wait on the same cores slow each other down many times)."""
-    require_ctranslate2("--engine ctranslate2")
+    require_ctranslate2(f"{option('engine')} ctranslate2")
     import ctranslate2
     import torch
 

@@ -21,7 +21,7 @@ import math
 from pathlib import Path
 from typing import Optional
 
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, OptionError
 from ctxmt_cli.export.ct2_folder import META_FILE, metadata, spm_files
 from ctxmt_cli.outputs import build_dir, check_new_or_replaceable, write_atomic, write_json
 from ctxmt_cli.paths import check_not_input, check_output_dir
@@ -138,7 +138,7 @@ def export_ctranslate2(checkpoint: Path, out_dir: Path, quantization: str = "flo
 
     require_ctranslate2("ctxmt export ctranslate2")
     if quantization not in QUANTIZATIONS:
-        raise CtxmtError(f"--quantization {quantization}: choose one of {', '.join(QUANTIZATIONS)}")
+        raise OptionError("quantization", quantization, f"choose one of {', '.join(QUANTIZATIONS)}")
     checkpoint, out_dir = Path(checkpoint), Path(out_dir)
     _check_out(out_dir, checkpoint, force)
     loaded = load_model(checkpoint, device="cpu")

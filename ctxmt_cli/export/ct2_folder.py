@@ -14,7 +14,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, option
 
 META_FILE = "ctxmt.json"
 FORMAT = "ctxmt-ctranslate2"
@@ -54,10 +54,11 @@ def read_metadata(folder: Path) -> dict:
     folder = Path(folder)
     hint = "export a checkpoint with: ctxmt export ctranslate2 CKPT DIR"
     if not folder.exists():
-        raise CtxmtError(f"{folder} not found; --engine ctranslate2 takes the folder ctxmt export ctranslate2 wrote")
+        raise CtxmtError(f"{folder} not found; {option('engine')} ctranslate2 takes the folder ctxmt export "
+                         "ctranslate2 wrote")
     if folder.is_file():
-        raise CtxmtError(f"{folder} is a file; --engine ctranslate2 takes the folder ctxmt export ctranslate2 wrote "
-                         "(or use --engine torch for a checkpoint)")
+        raise CtxmtError(f"{folder} is a file; {option('engine')} ctranslate2 takes the folder ctxmt export "
+                         f"ctranslate2 wrote (or use {option('engine')} torch for a checkpoint)")
     if not (folder / META_FILE).is_file():
         raise CtxmtError(f"{folder} is not a folder written by ctxmt export ctranslate2 (no {META_FILE}); {hint}")
     try:

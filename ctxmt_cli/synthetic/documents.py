@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.synthetic.lexicon import (
     EOS,
     REGISTER_CUES,
@@ -315,7 +315,7 @@ def split_sizes(docs: int) -> dict[str, int]:
     held = max(20, round(0.05 * docs))
     if docs - 2 * held < 1:
         raise CtxmtError(f"the synthetic benchmark needs at least {2 * held + 1} "
-                         f"documents (got docs={docs}); raise --docs")
+                         f"documents (got docs={docs}); raise {option('docs')}")
     return {"train": docs - 2 * held, "valid": held, "test": held}
 
 

@@ -18,7 +18,7 @@ import torch.distributed as tdist
 from torch import nn
 
 from ctxmt_cli.device import resolve_device
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, OptionError, option
 
 
 @dataclass(frozen=True)
@@ -55,8 +55,8 @@ def setup_distributed(device_name: str = "auto") -> DistEnv:
     CUDA is present, else the CPU) and (if WORLD_SIZE > 1) join the process group."""
     world, rank, local = _env_int("WORLD_SIZE", 1), _env_int("RANK", 0), _env_int("LOCAL_RANK", 0)
     if world > 1 and ":" in str(device_name):
-        raise CtxmtError(f"--device {device_name}: under torchrun each worker drives CUDA device LOCAL_RANK; "
-                         "use --device auto or cuda")
+        raise OptionError("device", device_name, f"under torchrun each worker drives CUDA device LOCAL_RANK; "
+                         f"use {option('device')} auto or cuda")
     device = resolve_device(device_name, local_rank=local)
     if device.type == "cuda":
         torch.cuda.set_device(device)

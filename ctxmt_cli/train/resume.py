@@ -22,7 +22,7 @@ import os
 from typing import Any, Iterable
 
 from ctxmt_cli.config import Recipe, recipe_to_dict, validate_recipe
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, OptionError, option
 
 #: recipe keys (or sections) that are never compared; see the module docstring for why
 NOT_COMPARED = ("name", "description", "train.save_dir", "train.log_every", "train.keep_checkpoints",
@@ -84,7 +84,7 @@ def parse_allowed(values: Iterable[str], recipe: Recipe) -> tuple[str, ...]:
         if not any(_under(k, (key,)) or _under(key, (k,)) for k in known):   # a section, a key, or below one
             near = sorted(k for k in known if k.split(".")[-1] == key.split(".")[-1])
             hint = f" (did you mean {near[0]}?)" if near else " (keys are dotted paths, e.g. train.lr)"
-            raise CtxmtError(f"--allow-changed {key}: the recipe has no such key{hint}")
+            raise OptionError("allow_changed", key, f"the recipe has no such key{hint}")
     return keys
 
 
@@ -94,5 +94,5 @@ def check_changes(changes: dict[str, tuple[Any, Any]], allowed: Iterable[str], p
     refused = {k: v for k, v in changes.items() if not _under(k, allowed)}
     if refused:
         raise CtxmtError(f"{path} was trained with other recipe values: {describe(refused)}; resume with the "
-                         f"values it was trained with, or accept the change with --allow-changed "
+                         f"values it was trained with, or accept the change with {option('allow_changed')} "
                          f"{','.join(refused)} (recorded in the run)")

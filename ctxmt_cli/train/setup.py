@@ -19,7 +19,7 @@ import torch
 from ctxmt_cli.config import Recipe
 from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.data.windows import WindowDataset
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.models.loading import read_checkpoint
 from ctxmt_cli.paths import check_output_dir
 from ctxmt_cli.train.checkpoint import check_compatible, check_resumable, step_checkpoints
@@ -104,7 +104,7 @@ def _preflight(save_dir: Path, resume: bool, data: Path) -> tuple[Optional[str],
     has_any = bool(existing) or last.is_file() or (save_dir / "checkpoint_best.pt").is_file()
     if not resume:
         if has_any:
-            return (f"{save_dir} already holds checkpoints; pass --resume to continue that run, "
+            return (f"{save_dir} already holds checkpoints; pass {option('resume')} to continue that run, "
                     "or set another train.save_dir (nothing was overwritten)"), None
         return None, None
     if last.is_file():

@@ -18,7 +18,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.train.losses import OBJECTIVE, LossLayout
 
 
@@ -76,4 +76,4 @@ class TrainLog:
         raise CtxmtError(
             f"non-finite training loss ({value}) at step {self.steps[bad]}; lower train.lr (now {self.cfg.lr:g}) "
             f"or raise train.warmup_steps, or set train.amp: off (now {self.cfg.amp}); "
-            f"the last good checkpoint, if any, is {Path(save_dir) / 'checkpoint_last.pt'} (--resume)")
+            f"the last good checkpoint, if any, is {Path(save_dir) / 'checkpoint_last.pt'} ({option('resume')})")

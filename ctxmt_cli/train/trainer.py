@@ -147,6 +147,7 @@ class Trainer:
             return
         step = self.state.step
         self.state.recipe_history.append({"step": step, "changed": {k: list(v) for k, v in changes.items()}})
+        # a flag as data: the training log records the command line's permission
         self.reporter.record_message(step, f"resumed at step {step} with changed recipe values (--allow-changed): "
                                            f"{describe(changes)}", changed={k: list(v) for k, v in changes.items()})
 

@@ -205,7 +205,7 @@ def test_a_bilingual_model_reads_a_given_first_pass_or_its_first_pass_model(chec
                                                                             tmp_path):
     spec = {"family": "hanoit", "bilingual": True, "encoder_layers": 2, "src_next_sentences": 1}
     bilingual = write_checkpoint(prepared, "hanoit", tmp_path / "bilingual.pt", spec)
-    with pytest.raises(CtxmtError, match="--first-pass SENTENCE_CKPT"):
+    with pytest.raises(CtxmtError, match="`first_pass` SENTENCE_CKPT"):
         api.load(bilingual, device="cpu").translate(documents)
     model = api.load(bilingual, device="cpu", first_pass=checkpoints["sentence"])
     auto = model.translate(documents, scores=True)

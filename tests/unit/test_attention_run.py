@@ -34,4 +34,4 @@ def test_files_give_the_reference_to_a_model_reading_it_and_refuse_a_first_pass_
     assert isinstance(concat.side, ReferenceSide) and concat.side.sentence(0).tolist() == [7, 8, 9]
     with pytest.raises(CtxmtError, match="first-pass translations") as err:
         target_concatenation(loaded(bilingual=True), FILES, SPLIT)
-    assert "--data DIR --split S" in str(err.value) and "\n" not in str(err.value)
+    assert "`data` DIR `split` S" in str(err.value) and "\n" not in str(err.value)

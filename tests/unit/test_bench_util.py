@@ -40,7 +40,7 @@ def test_check_resolves_the_device(bench):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
 def test_check_refuses_a_missing_cuda_device(bench):
     bu, _ = bench
-    with pytest.raises(CtxmtError, match="--device cuda:1: CUDA is not available on this machine"):
+    with pytest.raises(CtxmtError, match="device='cuda:1': CUDA is not available on this machine"):
         bu.check(bu.Settings("tiny", device="cuda:1"))
 
 

@@ -95,7 +95,7 @@ def test_the_translator_hands_each_sentence_its_first_pass(tokenizer, monkeypatc
 
 def test_a_bilingual_model_needs_a_first_pass_and_others_refuse_one(tokenizer):
     model, docs = bilingual_model(tokenizer), [["ka lu", "mi no"]]
-    with pytest.raises(CtxmtError, match="give --first-pass SENTENCE_CKPT"):
+    with pytest.raises(CtxmtError, match="give `first_pass` SENTENCE_CKPT"):
         inputs_of(model.cfg).check_first_pass(docs, None)
     with pytest.raises(CtxmtError, match="one translation per sentence"):
         inputs_of(model.cfg).check_first_pass(docs, [["ka"]])

@@ -52,7 +52,7 @@ def test_tokenize_none_is_tokenized_bleu():
 
 
 def test_unknown_tokenizer_is_a_user_error_listing_choices():
-    with pytest.raises(CtxmtError, match="unknown --tokenize 'moses'.*13a"):
+    with pytest.raises(CtxmtError, match="unknown `tokenize` 'moses'.*13a"):
         check_tokenize("moses")
     with pytest.raises(CtxmtError):
         make_metrics(tokenize="moses")

@@ -25,7 +25,7 @@ def test_each_rule_and_its_order():
 
 
 @pytest.mark.parametrize("rules, message", [
-    (CleanRules(min_words=5, max_words=3), "above --max-words"),
+    (CleanRules(min_words=5, max_words=3), "above `max_words`"),
     (CleanRules(max_length_ratio=0.5), "below 1"),
     (CleanRules(min_words=-1), "must be ≥ 0"),
 ])

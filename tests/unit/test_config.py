@@ -79,7 +79,7 @@ def test_set_overrides_go_through_the_schema(tmp_path):
         load_recipe(path, ["model.shfit=3"])
     with pytest.raises(CtxmtError, match="KEY.PATH=VALUE"):
         apply_overrides({}, ["train.lr"])
-    with pytest.raises(CtxmtError, match="--set 'train.lr=\\[1': the value is not valid YAML"):
+    with pytest.raises(CtxmtError, match="`overrides` 'train.lr=\\[1': the value is not valid YAML"):
         apply_overrides({}, ["train.lr=[1"])
 
 
@@ -162,7 +162,7 @@ def test_moved_keys_are_read_under_their_new_name_with_a_warning(section, old, n
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert validate_recipe(raw, "stored", stored=True) == recipe
-    with pytest.warns(FutureWarning, match=f"--set '{section}.{old}={value}'"):
+    with pytest.warns(FutureWarning, match=f"`overrides` '{section}.{old}={value}'"):
         assert validate_recipe(apply_overrides({"model": dict(model)}, [f"{section}.{old}={value}"])) == recipe
     both = {"model": dict(model), section: {**raw[section], new: value}}
     with pytest.raises(CtxmtError, match=f"{section}.{old} is the old name of {section}.{new}, and both are given"):
@@ -195,7 +195,7 @@ def test_a_boolean_is_never_a_number_and_the_error_names_the_set(override, needl
     path.write_text("model:\n  family: concat\n  segment: learned\n")
     with pytest.raises(CtxmtError) as err:
         load_recipe(path, [override])
-    assert str(err.value).startswith(f"--set {override!r}: {needle}"), str(err.value)
+    assert str(err.value).startswith(f"`overrides` {override!r}: {needle}"), str(err.value)
 
 
 def test_booleans_stay_booleans_and_numbers_numbers(tmp_path):
@@ -213,5 +213,5 @@ def test_an_error_in_a_value_the_file_gave_names_the_file_not_a_set(tmp_path):
     path.write_text("train:\n  lr: -1\n")
     with pytest.raises(CtxmtError, match=rf"^{path}: train\.lr: "):
         load_recipe(path, ["train.seed=3"])
-    with pytest.raises(CtxmtError, match=rf"^{path} with --set 'model.cd=0.5': model: cd < 1"):
+    with pytest.raises(CtxmtError, match=rf"^{path} with `overrides` 'model.cd=0.5': model: cd < 1"):
         load_recipe(path, ["train.lr=1", "model.family=concat", "model.tgt_context_sentences=0", "model.cd=0.5"])

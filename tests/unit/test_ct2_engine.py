@@ -165,9 +165,9 @@ def test_what_the_engine_cannot_do_is_refused(pairs, prepared, documents, tmp_pa
         ct2_model.score([api.ScoreItem([], [], "ka .", ["ka ."])])
     with pytest.raises(CtxmtError, match="Model.analyze"):
         ct2_model.analyze(documents, documents)
-    with pytest.raises(CtxmtError, match="--repair: the ctranslate2 engine"):
+    with pytest.raises(CtxmtError, match="repair: the ctranslate2 engine"):
         api.load(folder, engine="ctranslate2", repair=torch_model.checkpoint)
-    with pytest.raises(CtxmtError, match="--first-pass: the ctranslate2 engine"):
+    with pytest.raises(CtxmtError, match="first_pass: the ctranslate2 engine"):
         api.load(folder, engine="ctranslate2", first_pass=torch_model.checkpoint)
     with pytest.raises(CtxmtError, match="group_sentences=2: this concat model does not read sentence groups"):
         ct2_model.translate(documents, group_sentences=2)

@@ -65,7 +65,7 @@ def test_an_existing_folder_needs_force(prepared, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "mine.txt").write_text("keep")
-    with pytest.raises(CtxmtError, match="OUT_DIR .*out already exists; pass --force to overwrite it"):
+    with pytest.raises(CtxmtError, match="OUT_DIR .*out already exists; pass `force` to overwrite it"):
         export_ctranslate2(ckpt, out)
     with pytest.raises(CtxmtError, match="OUT_DIR .*out is not a model folder ctxmt exported"):
         export_ctranslate2(ckpt, out, force=True)                         # a user's folder: never deleted
@@ -78,7 +78,7 @@ def test_an_existing_folder_needs_force(prepared, tmp_path):
         export_ctranslate2(ckpt, tmp_path, force=True)
     with pytest.raises(CtxmtError, match="m.pt is also an input"):
         export_ctranslate2(ckpt, tmp_path / "m.pt", force=True)
-    with pytest.raises(CtxmtError, match="--quantization int4: choose one of float32, int8"):
+    with pytest.raises(CtxmtError, match="quantization='int4': choose one of float32, int8"):
         export_ctranslate2(ckpt, tmp_path / "q", quantization="int4")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.pt", "out"]
 

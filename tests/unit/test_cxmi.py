@@ -144,7 +144,7 @@ def test_synthetic_tags_follow_the_generators_events(prepared, data, tmp_path):
     assert synthetic_tags(SimpleNamespace(dir=prepared, meta={"source": {"format": "text"}}), "valid", docs) is None
 
 
-@pytest.mark.parametrize("bad, needle", [({"context": -1}, "--context -1"), ({"max_tokens": 4}, "--max-tokens")])
+@pytest.mark.parametrize("bad, needle", [({"context": -1}, "context=-1"), ({"max_tokens": 4}, "max_tokens=4")])
 def test_bad_requests_fail_before_any_work(tmp_path, bad, needle):
     with pytest.raises(CtxmtError, match=needle):
         run_cxmi(CxmiRequest(checkpoint=tmp_path / "missing.pt", **bad))

@@ -33,7 +33,7 @@ def test_auto_is_cuda_when_present_else_cpu():
 @pytest.mark.skipif(CUDA, reason="this machine has CUDA")
 @pytest.mark.parametrize("name", ["cuda", "cuda:0"])
 def test_cuda_without_cuda_is_refused(name):
-    with pytest.raises(CtxmtError, match=f"--device {name}: CUDA is not available on this machine"):
+    with pytest.raises(CtxmtError, match=f"device='{name}': CUDA is not available on this machine"):
         resolve_device(name)
 
 

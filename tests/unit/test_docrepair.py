@@ -49,7 +49,7 @@ def test_every_sentence_is_grouped_in_order(size, stride):
 
 def test_bad_sizes_are_refused():
     for size, stride in ((0, None), (4, 0), (4, 5)):
-        with pytest.raises(CtxmtError, match="--group-size"):
+        with pytest.raises(CtxmtError, match="`group_size`"):
             group_bounds(8, size, stride)
 
 
@@ -102,7 +102,7 @@ def test_repair_corpus_pairs_round_trip_groups_with_the_original_groups(data, tm
 
 def test_repair_corpus_refuses_a_source_side_stream_and_an_existing_output(data, tmp_path):
     build_repair_corpus(data, {"train": "rt"}, tmp_path / "repair")
-    with pytest.raises(CtxmtError, match="already exists.*--force"):
+    with pytest.raises(CtxmtError, match="already exists.*`force`"):
         build_repair_corpus(data, {"train": "rt"}, tmp_path / "repair")
     info = data.dir / "train.rt.stream.json"
     info.write_text(info.read_text().replace('"side": "tgt",\n  "language"', '"side": "src",\n  "language"'))
@@ -120,7 +120,7 @@ def test_reversed_dataset_swaps_sides_and_keeps_the_vocabulary(data, tmp_path):
     assert (meta["src_lang"], meta["tgt_lang"]) == (data.meta["tgt_lang"], data.meta["src_lang"])
     assert rev.tokenizer.fingerprint() == reversed_tokenizer(data.tokenizer).fingerprint()
     assert rev.streams("train") == []                                       # streams belong to the original
-    with pytest.raises(CtxmtError, match="--data directory"):
+    with pytest.raises(CtxmtError, match="`data` directory"):
         reverse_prepared(data.dir, data.dir, force=True)
 
 

@@ -70,7 +70,7 @@ def test_group_options_are_read_by_mbe_alone():
 def test_first_pass_is_read_by_the_bilingual_model_alone():
     bilingual = inputs_of(cfg("hanoit", bilingual=True))
     assert bilingual.target_concat and not inputs_of(cfg("hanoit")).target_concat
-    with pytest.raises(CtxmtError, match="give --first-pass"):
+    with pytest.raises(CtxmtError, match="give `first_pass`"):
         bilingual.check_first_pass([["a"]], None)
     bilingual.check_first_pass([["a"]], [["b"]])
     for name in ("sentence", "concat", "caching", "mbe", "hanoit"):

@@ -129,7 +129,7 @@ def test_anything_ctxmt_did_not_write_stops_force(tmp_path, spoil, needle):
 def test_a_symbolic_link_as_the_target_is_refused(tmp_path):
     out = _owned(tmp_path)
     (tmp_path / "link").symlink_to(out)
-    with pytest.raises(CtxmtError, match="link is a symbolic link, so --force does not replace it"):
+    with pytest.raises(CtxmtError, match="link is a symbolic link, so `force` does not replace it"):
         build_dir(tmp_path / "link", "test", lambda tmp: None, force=True)
     assert (out / "a.bin").read_bytes() == b"a"
 
@@ -151,7 +151,7 @@ def test_build_dir_swaps_and_a_failure_keeps_the_old_directory(tmp_path):
     with pytest.raises(OSError) as caught:
         build_dir(out, "test", broken, force=True)
     assert caught.value.filename == str(out) and listing(tmp_path) == before
-    with pytest.raises(CtxmtError, match="already exists; pass --force"):
+    with pytest.raises(CtxmtError, match="already exists; pass `force`"):
         build_dir(out, "test", lambda tmp: None)
     build_dir(out, "test", lambda tmp: (tmp / "new.bin").write_bytes(b"new"), force=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]

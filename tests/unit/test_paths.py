@@ -25,7 +25,7 @@ BAD = [  # (check, path, keyword arguments, message fragments)
     (check_output_dir, "afile", {"what": "--out"}, ["--out afile is a file, not a directory"]),
     (check_output_dir, "afile/a/b", {"what": "--out"}, ["--out afile/a/b", "afile is a file"]),
     (check_output_file, "adir", {"what": "-o"}, ["-o adir is a directory"]),
-    (check_output_file, "afile", {"what": "-o", "force": False}, ["-o afile already exists", "--force"]),
+    (check_output_file, "afile", {"what": "-o", "force": False}, ["-o afile already exists", "`force`"]),
     (check_output_file, "afile", {"what": "-o", "force": True, "inputs": ("afile",)}, ["-o afile is also an input"]),
     (check_output_file, "afile/x", {"what": "-o"}, ["-o afile/x", "afile is a file"]),
     (check_output_file, "none/x", {"what": "-o"}, ["-o none/x: directory none not found; create it first"]),

@@ -164,7 +164,7 @@ def test_refuses_existing_dir_and_force_replaces_only_a_prepared_dataset(tmp_pat
     out = tmp_path / "prep"
     out.mkdir()
     (out / "keep.txt").write_text("precious")
-    with pytest.raises(CtxmtError, match=r"prep already exists; pass --force to overwrite"):
+    with pytest.raises(CtxmtError, match=r"prep already exists; pass `force` to overwrite"):
         prepare_corpus(spec_for("text", out))
     with pytest.raises(CtxmtError, match=r"prep is not a prepared dataset \(no .ctxmt-output.json nor a prepared "
                                          r"dataset's meta.json\)"):

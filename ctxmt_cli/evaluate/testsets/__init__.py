@@ -11,7 +11,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import Optional
 
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet, scores_lines
 
 # kind -> "module:function"; modules are imported on use so one reader's dependencies never slow another
@@ -31,10 +31,11 @@ def load_testsets(spec: str, data: Optional[Path] = None, **options) -> list[Tes
     """The sets named by ``spec`` (``KIND`` or ``KIND:PATH``; ``data`` is the path when not in the spec)."""
     kind, _, where = spec.partition(":")
     if kind not in READERS:
-        raise CtxmtError(f"unknown test set {spec!r}: choose one of {', '.join(READERS)} (e.g. voita --data DIR or jsonl:PATH)")
+        raise CtxmtError(f"unknown test set {spec!r}: choose one of {', '.join(READERS)} (e.g. voita {option('data')} "
+                         "DIR or jsonl:PATH)")
     path = Path(where) if where else data
     if path is None:
-        raise CtxmtError(f"test set {kind!r} needs its files: give {kind}:PATH or --data PATH")
+        raise CtxmtError(f"test set {kind!r} needs its files: give {kind}:PATH or {option('data')} PATH")
     if not path.exists() and not any(path.parent.glob(path.name + ".*")):  # a file prefix (scat:DIR/highlighted.test) is fine
         raise CtxmtError(f"{kind} test set not found: {path}")
     module, _, function = READERS[kind].partition(":")

@@ -58,7 +58,7 @@ from typing import Optional
 
 from ctxmt_cli.data.lines import fail, read_lines
 from ctxmt_cli.data.text_input import JsonInputError, load_json
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet
 
 Row = tuple[list[str], str, list[str], list[str]]  # src_context, src, tgt_context, candidates
@@ -142,7 +142,7 @@ def context_option(value) -> Optional[int]:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise CtxmtError(f"--context must be a whole number >= 0, got {value!r}")
+        raise CtxmtError(f"{option('context')} must be a whole number >= 0, got {value!r}")
     return value
 
 
@@ -236,7 +236,8 @@ def rows_from_text(records: list[dict], paths: dict[str, Path], context: Optiona
         for key in ("ctx_src", "ctx_tgt"):
             if not paths[key].is_file():
                 raise CtxmtError(f"missing context file {paths[key]}; run the extraction "
-                                 "(json2text_and_context.pl --context K), or pass documents=DIR or context=0")
+                                 f"(json2text_and_context.pl {option('context')} K), or pass documents=DIR or "
+                                 "context=0")
         ctx_src, ctx_tgt = (file_lines(paths[key], "ContraPro context") for key in ("ctx_src", "ctx_tgt"))
         per = len(ctx_src) // total
         if per * total != len(ctx_src):
@@ -246,7 +247,7 @@ def rows_from_text(records: list[dict], paths: dict[str, Path], context: Optiona
         k = per if context is None else context
         if k > per:
             raise CtxmtError(f"{paths['ctx_src']}: holds {per} context line(s) per text line, {k} asked for; "
-                             f"re-extract with --context {k} or pass documents=DIR")
+                             f"re-extract with {option('context')} {k} or pass documents=DIR")
     rows, line = [], 0
     for number, (record, size) in enumerate(zip(records, sizes), 1):
         if check:

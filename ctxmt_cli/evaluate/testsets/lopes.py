@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Optional
 
 from ctxmt_cli.data.lines import fail
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, OptionError, named, option
 from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet
 from ctxmt_cli.evaluate.testsets.contrapro import (
     Row,
@@ -73,7 +73,8 @@ from ctxmt_cli.evaluate.testsets.contrapro import (
 
 PRONOUNS = {"il": "it", "elle": "it", "ils": "they", "elles": "they"}
 _WORD = re.compile(r"\w+")
-_JSON_HINT = "give the json these files were extracted from with --json PATH, or --json none to read the files alone"
+_JSON_HINT = (f"give the json these files were extracted from with {option('json')} PATH, or {option('json')} none "
+              "to read the files alone")
 log = logging.getLogger(__name__)
 
 
@@ -112,21 +113,21 @@ def _prefixes(path: Path) -> list[Path]:
     return [path]
 
 
-def _json_for(prefix: Path, option) -> Optional[Path]:
-    """The json to read: ``option`` (a path, or False/"none" for none), else one found and announced."""
-    if option is False or (isinstance(option, str) and option.lower() == "none"):
+def _json_for(prefix: Path, given) -> Optional[Path]:
+    """The json to read: ``given`` (a path, or False/"none" for none), else one found and announced."""
+    if given is False or (isinstance(given, str) and given.lower() == "none"):
         return None
-    if option:
-        path = Path(option)
+    if given:
+        path = Path(given)
         if not path.is_file():
-            raise CtxmtError(f"--json {option}: no such file; give the publisher's test-set json "
-                             "(OpenSubs/testset-en-fr.json), or --json none to read the files alone")
+            raise OptionError("json", given, f"no such file; give the publisher's test-set json "
+                             f"(OpenSubs/testset-en-fr.json), or {option('json')} none to read the files alone")
         return path
     found = _find_json(prefix.parent)
     if found is not None:
         where = "beside" if found.parent == prefix.parent else "one folder above"
-        log.warning("lopes %s: item order and tags from %s (found %s the extracted files; --json PATH for another, "
-                    "--json none to read the files alone)", prefix.name, found, where)
+        log.warning(named(f"lopes %s: item order and tags from %s (found %s the extracted files; {option('json')} PATH "
+                          f"for another, {option('json')} none to read the files alone)"), prefix.name, found, where)
     return found
 
 
@@ -139,7 +140,7 @@ def _find_json(folder: Path) -> Optional[Path]:
             return (preferred or found)[0]
         if found:
             raise CtxmtError(f"several test-set json files in {where}: {', '.join(p.name for p in found)}; "
-                             "choose one with --json PATH")
+                             f"choose one with {option('json')} PATH")
     return None
 
 
@@ -163,7 +164,7 @@ def _context_files(prefix: Path, want: Optional[int], explicit: bool) -> tuple[P
     have = f" (only c{', c'.join(map(str, sorted(numbered)))})" if numbered else ""
     raise CtxmtError(f"missing context files for {prefix}: no {prefix.name}.c{want or 'N'}.context.src/.trg{have} "
                      f"nor {prefix.name}.context.src/.trg; run the publisher's extract_current_and_context.py "
-                     f"-c {want or 'N'}, or pass --context 0")
+                     f"-c {want or 'N'}, or pass {option('context')} 0")
 
 
 def _read_set(prefix: Path, contexts: tuple[Optional[int], Optional[int]], json_path: Optional[Path], check: bool,

@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 
 from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.data.windows import WindowDataset, fit_window
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.models.hanoit.bilingual import TargetConcatRows
 from ctxmt_cli.models.inputs import Inputs
 
@@ -54,8 +54,8 @@ class HanoiTInputs(Inputs):
             return super().check_first_pass(documents, first_pass)
         if first_pass is None:
             raise CtxmtError("this bilingual hanoit model reads sentence-level translations of the context "
-                             "sentences: give --first-pass SENTENCE_CKPT (a sentence-level checkpoint of the same "
-                             "language pair)")
+                             f"sentences: give {option('first_pass')} SENTENCE_CKPT (a sentence-level checkpoint of "
+                             "the same language pair)")
         if [len(d) for d in first_pass] != [len(d) for d in documents]:
             raise CtxmtError("the first pass does not have the documents' shape (one translation per sentence); "
                              "translate the same documents with the first-pass checkpoint")

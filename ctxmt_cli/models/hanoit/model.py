@@ -138,7 +138,8 @@ def select_context(attention: Tensor, alive: Tensor, current: Tensor, q: float) 
 
 
 JOINT_NEEDED = ("model.bilingual: the target context shares the source stream's embeddings, which needs one "
-                "vocabulary for both sides; prepare the data with --joint (the default), or set bilingual: false")
+                "vocabulary for both sides; prepare the data with one (`ctxmt prepare ... --joint`, the default), or "
+                "set bilingual: false")
 
 
 class HanoiT(EncoderDecoder):

@@ -50,9 +50,9 @@ def target_side(prepared, split: str, target_context_from: str, stream: Optional
         return ReferenceSide(prepared.split(split))
     if stream not in prepared.streams(split):
         raise CtxmtError(f"the bilingual model reads the first-pass stream {stream!r} of split {split!r}, but "
-                         f"{prepared.dir} has none; write it with `ctxmt first-pass -c SENTENCE_CKPT --data "
-                         f"{prepared.dir} --split {split} --name {stream}` (a sentence-level checkpoint), or set "
-                         "model.target_context_from: reference")
+                         f"{prepared.dir} has none; write it with "
+                         f"`ctxmt first-pass -c SENTENCE_CKPT --data {prepared.dir} --split {split} --name {stream}` "
+                         "(a sentence-level checkpoint), or set model.target_context_from: reference")
     found = prepared.stream(split, stream)
     if found.side != "tgt":
         raise CtxmtError(f"first-pass stream {stream!r} of split {split!r} is in the source language (a "
