@@ -37,7 +37,11 @@ class DataConfig(Section):
     path: str = Field("data/prepared", description="prepared dataset directory (ctxmt prepare)")
     train_split: str = Field("train", description="prepared split trained on")
     valid_split: str = Field("valid", description="prepared split validated on (loss, early stopping, best checkpoint)")
-    max_tokens: int = Field(4096, ge=16, description="token budget per batch (max of source/target side)")
+    max_tokens: int = Field(4096, ge=16, description="token budget per batch: rows x the widest row of the side "
+                            "data.max_tokens_of names, padding included")
+    max_tokens_of: Literal["longer", "source", "target"] = Field(
+        "longer", description="the side data.max_tokens counts: longer (each row's longer side, as fairseq's "
+        "max_tokens does), source (the source windows) or target (the target windows: a paper's 'N target tokens')")
     max_window_tokens: int = Field(
         1024, ge=8, description="windows longer than this lose their oldest context sentences"
     )

@@ -14,14 +14,25 @@ import torch
 
 from ctxmt_cli.core.batch import Batch
 
+#: what ``data.max_tokens`` counts, per row: the longer side (fairseq's ``--max-tokens``), or one side
+BUDGET_SIDES = ("longer", "source", "target")
+
+
+def budget_width(src_len: np.ndarray, tgt_len: np.ndarray, side: str = "longer") -> np.ndarray:
+    """Each row's width under the budget's ``side`` (:data:`BUDGET_SIDES`): a batch costs rows × its widest."""
+    if side not in BUDGET_SIDES:
+        raise ValueError(f"budget side {side!r}: choose one of {', '.join(BUDGET_SIDES)}")
+    return {"longer": lambda: np.maximum(src_len, tgt_len), "source": lambda: src_len, "target": lambda: tgt_len}[side]()
+
 
 def token_batches(
     src_len: np.ndarray, tgt_len: np.ndarray, indices: np.ndarray, max_tokens: int,
-    bucket_width: int = 1, seed: int = 1, epoch: int = 0, shuffle: bool = True,
+    bucket_width: int = 1, seed: int = 1, epoch: int = 0, shuffle: bool = True, budget_of: str = "longer",
 ) -> list[np.ndarray]:
-    """Group ``indices`` into batches whose padded size (rows × longest side) stays within ``max_tokens``.
+    """Group ``indices`` into batches whose padded size (rows × widest row) stays within ``max_tokens``, a row's
+    width being its longer side, or the side ``budget_of`` names (:func:`budget_width`).
 
-    Items are sorted by their longer side, then by the sum of both sides (lengths in buckets of
+    Items are sorted by that width, then by the sum of both sides (lengths in buckets of
     ``bucket_width`` tokens; random order among equal keys), so that both the source and the
     target rows of a batch have similar lengths: sorting by one side alone leaves the other side's
     padding high where the two lengths correlate loosely (SCAT: 43% source padding when sorted by
@@ -31,10 +42,10 @@ def token_batches(
         return []
     rng = np.random.default_rng([seed, epoch])
     src, tgt = src_len[indices], tgt_len[indices]
-    longest = np.maximum(src, tgt)
+    width = budget_width(src, tgt, budget_of)                                  # (N,)
     noise = rng.random(len(indices)) if shuffle else np.arange(len(indices)) / max(len(indices), 1)
-    order = _sorted_order(noise, (src + tgt) // bucket_width, longest // bucket_width)
-    batches = np.split(indices[order], _batch_starts(longest[order], max_tokens))
+    order = _sorted_order(noise, (src + tgt) // bucket_width, width // bucket_width)
+    batches = np.split(indices[order], _batch_starts(width[order], max_tokens))
     if shuffle:
         batches = [batches[i] for i in rng.permutation(len(batches))]
     return batches

@@ -112,12 +112,14 @@ class Inputs:
 
     # ---- batches ---------------------------------------------------------------------------------
     def plan_batches(self, dataset: WindowDataset, indices: np.ndarray, max_tokens: int, bucket_width: int = 1,
-                     seed: int = 1, epoch: int = 0, shuffle: bool = True, mixed: bool = True) -> list:
+                     seed: int = 1, epoch: int = 0, shuffle: bool = True, mixed: bool = True,
+                     budget_of: str = "longer") -> list:
         """Micro-batches of ``dataset``'s windows ``indices`` (training, validation, analysis), each collated by
-        :meth:`collate`: length-bucketed rows within ``max_tokens``, shuffled from
-        ``(seed, epoch)`` alone. ``mixed``: a family that trains on groups mixing documents may add them (False
-        for analysis, which reads real documents)."""
-        return token_batches(dataset.src_len, dataset.tgt_len, indices, max_tokens, bucket_width, seed, epoch, shuffle)
+        :meth:`collate`: length-bucketed rows within ``max_tokens`` (rows × the widest of the side ``budget_of``
+        names, the recipe's ``data.max_tokens_of``), shuffled from ``(seed, epoch)`` alone. ``mixed``: a family
+        that trains on groups mixing documents may add them (False for analysis, which reads real documents)."""
+        return token_batches(dataset.src_len, dataset.tgt_len, indices, max_tokens, bucket_width, seed, epoch, shuffle,
+                             budget_of)
 
     def collate(self, dataset: WindowDataset, plan, vocab: VocabInfo, chunked: bool = False) -> Batch:
         """The batch of one ``plan`` of :meth:`plan_batches` (``chunked``: its row chunks, where it has any, each at

@@ -116,8 +116,7 @@ class Trainer:
         valid_ds = S.window_dataset(data, recipe.data.valid_split, self.recipe, self.vocab, "valid")
         self._build(ckpt)
         self.loss = LossSettings.from_recipe(self.recipe, self.vocab, self.model)
-        self.validator = Validator(valid_ds, recipe.data.max_tokens, recipe.data.bucket_width, env, self.loss,
-                                   self.cfg.amp, self.vocab, self.inputs)
+        self.validator = Validator(valid_ds, recipe.data, env, self.loss, self.cfg.amp, self.vocab, self.inputs)
         self.updater = Updater(self.model, self.optimizer, self.scaler, env, self.loss, self.cfg.amp, self.cfg.clip_norm,
                                self.cfg.compile)
         if env.is_main:
@@ -195,7 +194,8 @@ class Trainer:
         if self._epoch_cache[0] != epoch:
             ds, data = self.train_ds, self.recipe.data
             ds.set_epoch(epoch)                     # context_order random: this epoch's context draw
-            every = self.inputs.plan_batches(ds, ds.indices, data.max_tokens, data.bucket_width, self.cfg.seed, epoch)
+            every = self.inputs.plan_batches(ds, ds.indices, data.max_tokens, data.bucket_width, self.cfg.seed, epoch,
+                                             budget_of=data.max_tokens_of)
             mine = shard_batches(every, self.env.rank, self.env.world)
             if not mine:
                 raise CtxmtError(f"the train split gives {len(every)} batches, fewer than the {self.env.world} "

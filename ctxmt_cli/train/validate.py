@@ -23,10 +23,12 @@ from ctxmt_cli.train.step import LossSettings, batch_loss
 class Validator:
     """Scores a fixed set of valid batches with a model."""
 
-    def __init__(self, dataset: WindowDataset, max_tokens: int, bucket_width: int, env: DistEnv,
-                 loss: LossSettings, amp: str, vocab: VocabInfo, inputs: Inputs):
+    def __init__(self, dataset: WindowDataset, data, env: DistEnv, loss: LossSettings, amp: str, vocab: VocabInfo,
+                 inputs: Inputs):
+        """Batches of ``dataset`` as the recipe's ``data`` section plans training batches (budget, buckets)."""
         self.env, self.loss, self.amp = env, loss, amp
-        groups = inputs.plan_batches(dataset, dataset.indices, max_tokens, bucket_width, shuffle=False)
+        groups = inputs.plan_batches(dataset, dataset.indices, data.max_tokens, data.bucket_width, shuffle=False,
+                                     budget_of=data.max_tokens_of)
         mine = groups[env.rank::env.world]
         self.batches: list[Batch] = [inputs.collate(dataset, g, vocab, chunked=True) for g in mine]
         self.size = int(len(dataset))

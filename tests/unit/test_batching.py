@@ -125,3 +125,30 @@ def test_window_batch_counts_next_sentences_only_where_windows_hold_them(tmp_pat
     plan = GroupedBatch(rows, np.array([0, 0, 1, 0, 1]), np.array([False, False]), ends=(2, 5))
     parts = window_batch(ds, plan, 0, 2, chunked=True).parts()          # row chunks keep each row's count
     assert [p.src_next.tolist() for p in parts] == [[0, 1], [1, 1, 0]]
+
+
+@pytest.mark.parametrize("side", ["source", "target", "longer"])
+def test_the_budget_counts_the_side_it_names(side):
+    """``budget_of`` target: padded rows × the longest *target* row stays within the budget, and windows with long
+    source context (3× the target here) fill a batch with about 3× the sentences the longer-side budget takes."""
+    rng = np.random.default_rng(3)
+    tgt = rng.integers(5, 30, 2000)
+    src = 3 * tgt + rng.integers(0, 5, 2000)                         # a window: context sentences + the current one
+    batches = token_batches(src, tgt, np.arange(2000), 600, seed=1, budget_of=side)
+    width = {"source": src, "target": tgt, "longer": np.maximum(src, tgt)}[side]
+    assert sorted(np.concatenate(batches).tolist()) == list(range(2000))
+    assert all(len(b) * width[b].max() <= 600 for b in batches)
+    assert sum(len(b) * width[b].max() for b in batches) > 0.9 * 600 * len(batches)    # batches are full
+    if side == "target":
+        longer = token_batches(src, tgt, np.arange(2000), 600, seed=1)
+        assert len(longer) / len(batches) > 2.5                       # about 3× the sentences per batch
+
+
+def test_an_mbe_model_refuses_a_one_sided_budget():
+    from ctxmt_cli.config import validate_recipe
+    from ctxmt_cli.errors import OptionError
+    from ctxmt_cli.models.families import inputs_of
+
+    cfg = validate_recipe({"model": {"family": "mbe", "preset": "small"}}).model
+    with pytest.raises(OptionError, match="max_tokens_of='target'"):
+        inputs_of(cfg).plan_batches(None, np.arange(3), 100, budget_of="target")

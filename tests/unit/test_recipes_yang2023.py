@@ -88,6 +88,7 @@ def test_settings_of_section_3_2(path):
     assert (m.dropout, m.attention_dropout) == expected
     assert t.weight_decay == (1e-4 if small else 0.0)
     assert t.warmup_steps == 4000 and t.label_smoothing == 0.1 and r.data.max_tokens == 2048
+    assert r.data.max_tokens_of == "target"                                  # "2048 target tokens"
     assert m.share_embeddings == "all"        # one shared 40K vocabulary
     if m.family == "hanoit":
         assert m.unified_layers + m.selection_layers == 6 and m.src_context_sentences == 1
