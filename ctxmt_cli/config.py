@@ -46,6 +46,10 @@ class DataConfig(Section):
         1024, ge=8, description="windows longer than this lose their oldest context sentences"
     )
     bucket_width: int = Field(1, ge=1, description="length bucketing granularity in tokens (1: exact lengths, random order among equals)")
+    input_noise: float = Field(0.0, ge=0.0, lt=1.0, description="share of source tokens (special tokens aside) "
+                               "replaced by a random subword in every training batch, drawn from the seed, epoch "
+                               "and position (Voita et al. 2019's DocRepair: 0.1); validation and translation read "
+                               "clean sources")
 
 
 #: family name -> its config class: the model section is the one its ``family`` names

@@ -20,7 +20,8 @@ from ctxmt_cli.errors import CtxmtError
 
 DERIVED_FORMATS = ("docrepair", "reverse")
 #: options of `ctxmt prepare` that only the derived formats read
-DERIVED_OPTIONS = ("data", "splits", "reverse", "forward", "group_size", "stride", "beam", "device", "log_format")
+DERIVED_OPTIONS = ("data", "splits", "reverse", "forward", "group_size", "stride", "beam", "round_trip", "device",
+                   "log_format")
 #: the corpus readers' options (every corpus format reads each of them)
 CORPUS_OPTIONS = ("train", "valid", "test", "src_lang", "tgt_lang", "vocab_size", "joint", "moses", "spm_type",
                   "max_sentence_tokens", "seed", "spm_sample", "spm", "vocab_from", "workers", "min_words",
@@ -29,7 +30,7 @@ CORPUS_OPTIONS = ("train", "valid", "test", "src_lang", "tgt_lang", "vocab_size"
 READS = {
     "synthetic": {"seed", "docs", "vocab_size"},      # generated languages, BPE, its own sentence lengths
     **{fmt: set(CORPUS_OPTIONS) for fmt in ("text", "jsonl", "iwslt-tags", "iwslt-xml", "voita", "maruf")},
-    "docrepair": set(DERIVED_OPTIONS),
+    "docrepair": {*DERIVED_OPTIONS, "seed"},
     "reverse": {"data"},
 }
 
@@ -91,7 +92,7 @@ def prepare_derived(ctx) -> str:
     if not names or len(set(names)) != len(names):
         raise CtxmtError(f"--splits {splits!r}: give prepared split names, comma-separated, each once (e.g. train,valid)")
     job = RoundTrip(data, out, opts["reverse"], opts["forward"], names, opts["group_size"], opts["stride"],
-                    device=opts["device"])
+                    device=opts["device"], round_trip=opts["round_trip"], seed=opts["seed"])
     log = _progress_log(opts["log_format"])
     try:
         meta = round_trip_corpus(job, PassSettings(beam=opts["beam"], force=force), say=log.message,

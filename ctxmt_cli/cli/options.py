@@ -45,6 +45,8 @@ PrepareFormat = Literal["synthetic", "text", "jsonl", "iwslt-tags", "iwslt-xml",
                         "reverse"]
 SpmType = Literal["unigram", "bpe"]
 TargetMode = Literal["prefix", "generate"]
+#: ``ctxmt prepare docrepair --round-trip`` (ctxmt_cli.decode.first_pass.ROUND_TRIPS)
+RoundTripMode = Literal["sample", "beam"]
 #: ``ctxmt translate --input-format`` (ctxmt_cli.decode.streaming.INPUT_FORMATS)
 InputFormat = Literal["text", "jsonl"]
 #: ``ctxmt translate --engine``: ctxmt's own search, or an exported CTranslate2 folder (ctxmt_cli.api.load)

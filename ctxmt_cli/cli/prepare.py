@@ -15,6 +15,7 @@ from ctxmt_cli.cli.options import (
     MaxWords,
     MinWords,
     PrepareFormat,
+    RoundTripMode,
     SpmModel,
     SpmSample,
     SpmType,
@@ -61,8 +62,11 @@ def prepare(
     group_size: int = typer.Option(4, min=1, help="docrepair: sentences per group (Voita et al. 2019: 4)"),
     stride: Optional[int] = typer.Option(None, min=1, help="docrepair: a group starts every N sentences "
                                          "(default: the group size, disjoint groups)"),
-    beam: Optional[int] = typer.Option(None, min=1, help="docrepair: beam of both translations (default: each "
-                                       "checkpoint recipe's)"),
+    beam: Optional[int] = typer.Option(None, min=1, help="docrepair: beam of the back-translation (and of the "
+                                       "forward one with --round-trip beam; default: each checkpoint recipe's)"),
+    round_trip: RoundTripMode = typer.Option("sample", help="docrepair: the forward translation of the "
+                                             "back-translations is sampled (seeded by --seed; Voita et al. 2019's "
+                                             "public configuration) or the beam's 1-best"),
     device: Device = "auto",
     log_format: LogFormat = None,
 ):

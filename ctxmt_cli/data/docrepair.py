@@ -19,9 +19,10 @@ What this module follows, and where it departs:
   what ``ctxmt translate --repair`` uses) cuts the document into disjoint groups, the last one holding the
   remaining 1-3 sentences, so training sees the short tail groups that translation produces. The papers do not
   say how a document's tail or overlap is handled; Voita et al.'s data are fixed 4-sentence fragments;
-* the round trip here is 1-best beam search both ways (the translator ctxmt has); Voita et al. *sample* the
-  forward translation of the back-translated sentence and replace 10% of the input tokens by random ones
-  during training (their public configuration), which this corpus does not do;
+* the round trip (:func:`~ctxmt_cli.decode.first_pass.round_trip_corpus`) back-translates with beam search and
+  *samples* the forward translation by default, as Voita et al.'s public configuration does (``round_trip:
+  beam`` takes the 1-best both ways); the 10% of input tokens they replace by random ones during training is the
+  repair recipe's ``data.input_noise`` (:mod:`ctxmt_cli.data.noise`), not part of this corpus;
 * the result is an ordinary prepared directory with one SentencePiece model, the target language's, on both
   sides, so ``ctxmt train`` trains the repair model as a plain ``sentence`` Transformer over the joined groups
   (a standard Transformer over the concatenated group, its loss on all four sentences).

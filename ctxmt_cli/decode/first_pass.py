@@ -10,15 +10,19 @@ the first untranslated chunk. The text the model writes is stored as is and enco
 data's own SentencePiece model, exactly as ``ctxmt prepare`` encodes a corpus.
 
 ``ctxmt prepare docrepair`` (:func:`round_trip_corpus`) chains two of them — the target side through the
-reverse model, that stream through the forward model — and builds the repair corpus
+reverse model (beam search), that stream through the forward model (sampled by default, seeded per chunk of
+documents, as Voita et al. 2019's public configuration; ``round_trip: beam`` for 1-best) — and builds the repair
+corpus
 (:mod:`ctxmt_cli.data.docrepair`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional
+
+import numpy as np
 
 from ctxmt_cli.data.docrepair import GROUP_SIZE, build_repair_corpus, group_bounds, reversed_tokenizer
 from ctxmt_cli.data.store import PreparedData
@@ -28,6 +32,9 @@ from ctxmt_cli.errors import CtxmtError, OptionError
 from ctxmt_cli.paths import check_not_input
 
 OTHER = {"src": "tgt", "tgt": "src"}
+#: how ``ctxmt prepare docrepair`` translates the back-translations forward: sampled (Voita et al. 2019's public
+#: configuration, the default) or with beam search (1-best, as Morishita et al. 2021 describe their baseline)
+ROUND_TRIPS = ("sample", "beam")
 
 
 @dataclass
@@ -39,6 +46,7 @@ class PassSettings:
     chunk_docs: int = 1024
     force: bool = False
     reuse: bool = False            # keep a finished stream written with the same plan (prepare docrepair)
+    sample_seed: Optional[int] = None   # sample the translations (seeded per chunk of documents) instead of beam
 
 
 def checkpoint_identity(path: Path) -> dict:
@@ -73,13 +81,20 @@ def _input(prepared: PreparedData, split: str, source: str):
 
 
 def _decode_settings(loaded, settings: PassSettings) -> DecodeSettings:
-    """The checkpoint's recipe settings, with ``--beam`` and ``--batch-docs`` where given."""
-    return DecodeSettings.from_recipe(loaded.recipe, beam=settings.beam, batch_docs=settings.batch_docs)
+    """The checkpoint's recipe settings, with the beam and documents per batch where given, sampling if asked."""
+    dec = DecodeSettings.from_recipe(loaded.recipe, beam=settings.beam, batch_docs=settings.batch_docs)
+    return replace(dec, sample_seed=settings.sample_seed)
+
+
+def chunk_seed(seed: int, start: int) -> int:
+    """The sampling seed of the chunk of documents beginning at ``start``: a resumed stream samples its remaining
+    chunks exactly as an uninterrupted run would."""
+    return int(np.random.SeedSequence([seed, start]).generate_state(1)[0])
 
 
 def _plan_record(dec: DecodeSettings) -> dict:
     """What a stream's plan records of its decoding (a finished stream is reused only under the same plan)."""
-    return {"beam": dec.beam, "lenpen": dec.lenpen, "max_len_a": dec.max_len_a, "max_len_b": dec.max_len_b,
+    return {"beam": dec.beam, "sample_seed": dec.sample_seed, "lenpen": dec.lenpen, "max_len_a": dec.max_len_a, "max_len_b": dec.max_len_b,
             "target_context": dec.target_mode, "src_context": dec.src_context_sentences,
             "tgt_context": dec.tgt_context_sentences, "max_window_tokens": dec.max_window_tokens}
 
@@ -122,7 +137,8 @@ def write_first_pass(prepared: PreparedData, split: str, name: str, loaded, chec
     for start in range(done, len(docs), settings.chunk_docs):
         chunk = docs[start:start + settings.chunk_docs]
         texts = [[to_text(read(i).tolist()) for i in range(a, b)] for a, b in chunk]
-        outputs = translate_documents(loaded.model, loaded.tokenizer, texts, dec)
+        chunk_dec = dec if dec.sample_seed is None else replace(dec, sample_seed=chunk_seed(dec.sample_seed, start))
+        outputs = translate_documents(loaded.model, loaded.tokenizer, texts, chunk_dec)
         flat = tok.encode_batch([line for doc in outputs for line in doc], side_out)
         ids, k = [], 0
         for doc in outputs:
@@ -147,6 +163,8 @@ class RoundTrip:
     stride: Optional[int] = None
     prefix: str = "docrepair"
     device: str = "cpu"
+    round_trip: str = "sample"     # the forward pass: sampled (Voita et al.'s public configuration) or beam
+    seed: int = 1                  # the sampling seed
 
 
 def round_trip_corpus(job: RoundTrip, settings: PassSettings, say: Callable[[str], None] = lambda _: None,
@@ -162,6 +180,8 @@ def round_trip_corpus(job: RoundTrip, settings: PassSettings, say: Callable[[str
     from ctxmt_cli.models.loading import load_model, torch_device
 
     group_bounds(job.group_size, job.group_size, job.stride)             # size/stride checked before any work
+    if job.round_trip not in ROUND_TRIPS:
+        raise OptionError("round_trip", job.round_trip, f"choose one of {', '.join(ROUND_TRIPS)}")
     check_prepare_output(Path(job.out), settings.force, [job.data, job.reverse, job.forward])
     prepared = PreparedData(Path(job.data))
     for split in job.splits:
@@ -176,8 +196,9 @@ def round_trip_corpus(job: RoundTrip, settings: PassSettings, say: Callable[[str
     for split in job.splits:
         first = write_first_pass(prepared, split, back, models["reverse"], job.reverse, source="tgt",
                                  settings=_reusing(settings), say=say, progress=progress)
+        forward = replace(_reusing(settings), sample_seed=job.seed if job.round_trip == "sample" else None)
         second = write_first_pass(prepared, split, rt, models["forward"], job.forward, source=back,
-                                  settings=_reusing(settings), say=say, progress=progress)
+                                  settings=forward, say=say, progress=progress)
         records[split] = {"back": first["plan"], "round_trip": second["plan"]}
     say(f"writing the repair corpus to {job.out}")
     return build_repair_corpus(prepared, {split: rt for split in job.splits}, Path(job.out), group_size=job.group_size,
@@ -185,4 +206,4 @@ def round_trip_corpus(job: RoundTrip, settings: PassSettings, say: Callable[[str
 
 
 def _reusing(settings: PassSettings) -> PassSettings:
-    return PassSettings(settings.beam, settings.batch_docs, settings.chunk_docs, settings.force, reuse=not settings.force)
+    return replace(settings, reuse=not settings.force)

@@ -11,6 +11,9 @@ where the length counts ``</s>``; the sum itself is kept too
 (:attr:`Hypothesis.logprob`, the sentence log-probability). Log-probabilities are taken before banned
 tokens are masked, so a hypothesis' score equals what a forward pass gives it.
 
+Sampling (:func:`greedy_search` with a generator) draws each token from the model's distribution instead of
+taking the most probable: what a round trip for DocRepair's training data uses (Voita et al. 2019).
+
 Beam search is vectorised over rows × beams: each step takes the top ``2k``
 candidates of every row over beam × vocabulary (at most ``k`` of them end with
 ``</s>`` since each beam contributes one ``</s>``, so ``k`` live candidates
@@ -22,7 +25,7 @@ hypotheses of each row instead of one (N <= beam), ranked by their normalised sc
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence, Union
+from typing import Optional, Sequence, Union
 
 import torch
 from torch import Tensor
@@ -108,9 +111,11 @@ def _hypotheses(tokens: Tensor, lengths: Tensor, scores: Tensor, logprobs: Tenso
 @torch.inference_mode()
 def greedy_search(
     model, batch: Batch, max_len: Union[int, Tensor], banned: Sequence[int] = (), *,
-    min_len: int = 1, lenpen: float = 0.6,
+    min_len: int = 1, lenpen: float = 0.6, generator: Optional[torch.Generator] = None,
 ) -> list[Hypothesis]:
-    """Argmax decoding of every row of ``batch``; one :class:`Hypothesis` per row, in row order.
+    """Argmax decoding of every row of ``batch``; one :class:`Hypothesis` per row, in row order. With a
+    ``generator``, *sampling*: each token is drawn from the model's distribution (bans, ``min_len`` and forced
+    endings applied), with that generator (the same seed and batches give the same samples).
 
     ``max_len`` (int or (B,)) bounds the tokens before ``</s>``; the score is
     normalised like beam search's so the two are comparable.
@@ -130,7 +135,11 @@ def greedy_search(
     while rows.numel() > 0:
         logits, state = model.decode_step(inp, state)                      # (R, V)
         lprobs = _step_lprobs(logits, ban, eos, t, min_len, t >= limit[rows])
-        best_lp, tok = lprobs.max(dim=-1)                                  # (R,)
+        if generator is None:
+            best_lp, tok = lprobs.max(dim=-1)                              # (R,)
+        else:                                                              # one draw per row from exp(lprobs)
+            tok = torch.multinomial(lprobs.exp(), 1, generator=generator).squeeze(1)   # (R,)
+            best_lp = lprobs.gather(1, tok.unsqueeze(1)).squeeze(1)        # (R,)
         sums = sums + best_lp
         done = (tok == eos) | torch.isinf(best_lp)
         if bool(done.any()):

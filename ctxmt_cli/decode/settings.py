@@ -38,7 +38,8 @@ class DecodeSettings:
     a family reading sentence groups (mbe) translates each document in groups of that many sentences (None: the
     whole document), others refuse them; ``src_next_sentences``: next source sentences in each window (None:
     the model's own; a model reading none refuses more); ``nbest``: translations kept per sentence (at most
-    ``beam``; more than one needs the ``prefix`` mode).
+    ``beam``; more than one needs the ``prefix`` mode); ``sample_seed``: None = beam search, else each output
+    token is *sampled* from the model's distribution with a generator seeded so (``beam`` and ``lenpen`` unused).
     """
 
     src_context_sentences: int = 0
@@ -55,6 +56,7 @@ class DecodeSettings:
     group_order: str = "consecutive"
     src_next_sentences: Optional[int] = None
     nbest: int = 1
+    sample_seed: Optional[int] = None
 
     @classmethod
     def from_recipe(cls, recipe, *, context: Optional[int] = None, beam: Optional[int] = None,
@@ -89,6 +91,8 @@ def check_settings(s: DecodeSettings, documents: Sequence[Sequence[str]], given)
     if not 1 <= s.nbest <= s.beam:
         raise OptionError("nbest", s.nbest, f"an n-best list holds at most the beam's {s.beam} translations; give "
                           f"a beam of {max(s.nbest, 1)} or more (and an n-best size >= 1)")
+    if s.sample_seed is not None and s.nbest > 1:
+        raise OptionError("nbest", s.nbest, "sampling draws one translation per sentence; give 1")
     if s.nbest > 1 and s.target_mode == "generate":
         raise OptionError("nbest", s.nbest, "n-best lists need the target mode prefix (generate mode rewrites the "
                           "context)")

@@ -15,7 +15,7 @@ from typing import Callable, Optional, Sequence
 import torch
 
 from ctxmt_cli.core.batch import VocabInfo
-from ctxmt_cli.decode.search import Hypothesis, beam_search
+from ctxmt_cli.decode.search import Hypothesis, beam_search, greedy_search
 from ctxmt_cli.decode.settings import DecodeSettings, TranslationStats
 from ctxmt_cli.decode.steps import StepInput, generated_sentence, step_batch, with_memory
 
@@ -26,10 +26,20 @@ StepSearch = Callable[[StepInput, Sequence[int], int, float, int], list[Hypothes
 
 @dataclass(frozen=True)
 class Search:
-    """Where the model lives and whose search runs each step (None: ctxmt's own beam search over the model)."""
+    """Where the model lives and whose search runs each step (None: ctxmt's own beam search over the model);
+    ``generator``: sample every output token with it instead (ctxmt's own search only)."""
 
     device: torch.device
     engine: Optional[StepSearch] = None
+    generator: Optional[torch.Generator] = None
+
+    def rows(self, model, batch, settings, max_len, banned: Sequence[int], enc=None) -> list[Hypothesis]:
+        """ctxmt's search of ``batch`` on the model's device: beam search, or sampling with the generator."""
+        batch, max_len = batch.to(self.device), max_len.to(self.device)
+        if self.generator is not None:
+            return greedy_search(model, batch, max_len, banned, lenpen=settings.lenpen, generator=self.generator)
+        return beam_search(model, batch, beam=settings.beam, lenpen=settings.lenpen, max_len=max_len, banned=banned,
+                           enc=enc, nbest=settings.nbest)
 
 
 def remember(memories, enc, keep: int) -> None:
@@ -50,11 +60,10 @@ class SlotTranslator:
 
     def decode(self, step: StepInput, banned: Sequence[int], enc=None) -> list[Hypothesis]:
         """One batched beam search; the best hypothesis of every row (with its n-best alternatives)."""
-        s, device = self.s, self.search.device
+        s = self.s
         if self.search.engine is not None:
             return self.search.engine(step, banned, s.beam, s.lenpen, s.nbest)
-        return beam_search(self.model, step.batch.to(device), beam=s.beam, lenpen=s.lenpen,
-                           max_len=step.max_len.to(device), banned=banned, enc=enc, nbest=s.nbest)
+        return self.search.rows(self.model, step.batch, s, step.max_len, banned, enc)
 
     def step_input(self, sources, outputs, memories, j: int, mode: str):
         """The step's batch (with the document caches when ``memories`` is given) and its encoder output (memory

@@ -44,15 +44,28 @@ import torch
 from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.decode.encoded import Encoded, encode_document, first_pass_per_document
 from ctxmt_cli.decode.records import Candidate
-from ctxmt_cli.decode.search import Hypothesis, beam_search
+from ctxmt_cli.decode.search import Hypothesis
 from ctxmt_cli.decode.settings import DecodeSettings, TranslationStats, check_settings
 from ctxmt_cli.decode.slots import Search, SlotTranslator, StepSearch
+from ctxmt_cli.errors import OptionError
 from ctxmt_cli.models.families import inputs_of
 
 
 def _model_device(model) -> torch.device:
     param = next(model.parameters(), None)
     return param.device if param is not None else torch.device("cpu")
+
+
+def _search(model, engine: Optional[StepSearch], s: DecodeSettings) -> Search:
+    """Whose search runs (``engine``, or ctxmt's over ``model``) and where; a sampling generator when ``s`` asks."""
+    if engine is not None:
+        if s.sample_seed is not None:
+            raise OptionError("sample_seed", s.sample_seed, "another engine's search does not sample; translate "
+                              "with the torch engine")
+        return Search(torch.device("cpu"), engine)
+    device = _model_device(model)
+    generator = None if s.sample_seed is None else torch.Generator(device).manual_seed(s.sample_seed)
+    return Search(device, None, generator)
 
 
 def _candidates(tokenizer, hyp: Hypothesis) -> list[Candidate]:
@@ -93,9 +106,7 @@ class _Run:
 
     def search(self, batch, max_len, banned: Sequence[int]) -> list[Hypothesis]:
         """One batched beam search with the call's settings (``max_len``: (B,) longest output per row)."""
-        s, device = self.settings, self.search_on.device
-        return beam_search(self.model, batch.to(device), beam=s.beam, lenpen=s.lenpen, max_len=max_len.to(device),
-                           banned=banned, nbest=s.nbest)
+        return self.search_on.rows(self.model, batch, self.settings, max_len, banned)
 
     def record(self, hypotheses: list[list[Hypothesis]]) -> None:
         """Each document's hypothesis per encoded sentence into the results (given translations left out)."""
@@ -133,7 +144,7 @@ def decode_documents(
     started = time.perf_counter()
     inputs = inputs_of(model.cfg)
     s = settings.resolved(inputs)
-    search = Search(_model_device(model) if engine is None else torch.device("cpu"), engine)
+    search = _search(model, engine, s)
     firsts = first_pass_per_document(model, documents, first_pass)           # refused where it does not fit
     encoded = [encode_document(tokenizer, doc, s.max_window_tokens, stats, f, g)
                for doc, f, g in zip(documents, firsts, given)]

@@ -22,11 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 import torch
 
 from ctxmt_cli.config import Recipe, recipe_to_dict
 from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.data.batching import shard_batches
+from ctxmt_cli.data.noise import replace_tokens
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.families import build_model, inputs_of
 from ctxmt_cli.models.loading import load_state_strict
@@ -203,9 +205,15 @@ class Trainer:
             self._epoch_cache = (epoch, mine)
         return self._epoch_cache[1]
 
-    def _collate(self, group: list) -> list:
-        """Window batches of one update (runs in the prefetch thread, overlapping the previous update)."""
+    def _collate(self, group: list, epoch: int = 0, position: int = 0) -> list:
+        """Window batches of one update, the first at ``position`` of ``epoch`` (runs in the prefetch thread,
+        overlapping the previous update); with ``data.input_noise``, source tokens replaced, drawn from (seed,
+        epoch, position, rank) alone, so a resumed run sees the same noise."""
         batches = [self.inputs.collate(self.train_ds, plan, self.vocab, chunked=True) for plan in group]
+        share = self.recipe.data.input_noise
+        for i, batch in enumerate(batches if share > 0 else []):
+            rng = np.random.default_rng([self.cfg.seed, epoch, position + i, self.env.rank])
+            batch.src = replace_tokens(batch.src, share, self.vocab, rng)
         if self.env.device.type == "cuda":
             batches = [b.map(lambda t: t.pin_memory()) for b in batches]
         return batches
@@ -233,11 +241,15 @@ class Trainer:
         """The remaining updates of the current epoch (from the saved position after a resume)."""
         epoch, f = self.state.epoch, self.cfg.update_freq
         batches = self._epoch_batches(epoch)
-        groups = [batches[i:i + f] for i in range(self.state.position, len(batches), f)]
-        pending = pool.submit(self._collate, groups[0]) if groups else None
+        start = self.state.position
+        groups = [batches[i:i + f] for i in range(start, len(batches), f)]
+        pending = pool.submit(self._collate, groups[0], epoch, start) if groups else None
         for k, group in enumerate(groups):
             micro = pending.result()
-            pending = pool.submit(self._collate, groups[k + 1]) if k + 1 < len(groups) else None
+            if k + 1 < len(groups):
+                pending = pool.submit(self._collate, groups[k + 1], epoch, start + (k + 1) * f)
+            else:
+                pending = None
             self._update([b.to(self.env.device) for b in micro], len(group), len(batches))
             if self.stop_reason is not None:
                 break

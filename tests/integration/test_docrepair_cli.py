@@ -102,6 +102,37 @@ def test_an_interrupted_first_pass_resumes_to_the_same_stream(pipeline, first_pa
     assert stream_files(pipeline.data, "test", "fp2") == stream_files(pipeline.data, "test", "fp")
 
 
+def test_sampled_streams_follow_the_seed_and_resume_to_the_same_samples(pipeline, first_pass, monkeypatch):
+    """A sampled stream (the forward half of DocRepair's round trip): the same seed writes the same stream, another
+    seed another, neither the beam's; a resumed run samples its remaining chunks as an uninterrupted one."""
+    from ctxmt_cli.decode.first_pass import PassSettings, write_first_pass
+    from ctxmt_cli.models.loading import load_model
+
+    loaded, data = load_model(pipeline.forward), PreparedData(pipeline.data)
+
+    def sampled(name: str, seed: int) -> dict:
+        record = write_first_pass(data, "test", name, loaded, pipeline.forward,
+                                  settings=PassSettings(sample_seed=seed, chunk_docs=7))
+        assert record["plan"]["decode"]["sample_seed"] == seed
+        return stream_files(pipeline.data, "test", name)
+
+    one = sampled("s1", 1)
+    assert sampled("s1b", 1) == one and sampled("s2", 2) != one != stream_files(pipeline.data, "test", "fp")
+    real, calls = translator.translate_documents, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(translator, "translate_documents", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sampled("s1c", 1)
+    monkeypatch.setattr(translator, "translate_documents", real)
+    assert sampled("s1c", 1) == one
+
+
 @pytest.fixture(scope="module")
 def repair_corpus(pipeline) -> Path:
     out = pipeline.root / "repair"

@@ -207,3 +207,25 @@ def test_log_probabilities_are_the_unnormalised_scores(family):
         assert hyp.logprob == pytest.approx(forward_logprob(model, SOURCES[i], PREFIXES[i], hyp.tokens, 0.0), abs=1e-4)
     for hyp in beam_search(model, batch, beam=3, max_len=12, banned=[BRK], lenpen=0.0):
         assert hyp.logprob == pytest.approx(hyp.score, abs=1e-5) and hyp.alternatives == []
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_sampling_follows_the_seed_the_bans_and_the_model(family):
+    """Sampling (a generator): the same seed gives the same tokens, another seed others; banned tokens never
+    appear; each hypothesis' log-probability is the model's for the tokens drawn (a forward pass)."""
+    model = make_model(family, eos_bias=0.0)
+    draw = lambda seed, banned=(): greedy_search(model, batch_of([0, 1, 2]), 8, banned,  # noqa: E731
+                                                 generator=torch.Generator().manual_seed(seed))
+    first, again = draw(1), draw(1)
+    assert [h.tokens for h in first] == [h.tokens for h in again]
+    others = [[h.tokens for h in draw(seed)] for seed in range(2, 7)]
+    assert any(o != [h.tokens for h in first] for o in others)
+    greedy = [h.tokens for h in greedy_search(model, batch_of([0, 1, 2]), 8)]
+    assert any(o != greedy for o in others)                        # not the argmax path
+    used = sorted({t for h in first for t in h.tokens})
+    for hyp in draw(1, banned=used[:3] + [BRK]):
+        assert not set(hyp.tokens) & set(used[:3] + [BRK, PAD, BOS])
+    for i, hyp in enumerate(first):
+        if len(hyp.tokens) < 8:                                    # ended with </s>: its log-prob counts it
+            expected = forward_logprob(model, SOURCES[i], torch.tensor([BOS]), hyp.tokens, 0.0)
+            assert hyp.logprob == pytest.approx(expected, abs=1e-4)
