@@ -267,3 +267,41 @@ def test_chunk_plan_is_the_cheapest_cut():
                 best = min(best or (np.inf, 0), (cost + 5.0 * len(bounds), cost))
         assert computed + 5.0 * len(ends) == pytest.approx(best[0])
         assert ends[-1] == len(sizes)
+
+
+def spread_toy_batch(rng, topics: int = 11, groups: int = 8):
+    """Groups of 3 sentences: a same-document group's sentences all come from one topic (a narrow band of token
+    ids), a mixed group's from three random topics; a sentence's marginal distribution is the same either way, so
+    the expected mean of a group's sentence vectors is too: only their spread tells the two apart."""
+    sents, group_of, mixed = [], [], []
+    for g in range(groups):
+        is_mixed = g % 2 == 1
+        chosen = rng.integers(0, topics, 3) if is_mixed else np.repeat(rng.integers(0, topics), 3)
+        sents += [(5 + 3 * t + rng.integers(0, 3, rng.integers(3, 7))).tolist() for t in chosen]
+        group_of += [g] * 3
+        mixed.append(is_mixed)
+    return Batch(src=rows(*sents), extras=SentenceGroups(torch.tensor(group_of), torch.tensor(mixed)))
+
+
+@pytest.mark.parametrize("classifier, separates", [("mean_spread", True), ("linear", False)])
+def test_the_spread_classifier_separates_where_the_papers_cannot(classifier, separates):
+    """On groups whose mean sentence vector is the same in expectation, eq. 5's linear classifier leaves alpha at
+    the prior; the mean_spread classifier separates same- from mixed-document groups (alpha gap >= 0.5)."""
+    torch.manual_seed(0)
+    model = make(gate_classifier=classifier).train()
+    rng = np.random.default_rng(0)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(200):
+        terms = model.encode(spread_toy_batch(rng)).loss_terms
+        optimizer.zero_grad()
+        terms["classifier_loss"].sum.backward()
+        optimizer.step()
+    model.eval()
+    sums = {k: 0.0 for k in ("alpha_same", "alpha_mixed")}
+    with torch.no_grad():
+        for _ in range(20):
+            terms = model.encode(spread_toy_batch(rng)).loss_terms
+            for k in sums:
+                sums[k] += float(terms[k].sum / terms[k].count) / 20
+    gap = sums["alpha_same"] - sums["alpha_mixed"]
+    assert (gap >= 0.5) if separates else (abs(gap) < 0.2), sums

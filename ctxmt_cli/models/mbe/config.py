@@ -16,6 +16,10 @@ class MbeConfig(ModelBase):
     placement: Literal["encoder", "decoder", "both"] = Field(
         "encoder", description="where z is an extra input position (eq. 3): encoder, decoder or both")
     gate: bool = Field(True, description="z~ = P(same document | z) * z (eqs. 5-8); false = MBE w/o Gate")
+    gate_classifier: Literal["linear", "mean_spread"] = Field(
+        "linear", description="the gate's classifier: linear = softmax(W z), the paper's eq. 5 (it cannot tell "
+        "same- from mixed-document groups: their mean z is the same in expectation); mean_spread = a small MLP over "
+        "z and the spread (standard deviation) of the group's sentence vectors, which can")
     classifier_weight: float = Field(1.0, ge=0.0, description="lambda of eq. 7: L = L_NMT + lambda * L_MB")
     classifier_loss: Literal["per_sentence", "per_group"] = Field(
         "per_sentence", description="the classifier's loss per sentence, label-smoothed (the public code), or per group")
@@ -28,6 +32,8 @@ class MbeConfig(ModelBase):
 
     @model_validator(mode="after")
     def _check_mbe(self) -> "MbeConfig":
+        if not self.gate and self.gate_classifier != "linear":
+            raise ValueError("gate_classifier is the gate's classifier; with gate: false there is none")
         if not self.gate and self.mixed_groups > 0 and "mixed_groups" in self.model_fields_set:
             raise ValueError("mixed_groups trains the gate's classifier; with gate: false there is none (set 0)")
         return self

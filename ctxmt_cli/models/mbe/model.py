@@ -22,6 +22,12 @@ group). Where the public code is wrong this does not follow it:
 * incremental decoding stays on and exact with z in the decoder (its position is in the
   self-attention cache from the first step); the code switches incremental decoding off.
 
+The paper's gate cannot learn in general: P(d|z) = softmax(Wz) is linear in z, a mean of sentence vectors, and
+a mixed group of sentences drawn from random documents has the same expected z as a same-document group, so the
+best W leaves alpha at the prior (a toy with a strong per-document signal: alpha 0.500 same vs 0.506 mixed).
+``gate_classifier: mean_spread`` (not in the paper) reads the spread of the group's sentence vectors as well,
+which does separate them (:func:`gate_classifier`); ``linear`` (the default) is the paper's.
+
 With the pre-norm Transformer (``normalize_before``) the extra layer's output is layer-normed
 before the mean, as the encoder's own output is. The groups ride in ``Batch.extras``
 (:class:`SentenceGroups`); a batch without them treats every row as its own group, and one without
@@ -69,6 +75,21 @@ SAME = 1                      # class index of "the group's sentences come from 
 TERMS = ("classifier_loss", "classifier_accuracy", "alpha_same", "alpha_mixed")
 
 
+#: keeps the spread's square root differentiable where a group's sentence vectors agree (a group of one)
+SPREAD_EPS = 1e-6
+
+
+def gate_classifier(kind: str, d: int) -> nn.Module:
+    """P(d | group)'s logits (G, 2): ``linear`` is eq. 5, W z with W 2 x e and no bias; ``mean_spread`` reads
+    [z; spread] (G, 2e) through one hidden ReLU layer of e units (with biases). The paper's W z is linear in a
+    mean of sentence vectors, and a mixed group drawn from random documents has the same expected mean as a
+    same-document group, so no W separates them (alpha stays near the prior); the spread of the sentence
+    vectors differs (one document's sentences are alike), and the MLP can read it."""
+    if kind == "linear":
+        return Linear(d, 2, bias=False)
+    return nn.Sequential(Linear(2 * d, d), nn.ReLU(), Linear(d, 2))
+
+
 class Mbe(EncoderDecoder):
     """Encoder-decoder reading one summary vector of its sentence group."""
 
@@ -81,7 +102,7 @@ class Mbe(EncoderDecoder):
         self.summary_layer = EncoderLayer(*args)                           # g_enc of eq. 2
         self.summary_norm = nn.LayerNorm(d) if cfg.normalize_before else nn.Identity()
         self.summary_dropout = nn.Dropout(cfg.dropout if cfg.summary_dropout is None else cfg.summary_dropout)
-        self.classifier = Linear(d, 2, bias=False) if cfg.gate else None   # W of eq. 5
+        self.classifier = gate_classifier(cfg.gate_classifier, d) if cfg.gate else None   # W of eq. 5, or the MLP
         self.loss_term_names = TERMS if cfg.gate else ()
         for module in (self.summary_layer, self.classifier):
             for sub in ([] if module is None else module.modules()):
@@ -108,8 +129,14 @@ class Mbe(EncoderDecoder):
         n = int(groups.max()) + 1 if n_groups is None else n_groups
         size = v.new_zeros(n, 1).index_add_(0, groups, v.new_ones(groups.size(0), 1)).clamp_min(1.0)   # (G, 1)
         z = v.new_zeros(n, v.size(1)).index_add_(0, groups, v) / size       # (G, C)
+        spread = None
+        if self.cfg.gate and self.cfg.gate_classifier == "mean_spread":     # per channel: sqrt(E[v^2] - E[v]^2)
+            second = v.new_zeros(n, v.size(1)).index_add_(0, groups, v * v) / size          # (G, C)
+            spread = (second - z * z).clamp_min(0.0).add(SPREAD_EPS).sqrt()                  # (G, C)
         z = self.summary_dropout(z)
-        return z, (None if self.classifier is None else self.classifier(z))   # (G, C), (G, 2)
+        if self.classifier is None:
+            return z, None
+        return z, self.classifier(z if spread is None else torch.cat([z, spread], -1))       # (G, C), (G, 2)
 
     def encode(self, batch: Batch, probe: Optional[AttentionProbe] = None) -> EncoderOut:
         """z of each row's group into the encoder input and/or the decoder prefix (eq. 3)."""
@@ -177,5 +204,6 @@ VARIANTS: dict[str, dict] = {
     "both": {"placement": "both"},
     "no-gate": {"gate": False, "mixed_groups": 0.0},
     "per-group": {"classifier_loss": "per_group", "placement": "both"},
+    "spread-gate": {"gate_classifier": "mean_spread", "placement": "decoder"},
     "post-norm": {"normalize_before": False, "placement": "decoder"},
 }
