@@ -15,7 +15,12 @@ Definitions (also written into ``analysis.json``):
 * the summary entropy is the mean over every (query, head, layer, kind) with the kinds
   encoder self, decoder self and cross-attention pooled (each query of each head of each
   layer counts once); the summary share likewise over the current-sentence queries, and
-  ``current_share_self`` over the two self-attention kinds only (Figure 2's quantity).
+  ``current_share_self`` over the two self-attention kinds only (Figure 2's quantity);
+* ``entropy_of_mean_map``, a second definition of the same table's entropy: the map of each
+  sentence, layer and kind averaged over its heads and real queries first (one distribution
+  over the keys), its entropy taken, and the mean over (sentence, layer, kind) of the same three
+  kinds — the reading of attention-analysis scripts that average the maps before measuring them.
+  Averaging first counts spread *between* queries and heads as entropy, so the two can move apart.
 
 Per sentence the pooled sums and counts are kept, so that two models scored on the same
 sentences can be compared by approximate randomisation (:func:`approximate_randomization`).
@@ -34,10 +39,11 @@ SELF_KINDS = ("encoder_self", "decoder_self")
 ASSIGNED = 0.05
 #: per-sentence columns: pooled sums over (query, head, layer) of the summary kinds, and their counts
 COLUMNS = ("entropy_sum", "entropy_count", "entropy_current_sum", "share_sum", "share_count", "self_share_sum",
-           "self_share_count")
+           "self_share_count", "mean_map_entropy_sum", "mean_map_count")
 #: summary number -> (sum column, count column)
 SUMMARY = {"entropy": ("entropy_sum", "entropy_count"), "entropy_current": ("entropy_current_sum", "share_count"),
-           "current_share": ("share_sum", "share_count"), "current_share_self": ("self_share_sum", "self_share_count")}
+           "current_share": ("share_sum", "share_count"), "current_share_self": ("self_share_sum", "self_share_count"),
+           "entropy_of_mean_map": ("mean_map_entropy_sum", "mean_map_count")}
 
 DEFINITIONS = {
     "entropy": "per query H = -sum_k a_k ln a_k over its unmasked keys (nats); mean over real queries",
@@ -50,6 +56,9 @@ DEFINITIONS = {
     "summary.entropy_current": "the same mean entropy over the current-sentence queries only",
     "summary.current_share": "mean share over every (current query, head, layer, kind) pair of the same three kinds",
     "summary.current_share_self": "the same over encoder_self and decoder_self only (Lupo et al. 2022, Figure 2)",
+    "summary.entropy_of_mean_map": "per (sentence, layer, kind), the entropy of the map averaged over heads and real "
+                                   "queries (one distribution over the keys, nats); mean over (sentence, layer, kind), "
+                                   "the same three kinds pooled",
     "positions": "source tokens belong to their sentence (<brk> closes its sentence); a decoder position "
                  "belongs to the sentence of the token it predicts",
     "assignment": f"caching grouping/selecting weights: a (token, group) weight >= {ASSIGNED} carries weight",
@@ -104,6 +113,16 @@ def query_statistics(view: AttentionView) -> tuple[torch.Tensor, torch.Tensor, t
     return entropy, normalized, share
 
 
+def mean_map_entropy(view: AttentionView) -> tuple[torch.Tensor, torch.Tensor]:
+    """Entropy of each row's map averaged over heads and real queries (B,), and whether the row has a real query
+    (B,) float: the averaged map is one distribution over the keys (``summary.entropy_of_mean_map``)."""
+    w = view.weights.float() * view.key_mask[:, None, None, :]              # (B, H, Tq, Tk)
+    q = view.query_mask[:, None, :, None].float()                           # (B, 1, Tq, 1)
+    n = q.sum((1, 2)) * w.size(1)                                           # (B, 1): heads x real queries
+    mean = (w * q).sum((1, 2)) / n.clamp_min(1.0)                           # (B, Tk), sums to 1 where n > 0
+    return -torch.special.xlogy(mean, mean).sum(-1), (n.squeeze(1) > 0).float()
+
+
 class AttentionStats:
     """The probe that accumulates entropy and current share (see the module docstring), and assignment statistics.
 
@@ -130,21 +149,25 @@ class AttentionStats:
             float(q.sum()), float(cq.sum()))
         if view.kind not in SUMMARY_KINDS:
             return
+        averaged, has_query = mean_map_entropy(view)                       # (B,) each
         per_row = torch.stack([(entropy * q).sum((1, 2)), q.sum((1, 2)) * heads, (entropy * cq).sum((1, 2)),
-                               (share * cq).sum((1, 2)), cq.sum((1, 2)) * heads], 1).double().numpy(force=True)
+                               (share * cq).sum((1, 2)), cq.sum((1, 2)) * heads, averaged * has_query, has_query],
+                              1).double().numpy(force=True)                # (B, 7)
         is_self = view.kind in SELF_KINDS
         for r, sid in enumerate(self.rows):
             acc = self.sentences.setdefault(sid, np.zeros(len(COLUMNS)))
-            acc[:5] += per_row[r]
+            acc[:5] += per_row[r, :5]
+            acc[7:9] += per_row[r, 5:7]
             if is_self:
-                acc[5:] += per_row[r, 3:]
+                acc[5:7] += per_row[r, 3:5]
 
     def summary(self) -> dict:
         """The pooled summary numbers (module docstring) with their definitions."""
         total = np.sum(list(self.sentences.values()), axis=0) if self.sentences else np.zeros(len(COLUMNS))
         column = {name: total[i] for i, name in enumerate(COLUMNS)}
         out = {name: float(column[s] / column[c]) if column[c] else None for name, (s, c) in SUMMARY.items()}
-        out["definition"] = DEFINITIONS["summary.entropy"] + "; current_share: " + DEFINITIONS["summary.current_share"]
+        out["definition"] = (DEFINITIONS["summary.entropy"] + "; current_share: " + DEFINITIONS["summary.current_share"]
+                             + "; entropy_of_mean_map: " + DEFINITIONS["summary.entropy_of_mean_map"])
         return out
 
     def to_json(self) -> dict:

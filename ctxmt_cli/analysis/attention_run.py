@@ -244,7 +244,8 @@ def render(result: dict) -> str:
     fmt = lambda x: "n/a" if x is None else f"{x:.4f}"  # noqa: E731
     lines = [f"{result['family']} on {result['split']} ({result['sentences']} sentences, context "
              f"{result['context']['src']}/{result['context']['tgt']})",
-             f"entropy {fmt(s['entropy'])} nats (current-sentence queries {fmt(s['entropy_current'])})   "
+             f"entropy {fmt(s['entropy'])} nats (current-sentence queries {fmt(s['entropy_current'])}; of the "
+             f"mean map {fmt(s.get('entropy_of_mean_map'))})   "
              f"current share {fmt(s['current_share'])} (self-attention {fmt(s['current_share_self'])})",
              f"  ({s['definition']})"]
     for kind, v in result["by_kind"].items():
@@ -267,7 +268,8 @@ def _read_sentences(run: Path) -> dict[int, np.ndarray]:
         raise CtxmtError(f"{run} holds no sentences.jsonl; give a directory written "
                          "by `ctxmt analyze-attention --out`")
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return {r["sentence"]: np.asarray([r[c] for c in COLUMNS], dtype=float) for r in rows}
+    # a run written before a column existed reads 0 there (its count too: the number is left out of a comparison)
+    return {r["sentence"]: np.asarray([r.get(c, 0.0) for c in COLUMNS], dtype=float) for r in rows}
 
 
 def compare_runs(run_a: Path, run_b: Path, trials: int = 1000, seed: int = 1) -> dict:

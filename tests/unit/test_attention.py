@@ -123,3 +123,31 @@ def test_approximate_randomization_p_values():
     noise = np.stack([a[:, 0] + rng.normal(0, 0.01, 200), counts], 1)
     assert approximate_randomization(a, noise, 200, seed=1) > 0.05
     assert approximate_randomization(a, b, 200, seed=3) == approximate_randomization(a, b, 200, seed=3)
+
+
+def test_the_entropy_of_the_mean_map_by_hand_and_against_the_per_query_mean():
+    """The second definition, by hand: each row's map averaged over its heads and real queries, then one entropy,
+    then the mean over (row, layer, kind); on maps whose queries disagree it exceeds the mean per-query entropy."""
+    stats = AttentionStats()
+    stats.rows = [10, 11]
+    for layer, weights in enumerate((LAYER0, LAYER1)):
+        stats(view(layer, weights, "encoder_self"))
+        stats(view(layer, weights, "cross"))
+    expected = []
+    for weights in (LAYER0, LAYER1):
+        for b in range(2):
+            queries = [q for q in range(3) if MASK[b, q]]
+            keys = [k for k in range(3) if MASK[b, k]]
+            mean = [np.mean([float(weights[b, h, q, k]) for h in range(2) for q in queries]) for k in keys]
+            expected.append(-sum(p * math.log(p) for p in mean if p > 0))
+    summary = stats.summary()
+    assert summary["entropy_of_mean_map"] == pytest.approx(np.mean(expected * 2))      # two kinds, the same maps
+    assert summary["entropy_of_mean_map"] > summary["entropy"]                        # averaging first adds spread
+    peaked = torch.zeros(1, 2, 2, 3)
+    peaked[0, :, 0, 0] = peaked[0, :, 1, 1] = 1.0                                        # each query certain
+    one = AttentionStats()
+    one.rows = [0]
+    one(AttentionView("cross", 0, peaked, T([[True, True]]), T([[True, True, True]]), T([[True, True]]),
+                      T([[True, True, True]])))
+    assert one.summary()["entropy"] == pytest.approx(0.0)
+    assert one.summary()["entropy_of_mean_map"] == pytest.approx(math.log(2))          # the queries disagree
