@@ -167,7 +167,7 @@ def test_compare_runs_approximate_randomisation(checkpoints, tmp_path):
     assert result.exit_code == 0, result.output
     assert "entropy" in result.stdout and "current_share" in result.stdout
     p_values = [float(line.rsplit("p = ", 1)[1]) for line in result.stdout.splitlines() if "p = " in line]
-    assert len(p_values) == 4 and all(1 / 201 <= p <= 1 for p in p_values)
+    assert len(p_values) == 5 and all(1 / 201 <= p <= 1 for p in p_values)   # the five summary numbers
     assert run_cli("analyze-attention", "compare", a, b, "--trials", "200", "--seed", "3").stdout == result.stdout
 
 

@@ -173,14 +173,14 @@ def test_what_the_engine_cannot_do_is_refused(pairs, prepared, documents, tmp_pa
         ct2_model.translate(documents, group_sentences=2)
     with pytest.raises(CtxmtError, match="group_order='length': this concat model does not read sentence groups"):
         ct2_model.translate(documents, group_order="length")
-    with pytest.raises(CtxmtError, match="is a file; --engine ctranslate2 takes the folder"):
+    with pytest.raises(CtxmtError, match="is a file; `engine` ctranslate2 takes the folder"):
         api.load(torch_model.checkpoint, engine="ctranslate2")
     with pytest.raises(CtxmtError, match="no ctxmt.json"):
         api.load(tmp_path, engine="ctranslate2")
-    with pytest.raises(CtxmtError, match="missing not found; --engine ctranslate2 takes the folder"):
+    with pytest.raises(CtxmtError, match="missing not found; `engine` ctranslate2 takes the folder"):
         api.load(tmp_path / "missing", engine="ctranslate2")
     with pytest.raises(CtxmtError, match="engine='onnx': choose one of torch, ctranslate2"):
         api.load(folder, engine="onnx")
-    with pytest.raises(CtxmtError, match="is a folder written by ctxmt export ctranslate2: translate it with --engine "
+    with pytest.raises(CtxmtError, match="is a folder written by ctxmt export ctranslate2: translate it with `engine` "
                        "ctranslate2"):
         api.load(folder)

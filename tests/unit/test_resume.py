@@ -62,7 +62,7 @@ def test_refusal_names_each_change_and_the_option_and_allowing_a_section_covers_
         check_changes(changes, ["train.lr"], "run/checkpoint_last.pt")
     assert str(err.value).startswith("run/checkpoint_last.pt was trained with other recipe values: "
                                      "model.shift.tgt 2 → 1;")
-    assert "--allow-changed model.shift.tgt" in str(err.value) and "train.lr" not in str(err.value)
+    assert "`allow_changed` model.shift.tgt" in str(err.value) and "train.lr" not in str(err.value)
     check_changes(changes, ["train.lr", "model.shift"], "ck")            # a section allows every key under it
     assert describe({"name": ("a", "b")}) == 'name "a" → "b"'
 
@@ -71,7 +71,7 @@ def test_allowed_keys_are_comma_separated_and_checked_against_the_recipe():
     r = recipe()
     assert parse_allowed(["train.lr,train.max_steps", "model"], r) == ("train.lr", "train.max_steps", "model")
     assert parse_allowed(["model.shift.src"], r) == ("model.shift.src",)
-    with pytest.raises(CtxmtError, match=r"--allow-changed train.lrr: the recipe has no such key"):
+    with pytest.raises(CtxmtError, match=r"allow_changed='train.lrr': the recipe has no such key"):
         parse_allowed(["train.lrr"], r)
     with pytest.raises(CtxmtError, match=r"did you mean train.max_steps"):
         parse_allowed(["max_steps"], r)

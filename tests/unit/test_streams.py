@@ -75,7 +75,7 @@ def test_an_interrupted_stream_resumes_to_the_same_files(data, tmp_path):
 def test_finished_or_foreign_streams_are_refused_without_force(data):
     docs = fake_translation(data)
     write(data, docs)
-    with pytest.raises(CtxmtError, match="exists already.*--force"):
+    with pytest.raises(CtxmtError, match="exists already.*`force`"):
         write(data, docs)
     writer = StreamWriter(data.dir, "valid", "fp", data.meta["dtype"], PLAN)
     assert writer.start(force=False, reuse=True) is None                    # same plan: nothing to do
@@ -84,7 +84,7 @@ def test_finished_or_foreign_streams_are_refused_without_force(data):
         StreamWriter(data.dir, "valid", "fp", data.meta["dtype"], other).start(force=False, reuse=True)
     writer.remove()
     write(data, docs, plan=other, stop_after=1)                            # an unfinished stream of another plan
-    with pytest.raises(CtxmtError, match="unfinished.*--force"):
+    with pytest.raises(CtxmtError, match="unfinished.*`force`"):
         StreamWriter(data.dir, "valid", "fp", data.meta["dtype"], PLAN).start(force=False)
     write(data, docs, force=True)
     assert data.stream("valid", "fp").info["plan"] == PLAN
@@ -98,5 +98,5 @@ def test_missing_or_mismatched_streams_are_one_line_errors(data):
     with pytest.raises(CtxmtError, match="does not match the split"):
         data.stream("valid", "fp")
     for bad in ("a.b", "", "-x", "a b"):
-        with pytest.raises(CtxmtError, match="--name"):
+        with pytest.raises(CtxmtError, match="`name`"):
             check_stream_name(bad)

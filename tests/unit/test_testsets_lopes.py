@@ -212,14 +212,14 @@ def test_a_json_found_is_announced_in_one_line(caplog, tmp_path):
     with caplog.at_level(logging.WARNING, logger="ctxmt_cli.evaluate.testsets.lopes"):
         _read()
     (line,) = [r.getMessage() for r in caplog.records]
-    assert "testset-en-fr.json" in line and "one folder above" in line and "--json none" in line
+    assert "testset-en-fr.json" in line and "one folder above" in line and "`json` none" in line
     assert "\n" not in line
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="ctxmt_cli.evaluate.testsets.lopes"):
         _read(json=FIXTURES / "testset-en-fr.json")
         _read(json="none")
     assert not caplog.records
-    assert "--json" in _error(EXTRACTED, json=tmp_path / "missing.json")
+    assert "`json`" in _error(EXTRACTED, json=tmp_path / "missing.json")
 
 
 def test_numbered_context_files_win_over_the_plain_name(tmp_path):
@@ -307,7 +307,7 @@ def test_malformed_json_and_record_count(tmp_path):
     assert "testset-en-fr.json:2: malformed JSON" in _error(folder)
     (tmp_path / "testset-en-fr.json").write_text(json.dumps(RECORDS + RECORDS[:1]), encoding="utf-8")
     message = _error(folder)
-    assert "6 examples but testset-en-fr.json has 7 records" in message and "--json PATH" in message
+    assert "6 examples but testset-en-fr.json has 7 records" in message and "`json` PATH" in message
 
 
 def test_json_from_another_extraction(tmp_path):
@@ -317,7 +317,7 @@ def test_json_from_another_extraction(tmp_path):
     (tmp_path / "testset-en-fr.json").write_text(json.dumps(records), encoding="utf-8")
     message = _error(folder)
     assert "Tiny.current.src:3: example 2 " in message and "matches no record of testset-en-fr.json" in message
-    assert "--json PATH" in message and "--json none" in message
+    assert "`json` PATH" in message and "`json` none" in message
     assert "json=PATH" not in message and "check_source" not in message  # options the command line lacks
     assert len(_read(folder, check_source=False).items) == 6
     assert len(_read(folder, json="none").items) == 6

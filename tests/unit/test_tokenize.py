@@ -76,7 +76,7 @@ def test_tiny_corpus_with_large_vocab_works(tmp_path):
 
 def test_training_failure_is_one_line(tmp_path):
     (tmp_path / "t.txt").write_text("\n".join(EN) + "\n", encoding="utf-8")
-    with pytest.raises(CtxmtError, match="SentencePiece training on .* failed .*--vocab-size"):
+    with pytest.raises(CtxmtError, match="SentencePiece training on .* failed .*`vocab_size`"):
         train_sentencepiece(tmp_path / "t.txt", tmp_path / "m", 8)
 
 

@@ -193,7 +193,7 @@ def test_existing_save_dir_needs_resume(prepared, tmp_path):
     rec = recipe(prepared, tmp_path / "run", max_steps=2, valid_every=2)
     train(rec, show_progress=False)
     before = {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir()}
-    with pytest.raises(CtxmtError, match="already holds checkpoints; pass --resume"):
+    with pytest.raises(CtxmtError, match="already holds checkpoints; pass `resume`"):
         train(rec, show_progress=False)
     assert {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir()} == before
 

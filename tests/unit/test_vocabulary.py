@@ -67,7 +67,7 @@ def test_reuse_errors_are_one_line(tmp_path):
     train = write_pairs(tmp_path, "t", 50)
     with pytest.raises(CtxmtError, match="not both"):
         prepare_corpus(spec(tmp_path, "x", train, spm=tmp_path / "m", vocab_from=tmp_path))
-    with pytest.raises(CtxmtError, match="--spm: SentencePiece model not found"):
+    with pytest.raises(CtxmtError, match="`spm`: SentencePiece model not found"):
         prepare_corpus(spec(tmp_path, "x", train, spm=tmp_path / "missing.model"))
     junk = tmp_path / "junk.model"
     junk.write_bytes(b"not a model")
@@ -76,6 +76,6 @@ def test_reuse_errors_are_one_line(tmp_path):
     with pytest.raises(CtxmtError, match="is not a prepared dataset"):
         prepare_corpus(spec(tmp_path, "x", train, vocab_from=tmp_path))
     prepare_corpus(spec(tmp_path, "plain", train))
-    with pytest.raises(CtxmtError, match="prepared without --moses.*drop --moses"):
+    with pytest.raises(CtxmtError, match="prepared without `moses`.*drop `moses`"):
         prepare_corpus(spec(tmp_path, "x", train, vocab_from=tmp_path / "plain", moses=True))
     assert not (tmp_path / "x").exists()
