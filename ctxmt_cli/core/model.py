@@ -1,17 +1,15 @@
 """The encoder-decoder every family builds on, and the core contract.
 
-Training, beam search, scoring, translation and analysis rely on nothing but this
-contract, so none of them ever asks which family it runs. docs/architecture.md shows
-the same contract with the data flow.
+Training, beam search, scoring, translation and analysis rely on nothing but this contract, so none of them ever
+asks which family it runs. docs/architecture.md shows the same contract with the data flow.
 
 Methods (the plain Transformer implements them; families do not copy them):
 
-* ``forward(batch, probe=None, project=True) -> ModelOutput`` — teacher-forced
-  logits (B, T, V) of ``batch.tgt_in`` (``project=False``: the decoder states (B, T, C)
-  instead, for the fused training loss) and the family's loss terms
-  (``ModelOutput.loss_terms``); a ``probe`` (:mod:`ctxmt_cli.core.probe`) receives every
-  attention map, one layer and kind at a time, for analysis. A batch with row chunks
-  (``Batch.chunks``) runs chunk by chunk in this one call (:mod:`ctxmt_cli.core.chunked`);
+* ``forward(batch, probe=None, project=True) -> ModelOutput`` — teacher-forced logits (B, T, V) of
+  ``batch.tgt_in`` (``project=False``: the decoder states (B, T, C) instead, for the fused training loss) and the
+  family's loss terms (``ModelOutput.loss_terms``); a ``probe`` (:mod:`ctxmt_cli.core.probe`) receives every
+  attention map, one layer and kind at a time, for analysis. A batch with row chunks (``Batch.chunks``) runs chunk
+  by chunk in this one call (:mod:`ctxmt_cli.core.chunked`);
 * ``encode(batch, probe=None) -> EncoderOut`` — states (B, S, C), mask (B, S), segment
   shift (B,), which states are the current sentence's, and a family's typed additions
   (context memory, cache entry);
@@ -39,7 +37,8 @@ family overrides the smallest one (docs/architecture.md has the table of who ove
 * ``context_attention`` passed to ``__init__`` and ``EncoderOut.context`` — a context-attention block in each
   decoder layer over a context memory (caching), joined to cross-attention by a ``mix`` module (HanoiT's gate);
 * input prefix — ``encode_source(src, prefix=…)`` and ``EncoderOut.prefix``: vectors before the encoder's and
-  the decoder's tokens, with no positions (MBE's z); ``EncoderOut.loss_terms``: terms computed while encoding;
+  the decoder's tokens, with no positions (MBE's z); ``decoder_input(x)`` — the decoder's input vectors before
+  its first layer (MBE's ``prefix_norm``); ``EncoderOut.loss_terms``: terms computed while encoding;
 * ``encode_parts(parts)`` — the batch-level step of a batch in row chunks (MBE: z per group over every chunk);
 * ``between_layers(layer, states, mask, attention, current)`` with ``between_layers_attention`` — a narrower key
   mask after an encoder layer (HanoiT's context selection);
@@ -150,6 +149,10 @@ class EncoderDecoder(nn.Module):
         ``current`` (B, S): the current sentence's tokens (None unless a layer or a probe asks). Default: unchanged."""
         return mask, {}
 
+    def decoder_input(self, x: Tensor) -> Tensor:
+        """The decoder's input (B, T, C) before its first layer, full pass and steps alike. Default: as it is."""
+        return x
+
     def source_shift(self, src: Tensor) -> Tensor:
         """Per-row segment shift (B,) of the source windows; ``per-window`` = mean sentence length."""
         b = src.size(0)
@@ -237,7 +240,7 @@ class EncoderDecoder(nn.Module):
             positions, seg, _ = window_layout(tokens, self.vocab.brk, enc.shift, n_sent)
             pe = self.tgt_pos(positions, seg)                              # (B, T, C)
             again = self.tgt_pos.persisted(positions, seg, pe)             # (B, T, C) or None: re-added per layer
-        x = self.dropout(self.tgt_embed(tokens) * self.scale + pe)
+        x = self.decoder_input(self.dropout(self.tgt_embed(tokens) * self.scale + pe))
         enc_mask, kvs = additive_mask(enc.mask[:, None, None, :], compute_dtype(x)), []   # (B, 1, 1, S), once
         real = current = keys = None                                       # the probe's masks, only when asked
         if probe is not None:
@@ -362,7 +365,7 @@ class EncoderDecoder(nn.Module):
         positions = (state.pos + state.sent_idx * state.shift).unsqueeze(1)  # (B, 1)
         seg = (state.n_sent - state.sent_idx).clamp(min=1).unsqueeze(1)     # (B, 1)
         pe = self.tgt_pos(positions, seg)                                   # (B, 1, C)
-        x = self.dropout(self.tgt_embed(tokens.unsqueeze(1)) * self.scale + pe)
+        x = self.decoder_input(self.dropout(self.tgt_embed(tokens.unsqueeze(1)) * self.scale + pe))
         again = self.tgt_pos.persisted(positions, seg, pe)                  # (B, 1, C) or None: re-added per layer
         self_mask = torch.cat([state.self_mask, state.self_mask.new_ones(tokens.size(0), 1)], dim=1)
         dtype = compute_dtype(x)                                            # masks made once per step, not per layer

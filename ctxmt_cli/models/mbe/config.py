@@ -20,6 +20,9 @@ class MbeConfig(ModelBase):
         "linear", description="the gate's classifier: linear = softmax(W z), the paper's eq. 5 (it cannot tell "
         "same- from mixed-document groups: their mean z is the same in expectation); mean_spread = a small MLP over "
         "z and the spread (standard deviation) of the group's sentence vectors, which can")
+    prefix_norm: bool = Field(False, description="the public code's LayerNorm over every input position of the side "
+                              "z is placed on, z's and the tokens' (its doc-encoder/decoder-layer-norm; not in the "
+                              "paper): it cancels the gate's scale alpha")
     classifier_weight: float = Field(1.0, ge=0.0, description="lambda of eq. 7: L = L_NMT + lambda * L_MB")
     classifier_loss: Literal["per_sentence", "per_group"] = Field(
         "per_sentence", description="the classifier's loss per sentence, label-smoothed (the public code), or per group")

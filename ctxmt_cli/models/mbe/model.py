@@ -33,8 +33,14 @@ before the mean, as the encoder's own output is. The groups ride in ``Batch.extr
 (:class:`SentenceGroups`); a batch without them treats every row as its own group, and one without
 ``mixed`` labels every group "same document".
 
+``prefix_norm`` follows the public code's ``--doc-encoder-layer-norm`` / ``--doc-decoder-layer-norm`` (not in the
+paper): one LayerNorm over every input position of the side holding z, z's and the tokens' (embeddings, positions,
+dropout), before the first layer; the extra layer still reads the tokens un-normed. It cancels the gate's scale:
+LN(alpha z) = LN(z) but for its epsilon, so with it the gate acts only through the classifier's loss.
+
 Hooks overridden on the core: ``encode`` (z through the encoder's input prefix and/or
-``EncoderOut.prefix`` for the decoder; the classifier's terms in ``EncoderOut.loss_terms``),
+``EncoderOut.prefix`` for the decoder; the classifier's terms in ``EncoderOut.loss_terms``), ``decoder_input``
+(``prefix_norm``),
 ``encode_parts`` (a training batch in row chunks: z per group over the sentences of every chunk, the
 classifier once, then each chunk's encoder at its own width), ``context_aware`` and ``loss_term_names``.
 """
@@ -103,6 +109,9 @@ class Mbe(EncoderDecoder):
         self.summary_norm = nn.LayerNorm(d) if cfg.normalize_before else nn.Identity()
         self.summary_dropout = nn.Dropout(cfg.dropout if cfg.summary_dropout is None else cfg.summary_dropout)
         self.classifier = gate_classifier(cfg.gate_classifier, d) if cfg.gate else None   # W of eq. 5, or the MLP
+        # prefix_norm: the public code's LayerNorm over the input holding z, on each side z is placed
+        norm = lambda side: nn.LayerNorm(d) if cfg.prefix_norm and cfg.placement in (side, "both") else None  # noqa: E731
+        self.encoder_input_norm, self.decoder_input_norm = norm("encoder"), norm("decoder")
         self.loss_term_names = TERMS if cfg.gate else ()
         for module in (self.summary_layer, self.classifier):
             for sub in ([] if module is None else module.modules()):
@@ -172,9 +181,20 @@ class Mbe(EncoderDecoder):
         placement, encs = self.cfg.placement, []
         for part, emb, rows in zip(parts, embedded, groups):
             per_row = z.index_select(0, rows).unsqueeze(1)                  # (b, 1, C)
-            enc = self.encode_source(part.src, probe, prefix=per_row if placement != "decoder" else None, embedded=emb)
-            encs.append(replace(enc, prefix=per_row if placement != "encoder" else None))
+            prefix = None
+            if placement != "decoder":                                      # the encoder's input: [z; tokens]
+                prefix, emb = per_row, emb
+                if self.encoder_input_norm is not None:                     # every position normed (prefix_norm)
+                    prefix, emb = self.encoder_input_norm(per_row), (self.encoder_input_norm(emb[0]), emb[1])
+            enc = self.encode_source(part.src, probe, prefix=prefix, embedded=emb)
+            to_decoder = None if placement == "encoder" else self.decoder_input(per_row)     # (b, 1, C)
+            encs.append(replace(enc, prefix=to_decoder))
         return encs, terms
+
+    def decoder_input(self, x: Tensor) -> Tensor:
+        """With ``prefix_norm`` and z in the decoder: every input position layer-normed, z's (the prefix) and the
+        tokens' alike (the public code's LayerNorm over [z; tokens]); otherwise as they are."""
+        return x if self.decoder_input_norm is None else self.decoder_input_norm(x)
 
     def classifier_terms(self, logits: Tensor, alpha: Tensor, groups: Tensor, mixed: Optional[Tensor]) -> dict:
         """L_MB (eq. 6) with weight λ, and statistics: accuracy, mean α on same- and mixed-document groups."""
@@ -205,5 +225,6 @@ VARIANTS: dict[str, dict] = {
     "no-gate": {"gate": False, "mixed_groups": 0.0},
     "per-group": {"classifier_loss": "per_group", "placement": "both"},
     "spread-gate": {"gate_classifier": "mean_spread", "placement": "decoder"},
+    "prefix-norm": {"prefix_norm": True, "placement": "both"},
     "post-norm": {"normalize_before": False, "placement": "decoder"},
 }
