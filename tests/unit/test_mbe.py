@@ -309,16 +309,18 @@ def test_the_spread_classifier_separates_where_the_papers_cannot(classifier, sep
 
 @pytest.mark.parametrize("placement", ["encoder", "decoder"])
 def test_prefix_norm_cancels_the_gates_scale(placement):
-    """With prefix_norm (the public code's LayerNorm over [z; tokens]) alpha's scale no longer reaches the model's
-    input: halving alpha (a zero classifier: alpha = 0.5) leaves the logits as they were; without it they move."""
+    """With prefix_norm (the public code's LayerNorm over [z; tokens]) alpha's scale no longer reaches what the model
+    reads: moving alpha (a random classifier, then a zero one: alpha = 0.5) leaves the encoder's states (z in the
+    encoder) or the decoder's prefix (z in the decoder) as they were; without it they move."""
     src = rows([5, 6, 7], [11, 12, 13, 14], [8, 9])
-    tgt = torch.tensor([[2, 20, 21], [2, 22, 23], [2, 24, 25]])
-    batch = Batch(src=src, tgt_in=tgt, extras=SentenceGroups(torch.tensor([0, 0, 1])))
+    batch = Batch(src=src, extras=SentenceGroups(torch.tensor([0, 0, 1])))
+    read = (lambda enc: enc.states) if placement == "encoder" else (lambda enc: enc.prefix)  # noqa: E731
     for norm, moves in ((True, False), (False, True)):
         model = make(placement=placement, prefix_norm=norm)
         with torch.no_grad():
-            model.classifier.weight.copy_(torch.tensor([[-3.0], [3.0]]).expand_as(model.classifier.weight) / 32)
-            before = model(batch).logits
+            strong = torch.randn(model.classifier.weight.shape, generator=torch.Generator().manual_seed(1)) * 0.3
+            model.classifier.weight.copy_(strong)                             # alpha about 0.8
+            before = read(model.encode(batch))
             model.classifier.weight.zero_()                                   # alpha = 0.5 for every group
-            after = model(batch).logits
-        assert (not torch.allclose(before, after, atol=1e-3)) == moves, (norm, placement)
+            after = read(model.encode(batch))
+        assert (not torch.allclose(before, after, atol=1e-4)) == moves, (norm, placement)
