@@ -190,28 +190,43 @@ def _cut(order: np.ndarray, size: np.ndarray, budget: int) -> list[np.ndarray]:
     return runs
 
 
+def _documents(doc_index: np.ndarray, indices: np.ndarray, rng: np.random.Generator, shuffle: bool):
+    """The documents of ``indices`` (in a random order when ``shuffle``) and each one's sentences, in index order
+    (one stable sort, not one pass per document)."""
+    order = indices[np.argsort(doc_index[indices], kind="stable")]
+    docs, starts = np.unique(doc_index[order], return_index=True)
+    by_doc = dict(zip(docs.tolist(), np.split(order, starts[1:])))
+    return (rng.permutation(docs) if shuffle else docs).tolist(), by_doc
+
+
 def sentence_groups(doc_index: np.ndarray, size: np.ndarray, indices: np.ndarray, group_tokens: int,
                     mixed_share: float, rng: np.random.Generator, shuffle: bool) -> list[tuple[np.ndarray, bool]]:
     """(sentences, mixed) groups of ``indices`` (Morishita et al. 2021, §3.1 and §3.3).
 
     A same-document group is one document's sentences (order ignored); a document whose padded size exceeds
     ``group_tokens`` is length-sorted and cut into several groups, documents are never mixed. With
-    ``mixed_share`` > 0, whole documents (drawn at random) holding that share of the tokens go to a pool whose
-    sentences, sorted by length (random among equal lengths), are cut into mixed groups of near-equal lengths.
+    ``mixed_share`` > 0, whole documents (drawn at random) go to a pool until the groups it will be cut into make
+    that share of all groups (the paper mixes "the two types of mini-batches at the same ratio": 0.5 = 1:1); the
+    pool's sentences, sorted by length (random among equal lengths), are cut into mixed groups of near-equal
+    lengths. The pool's groups are estimated as its tokens over ``group_tokens`` while documents are drawn, so the
+    share lands within about one document's groups of ``mixed_share``.
     """
-    docs = np.unique(doc_index[indices])
-    if shuffle:
-        docs = rng.permutation(docs)
-    by_doc = {d: indices[doc_index[indices] == d] for d in docs}
-    total, pooled, mixed_pool, groups = float(size[indices].sum()), 0.0, [], []
+    docs, by_doc = _documents(doc_index, indices, rng, shuffle)
+    same = {}
     for d in docs:
-        sentences = by_doc[d]
-        if pooled < mixed_share * total:
-            mixed_pool.append(sentences)
-            pooled += float(size[sentences].sum())
-            continue
-        order = sentences[np.lexsort((rng.random(len(sentences)), size[sentences]))]
-        groups += [(run, False) for run in _cut(order, size, group_tokens)]
+        order = by_doc[d][np.lexsort((rng.random(len(by_doc[d])), size[by_doc[d]]))]
+        same[d] = _cut(order, size, group_tokens)
+    n_same, pooled, mixed_pool = sum(len(runs) for runs in same.values()), 0.0, []
+    for d in docs if mixed_share > 0 else ():
+        mixed_est = -(-pooled // group_tokens)                             # the pool's groups, about
+        if mixed_est >= mixed_share * (mixed_est + n_same):
+            break
+        mixed_pool.append(d)
+        n_same -= len(same[d])
+        pooled += float(size[by_doc[d]].sum())
+    taken = set(mixed_pool)
+    groups = [(run, False) for d in docs if d not in taken for run in same[d]]
+    mixed_pool = [by_doc[d] for d in mixed_pool]
     if mixed_pool:
         pool = np.concatenate(mixed_pool)
         order = pool[np.lexsort((rng.random(len(pool)), size[pool]))]

@@ -28,7 +28,8 @@ class MbeConfig(ModelBase):
         "per_sentence", description="the classifier's loss per sentence, label-smoothed (the public code), or per group")
     classifier_label_smoothing: float = Field(0.1, ge=0.0, lt=1.0, description="per_sentence: label smoothing")
     mixed_groups: float = Field(
-        0.5, ge=0.0, lt=1.0, description="gate: share of training sentences in mixed-document groups (1:1 = 0.5)")
+        0.5, ge=0.0, lt=1.0, description="gate: share of the training groups that mix documents (the paper's 'same "
+        "ratio' of the two kinds of mini-batch: 1:1 = 0.5)")
     group_tokens: int = Field(3000, ge=8, description="a training group's budget (padded tokens); larger "
                               "documents are length-sorted and split into several groups")
     summary_dropout: Optional[float] = Field(None, ge=0.0, lt=1.0, description="dropout on z (default: dropout)")

@@ -31,7 +31,7 @@ class MbeInputs(Inputs):
 
     @property
     def mixed_share(self) -> float:
-        """The share of training sentences in groups mixing documents: for the gate's classifier (1:1 by default)."""
+        """The share of training groups that mix documents: for the gate's classifier (1:1 by default)."""
         return self.cfg.mixed_groups if self.cfg.gate else 0.0
 
     def plan_batches(self, dataset, indices: np.ndarray, max_tokens: int, bucket_width: int = 1, seed: int = 1,
