@@ -50,7 +50,7 @@ def dump(path: Path) -> dict:
 
 
 def test_every_row_has_a_recipe():
-    expected = ({f"table1_{d}_{s}" for d in COLUMN for s in SYSTEMS}
+    expected = ({f"table1_{d}_{s}" for d in COLUMN for s in SYSTEMS} | {f"table1_{d}_ect_prev1" for d in COLUMN}
                 | {f"table3_{d}_{a}_{b}" for d in COLUMN for a, b in SPLITS}
                 | {f"table4_{d}_online" for d in ONLINE})
     assert {p.stem for p in OURS} == expected
@@ -96,18 +96,24 @@ def test_settings_of_section_3_2(path):
 
 @pytest.mark.parametrize("ds", COLUMN)
 def test_table1_systems(ds):
-    """ECT and Dual Encoder read one previous sentence (their families read no next one, and say so); HanoiT is
-    1 + 5 with the offline context (1 previous + 1 next)."""
+    """ECT reads 1 previous + 1 next sentence as the paper gives every system (its 1-previous variant kept,
+    named _prev1); Dual Encoder one previous sentence (the caching family caches previous sentences only, and says
+    so); HanoiT is 1 + 5 with the offline context (1 previous + 1 next)."""
     for system, family in SYSTEMS.items():
         path = FOLDER / f"table1_{ds}_{system}.yaml"
         m, text = load_recipe(path).model, flat(path)
         assert m.family == family
         if system == "ect":
-            assert (m.src_context_sentences, m.tgt_context_sentences, m.segment, m.cd) == (1, 0, "learned", 1.0)
+            assert (m.src_context_sentences, m.src_next_sentences, m.tgt_context_sentences, m.segment, m.cd) == (
+                1, 1, 0, "learned", 1.0)
+            variant = load_recipe(FOLDER / f"table1_{ds}_ect_prev1.yaml").model
+            assert (variant.src_context_sentences, variant.src_next_sentences) == (1, 0)
+            assert dump(FOLDER / f"table1_{ds}_ect_prev1.yaml")["model"] == {**dump(path)["model"],
+                                                                              "src_next_sentences": 0}
         if system == "dual_encoder":
             assert (m.encoder, m.repr, m.integration, m.gate, m.src_context_sentences) == (
                 "separate", "tokens", "parallel", True, 1)
-        if system in ("ect", "dual_encoder"):
+        if system == "dual_encoder":
             assert "reads 1 previous sentence" in text and "1 previous + 1 next" in text
         if system == "hanoit":
             assert (m.unified_layers, m.selection_layers, m.src_next_sentences) == (1, 5, 1)

@@ -29,6 +29,9 @@ class ConcatConfig(ModelBase):
     family: Literal["concat"] = Field("concat", description="the family this section configures")
     src_context_sentences: int = Field(3, ge=0, le=64, description="previous source sentences in the window (K-1)")
     tgt_context_sentences: int = Field(3, ge=0, le=64, description="previous target sentences (0 = sKto1)")
+    src_next_sentences: int = Field(0, ge=0, le=64, description="next source sentences in the window, after the "
+                                    "previous ones and before the current one (sKto1 only; Yang et al. give their "
+                                    "ECT baseline 1 previous + 1 next)")
     cd: float = Field(1.0, ge=0.0, le=1.0, description="context discount: L = cd * L_context + L_current")
     cd_normalize: Literal["window_tokens", "weight_sum"] = Field(
         "window_tokens", description="the discounted loss's divisor: the window's target tokens (the authors' code) "
@@ -59,6 +62,9 @@ class ConcatConfig(ModelBase):
             raise ValueError("cd < 1 discounts target context, but tgt_context_sentences is 0")
         if self.shift is not None and isinstance(self.shift, int) and self.shift < 0:
             raise ValueError("shift must be >= 0")
+        if self.src_next_sentences and self.tgt_context_sentences:
+            raise ValueError("src_next_sentences: the target windows hold previous sentences only, so a model reading "
+                             "next source sentences translates sKto1: set tgt_context_sentences to 0")
         if self.context_order == "random" and self.max_segments == 1:
             raise ValueError("context_order: random draws context sentences, but src_context_sentences and "
                              "tgt_context_sentences are 0: set one of them >= 1 (or context_order: previous)")
@@ -67,5 +73,5 @@ class ConcatConfig(ModelBase):
     @property
     def max_segments(self) -> int:
         """Number of sentences in the longest window (segment index range)."""
-        return max(self.src_context_sentences, self.tgt_context_sentences) + 1
+        return max(self.src_context_sentences + self.src_next_sentences, self.tgt_context_sentences) + 1
 

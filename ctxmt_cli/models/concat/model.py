@@ -6,7 +6,10 @@ Besacier (2023) "Encoding Sentence Position in Context-Aware NMT with Concatenat
 (one-hot / sinusoidal / learned segment embeddings, persistent encodings, PSE).
 
 The family is mostly data: windows of K sentences joined by ``<brk>`` (built in
-``ctxmt_cli.data.windows``). Hooks it overrides on the core: ``resolve``
+``ctxmt_cli.data.windows``). An sKto1 model may also read next source sentences
+(``src_next_sentences``, not in Lupo et al.; Yang et al.'s ECT baseline reads 1 previous + 1 next): the window is
+[previous, next (nearest first), current], every family's layout, so segment codes count the next sentences
+among the context ("from the right" = from the current sentence). Hooks it overrides on the core: ``resolve``
 (``shift: auto``), ``context_aware``, ``loss_terms`` (the context discount), and
 the source/target :class:`PositionEncoding` modules and segment shift
 (``shift: auto | int | per-window``) it passes to ``__init__``.
@@ -95,4 +98,5 @@ VARIANTS: dict[str, dict] = {
     "pse-learned": {"segment": "learned", "pse": {"d_se": 8}, "persistent": True},
     "pse-onehot": {"segment": "onehot", "pse": {"d_se": 8}},
     "post-norm": {"normalize_before": False, "shift": 2, "segment": "sinusoidal"},
+    "next": {"src_context_sentences": 1, "src_next_sentences": 1, "tgt_context_sentences": 0, "segment": "learned"},
 }
