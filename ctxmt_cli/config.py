@@ -223,7 +223,8 @@ def _format_error(err: ValidationError, source: str, raw: dict, overrides: list[
 def parse_override(text: str) -> tuple[list[str], Any]:
     """Split ``a.b.c=value`` into a key path and a YAML-parsed value."""
     if "=" not in text:
-        raise CtxmtError(f"{option('overrides')} {text!r}: expected KEY.PATH=VALUE, e.g. {option('overrides')} train.lr=5e-4")
+        raise CtxmtError(f"{option('overrides')} {text!r}: expected KEY.PATH=VALUE, e.g. "
+                         f"{option('overrides')} train.lr=5e-4")
     key, value = text.split("=", 1)
     parts = [p for p in key.strip().split(".") if p]
     if not parts:

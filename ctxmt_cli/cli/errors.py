@@ -156,7 +156,8 @@ def check_device(value: str) -> str:
         if value.startswith("cuda"):
             resolve_device(value)
     except CtxmtError as err:            # "--device X: why"; the error line names the option and value itself
-        raise typer.BadParameter(named(err.problem) if isinstance(err, OptionError) else str(err).partition(": ")[2]) from None
+        problem = named(err.problem) if isinstance(err, OptionError) else str(err).partition(": ")[2]
+        raise typer.BadParameter(problem) from None
     return value
 
 

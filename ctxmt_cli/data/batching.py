@@ -22,7 +22,9 @@ def budget_width(src_len: np.ndarray, tgt_len: np.ndarray, side: str = "longer")
     """Each row's width under the budget's ``side`` (:data:`BUDGET_SIDES`): a batch costs rows × its widest."""
     if side not in BUDGET_SIDES:
         raise ValueError(f"budget side {side!r}: choose one of {', '.join(BUDGET_SIDES)}")
-    return {"longer": lambda: np.maximum(src_len, tgt_len), "source": lambda: src_len, "target": lambda: tgt_len}[side]()
+    if side == "longer":
+        return np.maximum(src_len, tgt_len)
+    return src_len if side == "source" else tgt_len
 
 
 def token_batches(

@@ -94,7 +94,8 @@ def chunk_seed(seed: int, start: int) -> int:
 
 def _plan_record(dec: DecodeSettings) -> dict:
     """What a stream's plan records of its decoding (a finished stream is reused only under the same plan)."""
-    return {"beam": dec.beam, "sample_seed": dec.sample_seed, "lenpen": dec.lenpen, "max_len_a": dec.max_len_a, "max_len_b": dec.max_len_b,
+    return {"beam": dec.beam, "sample_seed": dec.sample_seed, "lenpen": dec.lenpen, "max_len_a": dec.max_len_a,
+            "max_len_b": dec.max_len_b,
             "target_context": dec.target_mode, "src_context": dec.src_context_sentences,
             "tgt_context": dec.tgt_context_sentences, "max_window_tokens": dec.max_window_tokens}
 

@@ -1,8 +1,9 @@
 """The bilingual HanoiT's parts (Yang et al., §2.3-2.4): the gate of eqs. 9-10 and the target stream's input.
 
 The model (:class:`~ctxmt_cli.models.hanoit.HanoiT` with ``bilingual: true``) encodes a second row per sentence,
-the target concatenation ``[target context; current source]`` (:class:`TargetConcatRows`, the batch's extras), through the same encoder
-(or one of its own, ``share_encoder: false``) with the same selection, and hands its selected states to the
+the target concatenation ``[target context; current source]`` (:class:`TargetConcatRows`, the batch's extras),
+through the same encoder (or one of its own, ``share_encoder: false``) with the same selection, and hands its
+selected states to the
 decoder as the core's context memory (``EncoderOut.context``): each decoder layer has a second cross-attention
 over it, parallel to the first, with its own parameters, and :class:`ContextGate` joins the two outputs instead
 of adding them. The memory's keys and values are computed once per sentence and live in the decoder state, so

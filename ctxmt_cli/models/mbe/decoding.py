@@ -5,8 +5,8 @@ with. A document is one group (Morishita et al. 2021, Table 1: the whole documen
 or, with ``group_sentences`` = N, groups of N sentences: N consecutive ones (``consecutive``), or N
 of the document's sentences after sorting them by length (``length``: what the public code's
 length-bucketed decoding gives). Figure 4 of the paper varies N. Groups of several documents share
-one beam search (:class:`~ctxmt_cli.models.mbe.model.SentenceGroups` keeps each group's summary its own); outputs come back in
-document order. The search itself is the translator's, handed in (this layer sits below the decoder).
+one beam search (:class:`~ctxmt_cli.models.mbe.model.SentenceGroups` keeps each group's summary its own); outputs
+come back in document order. The search itself is the translator's, handed in (this layer sits below the decoder).
 """
 
 from __future__ import annotations

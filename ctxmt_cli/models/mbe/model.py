@@ -110,8 +110,8 @@ class Mbe(EncoderDecoder):
         self.summary_dropout = nn.Dropout(cfg.dropout if cfg.summary_dropout is None else cfg.summary_dropout)
         self.classifier = gate_classifier(cfg.gate_classifier, d) if cfg.gate else None   # W of eq. 5, or the MLP
         # prefix_norm: the public code's LayerNorm over the input holding z, on each side z is placed
-        norm = lambda side: nn.LayerNorm(d) if cfg.prefix_norm and cfg.placement in (side, "both") else None  # noqa: E731
-        self.encoder_input_norm, self.decoder_input_norm = norm("encoder"), norm("decoder")
+        on = [cfg.prefix_norm and cfg.placement in (side, "both") for side in ("encoder", "decoder")]
+        self.encoder_input_norm, self.decoder_input_norm = (nn.LayerNorm(d) if o else None for o in on)
         self.loss_term_names = TERMS if cfg.gate else ()
         for module in (self.summary_layer, self.classifier):
             for sub in ([] if module is None else module.modules()):
