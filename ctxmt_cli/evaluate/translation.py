@@ -234,8 +234,7 @@ def _validate(req: EvalRequest) -> list[str]:
     for name, value, what in (("first_pass", req.first_pass, "gives a bilingual checkpoint its target context"),
                               ("context", req.context, "sets the context a checkpoint translates with")):
         if req.hyps and value is not None:
-            raise CtxmtError(f"{option(name)} {what}; give it with {option('checkpoint')}, not with {option('hyp')} "
-                             "files")
+            raise CtxmtError(f"{option(name)} {what}; give it with {option('checkpoint')}, not {option('hyp')} files")
     parse_contexts(req.context)
     parse_group_sentences(req.group_sentences)
     if req.group_sentences is not None and (req.hyps or req.context is not None):

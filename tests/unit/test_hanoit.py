@@ -257,3 +257,35 @@ def test_kept_shares_are_logged_per_selection_layer():
     assert all(t.weight == 0.0 and t.count == context.sum() for t in out.loss_terms.values())
     assert 1.0 >= shares[0] >= shares[1] >= shares[2] >= 0.0 and shares[2] < 1.0
     assert make_model(encoder_layers=2, unified_layers=2).loss_term_names == ()   # 6+0 style: no selection
+
+
+def reference_choices(a, alive, current, q, queries: str, eos: bool) -> torch.Tensor:
+    """Eqs. 5-7 with the open choices written out for one row: eq. 6's i over the current tokens or the context
+    tokens (the printed range [p+1, m]); the current sentence's last token (its </s>) counted in p or not."""
+    cur = [i for i in range(a.size(0)) if current[i] and alive[i]]
+    counted = cur if eos else cur[:-1]
+    p = len(counted)
+    rows = counted if queries == "current" else [i for i in range(a.size(0)) if alive[i] and not current[i]]
+    keep = alive.clone()
+    for k in range(a.size(0)):
+        if alive[k] and not current[k]:
+            s = sum(1 for i in rows if a[i, k] * p >= sum(a[i, j] for j in counted if j != i))
+            keep[k] = s >= q * p - 1e-9
+    return keep
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("queries, eos", [("current", True), ("current", False), ("context", True), ("context", False)])
+def test_the_open_choices_equal_their_equations_written_out(seed, queries, eos):
+    """selection_queries and selection_eos against loops written from eqs. 5-7 for each reading; the default reading
+    is select_context's plain one."""
+    from ctxmt_cli.models.hanoit.model import last_token
+
+    a, alive, current = random_rows(seed)
+    counted = None if eos else current & ~last_token(alive)
+    for q in (0.1, 0.3, 0.5):
+        keep = select_context(a, alive, current, q, queries, counted)
+        for r in range(a.size(0)):
+            assert torch.equal(keep[r], reference_choices(a[r], alive[r], current[r], q, queries, eos)), (q, r)
+        if (queries, eos) == ("current", True):
+            assert torch.equal(keep, select_context(a, alive, current, q))

@@ -39,6 +39,11 @@ class HanoiTConfig(ModelBase):
     q: float = Field(0.2, gt=0.0, le=1.0, description="eq. 7: a context token stays when at least q * p of the p "
                      "current-sentence tokens attend to it at or above their average (the paper: 0.1-0.5, "
                      "best 0.1-0.3, Figure 5)")
+    selection_queries: Literal["current", "context"] = Field(
+        "current", description="eq. 6's i: the current sentence's tokens, as the text says ('how many words in the "
+        "current sentence'), or the context tokens, the range [p+1, m] the equation prints (an open choice)")
+    selection_eos: bool = Field(True, description="the current sentence's </s> counts among its p tokens: in eq. 5's "
+                                "average and as a query of eq. 6 (the paper does not say; an open choice)")
     bilingual: bool = Field(False, description="§2.3: also read the target side of the same context sentences, "
                             "as a second stream [target context; current source] with its own cross-attention and "
                             "a gate (needs a joint vocabulary)")

@@ -119,22 +119,33 @@ def part_layout(src: Tensor, brk: int, src_next: Optional[Tensor]) -> tuple[Tens
 
 
 @torch.no_grad()
-def select_context(attention: Tensor, alive: Tensor, current: Tensor, q: float) -> Tensor:
+def select_context(attention: Tensor, alive: Tensor, current: Tensor, q: float, queries: str = "current",
+                   counted: Optional[Tensor] = None) -> Tensor:
     """Eqs. 5-7: the tokens still alive after a selection layer, (B, S) bool.
 
     ``attention`` (B, S, S): the layer's head-averaged probabilities (query i, key k); ``alive`` (B, S): the
-    keys it attended over; ``current`` (B, S): the current sentence's tokens (always kept).
+    keys it attended over; ``current`` (B, S): the current sentence's tokens (always kept). ``counted`` (B, S): the
+    current tokens that make p and eq. 5's average (default: all of them); ``queries``: eq. 6's i runs over those
+    (``current``, the text: "how many words in the current sentence") or over the alive context tokens
+    (``context``, the range [p+1, m] the equation prints).
     """
     a = attention.float()
     cur = current & alive                                                   # (B, S)
+    cnt = cur if counted is None else counted & cur                         # (B, S) the p tokens
     n = a.size(-1)
-    others = cur[:, None, :] & ~torch.eye(n, dtype=torch.bool, device=a.device)   # (B, S, S) j current, j != i
+    others = cnt[:, None, :] & ~torch.eye(n, dtype=torch.bool, device=a.device)   # (B, S, S) j counted, j != i
     total = (a * others).sum(2)                                             # (B, S) Σ_{j≠i} a_ij, i.e. p·ā_i
-    p = cur.sum(1)                                                          # (B,)
+    p = cnt.sum(1)                                                          # (B,)
     above = a * p.to(a.dtype)[:, None, None] >= total[:, :, None]           # (B, S, S) a_ik >= ā_i
-    s = (above & cur[:, :, None]).sum(1)                                    # (B, S) s_k over current queries
+    rows = cnt if queries == "current" else alive & ~cur                    # (B, S) eq. 6's queries i
+    s = (above & rows[:, :, None]).sum(1)                                   # (B, S) s_k
     need = torch.ceil(q * p.double() - BOUND_SLACK).to(s.dtype)             # (B,) ceil(q·p)
     return alive & (cur | (s >= need[:, None]))
+
+
+def last_token(mask: Tensor) -> Tensor:
+    """Each row's last real token (B, S) bool: the window's ``</s>``, where the current sentence ends."""
+    return mask & (mask.long().cumsum(1) == mask.sum(1, keepdim=True))
 
 
 JOINT_NEEDED = ("model.bilingual: the target context shares the source stream's embeddings, which needs one "
@@ -217,7 +228,8 @@ class HanoiT(EncoderDecoder):
         """After a selection layer: the context tokens eqs. 5-7 keep, and how many context tokens are left."""
         if attention is None:
             return mask, {}
-        keep = select_context(attention, mask, current, self.cfg.q)         # (B, S)
+        counted = None if self.cfg.selection_eos else current & ~last_token(mask)   # (B, S) p without </s>
+        keep = select_context(attention, mask, current, self.cfg.q, self.cfg.selection_queries, counted)   # (B, S)
         left = (keep & ~current).sum().float()
         # count: the context tokens alive at this layer's input; encode replaces it by the input's context tokens
         return keep, {kept_name(layer): LossTerm(left, (mask & ~current).sum().float(), weight=0.0)}
@@ -232,6 +244,8 @@ VARIANTS: dict[str, dict] = {
     "split-6-0": {"encoder_layers": 6, "unified_layers": 6, "selection_layers": 0},
     "high-q": {"encoder_layers": 3, "selection_layers": 2, "q": 1.0, "src_next_sentences": 2},
     "post-norm": {"normalize_before": False, "q": 0.1},
+    "eq6-as-printed": {"selection_queries": "context", "q": 0.7},
+    "no-eos": {"selection_eos": False, "q": 0.7},
     "bilingual-online": {"src_context_sentences": 1, "src_next_sentences": 0, "q": 0.7, "bilingual": True},
     "bilingual-offline": {"src_context_sentences": 1, "src_next_sentences": 1, "q": 0.7, "bilingual": True,
                           "gate_scale": 0.5},
