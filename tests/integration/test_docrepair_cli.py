@@ -81,14 +81,21 @@ def test_first_pass_stream_is_the_translation_of_the_split(pipeline, first_pass,
     assert (tmp_path / "hyp.txt").read_bytes() == stream_files(pipeline.data, "test", "fp")["txt"]
 
 
-def test_an_interrupted_first_pass_resumes_to_the_same_stream(pipeline, first_pass, monkeypatch):
-    real, calls = translator.translate_documents, []
+def second_call_interrupts(real):
+    """``real`` as a translator whose second call is interrupted (Ctrl-C between two appended chunks)."""
+    calls = []
 
     def interrupted(*args, **kwargs):
         calls.append(1)
         if len(calls) == 2:
             raise KeyboardInterrupt
         return real(*args, **kwargs)
+
+    return interrupted
+
+
+def test_an_interrupted_first_pass_resumes_to_the_same_stream(pipeline, first_pass, monkeypatch):
+    real, interrupted = translator.translate_documents, second_call_interrupts(translator.translate_documents)
 
     args = ["first-pass", "-c", pipeline.forward, "--data", pipeline.data, "--split", "test", "--name", "fp2",
             "--chunk-docs", "7"]
@@ -118,13 +125,7 @@ def test_sampled_streams_follow_the_seed_and_resume_to_the_same_samples(pipeline
 
     one = sampled("s1", 1)
     assert sampled("s1b", 1) == one and sampled("s2", 2) != one != stream_files(pipeline.data, "test", "fp")
-    real, calls = translator.translate_documents, []
-
-    def interrupted(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
+    real, interrupted = translator.translate_documents, second_call_interrupts(translator.translate_documents)
 
     monkeypatch.setattr(translator, "translate_documents", interrupted)
     with pytest.raises(KeyboardInterrupt):

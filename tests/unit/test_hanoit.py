@@ -96,11 +96,16 @@ def test_a_dropped_token_never_returns():
 def reference(a: torch.Tensor, alive: torch.Tensor, current: torch.Tensor, q: float) -> torch.Tensor:
     """Eqs. 5-7 written out with loops over one row: a (S, S), alive (S,), current (S,)."""
     cur = [i for i in range(a.size(0)) if current[i]]
-    p = len(cur)
+    return kept_by_loops(a, alive, current, q, cur, cur)
+
+
+def kept_by_loops(a, alive, current, q, counted: list, rows: list) -> torch.Tensor:
+    """Eqs. 5-7 as loops: ā_i over the ``counted`` current tokens (p of them), s_k over the queries ``rows``."""
+    p = len(counted)
     keep = alive.clone()
     for k in range(a.size(0)):
         if alive[k] and not current[k]:
-            s = sum(1 for i in cur if a[i, k] * p >= sum(a[i, j] for j in cur if j != i))
+            s = sum(1 for i in rows if a[i, k] * p >= sum(a[i, j] for j in counted if j != i))
             keep[k] = s >= q * p - 1e-9
     return keep
 
@@ -264,14 +269,8 @@ def reference_choices(a, alive, current, q, queries: str, eos: bool) -> torch.Te
     tokens (the printed range [p+1, m]); the current sentence's last token (its </s>) counted in p or not."""
     cur = [i for i in range(a.size(0)) if current[i] and alive[i]]
     counted = cur if eos else cur[:-1]
-    p = len(counted)
     rows = counted if queries == "current" else [i for i in range(a.size(0)) if alive[i] and not current[i]]
-    keep = alive.clone()
-    for k in range(a.size(0)):
-        if alive[k] and not current[k]:
-            s = sum(1 for i in rows if a[i, k] * p >= sum(a[i, j] for j in counted if j != i))
-            keep[k] = s >= q * p - 1e-9
-    return keep
+    return kept_by_loops(a, alive, current, q, counted, rows)
 
 
 @pytest.mark.parametrize("seed", range(3))
