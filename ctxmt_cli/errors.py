@@ -73,3 +73,7 @@ class OptionError(CtxmtError):
     def with_flag(self, flag: str) -> str:
         """The message under the command line's ``flag`` for the option (None: an option given, its value aside)."""
         return f"{flag}{'' if self.value is None else ' ' + str(self.value)}: {named(self.problem)}"
+
+    def __reduce__(self):
+        # pickled by its three fields (a worker process may raise one): ``args`` holds only the message
+        return type(self), (self.option, self.value, self.problem)

@@ -95,3 +95,47 @@ def test_real_script_runs_every_system_end_to_end(tmp_path):
     table = result.stdout.split("system ", 1)[1].splitlines()
     assert [line.split()[0] for line in table[1:5]] == ["sentence", "concat", "hanoit", "hanoit_online"]
     assert "hanoit: kept share of the valid context tokens at step 2: kept_context_layer2" in result.stdout
+
+
+KEPT = FOLDER / "kept_context.sh"
+
+
+def _kept(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    full = {**os.environ, "OMP_NUM_THREADS": "1", "OUT": str(tmp_path / "out"), **env}
+    return subprocess.run(["bash", str(KEPT)], env=full, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("case", ["unknown_reading", "unknown_data", "no_europarl", "out_exists"])
+def test_kept_context_script_refuses_bad_settings(case, tmp_path):
+    """One line on stderr, exit 2, and nothing written: an unknown reading or data, no prepared Europarl, an
+    existing OUT."""
+    env = {"unknown_reading": {"CHOICES": "text eq6"}, "unknown_data": {"DATA": "nc2016"},
+           "no_europarl": {"DATA": "europarl", "EUROPARL": str(tmp_path / "missing")}, "out_exists": {}}[case]
+    if case == "out_exists":
+        (tmp_path / "out").mkdir()
+        (tmp_path / "out" / "keep.txt").write_text("mine")
+    result = _kept(tmp_path, **env)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("kept_context: ")
+    expected = {"unknown_reading": "'eq6'", "unknown_data": "'nc2016'", "no_europarl": "not a prepared dataset",
+                "out_exists": "exists"}[case]
+    assert expected in result.stderr
+    if case == "out_exists":
+        assert [p.name for p in (tmp_path / "out").iterdir()] == ["keep.txt"]
+    else:
+        assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_kept_context_script_measures_each_reading(tmp_path):
+    """Two readings of the selection trained 4 updates on the synthetic benchmark: a kept share per selection layer
+    at each validation, and a BLEU, for each."""
+    result = _kept(tmp_path, UPDATES="4", CHOICES="text printed", BEAM="1", THREADS="1")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    for choice in ("text", "printed"):
+        block = result.stdout.split(f"\n{choice}: test BLEU ", 1)[1].split("\n\n", 1)[0].splitlines()
+        assert block[0].endswith("layers 2 / 3 / 4 / 5 / 6")
+        steps = [line.split(":")[0].split()[-1] for line in block[1:]]
+        assert steps == ["1", "2", "3", "4"]
+        shares = [float(x) for x in block[-1].split(":")[1].split("(")[0].split("/")]
+        assert len(shares) == 5 and all(0.0 <= s <= 100.0 for s in shares)

@@ -19,6 +19,15 @@ def test_the_library_names_options_by_keyword():
     assert str(refused) == "max_tokens=4: give a budget >= 16 or leave `max_tokens` out"
 
 
+def test_an_option_error_crosses_a_process_boundary():
+    """A worker process's OptionError reaches its parent whole (pickled by its fields, not its message)."""
+    import pickle
+
+    back = pickle.loads(pickle.dumps(OptionError("beam", 0, "give a beam size >= 1")))
+    assert (type(back), back.option, back.value, back.problem) == (OptionError, "beam", 0, "give a beam size >= 1")
+    assert str(back) == "beam=0: give a beam size >= 1"
+
+
 def test_the_way_of_naming_is_the_callers_and_is_restored():
     err = CtxmtError(f"pass {option('first_pass')}")
     previous = use_option_names(lambda name: "--" + name.replace("_", "-"))
