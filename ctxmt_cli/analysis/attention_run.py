@@ -124,10 +124,10 @@ def window_dataset(loaded, split, context: Optional[int], target_concat=None):
 
 
 def target_concatenation(loaded, req: AttentionRequest, split):
-    """A bilingual HanoiT's target concatenation of every window, as validation gives it (every row has one): the
-    target context its recipe names (a first-pass stream of the prepared split, or the reference); None for any
-    other model. ``--src``/``--ref`` files have no first-pass stream: refused there unless the model reads the
-    reference."""
+    """The target concatenation of every window of a HanoiT reading target context (bilingual, or context_side:
+    target), as validation gives it (every row has one): the target context its recipe names (a first-pass stream
+    of the prepared split, or the reference); None for any other model. ``--src``/``--ref`` files have no first-pass
+    stream: refused there unless the model reads the reference."""
     from ctxmt_cli.models.families import inputs_of
 
     model = loaded.recipe.model
@@ -144,7 +144,7 @@ def target_concatenation(loaded, req: AttentionRequest, split):
 
 def reference_concatenation(loaded, split, name: str):
     """The target concatenation of documents given with their references (not a prepared split): the
-    reference, for a bilingual model that reads it; None for a model that is not bilingual."""
+    reference, for a model reading target context from it; None for a model reading no target context."""
     from ctxmt_cli.models.families import inputs_of
     from ctxmt_cli.models.hanoit.target_concat import ReferenceSide, TargetConcat
 
@@ -152,7 +152,7 @@ def reference_concatenation(loaded, split, name: str):
     if not inputs_of(model).target_concat:
         return None
     if model.target_context_from != "reference":
-        raise CtxmtError(f"{name} is a bilingual model reading first-pass translations of the context, "
+        raise CtxmtError(f"{name} is a hanoit model reading first-pass translations of the context, "
                          f"which {option('src')}/{option('ref')} files do not have; analyse a prepared split holding "
                          f"the stream ({option('data')} DIR {option('split')} S, written by `ctxmt first-pass`)")
     return TargetConcat(ReferenceSide(split))
@@ -222,7 +222,7 @@ def attention_result(loaded, dataset, indices: np.ndarray, max_tokens: int,
     src_ctx, tgt_ctx = dataset.spec.src_context_sentences, dataset.spec.tgt_context_sentences
     result.update(checkpoint=checkpoint, family=loaded.recipe.model.family, split=dataset.split.name,
                   context={"src": src_ctx, "tgt": tgt_ctx, "src_next": dataset.spec.src_next_sentences})
-    if dataset.target_concat is not None:                                   # bilingual: what its target stream read
+    if dataset.target_concat is not None:                                   # what its target context was
         model = loaded.recipe.model
         result["context"]["target_concat"] = model.first_pass_stream if model.target_context_from == "first_pass" \
             else "reference"

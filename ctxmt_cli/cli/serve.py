@@ -42,7 +42,8 @@ def serve(
                                         "first one"),
     beam: Optional[int] = typer.Option(None, min=1, help="beam size (default: recipe decode.beam)"),
     lenpen: Optional[float] = typer.Option(None, min=0.0, help="length penalty (default: recipe)"),
-    first_pass: Optional[Path] = typer.Option(None, help="bilingual hanoit: the sentence-level checkpoint whose "
+    first_pass: Optional[Path] = typer.Option(None, help="hanoit reading target context: "
+                                              "the sentence-level checkpoint whose "
                                               "translations it reads as target context"),
     group_sentences: Optional[int] = typer.Option(None, min=1, help="mbe: groups of N consecutive sentences (the "
                                                   "server keeps the unfinished group) [default: the whole document]"),

@@ -42,7 +42,8 @@ def translate(
                                                   "document is one group)"),
     group_order: GroupOrder = typer.Option("consecutive", help="mbe: consecutive, or length (groups of "
                                            "length-sorted sentences)"),
-    first_pass: Optional[Path] = typer.Option(None, help="bilingual hanoit: translate each document first with this "
+    first_pass: Optional[Path] = typer.Option(None, help="hanoit reading target context: "
+                                              "translate each document first with this "
                                               "sentence-level checkpoint; its translations are the target context"),
 ):
     """Translate whole documents sentence by sentence, with the model's own context (or --context K)."""

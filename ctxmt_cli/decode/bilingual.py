@@ -36,7 +36,7 @@ def first_pass_translations(loaded, documents: list[list[str]], *, beam: Optiona
 def check_first_pass_model(first, second, first_path, second_path) -> None:
     """The first-pass checkpoint must translate the bilingual model's language pair and need no first pass itself."""
     if inputs_of(first.model.cfg).target_concat:
-        raise OptionError("first_pass", str(first_path), "it is itself a bilingual model (it would need a first "
+        raise OptionError("first_pass", str(first_path), "it itself reads target context (it would need a first "
                           "pass); give a sentence-level checkpoint")
     pair = lambda loaded: (loaded.meta.get("src_lang"), loaded.meta.get("tgt_lang"))  # noqa: E731
     if pair(first) != pair(second):
@@ -68,8 +68,8 @@ def split_first_passes(models: Sequence, checkpoints: Sequence, prepared, split:
     bilingual = [inputs_of(loaded.model.cfg).target_concat for loaded in models]
     if not any(bilingual):
         if first_pass is not None:
-            raise OptionError("first_pass", None, "no checkpoint is a bilingual hanoit model (bilingual: "
-                              "true); leave it out")
+            raise OptionError("first_pass", None, "no checkpoint reads target context (a hanoit model with "
+                              "bilingual: true or context_side: target); leave it out")
         return [None] * len(models)
     if first_pass is not None:
         first = load_model(Path(first_pass), device=torch_device(device))

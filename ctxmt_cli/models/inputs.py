@@ -137,8 +137,9 @@ class Inputs:
         """A first pass (sentence-level translations of ``documents``) is for a model reading a target
         concatenation; this one reads none."""
         if first_pass is not None:
-            raise OptionError("first_pass", None, f"this {self.cfg.family} model is not bilingual and reads no "
-                              "first pass; leave it out (it is for a hanoit model with bilingual: true)")
+            raise OptionError("first_pass", None, f"this {self.cfg.family} model reads no target context and so no "
+                              "first pass; leave it out (it is for a hanoit model with bilingual: true or "
+                              "context_side: target)")
 
     def check_groups(self, group_sentences: Union[None, int, str], group_order: str = "consecutive") -> None:
         """Sentence-group options (``group_sentences``: a size, or the option's text) are for a model that reads

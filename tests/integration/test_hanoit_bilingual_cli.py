@@ -62,11 +62,11 @@ def test_translate_with_a_first_pass(pipeline, tmp_path):
     assert len(hyp) == len(src) and [i for i, s in enumerate(src) if not s] == [i for i, h in enumerate(hyp) if not h]
     assert_user_error(run_cli("translate", doc, "-c", bilingual, "-o", tmp_path / "x.txt"), "--first-pass SENTENCE_CKPT")
     assert_user_error(run_cli("translate", doc, "-c", sentence, "--first-pass", sentence, "-o", tmp_path / "y.txt"),
-                      "is not bilingual")
+                      "reads no target context")
     assert_user_error(run_cli("translate", doc, "-c", sentence, "--first-pass", bilingual, "-o", tmp_path / "z.txt"),
-                      "is not bilingual")
+                      "reads no target context")
     assert_user_error(run_cli("translate", doc, "-c", bilingual, "--first-pass", bilingual, "-o", tmp_path / "w.txt"),
-                      "is itself a bilingual model")
+                      "itself reads target context")
     assert not any((tmp_path / f"{n}.txt").exists() for n in "xyzw")
 
 
@@ -82,9 +82,9 @@ def test_evaluate_reads_the_split_stream_or_a_first_pass(pipeline, tmp_path):
                      "--first-pass", sentence)
     assert result.exit_code == 0, result.output
     assert_user_error(run_cli("evaluate", "-c", sentence, "--split", "test", "--first-pass", sentence),
-                      "no checkpoint is a bilingual hanoit model")
+                      "no checkpoint reads target context")
     assert_user_error(run_cli("first-pass", "-c", bilingual, "--data", data, "--split", "test", "--name", "x"),
-                      "is a bilingual hanoit model")
+                      "is a hanoit model reading target context")
 
 
 def test_table2_recipe_trains_on_the_first_pass_and_translates(pipeline, tmp_path):
@@ -105,3 +105,29 @@ def test_table2_recipe_trains_on_the_first_pass_and_translates(pipeline, tmp_pat
                      "-o", tmp_path / "out.txt")
     assert result.exit_code == 0, result.output
     assert len((tmp_path / "out.txt").read_text().splitlines()) == 3
+
+
+def test_target_context_row_trains_on_the_first_pass_translates_and_evaluates(pipeline, tmp_path):
+    """recipes/yang2023_hanoit/table2_iwslt17_hanoit_target.yaml (context_side: target) on tiny dims over the
+    streams the pipeline wrote: its kept shares are the target context's, and it translates and evaluates with a
+    first pass (and refuses to go without one)."""
+    root, data, sentence, _, _ = pipeline
+    recipe = ROOT / "recipes" / "yang2023_hanoit" / "table2_iwslt17_hanoit_target.yaml"
+    save = tmp_path / "target"
+    sets = [f"data.path={data}", f"train.save_dir={save}", "model.preset=null", "model.d_model=32",
+            "model.ffn_dim=64", "model.heads=4", "model.decoder_layers=1", "model.encoder_layers=2",
+            "model.unified_layers=1", "model.selection_layers=1", "train.max_steps=3", "train.valid_every=3",
+            "train.warmup_steps=2", "data.max_tokens=400", "train.threads=1"]
+    result = run_cli("train", recipe, *[a for s in sets for a in ("--set", s)])
+    assert result.exit_code == 0, result.output
+    valid = [r for r in map(json.loads, (save / "metrics.jsonl").read_text().splitlines()) if r.get("kind") == "valid"]
+    assert valid and 0 <= valid[-1]["kept_target_context_layer2"] <= 1 and "kept_context_layer2" not in valid[-1]
+    doc = tmp_path / "doc.txt"
+    doc.write_text("\n".join((data / "raw" / "test.src").read_text().split("\n\n")[0].strip().splitlines()[:3]) + "\n")
+    ckpt = save / "checkpoint_best.pt"
+    result = run_cli("translate", doc, "-c", ckpt, "--first-pass", sentence, "--beam", 1, "-o", tmp_path / "out.txt")
+    assert result.exit_code == 0, result.output
+    assert len((tmp_path / "out.txt").read_text().splitlines()) == 3
+    assert_user_error(run_cli("translate", doc, "-c", ckpt, "-o", tmp_path / "x.txt"), "--first-pass SENTENCE_CKPT")
+    result = run_cli("evaluate", "-c", ckpt, "--split", "valid", "--beam", 1)
+    assert result.exit_code == 0 and "BLEU" in result.stdout, result.output

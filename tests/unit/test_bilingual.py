@@ -64,9 +64,9 @@ def test_translation_rows_are_the_training_rows(limit, context, following):
             j += 1
 
 
-def bilingual_model(tokenizer):
+def bilingual_model(tokenizer, **spec):
     torch.manual_seed(0)
-    cfg = validate_recipe({"model": {**TINY, "family": "hanoit", "bilingual": True}}).model
+    cfg = validate_recipe({"model": {**TINY, "family": "hanoit", "bilingual": True, **spec}}).model
     vocab = VocabInfo(src_size=tokenizer.src_vocab_size, tgt_size=tokenizer.tgt_vocab_size, brk=tokenizer.brk_id)
     return build_model(cfg, vocab).eval()
 
@@ -93,6 +93,30 @@ def test_the_translator_hands_each_sentence_its_first_pass(tokenizer, monkeypatc
     assert row == fp[0][0] + [tokenizer.brk_id] + fp[0][2] + [tokenizer.brk_id] + src[0][1] + [tokenizer.eos_id]
 
 
+def test_a_target_context_model_translates_from_its_first_pass_alone(tokenizer, monkeypatch):
+    """context_side: target: each step's source rows are the target concatenations (the first pass of the context
+    sentences, then the current source sentence), nothing beside them; the translation reads the first pass and
+    not the source context (another source context sentence, the same output)."""
+    import ctxmt_cli.decode.slots as translator
+    from ctxmt_cli.decode.translator import translate_documents
+
+    seen, real = [], translator.beam_search
+    monkeypatch.setattr(translator, "beam_search", lambda model, batch, **kw: (seen.append(batch), real(model, batch,
+                                                                                                       **kw))[1])
+    rng = random.Random(2)
+    documents = [[sentence(rng) for _ in range(3)]]
+    first = [[sentence(rng) for _ in doc] for doc in documents]
+    model = bilingual_model(tokenizer, bilingual=False, context_side="target")
+    out = translate_documents(model, tokenizer, documents, DecodeSettings(1, 0, beam=1), first_pass=first)
+    src = [tokenizer.encode_src(s) for s in documents[0]]
+    fp = [tokenizer.encode_tgt(s) for s in first[0]]
+    assert seen[1].extras is None
+    assert [t for t in seen[1].src[0].tolist() if t != tokenizer.pad_id] == \
+        fp[0] + [tokenizer.brk_id] + fp[2] + [tokenizer.brk_id] + src[1] + [tokenizer.eos_id]
+    other = [[sentence(random.Random(9)), documents[0][1], sentence(random.Random(8))]]
+    assert translate_documents(model, tokenizer, other, DecodeSettings(1, 0, beam=1), first_pass=first)[0][1] == out[0][1]
+
+
 def test_a_bilingual_model_needs_a_first_pass_and_others_refuse_one(tokenizer):
     model, docs = bilingual_model(tokenizer), [["ka lu", "mi no"]]
     with pytest.raises(CtxmtError, match="give `first_pass` SENTENCE_CKPT"):
@@ -102,7 +126,7 @@ def test_a_bilingual_model_needs_a_first_pass_and_others_refuse_one(tokenizer):
     inputs_of(model.cfg).check_first_pass(docs, [["a", "b"]])
     torch.manual_seed(0)
     plain = build_model(validate_recipe({"model": {**TINY, "family": "hanoit"}}).model, model.vocab)
-    with pytest.raises(CtxmtError, match="is not bilingual"):
+    with pytest.raises(CtxmtError, match="reads no target context"):
         inputs_of(plain.cfg).check_first_pass(docs, [["a", "b"]])
 
 
@@ -115,3 +139,19 @@ def test_contrastive_rows_carry_the_items_target_context():
     single = ContrastiveItem(["s0", "s1"], "s2", ["t0", "t1"], ["c", "d"])
     assert candidate_rows(single, 0, 2, 0, "all", bilingual=True) == [(["s0", "s1", "s2"], ["c"], 1, 0, ["t0", "t1"])]
     assert candidate_rows(single, 0, 2, 0, "all") == [(["s0", "s1", "s2"], ["c"], 1)]
+
+
+def test_a_target_context_model_scores_by_its_target_context_alone(tokenizer):
+    """Contrastive scoring of a context_side: target model: another source context sentence gives the very same
+    score (the model does not read it), another target context sentence another score; a row without context
+    (no target context given) is scored on the sentence alone."""
+    from ctxmt_cli.evaluate.contrastive import score_rows
+
+    model = bilingual_model(tokenizer, bilingual=False, context_side="target")
+    rows = [(["ka lu mi", "no ka"], ["lu no"], 1, 0, ["mi mi ka"]),
+            (["lu lu no", "no ka"], ["lu no"], 1, 0, ["mi mi ka"]),
+            (["ka lu mi", "no ka"], ["lu no"], 1, 0, ["no lu lu ka"]),
+            (["no ka"], ["lu no"], 1)]
+    logprob, tokens = score_rows(model, tokenizer, rows)
+    assert logprob[0] == logprob[1] and logprob[0] != logprob[2] and np.isfinite(logprob).all()
+    assert len(set(tokens.tolist())) == 1

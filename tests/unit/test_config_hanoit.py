@@ -31,11 +31,33 @@ def test_reference_target_context_names_no_stream():
 
 
 @pytest.mark.parametrize("option, value", [("alpha", 0.3), ("gate", "scalar"), ("gate_scale", 0.5),
-                                           ("share_encoder", False), ("target_context_from", "reference"),
-                                           ("first_pass_stream", "fp")])
-def test_bilingual_options_are_refused_on_a_monolingual_model(option, value):
+                                           ("share_encoder", False)])
+@pytest.mark.parametrize("side", ["source", "target"])
+def test_bilingual_options_are_refused_on_a_one_stream_model(option, value, side):
     with pytest.raises(CtxmtError, match=f"model: {option}: for the bilingual model only; set bilingual: true"):
+        hanoit(context_side=side, **{option: value})
+
+
+@pytest.mark.parametrize("option, value", [("target_context_from", "reference"), ("first_pass_stream", "fp")])
+def test_target_context_options_are_refused_on_a_source_context_model(option, value):
+    with pytest.raises(CtxmtError, match=f"model: {option}: for a model reading target context; set bilingual: "
+                                         "true or context_side: target"):
         hanoit(**{option: value})
+
+
+def test_a_target_context_model_reads_where_its_context_comes_from_and_round_trips():
+    """context_side: target (§3.5's target mono-lingual context): the first pass by default, or the reference; the
+    bilingual model's other options stay unset; both sides at once is the bilingual model."""
+    recipe = hanoit(context_side="target")
+    m = recipe.model
+    assert (m.target_context_from, m.first_pass_stream, m.share_encoder, m.gate, m.gate_scale, m.alpha) == \
+        ("first_pass", "first-pass", None, None, None, None)
+    assert m.reads_target_context and validate_recipe(recipe_to_dict(recipe)) == recipe
+    assert hanoit(context_side="target", target_context_from="reference").model.first_pass_stream is None
+    with pytest.raises(CtxmtError, match="bilingual: true reads both sides: set one of them"):
+        hanoit(context_side="target", bilingual=True)
+    with pytest.raises(CtxmtError, match="context_side: target reads the target side .* set one of them >= 1"):
+        hanoit(context_side="target", src_context_sentences=0, src_next_sentences=0)
 
 
 def test_bilingual_needs_context_sentences_and_bounded_values():

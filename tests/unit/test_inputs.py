@@ -75,7 +75,7 @@ def test_first_pass_is_read_by_the_bilingual_model_alone():
     bilingual.check_first_pass([["a"]], [["b"]])
     for name in ("sentence", "concat", "caching", "mbe", "hanoit"):
         assert not inputs_of(cfg(name)).target_concat
-        with pytest.raises(CtxmtError, match="is not bilingual"):
+        with pytest.raises(CtxmtError, match="reads no target context"):
             inputs_of(cfg(name)).check_first_pass([["a"]], [["b"]])
 
 
@@ -108,3 +108,31 @@ def test_scoring_batches_become_groups_for_mbe():
     grouped = inputs_of(cfg("mbe")).scoring_batch(Batch(src=src.src.clone(), tgt_out=src.tgt_out), vocab)
     assert grouped.src.tolist() == [[5, 6, 3], [7, 3, 0], [8, 3, 0]]     # each window's sentences, each + </s>
     assert grouped.extras.groups.tolist() == [0, 0, 1] and grouped.src_index.tolist() == [1, 2]
+
+
+def test_a_target_context_model_reads_its_target_concatenation_as_its_source():
+    """context_side: target (§3.5's target mono-lingual context): the rows it reads are the target side of the
+    context sentences, then the current source sentence, in Batch.src (nothing beside it); the batch budget counts
+    those rows; a translation step and a scoring batch read the same, a scoring row without context its sentence
+    alone."""
+    from ctxmt_cli.models.hanoit.inputs import TargetContextWindows
+    from ctxmt_cli.models.hanoit.target_concat import ReferenceSide, TargetConcat
+
+    inputs = inputs_of(cfg("hanoit", context_side="target", target_context_from="reference"))
+    assert inputs.target_concat
+    split = dataset().split
+    ds = TargetContextWindows(split, WindowSpec(1, 0, 64, src_next_sentences=1), 4, 3,
+                              TargetConcat(ReferenceSide(split)))
+    batch = inputs.collate(ds, ds.indices, VocabInfo(40, 40))
+    starts = np.asarray(split.doc_offsets)[np.asarray(split.doc_index)]
+    ends = np.asarray(split.doc_offsets)[np.asarray(split.doc_index) + 1]
+    for row, j in enumerate(batch.ids.tolist()):
+        before = [split.tgt(j - 1).tolist() + [4]] if j > starts[j] else []
+        after = [split.tgt(j + 1).tolist() + [4]] if j + 1 < ends[j] else []
+        expected = sum(before + after, []) + split.src(j).tolist() + [3]
+        assert batch.src[row][batch.src[row] != 0].tolist() == expected
+        assert batch.src_next[row].item() == len(after) and ds.src_len[j] == len(expected)
+    assert batch.extras is None
+    sentence = Batch(src=torch.tensor([[5, 6, 4, 7, 3], [8, 3, 0, 0, 0]]), tgt_out=torch.tensor([[9, 3], [9, 3]]))
+    scored = inputs.scoring_batch(sentence, VocabInfo(40, 40), [np.array([20, 21, 4, 7, 3]), np.zeros(0, np.int64)])
+    assert scored.src.tolist() == [[20, 21, 4, 7, 3], [8, 3, 0, 0, 0]] and scored.extras is None

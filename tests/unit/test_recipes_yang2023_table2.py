@@ -35,8 +35,32 @@ def dump(path: Path) -> dict:
     return d
 
 
-def test_one_recipe_per_dataset():
-    assert {p.stem for p in FOLDER.glob("table2_*.yaml")} == {f"table2_{ds}_hanoit" for ds in BLEU}
+def test_one_recipe_per_dataset_and_the_target_context_row():
+    assert {p.stem for p in FOLDER.glob("table2_*.yaml")} == {f"table2_{ds}_hanoit" for ds in BLEU} | {
+        "table2_iwslt17_hanoit_target"}
+
+
+def test_the_target_context_row_is_the_bilingual_recipe_without_its_source_stream():
+    """§3.5's target mono-lingual context (24.98 on IWSLT-2017): Table 2's IWSLT-2017 recipe with one stream, the
+    target side of the same context sentences, from the same first pass; the header names the row, the first pass
+    and the evaluation."""
+    path = FOLDER / "table2_iwslt17_hanoit_target.yaml"
+    target, bilingual = dump(path), dump(FOLDER / "table2_iwslt17_hanoit.yaml")
+    assert (target["model"]["context_side"], target["model"]["bilingual"]) == ("target", False)
+    assert target["model"]["target_context_from"] == "first_pass" and target["model"]["first_pass_stream"] == "first-pass"
+    for key in ("bilingual", "context_side", "share_encoder", "gate", "gate_scale", "alpha"):
+        target["model"][key] = bilingual["model"][key]
+    assert target == bilingual
+    text = flat(path)
+    assert re.search(r"^# Reproduces: §3\.5 'Mono-lingual vs\. Bi-lingual Context', target mono-lingual context, "
+                     r"IWSLT-2017: BLEU 24\.98", header(path), re.M)
+    first = "runs/yang2023_hanoit/table1_iwslt17_transformer/checkpoint_best.pt"
+    assert f"for s in train valid; do ctxmt first-pass -c {first} --data data/yang2023_iwslt17 --split $s; done" in text
+    assert (f"ctxmt evaluate -c runs/yang2023_hanoit/table2_iwslt17_hanoit_target/checkpoint_best.pt --split test "
+            f"--tokenize none --first-pass {first}") in text
+    r = load_recipe(path)
+    assert r.name == "yang2023_table2_iwslt17_hanoit_target"
+    assert r.train.save_dir == "runs/yang2023_hanoit/table2_iwslt17_hanoit_target"
 
 
 @pytest.mark.parametrize("ds", BLEU)

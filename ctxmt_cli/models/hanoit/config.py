@@ -19,6 +19,8 @@ from ctxmt_cli.config_base import ModelBase
 #: the bilingual options and the value each takes when a bilingual recipe leaves it out
 BILINGUAL_DEFAULTS = {"target_context_from": "first_pass", "share_encoder": True, "gate": "vector", "gate_scale": 1.0,
                       "alpha": 0.5}
+#: what a one-stream model over the target context (``context_side: target``) reads of them: where it comes from
+ONE_STREAM_DEFAULTS = {"target_context_from": "first_pass"}
 #: stream name of ``ctxmt first-pass`` when none is given (``--name``)
 FIRST_PASS_STREAM = "first-pass"
 
@@ -47,6 +49,10 @@ class HanoiTConfig(ModelBase):
     bilingual: bool = Field(False, description="§2.3: also read the target side of the same context sentences, "
                             "as a second stream [target context; current source] with its own cross-attention and "
                             "a gate (needs a joint vocabulary)")
+    context_side: Literal["source", "target"] = Field(
+        "source", description="the language of the one stream's context (bilingual: false): source (§2.2) | target, "
+        "the target side of the same context sentences in place of the source side, the stream [target context; "
+        "current source] (§3.5's 'target mono-lingual context'; needs a joint vocabulary); bilingual: true reads both")
     target_context_from: Optional[Literal["first_pass", "reference"]] = Field(
         None, description="bilingual: the target context in training and validation: first_pass (the sentence-level "
         "translations of the context sentences, a stream written by `ctxmt first-pass`; the paper) | reference "
@@ -84,18 +90,34 @@ class HanoiTConfig(ModelBase):
         self._check_bilingual()
         return self
 
+    @property
+    def reads_target_context(self) -> bool:
+        """The model reads the target side of its context sentences (bilingual, or context_side: target)."""
+        return self.bilingual or self.context_side == "target"
+
     def _check_bilingual(self) -> None:
-        """Refuse bilingual options on a monolingual model; fill a bilingual model's defaults."""
-        given = [k for k in (*BILINGUAL_DEFAULTS, "first_pass_stream") if getattr(self, k) is not None]
-        if not self.bilingual:
-            if given:
-                raise ValueError(f"{', '.join(given)}: for the bilingual model only; set bilingual: true, or remove "
-                                 f"{'it' if len(given) == 1 else 'them'}")
+        """Refuse bilingual options on a model that does not read them; fill the defaults of those it reads (a
+        target-context model reads only where its target context comes from)."""
+        if self.bilingual and self.context_side == "target":
+            raise ValueError("context_side: target is the one-stream model over the target context; bilingual: true "
+                             "reads both sides: set one of them")
+        reads = BILINGUAL_DEFAULTS if self.bilingual else ONE_STREAM_DEFAULTS if self.reads_target_context else {}
+        readable = {*reads, "first_pass_stream"} if reads else set()
+        refused = [k for k in (*BILINGUAL_DEFAULTS, "first_pass_stream") if getattr(self, k) is not None
+                   and k not in readable]
+        if refused:
+            either = all(k in ONE_STREAM_DEFAULTS or k == "first_pass_stream" for k in refused)
+            whom, fix = (("a model reading target context", "set bilingual: true or context_side: target") if either
+                         else ("the bilingual model only", "set bilingual: true"))
+            raise ValueError(f"{', '.join(refused)}: for {whom}; {fix}, or remove "
+                             f"{'it' if len(refused) == 1 else 'them'}")
+        if not reads:
             return
         if self.src_context_sentences + self.src_next_sentences == 0:
-            raise ValueError("bilingual reads the target side of the context sentences, but src_context_sentences "
-                             "and src_next_sentences are 0: set one of them >= 1")
-        for key, value in BILINGUAL_DEFAULTS.items():
+            raise ValueError(f"{'bilingual' if self.bilingual else 'context_side: target'} reads the target side of "
+                             "the context sentences, but src_context_sentences and src_next_sentences are 0: set one "
+                             "of them >= 1")
+        for key, value in reads.items():
             if getattr(self, key) is None:
                 object.__setattr__(self, key, value)
         if self.target_context_from == "reference" and self.first_pass_stream is not None:

@@ -1,17 +1,20 @@
 """The ``hanoit`` family's inputs (Yang et al., HanoiT): the plain windows read its previous *and next* source
 sentences (``[previous (oldest first), next (nearest first), current]``, ``Batch.src_next`` counting the next
 ones); the bilingual model (§2.3) also reads a second source row beside each window, the *target concatenation*
-(:mod:`ctxmt_cli.models.hanoit.target_concat`), from a first pass of the document when it is translated.
+(:mod:`ctxmt_cli.models.hanoit.target_concat`), from a first pass of the document when it is translated. A model
+over the target context alone (``context_side: target``, §3.5) reads the target concatenation *as* its source row.
 
 Overrides :meth:`Inputs.windows`, :meth:`Inputs.collate`, :meth:`Inputs.check_first_pass`,
 :meth:`Inputs.step_rows` and :meth:`Inputs.scoring_batch` (the bilingual model's target concatenations go into
-``Batch.extras`` as :class:`~ctxmt_cli.models.hanoit.bilingual.TargetConcatRows`); ``target_concat`` is the
-recipe's ``bilingual``.
+``Batch.extras`` as :class:`~ctxmt_cli.models.hanoit.bilingual.TargetConcatRows`, a target-context model's into
+``Batch.src``); ``target_concat`` is the recipe section's ``reads_target_context``.
 """
 
 from __future__ import annotations
 
 from typing import Optional, Sequence
+
+import numpy as np
 
 from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.data.windows import WindowDataset, fit_window
@@ -20,40 +23,60 @@ from ctxmt_cli.models.hanoit.bilingual import TargetConcatRows
 from ctxmt_cli.models.inputs import Inputs
 
 
+class TargetContextWindows(WindowDataset):
+    """The windows of a target-context model (``context_side: target``): the batch budget counts the rows it reads,
+    its target concatenations, in place of the source windows (:meth:`HanoiTInputs.collate` puts them there)."""
+
+    def set_epoch(self, epoch: int) -> None:
+        super().set_epoch(epoch)
+        self.src_len = self.target_concat.lengths(np.asarray(self.split.src_lengths))
+
+
 class HanoiTInputs(Inputs):
-    """Previous and next source sentences; a target concatenation for the bilingual model."""
+    """Previous and next source sentences; a target concatenation for the bilingual model, or in place of the
+    source window for a model over the target context."""
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.target_concat = bool(cfg.bilingual)
+        self.target_concat = bool(cfg.reads_target_context)
+        self.target_only = cfg.context_side == "target"
 
     def windows(self, data, split: str, recipe, vocab: VocabInfo, role: str) -> WindowDataset:
         """The windows of ``split``; the bilingual model's also carry each sentence's target concatenation, from
         the split's first-pass stream or its reference; the training rows go without it with probability
-        ``alpha`` (eq. 13), the validation rows never."""
+        ``alpha`` (eq. 13), the validation rows never; a target-context model's rows always have it."""
         if not self.target_concat:
             return super().windows(data, split, recipe, vocab, role)
         from ctxmt_cli.models.hanoit.target_concat import TargetConcat, target_side
 
         m = self.cfg
         concat = TargetConcat(target_side(data, split, m.target_context_from, m.first_pass_stream),
-                              m.alpha if role == "train" else 0.0, recipe.train.seed)
-        return WindowDataset(data.split(split), self.window_spec(recipe, role), vocab.brk, vocab.eos, concat)
+                              m.alpha if role == "train" and m.bilingual else 0.0, recipe.train.seed)
+        kind = TargetContextWindows if self.target_only else WindowDataset
+        return kind(data.split(split), self.window_spec(recipe, role), vocab.brk, vocab.eos, concat)
 
     def collate(self, dataset: WindowDataset, plan, vocab: VocabInfo, chunked: bool = False) -> Batch:
         """The windows of ``plan``; the bilingual model's rows also carry their target concatenations (from the
         dataset's, where it has them)."""
         batch = super().collate(dataset, plan, vocab, chunked)
         if getattr(dataset, "target_concat", None) is not None:
-            batch.extras = TargetConcatRows.of([dataset.tgt_concat(j) for j in batch.ids.tolist()], vocab.pad)
+            self._give(batch, TargetConcatRows.of([dataset.tgt_concat(j) for j in batch.ids.tolist()], vocab.pad))
         return batch
 
+    def _give(self, batch: Batch, rows: Optional[TargetConcatRows]) -> None:
+        """Hand ``batch`` its target concatenations: beside the source windows (bilingual, ``Batch.extras``) or
+        as them (a target-context model: ``Batch.src`` and ``Batch.src_next``)."""
+        if not self.target_only:
+            batch.extras = rows
+        elif rows is not None:
+            batch.src, batch.src_next, batch.extras = rows.tokens, rows.next_sentences, None
+
     def check_first_pass(self, documents: Sequence[Sequence[str]], first_pass: Optional[Sequence]) -> None:
-        """The bilingual model needs a first pass of every sentence of ``documents``; the monolingual one none."""
+        """A model reading target context needs a first pass of every sentence of ``documents``; the others none."""
         if not self.target_concat:
             return super().check_first_pass(documents, first_pass)
         if first_pass is None:
-            raise CtxmtError("this bilingual hanoit model reads sentence-level translations of the context "
+            raise CtxmtError("this hanoit model reads sentence-level translations of the context "
                              f"sentences: give {option('first_pass')} SENTENCE_CKPT (a sentence-level checkpoint of "
                              "the same language pair)")
         if [len(d) for d in first_pass] != [len(d) for d in documents]:
@@ -67,13 +90,18 @@ class HanoiTInputs(Inputs):
             return
         rows = [target_concat_row(doc, doc.first_pass, j, plan.src_context_sentences, plan.src_next_sentences,
                                   plan.max_window_tokens, vocab) for doc in sources]
-        batch.extras = TargetConcatRows.of(rows, vocab.pad)
+        self._give(batch, TargetConcatRows.of(rows, vocab.pad))
 
     def scoring_batch(self, batch: Batch, vocab: VocabInfo, target_concat: Optional[Sequence] = None) -> Batch:
         """A scoring batch of source windows; the bilingual model's rows also read ``target_concat`` (one row
-        per source row, its context's target side, no next sentences), when the test set gives one."""
+        per source row, its context's target side, no next sentences), when the test set gives one; a
+        target-context model reads only those (an empty one, a sentence without context: its source window, the
+        sentence alone)."""
+        if self.target_only and target_concat is not None:
+            target_concat = [row if len(row) else own[own != vocab.pad].numpy()
+                             for row, own in zip(target_concat, batch.src)]
         if self.target_concat and target_concat is not None:
-            batch.extras = TargetConcatRows.of([(row, 0) for row in target_concat], vocab.pad)
+            self._give(batch, TargetConcatRows.of([(row, 0) for row in target_concat], vocab.pad))
         return batch
 
 

@@ -58,6 +58,12 @@ Bilingual (§2.3-2.4), how the open points are settled:
 * eq. 13: a training row goes without its target stream with probability α (γ = 0: exactly the monolingual
   model), the expected loss of α·L_m + (1 − α)·L_b in one pass instead of two; validation scores L_b
   (:mod:`ctxmt_cli.models.hanoit.target_concat`).
+
+Target context alone (``context_side: target``; §3.5's "target mono-lingual context", 24.98 BLEU against 24.94
+with source context on IWSLT-2017): the one stream is the target concatenation in place of the source window
+(the inputs put it in ``Batch.src``), embedded with segment rows 3 and 4 as the bilingual target stream, with
+the same selection; its kept shares are ``kept_target_context_layerN``. The paper does not say how it fed the
+target context to its one stream; this is the bilingual model's target stream without the source one.
 """
 
 from __future__ import annotations
@@ -79,7 +85,7 @@ from ctxmt_cli.models.hanoit.bilingual import ContextGate, memory_of, stream_inp
 from ctxmt_cli.models.hanoit.config import HanoiTConfig
 
 CURRENT, PREVIOUS, NEXT = 0, 1, 2          # segment rows of the monolingual model
-SEGMENTS = 3                               # bilingual: 5 (hanoit_bilingual: 3 previous, 4 next target context)
+SEGMENTS = 3                               # + 2 reading target context: 3 previous, 4 next target context
 #: slack under q·p in eq. 7, so that a decimal q (0.3) times p (10) bounds at the integer it means (3)
 BOUND_SLACK = 1e-9
 
@@ -148,9 +154,9 @@ def last_token(mask: Tensor) -> Tensor:
     return mask & (mask.long().cumsum(1) == mask.sum(1, keepdim=True))
 
 
-JOINT_NEEDED = ("model.bilingual: the target context shares the source stream's embeddings, which needs one "
-                "vocabulary for both sides; prepare the data with one (`ctxmt prepare ... --joint`, the default), or "
-                "set bilingual: false")
+JOINT_NEEDED = ("model.bilingual / model.context_side: target: the target context shares the source stream's "
+                "embeddings, which needs one vocabulary for both sides; prepare the data with one "
+                "(`ctxmt prepare ... --joint`, the default), or set bilingual: false and context_side: source")
 
 
 class HanoiT(EncoderDecoder):
@@ -159,15 +165,15 @@ class HanoiT(EncoderDecoder):
     context_aware = True
 
     def __init__(self, cfg: HanoiTConfig, vocab: VocabInfo):
-        if cfg.bilingual and not vocab.joint:
+        if cfg.reads_target_context and not vocab.joint:
             raise CtxmtError(JOINT_NEEDED)
         d, bilingual = cfg.d_model, cfg.bilingual
         gate = (lambda: ContextGate(d, cfg.gate, cfg.gate_scale)) if bilingual else None
         super().__init__(cfg, vocab, context_attention=(True, False, gate) if bilingual else None)
-        self.segment = nn.Embedding(SEGMENTS + 2 * bilingual, d)            # E_s of eq. 2, N(0, 1)
+        self.segment = nn.Embedding(SEGMENTS + 2 * cfg.reads_target_context, d)   # E_s of eq. 2, N(0, 1)
         first = cfg.unified_layers
         self.between_layers_attention = frozenset(range(first, first + cfg.selection_layers))
-        sides = ("source", "target") if bilingual else ("source",)
+        sides = ("source", "target") if bilingual else (cfg.context_side,)
         self.loss_term_names = tuple(kept_name(i, side) for side in sides for i in sorted(self.between_layers_attention))
         self.target_layers = self.target_norm = None                        # share_encoder: false, its own stack
         if bilingual and not cfg.share_encoder:
@@ -182,17 +188,18 @@ class HanoiT(EncoderDecoder):
 
     @classmethod
     def resolve(cls, cfg: HanoiTConfig, meta: dict) -> HanoiTConfig:
-        """Refuse a bilingual model on prepared data with separate vocabularies (the target context shares the
-        source stream); the config is otherwise unchanged."""
-        if cfg.bilingual and not meta.get("joint", True):
+        """Refuse a model reading target context on prepared data with separate vocabularies (the target context
+        shares the source stream's embeddings); the config is otherwise unchanged."""
+        if cfg.reads_target_context and not meta.get("joint", True):
             raise CtxmtError(JOINT_NEEDED)
         return cfg
 
     def encode(self, batch: Batch, probe: Optional[AttentionProbe] = None) -> EncoderOut:
         """Embed [previous; next; current] with positions restarting per part and segments (eq. 2), then the
         encoder with its selection layers; the kept shares count against the input's context tokens.
-        Bilingual: the target concatenation too (``EncoderOut.context``, the second cross-attention's memory)."""
-        enc = self._encode_stream(batch.src, batch.src_next, probe, "source")
+        Bilingual: the target concatenation too (``EncoderOut.context``, the second cross-attention's memory);
+        ``context_side: target``: the source rows are target concatenations (the inputs put them there)."""
+        enc = self._encode_stream(batch.src, batch.src_next, probe, self.cfg.context_side)
         if not self.cfg.bilingual:
             return enc
         concat = target_concat_of(batch)
@@ -250,4 +257,5 @@ VARIANTS: dict[str, dict] = {
     "bilingual-offline": {"src_context_sentences": 1, "src_next_sentences": 1, "q": 0.7, "bilingual": True,
                           "gate_scale": 0.5},
     "bilingual-separate": {"q": 0.5, "bilingual": True, "share_encoder": False, "gate": "scalar"},
+    "target-context": {"src_context_sentences": 1, "src_next_sentences": 1, "q": 0.7, "context_side": "target"},
 }

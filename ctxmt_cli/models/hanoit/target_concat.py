@@ -87,6 +87,14 @@ class TargetConcat:
             rng = np.random.default_rng([self.seed, epoch, MONOLINGUAL_STREAM])
             self.off = rng.random(len(self.off)) < self.alpha
 
+    def lengths(self, own: np.ndarray) -> np.ndarray:
+        """Token length of every sentence's row as :meth:`row` builds it when none is dropped: its context's target
+        sentences, a ``<brk>`` each, then the current source sentence (``own`` (N,), its length) and ``</s>``."""
+        ends = np.concatenate([[0], np.cumsum(np.asarray(self.side.lengths, dtype=np.int64))])   # (N + 1,)
+        j = np.arange(len(own))
+        c, m = np.maximum(self.ctx, 0), np.maximum(self.next, 0)                                 # (N,)
+        return (ends[j] - ends[j - c]) + (ends[j + 1 + m] - ends[j + 1]) + c + m + np.asarray(own) + 1
+
     def row(self, j: int, current: np.ndarray, brk: int, eos: int) -> np.ndarray:
         """Sentence ``j``'s row (``current``: its source ids); empty when ``j`` goes without it this epoch."""
         if self.off[j]:
