@@ -194,6 +194,33 @@ def rates(seconds: dict[str, list[float]], work: float) -> dict[str, list[float]
     return {name: [work / s for s in values] for name, values in seconds.items()}
 
 
+#: the profiler's own start/stop notes on stderr (kineto writes them from C++ and no setting silences them)
+PROFILER_NOTE = b"USDT:"
+
+
+@contextmanager
+def without_profiler_notes() -> Iterator[None]:
+    """Keep kineto's ``USDT: ... profiler_start`` / ``profiler_stop`` lines out of a benchmark's output: stderr (the
+    file descriptor, which C++ writes to) goes to a temporary file meanwhile, and every other line is written back."""
+    import sys
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            kept = b"".join(line for line in held if not line.startswith(PROFILER_NOTE))
+            if kept:
+                os.write(2, kept)
+
+
 def cpu_operation_memory(fn: Callable[[], object], device: str = "cpu") -> int:
     """Peak bytes the CPU allocator had handed out during ``fn()`` beyond what was live before.
 
@@ -206,7 +233,7 @@ def cpu_operation_memory(fn: Callable[[], object], device: str = "cpu") -> int:
     from torch._C._profiler import _EventType
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with without_profiler_notes(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()
     stack, events = list(prof.profiler.kineto_results.experimental_event_tree()), []
     while stack:                                   # allocations hang under the ops that made them

@@ -116,3 +116,19 @@ def test_ratio_lines_give_the_range_over_rounds(bench):
     per_impl = {"ctxmt": [10.0, 12.0, 9.0], "hf": [5.0, 10.0, 6.0]}    # rounds: 2.0, 1.2, 1.5
     assert bu.ratio_lines("train-tiny-equal", per_impl) == ["ratio: train-tiny-equal ctxmt/hf = 1.67 (rounds 1.20-2.00)"]
     assert bu.ratio_lines("x", {"ctxmt": [4.0], "torch": [2.0]}) == ["ratio: x ctxmt/torch = 2.00"]
+
+
+def test_the_profilers_notes_stay_out_of_the_output_and_the_rest_gets_through(capfd):
+    """kineto writes `USDT: ... profiler_start` lines to file descriptor 2 around every profiled call: a benchmark's
+    memory figure comes without them, and anything else written to stderr meanwhile still reaches it."""
+    import os
+
+    import torch
+
+    from ctxmt_cli.benchmarks.bench_util import cpu_operation_memory, without_profiler_notes
+
+    assert cpu_operation_memory(lambda: torch.ones(1000) + 1) > 0
+    with without_profiler_notes():
+        os.write(2, b"USDT: profiler_start\nkept line\n")
+    err = capfd.readouterr().err
+    assert "USDT" not in err and "kept line" in err
