@@ -67,6 +67,11 @@ class TrainLog:
         reporter.train(record)
         self.steps, self.stats, self.norms, self.t_last = [], [], [], now
 
+    def restart_clock(self) -> None:
+        """Start the next record's clock now: the time since the last one went to validation and checkpoints (every
+        update before them is already flushed), not to training, and is not in the next record's tokens/s."""
+        self.t_last = time.monotonic()
+
     def _non_finite(self, stats: Tensor, finite: Tensor, save_dir: Path) -> None:
         """fp16: the scaler skipped these updates, keep going; otherwise stop with advice."""
         if self.has_scaler:

@@ -310,6 +310,7 @@ class Trainer:
         # and a resume from the checkpoint before it drops the row with the work it redoes
         self.reporter.valid(record)
         self._save(improved)
+        self.log.restart_clock()                                   # validation and saving are not training time
         if self.cfg.patience > 0 and st.bad >= self.cfg.patience and self.stop_reason is None:
             self.stop_reason = f"early stop: no {self.cfg.early_stop_on} improvement in {st.bad} validations"
         if os.environ.get(KILL_ENV) == str(st.step):

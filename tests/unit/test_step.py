@@ -77,3 +77,27 @@ def test_compile_covers_the_model_and_the_loss():
     assert updater.forward is not updater._loss                           # the compiled function is what runs
     explained = torch._dynamo.explain(updater._loss)(two_batches()[0])
     assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+
+
+def test_tokens_per_second_leave_out_validation_time(monkeypatch):
+    """The first record after a validation counts only the updates' time: the clock restarts after validating and
+    saving (before, the record after each validation divided its tokens by the validation's time too)."""
+    import ctxmt_cli.train.telemetry as telemetry
+
+    clock = iter([0.0, 10.0, 100.0, 110.0])
+    monkeypatch.setattr(telemetry.time, "monotonic", lambda: next(clock))
+    cfg = validate_recipe({"model": {"family": "sentence", **TINY}}).train
+    records = []
+
+    class Reporter:
+        def train(self, record):
+            records.append(record)
+
+    log = TrainLog(cfg, DistEnv(), False, LossLayout())                  # clock 0
+    stats = torch.tensor([50.0, 100.0, 50.0, 100.0, 50.0, 100.0])       # CORE_SUMS: 100 tokens an update
+    log.add(1, stats, None, 1e-3, 0)
+    log.flush(1, Reporter(), "runs")                                     # 10 s of training
+    log.restart_clock()                                                  # validated until 100 s
+    log.add(2, stats, None, 1e-3, 0)
+    log.flush(2, Reporter(), "runs")                                     # 10 s of training
+    assert [r["tokens_per_s"] for r in records] == [10.0, 10.0]
