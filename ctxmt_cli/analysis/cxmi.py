@@ -113,6 +113,15 @@ def random_donor(docs: list[Document], keep: int, rng: np.random.Generator) -> C
     return donor
 
 
+def cxmi_context(cfg, context: Optional[int], docs: list[Document]) -> tuple[int, int]:
+    """(source, target) previous sentences of the contextual rows: those the model translates with (``context``: K
+    on each side it reads), or, for a model that reads the sentences around it as one group (mbe), every previous
+    sentence the window limit holds, as contrastive scoring gives it (:meth:`Inputs.scoring_context`)."""
+    from ctxmt_cli.models.families import inputs_of
+
+    return inputs_of(cfg).scoring_context(context, max((len(doc) for doc in docs), default=1) - 1)
+
+
 def sentence_pairs(docs: list[Document], keep: tuple[int, int], limit: int,
                    donor: Optional[Callable[..., list]] = None, following: int = 0) -> list[SentencePair]:
     """Rows without and with context for every sentence; ``donor(d, j)`` replaces the gold previous pairs
@@ -208,7 +217,7 @@ def run_cxmi(req: CxmiRequest) -> dict:
 
     from ctxmt_cli.data.store import PreparedData
     from ctxmt_cli.evaluate.translation import check_vocabulary
-    from ctxmt_cli.models.families import context_sentences, inputs_of, next_sentences
+    from ctxmt_cli.models.families import inputs_of, next_sentences
     from ctxmt_cli.models.loading import load_model, torch_device
 
     _check_request(req)
@@ -219,7 +228,7 @@ def run_cxmi(req: CxmiRequest) -> dict:
     prepared = PreparedData(Path(req.data or loaded.recipe.data.path))
     docs = document_pairs(prepared.split(req.split))
     check_vocabulary(loaded, prepared, req.checkpoint)
-    keep = context_sentences(loaded.recipe.model, req.context)
+    keep = cxmi_context(loaded.recipe.model, req.context, docs)
     following = next_sentences(loaded.recipe.model, req.context)
     donor = random_donor(docs, max(keep), np.random.default_rng(req.seed)) if req.random_context else None
     pairs = sentence_pairs(docs, keep, loaded.recipe.data.max_window_tokens, donor, following)

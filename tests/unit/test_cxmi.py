@@ -191,3 +191,21 @@ def test_random_context_draws_next_sentences_from_another_document(data):
             assert any(src[-2] == s for e, other in enumerate(docs) if e != pair.doc for s, _ in other)
             gold += src[-2] == doc[j + 1][0]
     assert gold < sum(p.next for p in pairs) / 4                              # not the document's own next sentence
+
+
+def test_mbe_is_scored_with_its_previous_sentences_as_a_group(data, one_thread):
+    """An mbe model reads no window but the sentences around it as a group: its contextual rows hold every previous
+    sentence the window limit allows (as contrastive scoring gives it), so its CXMI measures the group, not a
+    context-free row against itself (which was exactly 0)."""
+    from ctxmt_cli.analysis.cxmi import cxmi_context
+
+    store, docs = data
+    model = make_model(store.tokenizer, "mbe")
+    keep = cxmi_context(model.cfg, None, docs)
+    assert keep == (max(map(len, docs)) - 1, 0) and cxmi_context(make_model(store.tokenizer, "concat").cfg, None,
+                                                                 docs) == (2, 2)
+    pairs = sentence_pairs(docs, keep, 1024)
+    assert all(p.context[0] == p.sentence for p in pairs)             # short documents: all previous sentences
+    plain, contextual, tokens = score_pairs(model, store.tokenizer, pairs, max_tokens=600)
+    start = np.array([p.sentence == 0 for p in pairs])
+    assert np.array_equal(plain[start], contextual[start]) and not np.array_equal(plain[~start], contextual[~start])
