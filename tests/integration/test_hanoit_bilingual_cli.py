@@ -17,6 +17,16 @@ BILINGUAL = {"family": "hanoit", "preset": None, "d_model": 32, "ffn_dim": 64, "
              "bilingual": True}
 
 
+def tiny_recipe(data, save) -> list[str]:
+    """``--set`` arguments that train a recipe of recipes/yang2023_hanoit/ at tiny dims (1 unified + 1 selection
+    layer) for 3 updates on ``data`` into ``save``."""
+    sets = [f"data.path={data}", f"train.save_dir={save}", "model.preset=null", "model.d_model=32",
+            "model.ffn_dim=64", "model.heads=4", "model.decoder_layers=1", "model.encoder_layers=2",
+            "model.unified_layers=1", "model.selection_layers=1", "train.max_steps=3", "train.valid_every=3",
+            "train.warmup_steps=2", "data.max_tokens=400", "train.threads=1"]
+    return [a for s in sets for a in ("--set", s)]
+
+
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory):
     """(root, data, sentence-level checkpoint, bilingual recipe, bilingual checkpoint), built through the CLI."""
@@ -93,11 +103,7 @@ def test_table2_recipe_trains_on_the_first_pass_and_translates(pipeline, tmp_pat
     root, data, sentence, _, _ = pipeline
     recipe = ROOT / "recipes" / "yang2023_hanoit" / "table2_iwslt17_hanoit.yaml"
     save = tmp_path / "table2"
-    sets = [f"data.path={data}", f"train.save_dir={save}", "model.preset=null", "model.d_model=32",
-            "model.ffn_dim=64", "model.heads=4", "model.decoder_layers=1", "model.encoder_layers=2",
-            "model.unified_layers=1", "model.selection_layers=1", "train.max_steps=3", "train.valid_every=3",
-            "train.warmup_steps=2", "data.max_tokens=400", "train.threads=1"]
-    result = run_cli("train", recipe, *[a for s in sets for a in ("--set", s)])
+    result = run_cli("train", recipe, *tiny_recipe(data, save))
     assert result.exit_code == 0, result.output
     doc = tmp_path / "doc.txt"
     doc.write_text("\n".join((data / "raw" / "test.src").read_text().split("\n\n")[0].strip().splitlines()[:3]) + "\n")
@@ -114,11 +120,7 @@ def test_target_context_row_trains_on_the_first_pass_translates_and_evaluates(pi
     root, data, sentence, _, _ = pipeline
     recipe = ROOT / "recipes" / "yang2023_hanoit" / "table2_iwslt17_hanoit_target.yaml"
     save = tmp_path / "target"
-    sets = [f"data.path={data}", f"train.save_dir={save}", "model.preset=null", "model.d_model=32",
-            "model.ffn_dim=64", "model.heads=4", "model.decoder_layers=1", "model.encoder_layers=2",
-            "model.unified_layers=1", "model.selection_layers=1", "train.max_steps=3", "train.valid_every=3",
-            "train.warmup_steps=2", "data.max_tokens=400", "train.threads=1"]
-    result = run_cli("train", recipe, *[a for s in sets for a in ("--set", s)])
+    result = run_cli("train", recipe, *tiny_recipe(data, save))
     assert result.exit_code == 0, result.output
     valid = [r for r in map(json.loads, (save / "metrics.jsonl").read_text().splitlines()) if r.get("kind") == "valid"]
     assert valid and 0 <= valid[-1]["kept_target_context_layer2"] <= 1 and "kept_context_layer2" not in valid[-1]
