@@ -50,7 +50,7 @@ def test_refusals_are_one_line(models, tmp_path):
                       "--max-document-sentences 9")
     assert_user_error(run_cli("serve", "-c", models["bilingual"], "--port", 0, "--device", "cpu"), "--first-pass")
     assert_user_error(run_cli("serve", "-c", models["concat"], "--port", 0, "--first-pass", models["concat"]),
-                      "not bilingual")
+                      "reads no target context")
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)

@@ -248,7 +248,7 @@ def test_refusals_are_one_line_errors(checkpoints, documents, tmp_path):
         model.translate(["one sentence"][0])
     with pytest.raises(CtxmtError, match="2 entries for 3 documents"):
         model.translate(documents, tgt_context=[[], []])
-    with pytest.raises(CtxmtError, match="not bilingual"):
+    with pytest.raises(CtxmtError, match="reads no target context"):
         api.load(checkpoints["sentence"], device="cpu", first_pass=checkpoints["sentence"])
     with pytest.raises(CtxmtError, match="not found"):
         api.load(tmp_path / "missing.pt")

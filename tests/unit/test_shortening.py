@@ -287,8 +287,15 @@ def test_gradients_reach_every_parameter(name):
     short, short_mask, _ = model(states * 3, mask)
     # A random readout: the plain sum of a LayerNorm output has an (almost) zero gradient by construction.
     (short * torch.randn_like(short))[short_mask].sum().backward()
+    # Selecting normalises each group over the tokens: the last layer's bias adds one constant to every token of a
+    # group, which the normaliser removes, so its gradient is 0 up to rounding (exactly 0 on some CPUs).
+    inert = {"categorize.2.bias"} if CONFIGS[name]["repr"] == "selecting" else set()
     for pname, p in model.named_parameters():
-        assert p.grad is not None and p.grad.abs().sum() > 0, pname
+        assert p.grad is not None, pname
+        if pname in inert:
+            assert p.grad.abs().max() < 1e-5, pname
+        else:
+            assert p.grad.abs().sum() > 0, pname
     assert (states.grad[~mask] == 0).all()
 
 
