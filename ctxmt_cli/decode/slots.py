@@ -109,15 +109,18 @@ class SlotTranslator:
         for i in rows:
             outputs[i].append(list(given[i][j]))
 
-    def translate(self, sources: list, given: list) -> list[list[Optional[Hypothesis]]]:
-        """Translate documents (sorted longest first; ``given``: the translations of each one's first sentences)
-        in parallel slots; each document's hypothesis per sentence (None where the translation was given)."""
+    def translate(self, sources: list, given: list,
+                  tails: Optional[list[int]] = None) -> list[list[Optional[Hypothesis]]]:
+        """Translate documents (sorted longest first; ``given``: the translations of each one's first sentences;
+        ``tails``: how many of each one's last sentences are only read as next sentences, never translated) in
+        parallel slots; each document's hypothesis per translated or given sentence (None where it was given)."""
         outs: list[list[list[int]]] = [[] for _ in sources]
         found: list[list[Optional[Hypothesis]]] = [[] for _ in sources]
         memories = [[] for _ in sources] if self.memory else None
         pick = lambda xs, rows: None if xs is None else [xs[i] for i in rows]  # noqa: E731
-        for j in range(max((len(s) for s in sources), default=0)):
-            active = [i for i, s in enumerate(sources) if len(s) > j]
+        ends = [len(s) - t for s, t in zip(sources, tails or [0] * len(sources))]
+        for j in range(max(ends, default=0)):
+            active = [i for i, end in enumerate(ends) if end > j]
             fixed = [i for i in active if j < len(given[i])]
             todo = [i for i in active if j >= len(given[i])]
             if fixed:

@@ -43,6 +43,7 @@ import torch
 
 from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.decode.encoded import Encoded, encode_document, first_pass_per_document
+from ctxmt_cli.decode.pieces import cut_pieces, piece_input, piece_length
 from ctxmt_cli.decode.records import Candidate
 from ctxmt_cli.decode.search import Hypothesis
 from ctxmt_cli.decode.settings import DecodeSettings, TranslationStats, check_settings
@@ -86,18 +87,24 @@ class _Run:
         self.vocab = VocabInfo.of(tokenizer)
 
     def in_slots(self, memory: bool = False) -> None:
-        """Translate every document sentence by sentence, ``batch_docs`` documents in parallel slots; ``memory``:
-        with a per-document memory of cached entries (unless the call's ``cache`` is off)."""
+        """Translate every document sentence by sentence, ``batch_docs`` pieces in parallel slots: whole documents
+        for a model that reads its earlier translations, else pieces of about equal length
+        (:mod:`ctxmt_cli.decode.pieces`); ``memory``: with a per-document memory of cached entries (unless the
+        call's ``cache`` is off)."""
         s, encoded = self.settings, self.encoded
         slots = SlotTranslator(self.model, s, self.vocab, self.search_on, inputs_of(self.model.cfg),
                                s.cache and memory, self.stats, self.progress)
         self.stats.total += sum(len(e.ids) - len(e.given) for e in encoded)
-        order = sorted(range(len(encoded)), key=lambda d: -len(encoded[d].ids))   # stable: ties keep input order
+        length = piece_length(encoded, s.batch_docs) if s.tgt_context_sentences == 0 else None
+        pieces = cut_pieces(encoded, s.src_context_sentences, s.src_next_sentences or 0, length)
+        order = sorted(pieces, key=lambda p: -p.size)                              # stable: ties keep input order
+        found: list[list[Optional[Hypothesis]]] = [[None] * len(e.ids) for e in encoded]
         for start in range(0, len(order), s.batch_docs):
             chosen = order[start:start + s.batch_docs]
-            group = [encoded[d] for d in chosen]
-            found = slots.translate([e.ids for e in group], [e.given for e in group])
-            self._fill(group, found, [self.results[d] for d in chosen])
+            ids, given, tails = zip(*(piece_input(encoded[p.doc], p) for p in chosen))
+            for p, hyps in zip(chosen, slots.translate(list(ids), list(given), list(tails))):
+                found[p.doc][p.first:p.end] = hyps[p.first - p.lo:p.end - p.lo]
+        self._fill(encoded, found, self.results)
 
     def encoded_ids(self) -> list[list[list[int]]]:
         """Each document's non-empty sentences as source ids; all of them counted as to translate."""

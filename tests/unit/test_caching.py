@@ -362,12 +362,19 @@ def test_no_sentence_is_encoded_twice_with_the_cache(tokenizer, monkeypatch, nam
 
     monkeypatch.setattr(inner, "encode_source", spy)
     stats = TranslationStats()
-    translate(model, tokenizer, docs, cache=True, stats=stats)
+    # whole documents (one slot): each sentence is encoded once; cut into pieces (decode/pieces.py), a piece's
+    # context sentences are encoded again for its memory, and nothing else is
+    translate(model, tokenizer, docs, cache=True, stats=stats, batch_docs=1)
     sentences = Counter(tuple(tokenizer.encode_src(s) + [tokenizer.eos_id]) for d in docs for s in d if s.strip())
     assert stats.sentences == sum(sentences.values())
     for kind in encoders:                                                   # each sentence once per encoder
         assert Counter(s for k, s in seen if k == kind) == sentences
     assert {k for k, _ in seen} == set(encoders)
+    seen.clear()
+    translate(model, tokenizer, docs, cache=True, batch_docs=64)
+    for kind in encoders:
+        again = Counter(s for k, s in seen if k == kind) - sentences
+        assert set(again) <= set(sentences) and sum(again.values()) <= 2 * sum(sentences.values())
     seen.clear()
     translate(model, tokenizer, docs, cache=False)
     assert max(Counter(seen).values()) > 1                                  # the windows re-encode the context

@@ -271,3 +271,39 @@ def test_given_target_context_stands_for_the_models_own_translations(tokenizer):
         decode_documents(model, tokenizer, docs, settings, given=[["a"] * 5, [], []])
     with pytest.raises(CtxmtError, match="target_mode=.generate.: given target context is forced.*use prefix"):
         decode_documents(model, tokenizer, docs, DecodeSettings(2, 2, target_mode="generate"), given=other)
+
+
+@pytest.mark.parametrize("family, spec, settings", [
+    ("sentence", {}, {"src_context_sentences": 0, "tgt_context_sentences": 0}),
+    ("concat", {"src_context_sentences": 2, "tgt_context_sentences": 0}, {"tgt_context_sentences": 0}),
+    ("hanoit", {"src_context_sentences": 1, "src_next_sentences": 1, "q": 0.5},
+     {"src_context_sentences": 1, "tgt_context_sentences": 0, "src_next_sentences": 1}),
+    ("caching", {"src_context_sentences": 2}, {"tgt_context_sentences": 0}),
+])
+def test_documents_cut_into_pieces_translate_as_whole_documents(tokenizer, family, spec, settings):
+    """A model reading no earlier translation translates pieces of documents side by side (each piece with the
+    context sentences its windows or memory read): the same translations, log-probabilities and given sentences as
+    one whole document after another, in a fraction of the steps."""
+    from ctxmt_cli.decode.translator import decode_documents
+
+    torch.manual_seed(0)
+    cfg = validate_recipe({"model": {**TINY, "family": family, **spec}}).model
+    vocab = VocabInfo(src_size=tokenizer.src_vocab_size, tgt_size=tokenizer.tgt_vocab_size, brk=tokenizer.brk_id)
+    model = build_model(cfg, vocab).eval()
+    docs = documents(seed=3, sizes=(7, 2, 5))
+    given = [[sentence(random.Random(5))], [], []]                     # the first sentence of document 0 is given
+    runs = {}
+    for slots in (1, 64):                                              # 1: whole documents, one at a time
+        stats = TranslationStats()
+        s = DecodeSettings(**{"src_context_sentences": 2, "beam": 2, "max_len_b": 5, **settings, "batch_docs": slots})
+        runs[slots] = (decode_documents(model, tokenizer, docs, s, given=given, stats=stats), stats.steps)
+    (whole, whole_steps), (cut, cut_steps) = runs[1], runs[64]
+    assert whole[0][0] is None and cut[0][0] is None
+    for doc_whole, doc_cut in zip(whole, cut):
+        for a, b in zip(doc_whole, doc_cut):
+            assert (a is None) == (b is None)
+            if a is not None:
+                assert a[0].tokens == b[0].tokens and a[0].logprob == pytest.approx(b[0].logprob, abs=1e-4)
+    # 13 sentences to translate in 64 slots: one step per place a translated sentence takes in its piece (after
+    # its piece's context sentences, as many as the model reads before it)
+    assert whole_steps == 6 + 2 + 5 and cut_steps == 1 + min(s.src_context_sentences, 2)
