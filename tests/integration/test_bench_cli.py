@@ -100,9 +100,10 @@ def test_document_benchmark_prints_its_ratio_lines():
     result = run_cli("benchmark", "document", "--preset", "tiny", "--quick", "--repeats", 1, "--threads", 1,
                      "--device", "cpu")
     assert result.exit_code == 0, result.output
-    ratios = result.stdout.splitlines()[-2:]
+    ratios = result.stdout.splitlines()[-3:]
     assert re.match(r"^ratio: document-tiny s4to4-prefix/sentence = \d+\.\d\d \(target <= 1\.6\)$", ratios[0]), ratios
     assert re.match(r"^ratio: document-tiny s4to4-generate/s4to4-prefix = \d+\.\d\d \(target >= 2\)$", ratios[1]), ratios
+    assert re.match(r"^ratio: document-tiny sentence/sentence-pieces = \d+\.\d\d$", ratios[2]), ratios
 
 
 def test_mbe_benchmark_prints_padding_and_ratio_lines():
