@@ -121,7 +121,8 @@ class DecodeConfig(Section):
     target_mode: Literal["prefix", "generate"] = Field(
         "prefix", description="target context of a window-reading model: its own earlier outputs forced as a prefix, "
         "or the whole window generated and its last sentence kept")
-    batch_docs: int = Field(64, ge=1, description="documents decoded in parallel")
+    batch_docs: int = Field(64, ge=1, description="documents (or pieces of documents, for a model reading no "
+                            "target context) decoded in parallel")
 
 
 class Recipe(Section):

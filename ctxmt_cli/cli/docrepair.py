@@ -122,7 +122,7 @@ def first_pass(
     from_: str = typer.Option("src", "--from", help="src (the split's source side) | tgt (its target side, with a "
                               "target → source model) | NAME (another stream of the split)"),
     beam: Optional[int] = typer.Option(None, min=1, help="beam size (default: the checkpoint recipe's decode.beam)"),
-    batch_docs: Optional[int] = typer.Option(None, min=1, help="documents decoded in parallel"),
+    batch_docs: Optional[int] = typer.Option(None, min=1, help="documents (pieces, without target context) decoded in parallel"),
     chunk_docs: int = typer.Option(1024, min=1, help="documents translated between two appends (the resume unit)"),
     device: Device = "auto",
     force: bool = typer.Option(False, help="replace an existing stream (finished, or unfinished from other settings)"),

@@ -33,7 +33,7 @@ def translate(
     lenpen: Optional[float] = typer.Option(None, min=0.0, help="length penalty (default: recipe)"),
     target_mode: Optional[TargetMode] = typer.Option(None, help="how the target context is decoded: prefix (own "
                                                      "outputs forced), generate (regenerate the window) [default: recipe]"),
-    batch_docs: Optional[int] = typer.Option(None, min=1, help="documents decoded in parallel"),
+    batch_docs: Optional[int] = typer.Option(None, min=1, help="documents (pieces, without target context) decoded in parallel"),
     context: Optional[int] = typer.Option(None, min=0, help=CONTEXT_HELP),
     device: Device = "auto",
     repair: Optional[Path] = typer.Option(None, help="DocRepair: rewrite the translations with this repair checkpoint "
