@@ -58,9 +58,10 @@ def test_recipe_trains_and_translates(recipe, synthetic, tmp_path):
     assert_trains_and_translates(recipe, tiny_overrides(recipe, data), docs, tmp_path)
 
 
-def _script(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+def _script(tmp_path: Path, script: Path = SCRIPT, **env: str) -> subprocess.CompletedProcess:
+    """Run one of the folder's scripts with one thread, OUT under ``tmp_path`` and ``env``."""
     full = {**os.environ, "OMP_NUM_THREADS": "1", "OUT": str(tmp_path / "out"), **env}
-    return subprocess.run(["bash", str(SCRIPT)], env=full, capture_output=True, text=True, timeout=600)
+    return subprocess.run(["bash", str(script)], env=full, capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.parametrize("case", ["no_data", "out_exists", "unknown_system"])
@@ -100,11 +101,6 @@ def test_real_script_runs_every_system_end_to_end(tmp_path):
 KEPT = FOLDER / "kept_context.sh"
 
 
-def _kept(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
-    full = {**os.environ, "OMP_NUM_THREADS": "1", "OUT": str(tmp_path / "out"), **env}
-    return subprocess.run(["bash", str(KEPT)], env=full, capture_output=True, text=True, timeout=600)
-
-
 @pytest.mark.parametrize("case", ["unknown_reading", "unknown_data", "no_europarl", "out_exists"])
 def test_kept_context_script_refuses_bad_settings(case, tmp_path):
     """One line on stderr, exit 2, and nothing written: an unknown reading or data, no prepared Europarl, an
@@ -114,7 +110,7 @@ def test_kept_context_script_refuses_bad_settings(case, tmp_path):
     if case == "out_exists":
         (tmp_path / "out").mkdir()
         (tmp_path / "out" / "keep.txt").write_text("mine")
-    result = _kept(tmp_path, **env)
+    result = _script(tmp_path, KEPT, **env)
     assert result.returncode == 2, result.stdout + result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("kept_context: ")
     expected = {"unknown_reading": "'eq6'", "unknown_data": "'nc2016'", "no_europarl": "not a prepared dataset",
@@ -130,7 +126,7 @@ def test_kept_context_script_refuses_bad_settings(case, tmp_path):
 def test_kept_context_script_measures_each_reading(tmp_path):
     """Two readings of the selection trained 4 updates on the synthetic benchmark: a kept share per selection layer
     at each validation, and a BLEU, for each."""
-    result = _kept(tmp_path, UPDATES="4", CHOICES="text printed", BEAM="1", THREADS="1")
+    result = _script(tmp_path, KEPT, UPDATES="4", CHOICES="text printed", BEAM="1", THREADS="1")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     for choice in ("text", "printed"):
         block = result.stdout.split(f"\n{choice}: test BLEU ", 1)[1].split("\n\n", 1)[0].splitlines()
