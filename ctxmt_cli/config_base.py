@@ -11,6 +11,8 @@ from typing import Any, Literal, Optional, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+#: stream name of ``ctxmt first-pass`` when none is given (``--name``)
+FIRST_PASS_STREAM = "first-pass"
 #: Architecture presets: (d_model, ffn_dim, heads, encoder_layers, decoder_layers).
 PRESETS: dict[str, tuple[int, int, int, int, int]] = {
     "tiny": (128, 512, 4, 2, 2),

@@ -134,7 +134,7 @@ def target_concatenation(loaded, req: AttentionRequest, split):
     if not inputs_of(model).target_concat:
         return None
     from ctxmt_cli.data.store import PreparedData
-    from ctxmt_cli.models.hanoit.target_concat import TargetConcat, target_side
+    from ctxmt_cli.data.target_concat import TargetConcat, target_side
 
     if req.src is None:
         prepared = PreparedData(req.data or Path(loaded.recipe.data.path))
@@ -145,14 +145,14 @@ def target_concatenation(loaded, req: AttentionRequest, split):
 def reference_concatenation(loaded, split, name: str):
     """The target concatenation of documents given with their references (not a prepared split): the
     reference, for a model reading target context from it; None for a model reading no target context."""
+    from ctxmt_cli.data.target_concat import ReferenceSide, TargetConcat
     from ctxmt_cli.models.families import inputs_of
-    from ctxmt_cli.models.hanoit.target_concat import ReferenceSide, TargetConcat
 
     model = loaded.recipe.model
     if not inputs_of(model).target_concat:
         return None
     if model.target_context_from != "reference":
-        raise CtxmtError(f"{name} is a hanoit model reading first-pass translations of the context, "
+        raise CtxmtError(f"{name} is a {model.family} model reading first-pass translations of the context, "
                          f"which {option('src')}/{option('ref')} files do not have; analyse a prepared split holding "
                          f"the stream ({option('data')} DIR {option('split')} S, written by `ctxmt first-pass`)")
     return TargetConcat(ReferenceSide(split))

@@ -223,7 +223,7 @@ def run_cxmi(req: CxmiRequest) -> dict:
     _check_request(req)
     loaded = load_model(req.checkpoint, device=torch_device(req.device))
     if inputs_of(loaded.recipe.model).target_concat:                  # its target context needs a first pass
-        raise CtxmtError(f"{req.checkpoint} is a hanoit model reading target context; cxmi scores source context "
+        raise CtxmtError(f"{req.checkpoint} is a {loaded.recipe.model.family} model reading target context; cxmi scores source context "
                          "only and gives it no target context (first pass): use a source-context checkpoint")
     prepared = PreparedData(Path(req.data or loaded.recipe.data.path))
     docs = document_pairs(prepared.split(req.split))

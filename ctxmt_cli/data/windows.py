@@ -161,7 +161,7 @@ def window_lengths(lengths: np.ndarray, sizes: np.ndarray, next_sizes: np.ndarra
 
 class WindowDataset:
     """Windows over one split of a prepared dataset (``SplitArrays``); ``target_concat``
-    (:class:`~ctxmt_cli.models.hanoit.target_concat.TargetConcat`): the bilingual HanoiT's second source row of each
+    (:class:`~ctxmt_cli.data.target_concat.TargetConcat`): the bilingual HanoiT's second source row of each
     sentence too, over the same context sentences (:meth:`tgt_concat`)."""
 
     def __init__(self, split, spec: WindowSpec, brk_id: int, eos_id: int, target_concat=None):

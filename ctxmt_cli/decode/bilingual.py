@@ -1,12 +1,12 @@
 """Translating with a bilingual HanoiT (Yang et al., §2.3): a sentence-level first pass, then the model.
 
 The bilingual model reads, beside each sentence's source window, its *target concatenation*: the target side of
-the same context sentences, then the current source sentence (:mod:`ctxmt_cli.models.hanoit.target_concat`). A new
+the same context sentences, then the current source sentence (:mod:`ctxmt_cli.data.target_concat`). A new
 document has no target side, so it is first translated sentence by sentence with another checkpoint
 (:func:`first_pass_translations`; a sentence-level model, as the paper's first pass), and the bilingual model
 then reads those translations as the context sentences' target side, the next sentences' included: the whole
 first pass is known before the second starts. Each row is built by the training windows' rule over the first
-pass's lengths (:func:`~ctxmt_cli.models.hanoit.inputs.target_concat_row`), so a sentence's row holds what its
+pass's lengths (:func:`~ctxmt_cli.data.target_concat.target_concat_row`), so a sentence's row holds what its
 training row would hold. The translator carries each document's first pass with its source ids
 (:class:`~ctxmt_cli.decode.encoded.DocumentIds`), so every path that picks documents keeps the two together.
 
@@ -62,14 +62,15 @@ def split_first_passes(models: Sequence, checkpoints: Sequence, prepared, split:
     """The first pass each loaded checkpoint reads when it translates ``split`` (``ctxmt evaluate``): None for a
     model that is not bilingual; for a bilingual one, ``sources`` translated by the ``first_pass`` checkpoint
     when given, else the split's first-pass stream (the model's ``first_pass_stream``, default ``first-pass``)."""
-    from ctxmt_cli.models.hanoit.config import FIRST_PASS_STREAM
+    from ctxmt_cli.config_base import FIRST_PASS_STREAM
     from ctxmt_cli.models.loading import load_model, torch_device
 
     bilingual = [inputs_of(loaded.model.cfg).target_concat for loaded in models]
     if not any(bilingual):
         if first_pass is not None:
             raise OptionError("first_pass", None, "no checkpoint reads target context (a hanoit model with "
-                              "bilingual: true or context_side: target); leave it out")
+                              "bilingual: true or context_side: target, a concat model with bilingual: true); leave "
+                              "it out")
         return [None] * len(models)
     if first_pass is not None:
         first = load_model(Path(first_pass), device=torch_device(device))

@@ -52,7 +52,7 @@ class EvalRequest:
     device: str = "cpu"
     context: Optional[str] = None           # "K[,K...]": translate once per context size K
     group_sentences: Optional[str] = None   # "N[,N...|all]": mbe, translate once per group size N
-    first_pass: Optional[Path] = None       # bilingual hanoit: the checkpoint whose translations it reads
+    first_pass: Optional[Path] = None       # a model reading target context: the checkpoint whose translations it reads
 
 
 @dataclass

@@ -138,8 +138,8 @@ class Inputs:
         concatenation; this one reads none."""
         if first_pass is not None:
             raise OptionError("first_pass", None, f"this {self.cfg.family} model reads no target context and so no "
-                              "first pass; leave it out (it is for a hanoit model with bilingual: true or "
-                              "context_side: target)")
+                              "first pass; leave it out (it is for a model reading target context: hanoit with "
+                              "bilingual: true or context_side: target, concat with bilingual: true)")
 
     def check_groups(self, group_sentences: Union[None, int, str], group_order: str = "consecutive") -> None:
         """Sentence-group options (``group_sentences``: a size, or the option's text) are for a model that reads

@@ -8,7 +8,7 @@ a bounded amount of memory however long it grows (:class:`KeepRule`):
 - windows (``sentence``, ``concat``, ``caching``, ``hanoit``): the last K non-empty sentences, K the most previous
   context sentences on either side (a concatenation model's window, a caching model's memory: each cache entry is
   computed from its sentence alone, so re-encoding the K sentences rebuilds the memory exactly; hanoit's previous
-  sentences, and for a bilingual hanoit their first-pass translations). A sentence-level model keeps none.
+  sentences, and for a model reading target context their first-pass translations). A sentence-level model keeps none.
 - sentence groups (``mbe``): with groups of N consecutive sentences, the earlier sentences of the current,
   unfinished group (at most N - 1); with one group per document (the default), every earlier sentence: a group's
   summary reads all of them, so such a document is refused once it would hold more than ``max_sentences``.
@@ -62,7 +62,7 @@ class KeepRule:
 @dataclass
 class DocumentState:
     """One document's kept earlier sentences, oldest first: ``src`` the source texts, ``tgt`` the target token
-    ids of their translations, ``first_pass`` (bilingual hanoit) their first-pass translations; ``total`` the
+    ids of their translations, ``first_pass`` (a model reading target context) their first-pass translations; ``total`` the
     non-empty sentences it has had, kept or not."""
 
     doc_id: str

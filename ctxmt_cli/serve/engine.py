@@ -9,9 +9,9 @@ model that reads no next sentence is the whole document's translation, however t
 requests. A model reading next sentences (hanoit offline) sees those of the same request only: a request's last
 sentences are translated without the sentences that have not arrived yet.
 
-A bilingual hanoit translates each request's sentences with its first-pass model first (sentence level, so a
-sentence's first pass does not depend on what else is translated) and keeps the first passes of the earlier
-sentences it reads.
+A model reading target context translates each request's sentences with its first-pass model first (sentence
+level, so a sentence's first pass does not depend on what else is translated) and keeps the first passes of the
+earlier sentences it reads.
 """
 
 from __future__ import annotations

@@ -133,3 +133,26 @@ def test_target_context_row_trains_on_the_first_pass_translates_and_evaluates(pi
     assert_user_error(run_cli("translate", doc, "-c", ckpt, "-o", tmp_path / "x.txt"), "--first-pass SENTENCE_CKPT")
     result = run_cli("evaluate", "-c", ckpt, "--split", "valid", "--beam", 1)
     assert result.exit_code == 0 and "BLEU" in result.stdout, result.output
+
+
+def test_table2_ect_recipe_trains_on_the_first_pass_translates_and_evaluates(pipeline, tmp_path):
+    """recipes/yang2023_hanoit/table2_iwslt17_ect.yaml (concat with bilingual: true) on tiny dims over the streams
+    the pipeline wrote, then translated and evaluated with its first pass (and refusing to go without one)."""
+    _, data, sentence, _, _ = pipeline
+    save = tmp_path / "ect"
+    sets = [f"data.path={data}", f"train.save_dir={save}", "model.preset=null", "model.d_model=32", "model.ffn_dim=64",
+            "model.heads=4", "model.decoder_layers=1", "model.encoder_layers=1", "train.max_steps=3",
+            "train.valid_every=3", "train.warmup_steps=2", "data.max_tokens=400", "train.threads=1"]
+    result = run_cli("train", ROOT / "recipes" / "yang2023_hanoit" / "table2_iwslt17_ect.yaml",
+                     *[a for s in sets for a in ("--set", s)])
+    assert result.exit_code == 0, result.output
+    doc = tmp_path / "doc.txt"
+    doc.write_text("\n".join((data / "raw" / "test.src").read_text().split("\n\n")[0].strip().splitlines()[:3]) + "\n")
+    ckpt = save / "checkpoint_best.pt"
+    result = run_cli("translate", doc, "-c", ckpt, "--first-pass", sentence, "--beam", 1, "-o", tmp_path / "out.txt")
+    assert result.exit_code == 0, result.output
+    assert len((tmp_path / "out.txt").read_text().splitlines()) == 3
+    assert_user_error(run_cli("translate", doc, "-c", ckpt, "-o", tmp_path / "x.txt"), "--first-pass SENTENCE_CKPT")
+    assert not (tmp_path / "x.txt").exists()
+    result = run_cli("evaluate", "-c", ckpt, "--split", "valid", "--beam", 1)
+    assert result.exit_code == 0 and "BLEU" in result.stdout, result.output

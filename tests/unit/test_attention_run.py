@@ -11,8 +11,8 @@ import pytest
 from ctxmt_cli.analysis.attention_run import AttentionRequest, target_concatenation
 from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.data.store import MemorySplit
+from ctxmt_cli.data.target_concat import ReferenceSide
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.models.hanoit.target_concat import ReferenceSide
 
 FILES = AttentionRequest(checkpoint=Path("run/checkpoint_best.pt"), out=Path("out"), src=Path("a.txt"),
                          ref=Path("b.txt"))

@@ -13,14 +13,13 @@ import torch
 from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.data.store import MemorySplit
+from ctxmt_cli.data.target_concat import TargetConcat, target_concat_row
 from ctxmt_cli.data.windows import WindowDataset, WindowSpec
 from ctxmt_cli.decode.settings import DecodeSettings
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.contrastive import candidate_rows
 from ctxmt_cli.evaluate.testsets import ContrastiveItem
 from ctxmt_cli.models.families import build_model, inputs_of
-from ctxmt_cli.models.hanoit.inputs import target_concat_row
-from ctxmt_cli.models.hanoit.target_concat import TargetConcat
 from tests.unit.tiny_text import sentence
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/unit/conftest.py
@@ -58,7 +57,7 @@ def test_translation_rows_are_the_training_rows(limit, context, following):
     for doc, fp in zip(docs, first):
         for k in range(len(doc)):
             if ds.src_ctx[j] >= 0:                                          # sentences a window can hold
-                row, m = target_concat_row(doc, fp, k, context, following, limit, VocabInfo(40, 40, brk=BRK, eos=EOS))
+                row, m = target_concat_row(doc[k], fp, k, context, following, limit, VocabInfo(40, 40, brk=BRK, eos=EOS))
                 expected, m_expected = ds.tgt_concat(j)
                 assert row == expected.tolist() and m == m_expected, (j, limit)
             j += 1
@@ -86,7 +85,7 @@ def test_the_translator_hands_each_sentence_its_first_pass(tokenizer, monkeypatc
     assert [len(d) for d in out] == [3, 2]
     src = [[tokenizer.encode_src(s) for s in doc] for doc in documents]
     fp = [[tokenizer.encode_tgt(s) for s in doc] for doc in first]
-    row, m = target_concat_row(src[0], fp[0], 1, 1, 1, 1024, VocabInfo.of(tokenizer))
+    row, m = target_concat_row(src[0][1], fp[0], 1, 1, 1, 1024, VocabInfo.of(tokenizer))
     assert row == fp[0][0] + [tokenizer.brk_id] + fp[0][2] + [tokenizer.brk_id] + src[0][1] + [tokenizer.eos_id]
     handed = [([t for t in tokens.tolist() if t != tokenizer.pad_id], int(n))   # TargetConcatRows of every search
               for batch in seen for tokens, n in zip(batch.extras.tokens, batch.extras.next_sentences)]

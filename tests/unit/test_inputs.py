@@ -115,8 +115,8 @@ def test_a_target_context_model_reads_its_target_concatenation_as_its_source():
     context sentences, then the current source sentence, in Batch.src (nothing beside it); the batch budget counts
     those rows; a translation step and a scoring batch read the same, a scoring row without context its sentence
     alone."""
+    from ctxmt_cli.data.target_concat import ReferenceSide, TargetConcat
     from ctxmt_cli.models.hanoit.inputs import TargetContextWindows
-    from ctxmt_cli.models.hanoit.target_concat import ReferenceSide, TargetConcat
 
     inputs = inputs_of(cfg("hanoit", context_side="target", target_context_from="reference"))
     assert inputs.target_concat

@@ -1,4 +1,4 @@
-"""The bilingual HanoiT recipes of Yang et al. (recipes/yang2023_hanoit/table2_*.yaml, Table 2).
+"""The bilingual recipes of Yang et al. (recipes/yang2023_hanoit/table2_*.yaml, Table 2): HanoiT and ECT.
 
 Only validation (no model is built): one recipe per dataset, each Table 1's HanoiT recipe of the same dataset with
 the bilingual options added (the paper gives Table 2 no settings of its own); the header names the row and its
@@ -36,8 +36,8 @@ def dump(path: Path) -> dict:
 
 
 def test_one_recipe_per_dataset_and_the_target_context_row():
-    assert {p.stem for p in FOLDER.glob("table2_*.yaml")} == {f"table2_{ds}_hanoit" for ds in BLEU} | {
-        "table2_iwslt17_hanoit_target"}
+    assert {p.stem for p in FOLDER.glob("table2_*.yaml")} == {f"table2_{ds}_{system}" for ds in BLEU for system in
+                                                              ("hanoit", "ect")} | {"table2_iwslt17_hanoit_target"}
 
 
 def test_the_target_context_row_is_the_bilingual_recipe_without_its_source_stream():
@@ -98,3 +98,34 @@ def test_quoted_gains_follow_from_the_quoted_figures(ds):
     assert found
     for a, b, gain in found:
         assert f"{float(a) - float(b):+.2f}" == gain
+
+
+#: Table 2's ECT row (re-implemented by the authors) and Table 1's, per dataset
+ECT = {"iwslt17": ("24.38", "24.32"), "nc2016": ("24.55", "24.40"), "europarl": ("30.24", "30.08"),
+       "wmt19": ("38.16", "38.14")}
+
+
+@pytest.mark.parametrize("ds", BLEU)
+def test_bilingual_ect_is_table1_ect_reading_the_first_pass(ds):
+    """Table 2's ECT: Table 1's ECT (1 previous + 1 next) with the target side of the same context sentences in
+    its one source row, from the Table 1 Transformer's first pass; the header names both rows, the first pass
+    and the evaluation."""
+    path = FOLDER / f"table2_{ds}_ect.yaml"
+    table2, table1 = dump(path), dump(FOLDER / f"table1_{ds}_ect.yaml")
+    added = {"bilingual": True, "target_context_from": "first_pass", "first_pass_stream": "first-pass"}
+    assert {k: table2["model"][k] for k in added} == added
+    for key in added:
+        table2["model"][key] = table1["model"][key]
+    assert table2 == table1
+    r = load_recipe(path)
+    assert r.name == f"yang2023_table2_{ds}_ect" and r.train.save_dir == f"runs/yang2023_hanoit/table2_{ds}_ect"
+    column, (bleu, source_only) = BLEU[ds][0], ECT[ds]
+    assert re.search(rf"^# Reproduces: Table 2 row 'ECT \[27\]', {column}: BLEU {bleu}", header(path), re.M)
+    text = flat(path)
+    assert f"table1_{ds}_ect.yaml ({source_only})" in text
+    assert re.search(rf"Reproduces: Table 1 row 'ECT \[27\]', {column}: BLEU {source_only}",
+                     header(FOLDER / f"table1_{ds}_ect.yaml"))
+    first = f"runs/yang2023_hanoit/table1_{ds}_transformer/checkpoint_best.pt"
+    assert f"for s in train valid; do ctxmt first-pass -c {first} --data {r.data.path} --split $s; done" in text
+    assert (f"ctxmt evaluate -c runs/yang2023_hanoit/table2_{ds}_ect/checkpoint_best.pt --split test --tokenize "
+            f"none --first-pass {first}") in text

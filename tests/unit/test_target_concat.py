@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from ctxmt_cli.data.store import MemorySplit, PreparedData
+from ctxmt_cli.data.target_concat import ReferenceSide, TargetConcat, target_side
 from ctxmt_cli.data.windows import WindowDataset, WindowSpec
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.hanoit.bilingual import TargetConcatRows
-from ctxmt_cli.models.hanoit.target_concat import ReferenceSide, TargetConcat, target_side
 
 BRK, EOS, PAD, BOS = 4, 3, 0, 2
 

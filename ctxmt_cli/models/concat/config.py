@@ -6,7 +6,7 @@ from typing import Literal, Optional, Union
 
 from pydantic import Field, model_validator
 
-from ctxmt_cli.config_base import ModelBase, Section
+from ctxmt_cli.config_base import FIRST_PASS_STREAM, ModelBase, Section
 
 
 class ShiftPair(Section):
@@ -48,6 +48,16 @@ class ConcatConfig(ModelBase):
         "previous", description="training windows' context: the previous sentences, or sentences drawn at random "
         "from the same document, re-drawn each epoch (Morishita et al. 2021, footnote 3: for corpora whose "
         "in-document order is lost); validation, translation and scoring use the previous sentences")
+    bilingual: bool = Field(False, description="sKto1 only: the source window also holds the target side of its "
+                            "context sentences, [target context; source context; current], from a first pass when "
+                            "translating (Yang et al.'s bilingual ECT baseline, Table 2; needs a joint vocabulary)")
+    target_context_from: Optional[Literal["first_pass", "reference"]] = Field(
+        None, description="bilingual: the target context in training and validation: first_pass (sentence-level "
+        "translations, a stream written by `ctxmt first-pass`; Yang et al.'s setting) | reference (the split's own "
+        "target side) [default first_pass]")
+    first_pass_stream: Optional[str] = Field(
+        None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$", description="target_context_from first_pass: the name of the "
+        f"stream beside the train and valid splits (`ctxmt first-pass --name`) [default {FIRST_PASS_STREAM}]")
 
     @model_validator(mode="after")
     def _check_concat(self) -> "ConcatConfig":
@@ -65,13 +75,47 @@ class ConcatConfig(ModelBase):
         if self.src_next_sentences and self.tgt_context_sentences:
             raise ValueError("src_next_sentences: the target windows hold previous sentences only, so a model reading "
                              "next source sentences translates sKto1: set tgt_context_sentences to 0")
+        self._check_bilingual()
         if self.context_order == "random" and self.max_segments == 1:
             raise ValueError("context_order: random draws context sentences, but src_context_sentences and "
                              "tgt_context_sentences are 0: set one of them >= 1 (or context_order: previous)")
         return self
 
+    def _check_bilingual(self) -> None:
+        """A bilingual window is sKto1 over previous sentences with context; fill where its target context comes
+        from; refuse the target-context options on a model that reads none."""
+        if not self.bilingual:
+            stray = [k for k in ("target_context_from", "first_pass_stream") if getattr(self, k) is not None]
+            if stray:
+                raise ValueError(f"{', '.join(stray)}: for a model reading target context; set bilingual: true, or "
+                                 f"remove {'it' if len(stray) == 1 else 'them'}")
+            return
+        if self.tgt_context_sentences:
+            raise ValueError("bilingual puts the target context in the source window (sKto1): set "
+                             "tgt_context_sentences to 0")
+        if self.src_context_sentences + self.src_next_sentences == 0:
+            raise ValueError("bilingual reads the target side of the context sentences, but src_context_sentences "
+                             "and src_next_sentences are 0: set one of them >= 1")
+        if self.context_order == "random":
+            raise ValueError("bilingual reads the target side of the previous sentences; context_order: random "
+                             "is not supported with it: set context_order: previous")
+        if self.target_context_from is None:
+            object.__setattr__(self, "target_context_from", "first_pass")
+        if self.target_context_from == "reference" and self.first_pass_stream is not None:
+            raise ValueError("first_pass_stream names the stream of target_context_from: first_pass; with reference "
+                             "the split's own target side is read: remove it")
+        if self.target_context_from == "first_pass" and self.first_pass_stream is None:
+            object.__setattr__(self, "first_pass_stream", FIRST_PASS_STREAM)
+
+    @property
+    def reads_target_context(self) -> bool:
+        """The source window holds the target side of its context sentences too (``bilingual``)."""
+        return self.bilingual
+
     @property
     def max_segments(self) -> int:
-        """Number of sentences in the longest window (segment index range)."""
-        return max(self.src_context_sentences + self.src_next_sentences, self.tgt_context_sentences) + 1
+        """Number of sentences in the longest window (segment index range); a bilingual window holds each context
+        sentence twice, once per side."""
+        src_context = (self.src_context_sentences + self.src_next_sentences) * (2 if self.bilingual else 1)
+        return max(src_context, self.tgt_context_sentences) + 1
 

@@ -9,7 +9,9 @@ The family is mostly data: windows of K sentences joined by ``<brk>`` (built in
 ``ctxmt_cli.data.windows``). An sKto1 model may also read next source sentences
 (``src_next_sentences``, not in Lupo et al.; Yang et al.'s ECT baseline reads 1 previous + 1 next): the window is
 [previous, next (nearest first), current], every family's layout, so segment codes count the next sentences
-among the context ("from the right" = from the current sentence). Hooks it overrides on the core: ``resolve``
+among the context ("from the right" = from the current sentence). A bilingual sKto1 window (``bilingual``, Yang et
+al.'s bilingual ECT baseline) holds the target side of its context sentences too, before the source side
+(:mod:`ctxmt_cli.models.concat.inputs`); the model reads it as any window, one segment per sentence. Hooks it overrides on the core: ``resolve``
 (``shift: auto``), ``context_aware``, ``loss_terms`` (the context discount), and
 the source/target :class:`PositionEncoding` modules and segment shift
 (``shift: auto | int | per-window``) it passes to ``__init__``.
@@ -26,6 +28,11 @@ from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.concat.config import ConcatConfig, ShiftPair
 from ctxmt_cli.models.concat.positions import SegmentPositionEncoding
 
+#: a bilingual window's target sentences go through the source embeddings
+JOINT_NEEDED = ("model.bilingual: the source window holds target-language context sentences, which needs one "
+                "vocabulary for both sides; prepare the data with one (`ctxmt prepare ... --joint`, the default), or "
+                "set bilingual: false")
+
 
 class Concat(EncoderDecoder):
     """Encoder-decoder over concatenated windows with sentence position encodings."""
@@ -34,6 +41,8 @@ class Concat(EncoderDecoder):
     loss_term_names = ("context_loss",)
 
     def __init__(self, cfg: ConcatConfig, vocab: VocabInfo):
+        if cfg.bilingual and not vocab.joint:
+            raise CtxmtError(JOINT_NEEDED)
         if cfg.shift == "auto":
             raise CtxmtError("model.shift is 'auto' but was not resolved from the prepared data's meta.json")
         d_se = cfg.pse.d_se if cfg.pse is not None else None
@@ -55,7 +64,10 @@ class Concat(EncoderDecoder):
 
     @classmethod
     def resolve(cls, cfg: ConcatConfig, meta: dict) -> ConcatConfig:
-        """Replace ``shift: auto`` by the training corpus' mean sentence length per side (meta.json)."""
+        """Replace ``shift: auto`` by the training corpus' mean sentence length per side (meta.json); refuse a
+        bilingual model on data with separate vocabularies."""
+        if cfg.bilingual and not meta.get("joint", True):
+            raise CtxmtError(JOINT_NEEDED)
         if cfg.shift != "auto":
             return cfg
         mean = meta.get("mean_sentence_length") or {}
@@ -99,4 +111,6 @@ VARIANTS: dict[str, dict] = {
     "pse-onehot": {"segment": "onehot", "pse": {"d_se": 8}},
     "post-norm": {"normalize_before": False, "shift": 2, "segment": "sinusoidal"},
     "next": {"src_context_sentences": 1, "src_next_sentences": 1, "tgt_context_sentences": 0, "segment": "learned"},
+    "bilingual": {"src_context_sentences": 1, "src_next_sentences": 1, "tgt_context_sentences": 0, "bilingual": True,
+                  "segment": "learned", "shift": 2},
 }

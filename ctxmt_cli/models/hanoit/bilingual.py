@@ -9,7 +9,7 @@ over it, parallel to the first, with its own parameters, and :class:`ContextGate
 of adding them. The memory's keys and values are computed once per sentence and live in the decoder state, so
 incremental decoding equals the full pass. A row whose target concatenation is empty (all padding, or a batch
 without :class:`TargetConcatRows`) has an empty memory and γ = 0: it is read exactly as by the monolingual
-model (the L_m rows of eq. 13, see :mod:`ctxmt_cli.models.hanoit.target_concat`).
+model (the L_m rows of eq. 13, see :mod:`ctxmt_cli.data.target_concat`).
 """
 
 from __future__ import annotations

@@ -14,15 +14,13 @@ from typing import Literal, Optional
 
 from pydantic import Field, model_validator
 
-from ctxmt_cli.config_base import ModelBase
+from ctxmt_cli.config_base import FIRST_PASS_STREAM, ModelBase
 
 #: the bilingual options and the value each takes when a bilingual recipe leaves it out
 BILINGUAL_DEFAULTS = {"target_context_from": "first_pass", "share_encoder": True, "gate": "vector", "gate_scale": 1.0,
                       "alpha": 0.5}
 #: what a one-stream model over the target context (``context_side: target``) reads of them: where it comes from
 ONE_STREAM_DEFAULTS = {"target_context_from": "first_pass"}
-#: stream name of ``ctxmt first-pass`` when none is given (``--name``)
-FIRST_PASS_STREAM = "first-pass"
 
 
 class HanoiTConfig(ModelBase):

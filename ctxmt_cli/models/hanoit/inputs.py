@@ -1,7 +1,7 @@
 """The ``hanoit`` family's inputs (Yang et al., HanoiT): the plain windows read its previous *and next* source
 sentences (``[previous (oldest first), next (nearest first), current]``, ``Batch.src_next`` counting the next
 ones); the bilingual model (§2.3) also reads a second source row beside each window, the *target concatenation*
-(:mod:`ctxmt_cli.models.hanoit.target_concat`), from a first pass of the document when it is translated. A model
+(:mod:`ctxmt_cli.data.target_concat`), from a first pass of the document when it is translated. A model
 over the target context alone (``context_side: target``, §3.5) reads the target concatenation *as* its source row.
 
 Overrides :meth:`Inputs.windows`, :meth:`Inputs.collate`, :meth:`Inputs.check_first_pass`,
@@ -17,7 +17,8 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ctxmt_cli.core.batch import Batch, VocabInfo
-from ctxmt_cli.data.windows import WindowDataset, fit_window
+from ctxmt_cli.data.target_concat import target_concat_row
+from ctxmt_cli.data.windows import WindowDataset
 from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.models.hanoit.bilingual import TargetConcatRows
 from ctxmt_cli.models.inputs import Inputs
@@ -47,7 +48,7 @@ class HanoiTInputs(Inputs):
         ``alpha`` (eq. 13), the validation rows never; a target-context model's rows always have it."""
         if not self.target_concat:
             return super().windows(data, split, recipe, vocab, role)
-        from ctxmt_cli.models.hanoit.target_concat import TargetConcat, target_side
+        from ctxmt_cli.data.target_concat import TargetConcat, target_side
 
         m = self.cfg
         concat = TargetConcat(target_side(data, split, m.target_context_from, m.first_pass_stream),
@@ -88,7 +89,7 @@ class HanoiTInputs(Inputs):
         document, from the first pass the documents carry (``doc.first_pass``)."""
         if not self.target_concat or not sources:
             return
-        rows = [target_concat_row(doc, doc.first_pass, j, plan.src_context_sentences, plan.src_next_sentences,
+        rows = [target_concat_row(doc[j], doc.first_pass, j, plan.src_context_sentences, plan.src_next_sentences,
                                   plan.max_window_tokens, vocab) for doc in sources]
         self._give(batch, TargetConcatRows.of(rows, vocab.pad))
 
@@ -104,15 +105,3 @@ class HanoiTInputs(Inputs):
             self._give(batch, TargetConcatRows.of([(row, 0) for row in target_concat], vocab.pad))
         return batch
 
-
-def target_concat_row(doc: Sequence[Sequence[int]], targets: Sequence[Sequence[int]], j: int, context: int,
-                      following: int, limit: int, vocab: VocabInfo) -> tuple[list[int], int]:
-    """Sentence ``j``'s target concatenation and its next sentences: up to ``context`` previous and
-    ``following`` next first-pass sentences (``targets``; the training rule: the farthest dropped first while the
-    row is over ``limit``), each + ``<brk>``, then source sentence ``doc[j]`` and ``</s>``."""
-    before, after = targets[max(j - context, 0):j], targets[j + 1:j + 1 + following]
-    c, m = fit_window([len(t) for t in before], [len(t) for t in after], context, following, limit - len(doc[j]) - 1)
-    row: list[int] = []
-    for sentence in list(targets[j - c:j]) + list(targets[j + 1:j + 1 + m]):
-        row += list(sentence) + [vocab.brk]
-    return row + list(doc[j]) + [vocab.eos], m

@@ -57,7 +57,7 @@ Bilingual (§2.3-2.4), how the open points are settled:
   position) joins them (eq. 10) before the layer's residual, so every decoder layer has its own gate;
 * eq. 13: a training row goes without its target stream with probability α (γ = 0: exactly the monolingual
   model), the expected loss of α·L_m + (1 − α)·L_b in one pass instead of two; validation scores L_b
-  (:mod:`ctxmt_cli.models.hanoit.target_concat`).
+  (:mod:`ctxmt_cli.data.target_concat`).
 
 Target context alone (``context_side: target``; §3.5's "target mono-lingual context", 24.98 BLEU against 24.94
 with source context on IWSLT-2017): the one stream is the target concatenation in place of the source window

@@ -20,10 +20,12 @@ always give every row its target concatenation (L_b, the model as it translates)
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 
+from ctxmt_cli.core.batch import VocabInfo
+from ctxmt_cli.data.windows import fit_window, two_sided_sizes
 from ctxmt_cli.errors import CtxmtError
 
 #: keeps the monolingual-row draw apart from the batch shuffling's and the random context's streams
@@ -74,8 +76,6 @@ class TargetConcat:
 
     def fit(self, src_lengths: np.ndarray, doc_start: np.ndarray, doc_end: np.ndarray, spec) -> None:
         """(previous, next) context sentences of each row under ``spec``'s counts and window limit."""
-        from ctxmt_cli.data.windows import two_sided_sizes
-
         self.ctx, self.next = two_sided_sizes(np.asarray(self.side.lengths), doc_start, doc_end,
                                               spec.src_context_sentences, spec.src_next_sentences,
                                               spec.max_window_tokens, own=src_lengths)
@@ -105,3 +105,18 @@ class TargetConcat:
             parts.extend([self.side.sentence(i), [brk]])
         parts.extend([current, [eos]])
         return np.concatenate([np.asarray(p, dtype=np.int64) for p in parts])
+
+
+def target_concat_row(current: Sequence[int], targets: Sequence[Sequence[int]], j: int, context: int,
+                      following: int, limit: int, vocab: VocabInfo) -> tuple[list[int], int]:
+    """Sentence ``j``'s target concatenation and its next sentences: up to ``context`` previous and
+    ``following`` next first-pass sentences (``targets``; the training rule: the farthest dropped first while the
+    row is over ``limit``), each + ``<brk>``, then ``current`` and ``</s>``. ``current`` is the source sentence
+    (HanoiT's row), or a whole source window without its ``</s>`` (a bilingual concatenation model's one row,
+    whose target context then fits in what the window leaves of ``limit``)."""
+    before, after = targets[max(j - context, 0):j], targets[j + 1:j + 1 + following]
+    c, m = fit_window([len(t) for t in before], [len(t) for t in after], context, following, limit - len(current) - 1)
+    row: list[int] = []
+    for sentence in list(targets[j - c:j]) + list(targets[j + 1:j + 1 + m]):
+        row += list(sentence) + [vocab.brk]
+    return row + list(current) + [vocab.eos], m
