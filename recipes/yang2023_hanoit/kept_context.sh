@@ -11,6 +11,9 @@
 #   printed    eq. 6 over the context tokens, the range the equation prints (selection_queries: context)
 #   printed_no_eos   both of the above
 #   q0.1 q0.3 q0.5   the default reading at another threshold q (the paper's Figure 5 range; the recipes' q is 0.2)
+#   measure    the default reading measured only (selection_drops: false): each selection layer logs the share its
+#              rule would keep of *all* context tokens and drops none (not the paper's model: a diagnostic that
+#              separates the criterion from the feedback of the hard selection; its shares are not compounded)
 #
 # Data (DATA):
 #   synthetic  the synthetic benchmark (`ctxmt prepare synthetic`, seed 1), the packaged recipe quickstart/hanoit
@@ -31,7 +34,7 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)   # recipes/yang2023_hanoit/ -> the checkout
 [ -f "$REPO/pyproject.toml" ] || REPO=$PWD                       # a copy, or an installed package: the current folder
 DATA=${DATA:-synthetic}
-read -r -a CHOICES <<< "${CHOICES:-text no_eos printed printed_no_eos q0.1 q0.3 q0.5}"
+read -r -a CHOICES <<< "${CHOICES:-text no_eos printed printed_no_eos q0.1 q0.3 q0.5 measure}"
 THREADS=${THREADS:-2}
 BEAM=${BEAM:-4}
 OUT=${OUT:-$REPO/runs/yang2023_hanoit/kept_context_$DATA}
@@ -46,7 +49,7 @@ command -v "$CTXMT" > /dev/null || fail "$CTXMT not found: install ctxmt (pip in
 
 declare -A READING=([text]="" [no_eos]="model.selection_eos=false" [printed]="model.selection_queries=context"
   [printed_no_eos]="model.selection_queries=context model.selection_eos=false"
-  [q0.1]="model.q=0.1" [q0.3]="model.q=0.3" [q0.5]="model.q=0.5")
+  [q0.1]="model.q=0.1" [q0.3]="model.q=0.3" [q0.5]="model.q=0.5" [measure]="model.selection_drops=false")
 for choice in "${CHOICES[@]}"; do
   [ -n "${READING[$choice]+set}" ] || fail "unknown reading '$choice' in CHOICES: use ${!READING[*]}"
 done

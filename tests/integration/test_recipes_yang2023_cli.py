@@ -124,11 +124,11 @@ def test_kept_context_script_refuses_bad_settings(case, tmp_path):
 
 @pytest.mark.slow
 def test_kept_context_script_measures_each_reading(tmp_path):
-    """Two readings of the selection trained 4 updates on the synthetic benchmark: a kept share per selection layer
+    """Three readings of the selection trained 4 updates on the synthetic benchmark: a kept share per selection layer
     at each validation, and a BLEU, for each."""
-    result = _script(tmp_path, KEPT, UPDATES="4", CHOICES="text printed", BEAM="1", THREADS="1")
+    result = _script(tmp_path, KEPT, UPDATES="4", CHOICES="text printed measure", BEAM="1", THREADS="1")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    for choice in ("text", "printed"):
+    for choice in ("text", "printed", "measure"):
         block = result.stdout.split(f"\n{choice}: test BLEU ", 1)[1].split("\n\n", 1)[0].splitlines()
         assert block[0].endswith("layers 2 / 3 / 4 / 5 / 6")
         steps = [line.split(":")[0].split()[-1] for line in block[1:]]

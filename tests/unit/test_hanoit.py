@@ -264,6 +264,22 @@ def test_kept_shares_are_logged_per_selection_layer():
     assert make_model(encoder_layers=2, unified_layers=2).loss_term_names == ()   # 6+0 style: no selection
 
 
+def test_measure_only_drops_nothing_and_logs_what_each_layer_would_keep():
+    """selection_drops: false: the outputs are those of the same weights without selection layers, and the first
+    selection layer logs what the dropping model's first selection layer keeps (same input, same attention)."""
+    spec = {"encoder_layers": 4, "selection_layers": 3}
+    batch = batch_of([0, 1], [1, 0])
+    with torch.no_grad():
+        measured = make_model(q=0.5, selection_drops=False, **spec)(batch)
+        everything = make_model(encoder_layers=4, unified_layers=4, selection_layers=0)(batch)
+        dropping = make_model(q=0.5, **spec)(batch)
+    assert torch.allclose(measured.logits, everything.logits, atol=1e-5)          # another attention kernel
+    first = "kept_context_layer2"
+    assert measured.loss_terms[first].sum == dropping.loss_terms[first].sum < dropping.loss_terms[first].count
+    shares = [t.sum / t.count for t in measured.loss_terms.values()]
+    assert all(0.0 <= x <= 1.0 for x in shares) and min(shares) < 1.0
+
+
 def reference_choices(a, alive, current, q, queries: str, eos: bool) -> torch.Tensor:
     """Eqs. 5-7 with the open choices written out for one row: eq. 6's i over the current tokens or the context
     tokens (the printed range [p+1, m]); the current sentence's last token (its </s>) counted in p or not."""

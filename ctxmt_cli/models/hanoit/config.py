@@ -44,6 +44,10 @@ class HanoiTConfig(ModelBase):
         "current sentence'), or the context tokens, the range [p+1, m] the equation prints (an open choice)")
     selection_eos: bool = Field(True, description="the current sentence's </s> counts among its p tokens: in eq. 5's "
                                 "average and as a query of eq. 6 (the paper does not say; an open choice)")
+    selection_drops: bool = Field(True, description="false: measure only, a diagnostic outside the paper: every "
+                                  "selection layer computes eqs. 5-7 and logs the share of the context they would "
+                                  "keep, but no token is dropped (the criterion without the feedback of the hard "
+                                  "selection; each layer's share is of all context tokens, not compounded)")
     bilingual: bool = Field(False, description="§2.3: also read the target side of the same context sentences, "
                             "as a second stream [target context; current source] with its own cross-attention and "
                             "a gate (needs a joint vocabulary)")

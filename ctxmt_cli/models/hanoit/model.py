@@ -41,7 +41,8 @@ How each open point of the paper is settled:
 * dropping = masking: a masked token is in no later attention, so the core cuts the columns no row keeps
   (where no probe listens) and the outputs are those of the masked run (tested);
 * Figure 4's statistic: ``kept_context_layerN`` (N = the 1-based encoder layer) is the share of the input's
-  context tokens still alive after selection layer N, a weight-0 loss term (logged, validated, no gradient).
+  context tokens still alive after selection layer N, a weight-0 loss term (logged, validated, no gradient);
+  ``selection_drops: false`` (a diagnostic, not the paper's model) logs what each layer would keep and drops none.
 
 Bilingual (§2.3-2.4), how the open points are settled:
 
@@ -239,7 +240,8 @@ class HanoiT(EncoderDecoder):
         keep = select_context(attention, mask, current, self.cfg.q, self.cfg.selection_queries, counted)   # (B, S)
         left = (keep & ~current).sum().float()
         # count: the context tokens alive at this layer's input; encode replaces it by the input's context tokens
-        return keep, {kept_name(layer): LossTerm(left, (mask & ~current).sum().float(), weight=0.0)}
+        terms = {kept_name(layer): LossTerm(left, (mask & ~current).sum().float(), weight=0.0)}
+        return (keep if self.cfg.selection_drops else mask), terms        # measure only: what it would keep
 
 
 #: tiny variants the contract suite checks (tests/unit/test_contract.py): name -> model-config overrides; the q
@@ -253,6 +255,7 @@ VARIANTS: dict[str, dict] = {
     "post-norm": {"normalize_before": False, "q": 0.1},
     "eq6-as-printed": {"selection_queries": "context", "q": 0.7},
     "no-eos": {"selection_eos": False, "q": 0.7},
+    "measure-only": {"selection_drops": False, "q": 0.7},
     "bilingual-online": {"src_context_sentences": 1, "src_next_sentences": 0, "q": 0.7, "bilingual": True},
     "bilingual-offline": {"src_context_sentences": 1, "src_next_sentences": 1, "q": 0.7, "bilingual": True,
                           "gate_scale": 0.5},
