@@ -96,3 +96,35 @@ class ModelBase(Section):
     src_context_sentences: Literal[0] = Field(0, description="previous source sentences the model reads (none here)")
     tgt_context_sentences: Literal[0] = Field(0, description="previous target sentences the model reads (none here)")
     src_next_sentences: Literal[0] = Field(0, description="next source sentences the model reads (none here)")
+
+
+class TargetContextOptions(Section):
+    """Where a model reading the target side of its context sentences gets it (the fields of every family that can:
+    a first pass written by ``ctxmt first-pass``, or the split's reference); ``None`` in a recipe that leaves them
+    out, filled by :meth:`fill_target_context` for a model that reads them."""
+
+    target_context_from: Optional[Literal["first_pass", "reference"]] = Field(
+        None, description="a model reading target context: where its target context comes from in training and "
+        "validation: first_pass (sentence-level translations of the context sentences, a stream written by `ctxmt "
+        "first-pass`; Yang et al.'s setting) | reference (the split's own target side, for ablations) "
+        "[default first_pass]")
+    first_pass_stream: Optional[str] = Field(
+        None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$", description="target_context_from first_pass: the name of the "
+        f"stream beside the train and valid splits (`ctxmt first-pass --name`) [default {FIRST_PASS_STREAM}]")
+
+    def fill_target_context(self, reads: bool, fix: str) -> None:
+        """Fill the defaults of a model that ``reads`` target context; refuse the fields on one that does not
+        (``fix``: how a recipe turns the reading on), and a stream name beside ``reference``."""
+        if not reads:
+            stray = [k for k in ("target_context_from", "first_pass_stream") if getattr(self, k) is not None]
+            if stray:
+                raise ValueError(f"{', '.join(stray)}: for a model reading target context; {fix}, or remove "
+                                 f"{'it' if len(stray) == 1 else 'them'}")
+            return
+        if self.target_context_from is None:
+            object.__setattr__(self, "target_context_from", "first_pass")
+        if self.target_context_from == "reference" and self.first_pass_stream is not None:
+            raise ValueError("first_pass_stream names the stream of target_context_from: first_pass; with reference "
+                             "the split's own target side is read: remove it")
+        if self.target_context_from == "first_pass" and self.first_pass_stream is None:
+            object.__setattr__(self, "first_pass_stream", FIRST_PASS_STREAM)

@@ -69,8 +69,8 @@ def split_first_passes(models: Sequence, checkpoints: Sequence, prepared, split:
     if not any(bilingual):
         if first_pass is not None:
             raise OptionError("first_pass", None, "no checkpoint reads target context (a hanoit model with "
-                              "bilingual: true or context_side: target, a concat model with bilingual: true); leave "
-                              "it out")
+                              "bilingual: true or context_side: target, a concat or caching model with bilingual: "
+                              "true); leave it out")
         return [None] * len(models)
     if first_pass is not None:
         first = load_model(Path(first_pass), device=torch_device(device))

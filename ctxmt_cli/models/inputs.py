@@ -139,7 +139,7 @@ class Inputs:
         if first_pass is not None:
             raise OptionError("first_pass", None, f"this {self.cfg.family} model reads no target context and so no "
                               "first pass; leave it out (it is for a model reading target context: hanoit with "
-                              "bilingual: true or context_side: target, concat with bilingual: true)")
+                              "bilingual: true or context_side: target, concat or caching with bilingual: true)")
 
     def check_groups(self, group_sentences: Union[None, int, str], group_order: str = "consecutive") -> None:
         """Sentence-group options (``group_sentences``: a size, or the option's text) are for a model that reads

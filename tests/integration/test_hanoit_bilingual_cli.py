@@ -135,15 +135,17 @@ def test_target_context_row_trains_on_the_first_pass_translates_and_evaluates(pi
     assert result.exit_code == 0 and "BLEU" in result.stdout, result.output
 
 
-def test_table2_ect_recipe_trains_on_the_first_pass_translates_and_evaluates(pipeline, tmp_path):
-    """recipes/yang2023_hanoit/table2_iwslt17_ect.yaml (concat with bilingual: true) on tiny dims over the streams
-    the pipeline wrote, then translated and evaluated with its first pass (and refusing to go without one)."""
+@pytest.mark.parametrize("system", ["ect", "dual_encoder"])
+def test_table2_baseline_recipes_train_on_the_first_pass_translate_and_evaluate(pipeline, tmp_path, system):
+    """recipes/yang2023_hanoit/table2_iwslt17_{ect,dual_encoder}.yaml (concat / caching with bilingual: true) on
+    tiny dims over the streams the pipeline wrote, then translated and evaluated with its first pass (and refusing
+    to go without one)."""
     _, data, sentence, _, _ = pipeline
-    save = tmp_path / "ect"
+    save = tmp_path / system
     sets = [f"data.path={data}", f"train.save_dir={save}", "model.preset=null", "model.d_model=32", "model.ffn_dim=64",
             "model.heads=4", "model.decoder_layers=1", "model.encoder_layers=1", "train.max_steps=3",
             "train.valid_every=3", "train.warmup_steps=2", "data.max_tokens=400", "train.threads=1"]
-    result = run_cli("train", ROOT / "recipes" / "yang2023_hanoit" / "table2_iwslt17_ect.yaml",
+    result = run_cli("train", ROOT / "recipes" / "yang2023_hanoit" / f"table2_iwslt17_{system}.yaml",
                      *[a for s in sets for a in ("--set", s)])
     assert result.exit_code == 0, result.output
     doc = tmp_path / "doc.txt"

@@ -37,7 +37,7 @@ def dump(path: Path) -> dict:
 
 def test_one_recipe_per_dataset_and_the_target_context_row():
     assert {p.stem for p in FOLDER.glob("table2_*.yaml")} == {f"table2_{ds}_{system}" for ds in BLEU for system in
-                                                              ("hanoit", "ect")} | {"table2_iwslt17_hanoit_target"}
+                                                              ("hanoit", "ect", "dual_encoder")} | {"table2_iwslt17_hanoit_target"}
 
 
 def test_the_target_context_row_is_the_bilingual_recipe_without_its_source_stream():
@@ -100,32 +100,38 @@ def test_quoted_gains_follow_from_the_quoted_figures(ds):
         assert f"{float(a) - float(b):+.2f}" == gain
 
 
-#: Table 2's ECT row (re-implemented by the authors) and Table 1's, per dataset
-ECT = {"iwslt17": ("24.38", "24.32"), "nc2016": ("24.55", "24.40"), "europarl": ("30.24", "30.08"),
-       "wmt19": ("38.16", "38.14")}
+#: Table 2's baseline rows (re-implemented by the authors) and Table 1's, per system and dataset
+BASELINES = {("ect", "ECT"): {"iwslt17": ("24.38", "24.32"), "nc2016": ("24.55", "24.40"),
+                              "europarl": ("30.24", "30.08"), "wmt19": ("38.16", "38.14")},
+             ("dual_encoder", "Dual Encoder"): {"iwslt17": ("24.26", "24.14"), "nc2016": ("24.46", "24.36"),
+                                                "europarl": ("30.25", "30.12"), "wmt19": ("38.24", "38.12")}}
+#: what each baseline's Table 2 recipe changes in its Table 1 recipe's model section
+ADDED = {"ect": {"bilingual": True, "target_context_from": "first_pass", "first_pass_stream": "first-pass"},
+         "dual_encoder": {"bilingual": True, "target_context_from": "first_pass", "first_pass_stream": "first-pass",
+                          "grad_context_sentences": 2}}
 
 
 @pytest.mark.parametrize("ds", BLEU)
-def test_bilingual_ect_is_table1_ect_reading_the_first_pass(ds):
-    """Table 2's ECT: Table 1's ECT (1 previous + 1 next) with the target side of the same context sentences in
-    its one source row, from the Table 1 Transformer's first pass; the header names both rows, the first pass
-    and the evaluation."""
-    path = FOLDER / f"table2_{ds}_ect.yaml"
-    table2, table1 = dump(path), dump(FOLDER / f"table1_{ds}_ect.yaml")
-    added = {"bilingual": True, "target_context_from": "first_pass", "first_pass_stream": "first-pass"}
-    assert {k: table2["model"][k] for k in added} == added
-    for key in added:
+@pytest.mark.parametrize("system, row", list(BASELINES))
+def test_bilingual_baselines_are_table1_reading_the_first_pass(ds, system, row):
+    """Table 2's ECT and Dual Encoder: Table 1's recipe with the target side of the same context sentences in its
+    windows, from the Table 1 Transformer's first pass; the header names both rows, the first pass and the
+    evaluation."""
+    path = FOLDER / f"table2_{ds}_{system}.yaml"
+    table2, table1 = dump(path), dump(FOLDER / f"table1_{ds}_{system}.yaml")
+    assert {k: table2["model"][k] for k in ADDED[system]} == ADDED[system]
+    for key in ADDED[system]:
         table2["model"][key] = table1["model"][key]
     assert table2 == table1
     r = load_recipe(path)
-    assert r.name == f"yang2023_table2_{ds}_ect" and r.train.save_dir == f"runs/yang2023_hanoit/table2_{ds}_ect"
-    column, (bleu, source_only) = BLEU[ds][0], ECT[ds]
-    assert re.search(rf"^# Reproduces: Table 2 row 'ECT \[27\]', {column}: BLEU {bleu}", header(path), re.M)
+    assert r.name == f"yang2023_table2_{ds}_{system}" and r.train.save_dir == f"runs/yang2023_hanoit/table2_{ds}_{system}"
+    column, (bleu, source_only) = BLEU[ds][0], BASELINES[system, row][ds]
+    assert re.search(rf"^# Reproduces: Table 2 row '{row} \[\d+\]', {column}: BLEU {bleu}", header(path), re.M)
     text = flat(path)
-    assert f"table1_{ds}_ect.yaml ({source_only})" in text
-    assert re.search(rf"Reproduces: Table 1 row 'ECT \[27\]', {column}: BLEU {source_only}",
-                     header(FOLDER / f"table1_{ds}_ect.yaml"))
+    assert f"table1_{ds}_{system}.yaml ({source_only})" in text
+    assert re.search(rf"Reproduces: Table 1 row '{row} \[\d+\]', {column}: BLEU {source_only}",
+                     header(FOLDER / f"table1_{ds}_{system}.yaml"))
     first = f"runs/yang2023_hanoit/table1_{ds}_transformer/checkpoint_best.pt"
     assert f"for s in train valid; do ctxmt first-pass -c {first} --data {r.data.path} --split $s; done" in text
-    assert (f"ctxmt evaluate -c runs/yang2023_hanoit/table2_{ds}_ect/checkpoint_best.pt --split test --tokenize "
+    assert (f"ctxmt evaluate -c runs/yang2023_hanoit/table2_{ds}_{system}/checkpoint_best.pt --split test --tokenize "
             f"none --first-pass {first}") in text

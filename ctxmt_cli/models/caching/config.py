@@ -6,7 +6,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, model_validator
 
-from ctxmt_cli.config_base import ModelBase
+from ctxmt_cli.config_base import ModelBase, TargetContextOptions
 
 #: the reprs that cache one aggregate per sentence (or a shortened sequence)
 AGGREGATING = ("sentence", "pooling", "grouping", "selecting")
@@ -14,7 +14,7 @@ AGGREGATING = ("sentence", "pooling", "grouping", "selecting")
 SHORTENING = ("pooling", "grouping", "selecting")
 
 
-class CachingConfig(ModelBase):
+class CachingConfig(ModelBase, TargetContextOptions):
     """Caching multi-encoder with sequence shortening ("Sequence Shortening for Context-Aware MT", 2023).
 
     ``encoder: separate`` with ``repr: tokens`` and ``integration: concat`` is the paper's multi-encoder baseline.
@@ -46,6 +46,15 @@ class CachingConfig(ModelBase):
         0.0, ge=0.0, lt=1.0, description="dropout on the attention branch of eq. 2 (the paper's code has none)")
     segment_embeddings: bool = Field(True, description="learned embedding of each context sentence's slot")
     context_positions: bool = Field(True, description="learned positions of the tokens inside each context sentence")
+    bilingual: bool = Field(False, description="the target side of the same context sentences is cached too, each "
+                            "sentence in a slot of its own beyond the source side's (Yang et al.'s bilingual Dual "
+                            "Encoder baseline, Table 2), from a first pass when translating; documents are then "
+                            "translated window by window, not from a memory (needs a joint vocabulary)")
+
+    @property
+    def context_slots(self) -> int:
+        """Context sentences a window holds at most: the source side's, and as many target ones when bilingual."""
+        return self.src_context_sentences * (2 if self.bilingual else 1)
 
     @property
     def current_in_context(self) -> bool:
@@ -61,6 +70,10 @@ class CachingConfig(ModelBase):
                              "(the number of groups K, only for grouping/selecting)")
         if self.integration == "concat" and self.gate:
             raise ValueError("gate applies to a context-attention branch; integration: concat has none")
+        self.fill_target_context(self.bilingual, "set bilingual: true")
+        if self.bilingual and self.src_context_sentences == 0:
+            raise ValueError("bilingual caches the target side of the context sentences, but src_context_sentences "
+                             "is 0: set it >= 1")
         self._check_gradient()
         return self
 
@@ -71,8 +84,9 @@ class CachingConfig(ModelBase):
             raise ValueError("the separate context encoder would never get a gradient: set "
                              "grad_context_sentences >= 1 (or include_current: true)")
         for name, n in (("grad_context_sentences", n_enc), ("shortening_grad_context_sentences", n_short)):
-            if n is not None and n > self.src_context_sentences:
-                raise ValueError(f"{name} ({n}) exceeds src_context_sentences ({self.src_context_sentences})")
+            if n is not None and n > self.context_slots:
+                raise ValueError(f"{name} ({n}) exceeds the context sentences a window holds ({self.context_slots}: "
+                                 "src_context_sentences, twice with bilingual)")
         if n_short is not None and self.repr not in SHORTENING:
             raise ValueError(f"shortening_grad_context_sentences applies to repr {' | '.join(SHORTENING)} (a "
                              f"shortening module); repr: {self.repr} has none: set it to null")

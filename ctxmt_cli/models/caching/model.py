@@ -38,6 +38,7 @@ from ctxmt_cli.core.batch import Batch, EncoderOut, Memory, VocabInfo
 from ctxmt_cli.core.layers import EncoderLayer
 from ctxmt_cli.core.model import EncoderDecoder
 from ctxmt_cli.core.probe import AttentionProbe, AttentionView
+from ctxmt_cli.models.bilingual_windows import check_joint
 from ctxmt_cli.models.caching.config import CachingConfig
 from ctxmt_cli.models.caching.shortening import Shortener
 
@@ -48,13 +49,14 @@ class Caching(EncoderDecoder):
     context_aware = True
 
     def __init__(self, cfg: CachingConfig, vocab: VocabInfo):
+        check_joint(cfg, vocab.joint)
         attention = None if cfg.integration == "concat" else (cfg.integration == "parallel", cfg.gate)
         super().__init__(cfg, vocab, context_attention=attention)
         d = cfg.d_model
         self.shortener = Shortener(cfg.repr, d, cfg.heads, pooling=cfg.pooling, pool_size=cfg.pool_size, groups=cfg.groups,
                                    normalizer=cfg.normalizer, hidden=cfg.categorizer_hidden,
                                    dropout=cfg.shortening_dropout, attention_dropout=cfg.attention_dropout)
-        self.segment = nn.Embedding(cfg.src_context_sentences + 1, d) if cfg.segment_embeddings else None
+        self.segment = nn.Embedding(cfg.context_slots + 1, d) if cfg.segment_embeddings else None
         self.context_pos = nn.Embedding(cfg.max_positions, d) if cfg.context_positions else None
         self.context_layers = self.context_norm = None
         if cfg.encoder == "separate":
@@ -64,6 +66,12 @@ class Caching(EncoderDecoder):
         for emb in (self.segment, self.context_pos):
             if emb is not None:
                 nn.init.normal_(emb.weight, 0.0, d ** -0.5)
+
+    @classmethod
+    def resolve(cls, cfg: CachingConfig, meta: dict) -> CachingConfig:
+        """Refuse a bilingual model on prepared data with separate vocabularies; the config is otherwise unchanged."""
+        check_joint(cfg, meta.get("joint", True))
+        return cfg
 
     # ---- entries ------------------------------------------------------------------------------
     def entries_of(self, src: Tensor, current: EncoderOut, probe: Optional[AttentionProbe] = None
@@ -227,6 +235,8 @@ VARIANTS: dict[str, dict] = {
     "tokens": {"repr": "tokens"},
     "tokens-current-parallel": {"repr": "tokens", "include_current": True, "integration": "parallel"},
     "tokens-concat": {"repr": "tokens", "integration": "concat", "src_context_sentences": 2},
+    "bilingual": {"repr": "tokens", "integration": "parallel", "gate": True, "encoder": "separate",
+                  "grad_context_sentences": 2, "bilingual": True},
     "bare-tokens": {"repr": "tokens", "segment_embeddings": False, "context_positions": False},
     "sentence": {"repr": "sentence", "src_context_sentences": 2},
     "sentence-no-current-gate": {"repr": "sentence", "include_current": False, "gate": True},

@@ -6,7 +6,7 @@ from typing import Literal, Optional, Union
 
 from pydantic import Field, model_validator
 
-from ctxmt_cli.config_base import FIRST_PASS_STREAM, ModelBase, Section
+from ctxmt_cli.config_base import ModelBase, Section, TargetContextOptions
 
 
 class ShiftPair(Section):
@@ -22,8 +22,7 @@ class PSEConfig(Section):
     d_se: int = Field(ge=1, description="width of the segment code (smaller than d_model)")
 
 
-
-class ConcatConfig(ModelBase):
+class ConcatConfig(ModelBase, TargetContextOptions):
     """Sliding-window concatenation sKtoK / sKto1 (Lupo et al. 2022, 2023)."""
 
     family: Literal["concat"] = Field("concat", description="the family this section configures")
@@ -51,13 +50,6 @@ class ConcatConfig(ModelBase):
     bilingual: bool = Field(False, description="sKto1 only: the source window also holds the target side of its "
                             "context sentences, [target context; source context; current], from a first pass when "
                             "translating (Yang et al.'s bilingual ECT baseline, Table 2; needs a joint vocabulary)")
-    target_context_from: Optional[Literal["first_pass", "reference"]] = Field(
-        None, description="bilingual: the target context in training and validation: first_pass (sentence-level "
-        "translations, a stream written by `ctxmt first-pass`; Yang et al.'s setting) | reference (the split's own "
-        "target side) [default first_pass]")
-    first_pass_stream: Optional[str] = Field(
-        None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$", description="target_context_from first_pass: the name of the "
-        f"stream beside the train and valid splits (`ctxmt first-pass --name`) [default {FIRST_PASS_STREAM}]")
 
     @model_validator(mode="after")
     def _check_concat(self) -> "ConcatConfig":
@@ -82,13 +74,10 @@ class ConcatConfig(ModelBase):
         return self
 
     def _check_bilingual(self) -> None:
-        """A bilingual window is sKto1 over previous sentences with context; fill where its target context comes
+        """A bilingual window is sKto1 over previous (and next) sentences; fill where its target context comes
         from; refuse the target-context options on a model that reads none."""
+        self.fill_target_context(self.bilingual, "set bilingual: true")
         if not self.bilingual:
-            stray = [k for k in ("target_context_from", "first_pass_stream") if getattr(self, k) is not None]
-            if stray:
-                raise ValueError(f"{', '.join(stray)}: for a model reading target context; set bilingual: true, or "
-                                 f"remove {'it' if len(stray) == 1 else 'them'}")
             return
         if self.tgt_context_sentences:
             raise ValueError("bilingual puts the target context in the source window (sKto1): set "
@@ -99,13 +88,6 @@ class ConcatConfig(ModelBase):
         if self.context_order == "random":
             raise ValueError("bilingual reads the target side of the previous sentences; context_order: random "
                              "is not supported with it: set context_order: previous")
-        if self.target_context_from is None:
-            object.__setattr__(self, "target_context_from", "first_pass")
-        if self.target_context_from == "reference" and self.first_pass_stream is not None:
-            raise ValueError("first_pass_stream names the stream of target_context_from: first_pass; with reference "
-                             "the split's own target side is read: remove it")
-        if self.target_context_from == "first_pass" and self.first_pass_stream is None:
-            object.__setattr__(self, "first_pass_stream", FIRST_PASS_STREAM)
 
     @property
     def reads_target_context(self) -> bool:

@@ -11,10 +11,10 @@ The family is mostly data: windows of K sentences joined by ``<brk>`` (built in
 [previous, next (nearest first), current], every family's layout, so segment codes count the next sentences
 among the context ("from the right" = from the current sentence). A bilingual sKto1 window (``bilingual``, Yang et
 al.'s bilingual ECT baseline) holds the target side of its context sentences too, before the source side
-(:mod:`ctxmt_cli.models.concat.inputs`); the model reads it as any window, one segment per sentence. Hooks it overrides on the core: ``resolve``
-(``shift: auto``), ``context_aware``, ``loss_terms`` (the context discount), and
-the source/target :class:`PositionEncoding` modules and segment shift
-(``shift: auto | int | per-window``) it passes to ``__init__``.
+(:mod:`ctxmt_cli.models.bilingual_windows`); the model reads it as any window, one segment per sentence.
+Hooks it overrides on the core: ``resolve`` (``shift: auto``), ``context_aware``, ``loss_terms`` (the context
+discount), and the source/target :class:`PositionEncoding` modules and segment shift (``shift: auto | int |
+per-window``) it passes to ``__init__``.
 """
 
 from __future__ import annotations
@@ -25,13 +25,9 @@ from ctxmt_cli.core.batch import Batch, LossTerm, ModelOutput, VocabInfo
 from ctxmt_cli.core.model import EncoderDecoder
 from ctxmt_cli.core.positions import current_sentence_mask
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.models.bilingual_windows import check_joint
 from ctxmt_cli.models.concat.config import ConcatConfig, ShiftPair
 from ctxmt_cli.models.concat.positions import SegmentPositionEncoding
-
-#: a bilingual window's target sentences go through the source embeddings
-JOINT_NEEDED = ("model.bilingual: the source window holds target-language context sentences, which needs one "
-                "vocabulary for both sides; prepare the data with one (`ctxmt prepare ... --joint`, the default), or "
-                "set bilingual: false")
 
 
 class Concat(EncoderDecoder):
@@ -41,8 +37,7 @@ class Concat(EncoderDecoder):
     loss_term_names = ("context_loss",)
 
     def __init__(self, cfg: ConcatConfig, vocab: VocabInfo):
-        if cfg.bilingual and not vocab.joint:
-            raise CtxmtError(JOINT_NEEDED)
+        check_joint(cfg, vocab.joint)
         if cfg.shift == "auto":
             raise CtxmtError("model.shift is 'auto' but was not resolved from the prepared data's meta.json")
         d_se = cfg.pse.d_se if cfg.pse is not None else None
@@ -66,8 +61,7 @@ class Concat(EncoderDecoder):
     def resolve(cls, cfg: ConcatConfig, meta: dict) -> ConcatConfig:
         """Replace ``shift: auto`` by the training corpus' mean sentence length per side (meta.json); refuse a
         bilingual model on data with separate vocabularies."""
-        if cfg.bilingual and not meta.get("joint", True):
-            raise CtxmtError(JOINT_NEEDED)
+        check_joint(cfg, meta.get("joint", True))
         if cfg.shift != "auto":
             return cfg
         mean = meta.get("mean_sentence_length") or {}

@@ -14,7 +14,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, model_validator
 
-from ctxmt_cli.config_base import FIRST_PASS_STREAM, ModelBase
+from ctxmt_cli.config_base import ModelBase, TargetContextOptions
 
 #: the bilingual options and the value each takes when a bilingual recipe leaves it out
 BILINGUAL_DEFAULTS = {"target_context_from": "first_pass", "share_encoder": True, "gate": "vector", "gate_scale": 1.0,
@@ -23,7 +23,7 @@ BILINGUAL_DEFAULTS = {"target_context_from": "first_pass", "share_encoder": True
 ONE_STREAM_DEFAULTS = {"target_context_from": "first_pass"}
 
 
-class HanoiTConfig(ModelBase):
+class HanoiTConfig(ModelBase, TargetContextOptions):
     """HanoiT (Yang et al.): N1 unified self-attention layers over [context; current], then N2 selection layers
     that drop the context tokens the current sentence attends to below its average (eqs. 4-7); ``bilingual``:
     a second stream [target context; current source] and a gated second cross-attention (§2.3, eqs. 8-13)."""
@@ -55,13 +55,6 @@ class HanoiTConfig(ModelBase):
         "source", description="the language of the one stream's context (bilingual: false): source (§2.2) | target, "
         "the target side of the same context sentences in place of the source side, the stream [target context; "
         "current source] (§3.5's 'target mono-lingual context'; needs a joint vocabulary); bilingual: true reads both")
-    target_context_from: Optional[Literal["first_pass", "reference"]] = Field(
-        None, description="bilingual: the target context in training and validation: first_pass (the sentence-level "
-        "translations of the context sentences, a stream written by `ctxmt first-pass`; the paper) | reference "
-        "(the split's own target side, for ablations) [default first_pass]")
-    first_pass_stream: Optional[str] = Field(
-        None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$", description="target_context_from first_pass: the name of the "
-        f"stream beside the train and valid splits (`ctxmt first-pass --name`) [default {FIRST_PASS_STREAM}]")
     share_encoder: Optional[bool] = Field(None, description="bilingual: the target stream goes through the same "
                                           "encoder (true, the paper's default) or an encoder of its own [default true]")
     gate: Optional[Literal["scalar", "vector"]] = Field(
@@ -122,8 +115,4 @@ class HanoiTConfig(ModelBase):
         for key, value in reads.items():
             if getattr(self, key) is None:
                 object.__setattr__(self, key, value)
-        if self.target_context_from == "reference" and self.first_pass_stream is not None:
-            raise ValueError("first_pass_stream names the stream of target_context_from: first_pass; with reference "
-                             "the split's own target side is read: remove it")
-        if self.target_context_from == "first_pass" and self.first_pass_stream is None:
-            object.__setattr__(self, "first_pass_stream", FIRST_PASS_STREAM)
+        self.fill_target_context(True, "")

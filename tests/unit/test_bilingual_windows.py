@@ -1,5 +1,6 @@
-"""The ``concat`` family's bilingual windows (Yang et al.'s bilingual ECT baseline): the row layout, the window
-limit, that a translated sentence's row is its training row, the scoring rows, and the recipe checks."""
+"""Bilingual windows (Yang et al.'s bilingual ECT and Dual Encoder baselines: ``concat`` and ``caching`` with
+``bilingual: true``): the row layout, the window limit, that a translated sentence's row is its training row, the
+scoring rows, and the recipe checks."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from ctxmt_cli.decode.encoded import DocumentIds
 from ctxmt_cli.decode.settings import DecodeSettings
 from ctxmt_cli.decode.steps import source_window
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.models.concat.inputs import BilingualWindows
+from ctxmt_cli.models.bilingual_windows import BilingualWindows
 from ctxmt_cli.models.families import build_model, inputs_of
 from tests.unit.tiny_text import sentence
 
@@ -27,6 +28,9 @@ BRK, EOS, PAD = 4, 3, 0
 VOCAB = VocabInfo(60, 60, brk=BRK, eos=EOS)
 BILINGUAL = {"family": "concat", "src_context_sentences": 1, "src_next_sentences": 1, "tgt_context_sentences": 0,
              "bilingual": True, "target_context_from": "reference"}
+#: the bilingual Dual Encoder's section (caching reads previous sentences only)
+DUAL = {"family": "caching", "src_context_sentences": 1, "repr": "tokens", "integration": "parallel", "gate": True,
+        "encoder": "separate", "grad_context_sentences": 2, "bilingual": True, "target_context_from": "reference"}
 
 
 class Side:
@@ -118,6 +122,26 @@ def test_the_recipe_refuses_what_a_bilingual_window_cannot_read(change, message)
         validate_recipe({"model": {**BILINGUAL, **change}})
 
 
+@pytest.mark.parametrize("change, message", [
+    ({"src_context_sentences": 0, "grad_context_sentences": 0, "include_current": True}, "src_context_sentences is 0"),
+    ({"grad_context_sentences": 3}, r"exceeds the context sentences a window holds \(2"),
+    ({"bilingual": False, "grad_context_sentences": 1}, "target_context_from: for a model reading target context"),
+])
+def test_the_caching_recipe_refuses_what_a_bilingual_memory_cannot_read(change, message):
+    with pytest.raises(CtxmtError, match=message):
+        validate_recipe({"model": {**DUAL, **change}})
+
+
+def test_a_bilingual_caching_model_gives_each_target_sentence_its_own_slot():
+    cfg = validate_recipe({"model": {**DUAL, "target_context_from": None, "src_context_sentences": 2,
+                                     "grad_context_sentences": 1}}).model
+    assert (cfg.target_context_from, cfg.first_pass_stream, cfg.context_slots) == ("first_pass", "first-pass", 4)
+    torch.manual_seed(0)
+    assert build_model(cfg, VOCAB).segment.num_embeddings == 5
+    with pytest.raises(CtxmtError, match="one vocabulary for both sides"):
+        build_model(cfg, VocabInfo(60, 70, brk=BRK, eos=EOS, joint=False))
+
+
 def test_defaults_segments_and_the_joint_vocabulary():
     cfg = validate_recipe({"model": {**BILINGUAL, "target_context_from": None}}).model
     assert (cfg.target_context_from, cfg.first_pass_stream, cfg.max_segments) == ("first_pass", "first-pass", 5)
@@ -127,16 +151,18 @@ def test_defaults_segments_and_the_joint_vocabulary():
     assert build_model(cfg, VOCAB) is not None
 
 
-def tiny_model(tokenizer):
+def tiny_model(tokenizer, family: str = "concat"):
     torch.manual_seed(0)
-    cfg = validate_recipe({"model": {**BILINGUAL, "preset": None, "d_model": 32, "ffn_dim": 64, "heads": 4,
-                                     "encoder_layers": 1, "decoder_layers": 1, "dropout": 0.0,
-                                     "segment": "learned"}}).model
+    section = {**BILINGUAL, "segment": "learned"} if family == "concat" else DUAL
+    cfg = validate_recipe({"model": {**section, "preset": None, "d_model": 32, "ffn_dim": 64, "heads": 4,
+                                     "encoder_layers": 1, "decoder_layers": 1, "dropout": 0.0}}).model
     return build_model(cfg, VocabInfo.of(tokenizer)).eval()
 
 
-def test_the_translator_reads_the_first_pass_before_each_window(tokenizer, monkeypatch):
-    """Every searched row is the sentence's first-pass context, then its source window."""
+@pytest.mark.parametrize("family", ["concat", "caching"])
+def test_the_translator_reads_the_first_pass_before_each_window(tokenizer, monkeypatch, family):
+    """Every searched row is the sentence's first-pass context, then its source window (a bilingual caching model
+    too: it translates window by window, not from a memory)."""
     import random
 
     import ctxmt_cli.decode.slots as translator
@@ -148,21 +174,26 @@ def test_the_translator_reads_the_first_pass_before_each_window(tokenizer, monke
     rng = random.Random(3)
     documents = [[sentence(rng) for _ in range(3)]]
     first = [[sentence(rng) for _ in documents[0]]]
-    translate_documents(tiny_model(tokenizer), tokenizer, documents, DecodeSettings(1, 0, beam=1), first_pass=first)
+    model = tiny_model(tokenizer, family)
+    translate_documents(model, tokenizer, documents, DecodeSettings(1, 0, beam=1), first_pass=first)
     src = [tokenizer.encode_src(s) for s in documents[0]]
     fp = [tokenizer.encode_tgt(s) for s in first[0]]
     brk, eos = tokenizer.brk_id, tokenizer.eos_id
     rows = [[t for t in r.tolist() if t != tokenizer.pad_id] for batch in seen for r in batch.src]
-    assert len(rows) == 3
-    assert fp[0] + [brk] + fp[2] + [brk] + src[0] + [brk] + src[2] + [brk] + src[1] + [eos] in rows
+    assert len(rows) == 3 and all(batch.memory is None for batch in seen)
+    if family == "concat":                                               # 1 previous + 1 next sentence
+        assert fp[0] + [brk] + fp[2] + [brk] + src[0] + [brk] + src[2] + [brk] + src[1] + [eos] in rows
+    else:                                                                # 1 previous sentence
+        assert fp[0] + [brk] + src[0] + [brk] + src[1] + [eos] in rows
 
 
-def test_contrastive_scores_read_the_items_target_context(tokenizer):
+@pytest.mark.parametrize("family", ["concat", "caching"])
+def test_contrastive_scores_read_the_items_target_context(tokenizer, family):
     """The same source rows with another target context sentence score differently; the same rows the same."""
     from ctxmt_cli.evaluate.contrastive import score_rows
 
     rows = [(["ka lu mi", "no ka"], ["lu no"], 1, 0, ["mi mi ka"]),
             (["ka lu mi", "no ka"], ["lu no"], 1, 0, ["no lu lu ka"]),
-            (["ka lu mi", "no ka"], ["lu no"], 1, 0, ["mi mi ka"])]
-    logprob, _ = score_rows(tiny_model(tokenizer), tokenizer, rows)
+            (["ka lu mi", "no ka"], ["lu no"], 1, 0, ["mi mi ka"])]             # 1 previous source + target sentence
+    logprob, _ = score_rows(tiny_model(tokenizer, family), tokenizer, rows)
     assert logprob[0] == logprob[2] and logprob[0] != logprob[1] and np.isfinite(logprob).all()
