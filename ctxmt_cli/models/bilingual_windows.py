@@ -8,7 +8,7 @@ baselines). The target context comes from a first-pass stream of the split (or t
 validation, from the document's first pass when translating, from the test item's context when scoring; it fits
 in what the source window leaves of ``max_window_tokens``, the farthest sentence dropped first, so a long source
 window keeps all of its own context and less of the other side's. A family's inputs inherit
-:class:`BilingualWindowInputs`, which overrides :meth:`Inputs.windows`, :meth:`Inputs.check_first_pass`,
+:class:`BilingualWindowInputs`, which overrides :meth:`Inputs.windows`,
 :meth:`Inputs.step_rows` and :meth:`Inputs.scoring_batch` for a bilingual model and leaves the others' as they are.
 """
 
@@ -22,7 +22,7 @@ from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.data.batching import pad_rows
 from ctxmt_cli.data.target_concat import target_concat_row
 from ctxmt_cli.data.windows import WindowDataset
-from ctxmt_cli.errors import CtxmtError, option
+from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.inputs import Inputs
 
 
@@ -71,18 +71,6 @@ class BilingualWindowInputs(Inputs):
         side = target_side(data, split, self.cfg.target_context_from, self.cfg.first_pass_stream)
         return BilingualWindows(data.split(split), self.window_spec(recipe, role), vocab.brk, vocab.eos,
                                 TargetConcat(side))
-
-    def check_first_pass(self, documents: Sequence[Sequence[str]], first_pass: Optional[Sequence]) -> None:
-        """A bilingual model needs a first pass of every sentence of ``documents``; the others none."""
-        if not self.target_concat:
-            return super().check_first_pass(documents, first_pass)
-        if first_pass is None:
-            raise CtxmtError(f"this bilingual {self.cfg.family} model reads sentence-level translations of the "
-                             f"context sentences: give {option('first_pass')} SENTENCE_CKPT (a sentence-level "
-                             "checkpoint of the same language pair)")
-        if [len(d) for d in first_pass] != [len(d) for d in documents]:
-            raise CtxmtError("the first pass does not have the documents' shape (one translation per sentence); "
-                             "translate the same documents with the first-pass checkpoint")
 
     def step_rows(self, batch: Batch, sources: Sequence, j: int, plan, vocab: VocabInfo) -> None:
         """A bilingual model's rows translating sentence ``j`` of each document: the first pass (``doc.first_pass``)

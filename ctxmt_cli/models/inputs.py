@@ -22,7 +22,7 @@ import numpy as np
 from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.data.batching import GroupedBatch, token_batches, window_batch
 from ctxmt_cli.data.windows import WindowDataset, WindowSpec
-from ctxmt_cli.errors import OptionError
+from ctxmt_cli.errors import CtxmtError, OptionError, option
 
 
 class DocumentRun(Protocol):
@@ -134,12 +134,22 @@ class Inputs:
 
     # ---- translation -----------------------------------------------------------------------------
     def check_first_pass(self, documents: Sequence[Sequence[str]], first_pass: Optional[Sequence]) -> None:
-        """A first pass (sentence-level translations of ``documents``) is for a model reading a target
-        concatenation; this one reads none."""
-        if first_pass is not None:
-            raise OptionError("first_pass", None, f"this {self.cfg.family} model reads no target context and so no "
-                              "first pass; leave it out (it is for a model reading target context: hanoit with "
-                              "bilingual: true or context_side: target, concat or caching with bilingual: true)")
+        """A model reading target context (:attr:`target_concat`) needs a first pass (sentence-level translations)
+        of every sentence of ``documents``; any other model refuses one."""
+        if not self.target_concat:
+            if first_pass is not None:
+                raise OptionError("first_pass", None, f"this {self.cfg.family} model reads no target context and so "
+                                  "no first pass; leave it out (it is for a model reading target context: hanoit "
+                                  "with bilingual: true or context_side: target, concat or caching with bilingual: "
+                                  "true)")
+            return
+        if first_pass is None:
+            raise CtxmtError(f"this {self.cfg.family} model reads sentence-level translations of the context "
+                             f"sentences: give {option('first_pass')} SENTENCE_CKPT (a sentence-level checkpoint of "
+                             "the same language pair)")
+        if [len(d) for d in first_pass] != [len(d) for d in documents]:
+            raise CtxmtError("the first pass does not have the documents' shape (one translation per sentence); "
+                             "translate the same documents with the first-pass checkpoint")
 
     def check_groups(self, group_sentences: Union[None, int, str], group_order: str = "consecutive") -> None:
         """Sentence-group options (``group_sentences``: a size, or the option's text) are for a model that reads

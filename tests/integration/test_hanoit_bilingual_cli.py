@@ -27,6 +27,20 @@ def tiny_recipe(data, save) -> list[str]:
     return [a for s in sets for a in ("--set", s)]
 
 
+def translates_and_evaluates(data, sentence, ckpt, tmp_path) -> None:
+    """``ckpt`` translates three sentences of a test document with the first pass of ``sentence``, refuses to go
+    without one (writing nothing), and evaluates on the valid split's first-pass stream."""
+    doc = tmp_path / "doc.txt"
+    doc.write_text("\n".join((data / "raw" / "test.src").read_text().split("\n\n")[0].strip().splitlines()[:3]) + "\n")
+    result = run_cli("translate", doc, "-c", ckpt, "--first-pass", sentence, "--beam", 1, "-o", tmp_path / "out.txt")
+    assert result.exit_code == 0, result.output
+    assert len((tmp_path / "out.txt").read_text().splitlines()) == 3
+    assert_user_error(run_cli("translate", doc, "-c", ckpt, "-o", tmp_path / "x.txt"), "--first-pass SENTENCE_CKPT")
+    assert not (tmp_path / "x.txt").exists()
+    result = run_cli("evaluate", "-c", ckpt, "--split", "valid", "--beam", 1)
+    assert result.exit_code == 0 and "BLEU" in result.stdout, result.output
+
+
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory):
     """(root, data, sentence-level checkpoint, bilingual recipe, bilingual checkpoint), built through the CLI."""
@@ -124,15 +138,7 @@ def test_target_context_row_trains_on_the_first_pass_translates_and_evaluates(pi
     assert result.exit_code == 0, result.output
     valid = [r for r in map(json.loads, (save / "metrics.jsonl").read_text().splitlines()) if r.get("kind") == "valid"]
     assert valid and 0 <= valid[-1]["kept_target_context_layer2"] <= 1 and "kept_context_layer2" not in valid[-1]
-    doc = tmp_path / "doc.txt"
-    doc.write_text("\n".join((data / "raw" / "test.src").read_text().split("\n\n")[0].strip().splitlines()[:3]) + "\n")
-    ckpt = save / "checkpoint_best.pt"
-    result = run_cli("translate", doc, "-c", ckpt, "--first-pass", sentence, "--beam", 1, "-o", tmp_path / "out.txt")
-    assert result.exit_code == 0, result.output
-    assert len((tmp_path / "out.txt").read_text().splitlines()) == 3
-    assert_user_error(run_cli("translate", doc, "-c", ckpt, "-o", tmp_path / "x.txt"), "--first-pass SENTENCE_CKPT")
-    result = run_cli("evaluate", "-c", ckpt, "--split", "valid", "--beam", 1)
-    assert result.exit_code == 0 and "BLEU" in result.stdout, result.output
+    translates_and_evaluates(data, sentence, save / "checkpoint_best.pt", tmp_path)
 
 
 @pytest.mark.parametrize("system", ["ect", "dual_encoder"])
@@ -148,13 +154,4 @@ def test_table2_baseline_recipes_train_on_the_first_pass_translate_and_evaluate(
     result = run_cli("train", ROOT / "recipes" / "yang2023_hanoit" / f"table2_iwslt17_{system}.yaml",
                      *[a for s in sets for a in ("--set", s)])
     assert result.exit_code == 0, result.output
-    doc = tmp_path / "doc.txt"
-    doc.write_text("\n".join((data / "raw" / "test.src").read_text().split("\n\n")[0].strip().splitlines()[:3]) + "\n")
-    ckpt = save / "checkpoint_best.pt"
-    result = run_cli("translate", doc, "-c", ckpt, "--first-pass", sentence, "--beam", 1, "-o", tmp_path / "out.txt")
-    assert result.exit_code == 0, result.output
-    assert len((tmp_path / "out.txt").read_text().splitlines()) == 3
-    assert_user_error(run_cli("translate", doc, "-c", ckpt, "-o", tmp_path / "x.txt"), "--first-pass SENTENCE_CKPT")
-    assert not (tmp_path / "x.txt").exists()
-    result = run_cli("evaluate", "-c", ckpt, "--split", "valid", "--beam", 1)
-    assert result.exit_code == 0 and "BLEU" in result.stdout, result.output
+    translates_and_evaluates(data, sentence, save / "checkpoint_best.pt", tmp_path)

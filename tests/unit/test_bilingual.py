@@ -20,6 +20,7 @@ from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.contrastive import candidate_rows
 from ctxmt_cli.evaluate.testsets import ContrastiveItem
 from ctxmt_cli.models.families import build_model, inputs_of
+from tests.unit.test_target_concat import Side
 from tests.unit.tiny_text import sentence
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/unit/conftest.py
@@ -27,15 +28,6 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tests/unit/conftest.py
 BRK, EOS = 4, 3
 TINY = {"preset": None, "d_model": 32, "ffn_dim": 64, "heads": 4, "encoder_layers": 2, "decoder_layers": 1,
         "dropout": 0.0}
-
-
-class Side:
-    def __init__(self, sentences):
-        self.sentences = [np.asarray(s, dtype=np.int64) for s in sentences]
-        self.lengths = np.asarray([len(s) for s in sentences])
-
-    def sentence(self, i):
-        return self.sentences[i]
 
 
 @pytest.mark.parametrize("limit", [64, 14, 9])

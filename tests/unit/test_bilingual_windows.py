@@ -20,6 +20,7 @@ from ctxmt_cli.decode.steps import source_window
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.bilingual_windows import BilingualWindows
 from ctxmt_cli.models.families import build_model, inputs_of
+from tests.unit.test_target_concat import Side
 from tests.unit.tiny_text import sentence
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/unit/conftest.py
@@ -31,17 +32,6 @@ BILINGUAL = {"family": "concat", "src_context_sentences": 1, "src_next_sentences
 #: the bilingual Dual Encoder's section (caching reads previous sentences only)
 DUAL = {"family": "caching", "src_context_sentences": 1, "repr": "tokens", "integration": "parallel", "gate": True,
         "encoder": "separate", "grad_context_sentences": 2, "bilingual": True, "target_context_from": "reference"}
-
-
-class Side:
-    """A stand-in first pass: target ids per sentence (what a stream gives)."""
-
-    def __init__(self, sentences):
-        self.sentences = [np.asarray(s, dtype=np.int64) for s in sentences]
-        self.lengths = np.asarray([len(s) for s in sentences])
-
-    def sentence(self, i: int) -> np.ndarray:
-        return self.sentences[i]
 
 
 def windows(docs, first, prev=1, nxt=1, limit=64) -> BilingualWindows:

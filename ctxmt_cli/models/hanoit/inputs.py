@@ -4,7 +4,7 @@ ones); the bilingual model (§2.3) also reads a second source row beside each wi
 (:mod:`ctxmt_cli.data.target_concat`), from a first pass of the document when it is translated. A model
 over the target context alone (``context_side: target``, §3.5) reads the target concatenation *as* its source row.
 
-Overrides :meth:`Inputs.windows`, :meth:`Inputs.collate`, :meth:`Inputs.check_first_pass`,
+Overrides :meth:`Inputs.windows`, :meth:`Inputs.collate`,
 :meth:`Inputs.step_rows` and :meth:`Inputs.scoring_batch` (the bilingual model's target concatenations go into
 ``Batch.extras`` as :class:`~ctxmt_cli.models.hanoit.bilingual.TargetConcatRows`, a target-context model's into
 ``Batch.src``); ``target_concat`` is the recipe section's ``reads_target_context``.
@@ -19,7 +19,6 @@ import numpy as np
 from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.data.target_concat import target_concat_row
 from ctxmt_cli.data.windows import WindowDataset
-from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.models.hanoit.bilingual import TargetConcatRows
 from ctxmt_cli.models.inputs import Inputs
 
@@ -71,18 +70,6 @@ class HanoiTInputs(Inputs):
             batch.extras = rows
         elif rows is not None:
             batch.src, batch.src_next, batch.extras = rows.tokens, rows.next_sentences, None
-
-    def check_first_pass(self, documents: Sequence[Sequence[str]], first_pass: Optional[Sequence]) -> None:
-        """A model reading target context needs a first pass of every sentence of ``documents``; the others none."""
-        if not self.target_concat:
-            return super().check_first_pass(documents, first_pass)
-        if first_pass is None:
-            raise CtxmtError("this hanoit model reads sentence-level translations of the context "
-                             f"sentences: give {option('first_pass')} SENTENCE_CKPT (a sentence-level checkpoint of "
-                             "the same language pair)")
-        if [len(d) for d in first_pass] != [len(d) for d in documents]:
-            raise CtxmtError("the first pass does not have the documents' shape (one translation per sentence); "
-                             "translate the same documents with the first-pass checkpoint")
 
     def step_rows(self, batch: Batch, sources: Sequence, j: int, plan, vocab: VocabInfo) -> None:
         """The bilingual model's target concatenations (``Batch.extras``) translating sentence ``j`` of each
