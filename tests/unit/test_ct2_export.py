@@ -41,6 +41,8 @@ REFUSED = {   # model section -> what the one line names
     "pse": ({**CONCAT, "segment": "learned", "pse": {"d_se": 8}}, "model.pse.d_se=8: CTranslate2 has no "
             "position-segment embeddings"),
     "persistent": ({**CONCAT, "persistent": True}, "model.persistent=true: CTranslate2 adds position codes once"),
+    "bilingual": ({**CONCAT, "tgt_context_sentences": 0, "bilingual": True, "target_context_from": "reference"},
+                  "model.bilingual=true: a CTranslate2 model reads source windows alone"),
 }
 
 
