@@ -75,9 +75,9 @@ def _concat_refusal(cfg) -> Optional[str]:
     if cfg.persistent:
         return ("model.persistent=true: CTranslate2 adds position codes once, at the input, not to every layer; "
                 f"{fix} model.persistent: false")
-    if cfg.bilingual:
-        return ("model.bilingual=true: a CTranslate2 model reads source windows alone, never a first pass of the "
-                f"context; {fix} model.bilingual: false")
+    if cfg.reads_target_context:
+        return ("bilingual=true: a CTranslate2 model reads source windows alone, never a first pass of the "
+                f"context; {fix} bilingual: false")
     return None
 
 

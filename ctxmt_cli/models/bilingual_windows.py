@@ -27,12 +27,12 @@ from ctxmt_cli.models.inputs import Inputs
 
 
 def check_joint(cfg, joint: bool) -> None:
-    """Refuse a bilingual model (recipe section ``cfg``) over separate source and target vocabularies (``joint``
-    False): its target-language context sentences go through the source embeddings."""
-    if cfg.bilingual and not joint:
-        raise CtxmtError(f"model.bilingual: this {cfg.family} model's source row holds target-language context "
-                         "sentences, which needs one vocabulary for both sides; prepare the data with one (`ctxmt "
-                         "prepare ... --joint`, the default), or set bilingual: false")
+    """Refuse a model reading target context (recipe section ``cfg``) over separate source and target vocabularies
+    (``joint`` False): its target-language context sentences go through the source embeddings."""
+    if cfg.reads_target_context and not joint:
+        raise CtxmtError(f"this {cfg.family} model's source row holds target-language context sentences "
+                         "(bilingual: true), which needs one vocabulary for both sides; prepare the data with one "
+                         "(`ctxmt prepare ... --joint`, the default), or set bilingual: false")
 
 
 class BilingualWindows(WindowDataset):
@@ -59,7 +59,7 @@ class BilingualWindowInputs(Inputs):
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.target_concat = bool(cfg.bilingual)
+        self.target_concat = bool(cfg.reads_target_context)
 
     def windows(self, data, split: str, recipe, vocab: VocabInfo, role: str) -> WindowDataset:
         """The windows of ``split``; a bilingual model's hold the target side of their context, from the split's
