@@ -20,7 +20,7 @@ import numpy as np
 
 from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.data.batching import pad_rows
-from ctxmt_cli.data.target_concat import target_concat_row
+from ctxmt_cli.data.target_concat import TargetConcat, target_concat_row, target_side
 from ctxmt_cli.data.windows import WindowDataset
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.inputs import Inputs
@@ -66,8 +66,6 @@ class BilingualWindowInputs(Inputs):
         first-pass stream or its reference."""
         if not self.target_concat:
             return super().windows(data, split, recipe, vocab, role)
-        from ctxmt_cli.data.target_concat import TargetConcat, target_side
-
         side = target_side(data, split, self.cfg.target_context_from, self.cfg.first_pass_stream)
         return BilingualWindows(data.split(split), self.window_spec(recipe, role), vocab.brk, vocab.eos,
                                 TargetConcat(side))

@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ctxmt_cli.core.batch import Batch, VocabInfo
-from ctxmt_cli.data.target_concat import target_concat_row
+from ctxmt_cli.data.target_concat import TargetConcat, target_concat_row, target_side
 from ctxmt_cli.data.windows import WindowDataset
 from ctxmt_cli.models.hanoit.bilingual import TargetConcatRows
 from ctxmt_cli.models.inputs import Inputs
@@ -47,8 +47,6 @@ class HanoiTInputs(Inputs):
         ``alpha`` (eq. 13), the validation rows never; a target-context model's rows always have it."""
         if not self.target_concat:
             return super().windows(data, split, recipe, vocab, role)
-        from ctxmt_cli.data.target_concat import TargetConcat, target_side
-
         m = self.cfg
         concat = TargetConcat(target_side(data, split, m.target_context_from, m.first_pass_stream),
                               m.alpha if role == "train" and m.bilingual else 0.0, recipe.train.seed)
