@@ -74,8 +74,15 @@ def flag_checks() -> list[str]:
     return found
 
 
+#: token kinds that are not code: comments and strings (Python 3.12 splits an f-string into parts: its text is
+#: FSTRING_MIDDLE, its fields stay code; 3.11 gives the whole f-string as one STRING)
+SKIPPED = {tokenize.COMMENT, tokenize.ENCODING, tokenize.STRING} | (
+    {tokenize.FSTRING_MIDDLE} if hasattr(tokenize, "FSTRING_MIDDLE") else set())
+
+
 def _code_lines(path: Path) -> list[tuple[int, str]]:
-    """(line number, code) of ``path`` without its comments and docstrings (which may name a flag)."""
+    """(line number, code) of ``path`` without its comments, docstrings and string literals (a message may name a
+    flag, as ``model.bilingual=true``, without reading it)."""
     text = path.read_text()
     prose = {n for node in ast.walk(ast.parse(text)) if isinstance(node, ast.Expr)
              and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
@@ -83,7 +90,7 @@ def _code_lines(path: Path) -> list[tuple[int, str]]:
     code: dict[int, str] = {}
     with path.open("rb") as f:
         for tok in tokenize.tokenize(f.readline):
-            if tok.type not in (tokenize.COMMENT, tokenize.ENCODING) and tok.string.strip() and tok.start[0] not in prose:
+            if tok.type not in SKIPPED and tok.string.strip() and tok.start[0] not in prose:
                 code[tok.start[0]] = code.get(tok.start[0], "") + " " + tok.string
     return [(n, re.sub(r"\s*\.\s*", ".", s)) for n, s in sorted(code.items())]
 

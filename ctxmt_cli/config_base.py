@@ -101,7 +101,8 @@ class ModelBase(Section):
 class TargetContextOptions(Section):
     """Where a model reading the target side of its context sentences gets it (the fields of every family that can:
     a first pass written by ``ctxmt first-pass``, or the split's reference); ``None`` in a recipe that leaves them
-    out, filled by :meth:`fill_target_context` for a model that reads them."""
+    out, filled by :meth:`fill_target_context` for a model that reads them. Every section with these options declares
+    its own ``bilingual`` field (each family words what it caches or concatenates)."""
 
     target_context_from: Optional[Literal["first_pass", "reference"]] = Field(
         None, description="a model reading target context: where its target context comes from in training and "
@@ -111,6 +112,12 @@ class TargetContextOptions(Section):
     first_pass_stream: Optional[str] = Field(
         None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$", description="target_context_from first_pass: the name of the "
         f"stream beside the train and valid splits (`ctxmt first-pass --name`) [default {FIRST_PASS_STREAM}]")
+
+    @property
+    def reads_target_context(self) -> bool:
+        """The model reads the target side of its context sentences (``bilingual``; a family with another way to
+        read them overrides this)."""
+        return self.bilingual
 
     def fill_target_context(self, reads: bool, fix: str) -> None:
         """Fill the defaults of a model that ``reads`` target context; refuse the fields on one that does not

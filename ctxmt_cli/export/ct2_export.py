@@ -76,8 +76,8 @@ def _concat_refusal(cfg) -> Optional[str]:
         return ("model.persistent=true: CTranslate2 adds position codes once, at the input, not to every layer; "
                 f"{fix} model.persistent: false")
     if cfg.reads_target_context:
-        return ("bilingual=true: a CTranslate2 model reads source windows alone, never a first pass of the "
-                f"context; {fix} bilingual: false")
+        return ("model.bilingual=true: a CTranslate2 model reads source windows alone, never a first pass of the "
+                f"context; {fix} model.bilingual: false")
     return None
 
 

@@ -42,7 +42,7 @@ REFUSED = {   # model section -> what the one line names
             "position-segment embeddings"),
     "persistent": ({**CONCAT, "persistent": True}, "model.persistent=true: CTranslate2 adds position codes once"),
     "bilingual": ({**CONCAT, "tgt_context_sentences": 0, "bilingual": True, "target_context_from": "reference"},
-                  "bilingual=true: a CTranslate2 model reads source windows alone"),
+                  "model.bilingual=true: a CTranslate2 model reads source windows alone"),
 }
 
 

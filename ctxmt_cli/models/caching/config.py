@@ -52,11 +52,6 @@ class CachingConfig(ModelBase, TargetContextOptions):
                             "translated window by window, not from a memory (needs a joint vocabulary)")
 
     @property
-    def reads_target_context(self) -> bool:
-        """The context holds the target side of its sentences too (``bilingual``)."""
-        return self.bilingual
-
-    @property
     def context_slots(self) -> int:
         """Context sentences a window holds at most: the source side's, and as many target ones when bilingual."""
         return self.src_context_sentences * (2 if self.bilingual else 1)

@@ -90,11 +90,6 @@ class ConcatConfig(ModelBase, TargetContextOptions):
                              "is not supported with it: set context_order: previous")
 
     @property
-    def reads_target_context(self) -> bool:
-        """The source window holds the target side of its context sentences too (``bilingual``)."""
-        return self.bilingual
-
-    @property
     def max_segments(self) -> int:
         """Number of sentences in the longest window (segment index range); a bilingual window holds each context
         sentence twice, once per side."""
