@@ -141,6 +141,7 @@ def evaluate(
     first_pass: Optional[Path] = typer.Option(None, help="hanoit reading target context: "
                                               "its target context from this sentence-level "
                                               "checkpoint's translations (default: the split's first-pass stream)"),
+    log_format: LogFormat = None,
 ):
     """BLEU and chrF (sacrebleu, signatures printed) of checkpoints on a prepared split, or of --hyp files against --ref."""
     from ctxmt_cli.evaluate.translation import EvalRequest, run_evaluate
@@ -151,6 +152,7 @@ def evaluate(
         docids=docids, lowercase=lowercase, tokenize=tokenize, document_level=document_level,
         significance=significance, samples=samples, seed=seed, comet=comet, out=out, beam=beam, device=device,
         context=context, group_sentences=group_sentences, first_pass=first_pass,
+        log_format=log_format,
     )
     typer.echo(run_evaluate(request))
 
@@ -158,7 +160,7 @@ def evaluate(
 def _check_evaluate_options(ctx, scores_files: bool, comet: bool, significance: bool) -> None:
     """Refuse the options of one way of ``evaluate`` given for the other (they would be silently ignored)."""
     if scores_files:
-        refuse_given(ctx, ("split", "data", "beam"), "goes with --checkpoint (a prepared split is translated); "
+        refuse_given(ctx, ("split", "data", "beam", "log_format"), "goes with --checkpoint (a prepared split is translated); "
                      "--hyp files are scored as they are")
         if not comet:
             refuse_given(ctx, ("device",), "goes with --checkpoint or --comet (with --hyp alone no model runs)")

@@ -53,6 +53,7 @@ class EvalRequest:
     context: Optional[str] = None           # "K[,K...]": translate once per context size K
     group_sentences: Optional[str] = None   # "N[,N...|all]": mbe, translate once per group size N
     first_pass: Optional[Path] = None       # a model reading target context: the checkpoint whose translations it reads
+    log_format: Optional[str] = None        # --checkpoint: progress of each translation on stderr (None: by the stream)
 
 
 @dataclass
@@ -115,17 +116,18 @@ def _raw_references(prepared, split: str, n: int) -> Optional[list[str]]:
 
 def translate_sources(loaded, sources: list[list[str]], beam: Optional[int] = None, context: Optional[int] = None,
                       group_sentences: Optional[int] = None, tokenized: bool = False,
-                      first_pass: Optional[list[list]] = None) -> list[list[str]]:
+                      first_pass: Optional[list[list]] = None, progress=None) -> list[list[str]]:
     """Translate source documents with a loaded checkpoint and its recipe's decoding settings
     (``context`` K: K context sentences per side instead of the model's own, and K next sentences for a model
     that reads them; ``group_sentences`` N: mbe's groups of N sentences instead of whole documents;
-    ``tokenized``: the Moses-tokenized output, not detokenized; ``first_pass``: a bilingual model's)."""
+    ``tokenized``: the Moses-tokenized output, not detokenized; ``first_pass``: a bilingual model's;
+    ``progress(stats)``: called after every decoding step)."""
     from ctxmt_cli.decode.settings import DecodeSettings
     from ctxmt_cli.decode.translator import translate_documents
 
     settings = DecodeSettings.from_recipe(loaded.recipe, context=context, beam=beam, group_sentences=group_sentences)
     tokenizer = loaded.tokenizer.without_detokenizer() if tokenized else loaded.tokenizer
-    return translate_documents(loaded.model, tokenizer, sources, settings, first_pass=first_pass)
+    return translate_documents(loaded.model, tokenizer, sources, settings, first_pass=first_pass, progress=progress)
 
 
 def translate_split(loaded, prepared, split: str, beam: Optional[int] = None):
@@ -173,17 +175,36 @@ def _translate_corpus(req: EvalRequest) -> Corpus:
     sources, references = split_documents(prepared, req.split, tokenized)
     # a bilingual model's target context: --first-pass's translations, or the split's first-pass stream
     firsts = split_first_passes(models, req.checkpoints, prepared, req.split, sources, req.first_pass, req.device)
-    systems, sweep_of = {}, {}
-    for name, loaded, first in zip(names, models, firsts):
-        for k in contexts:
-            for n in groups:
-                label = None if k is None and req.group_sentences is None else \
-                    (f"K={k}" if k is not None else f"N={'all' if n is None else n}")
-                system = name if label is None else f"{name} {label}"
-                systems[system] = translate_sources(loaded, sources, req.beam, k, n, tokenized, first)
-                if label is not None:
-                    sweep_of[system] = (name, label.split("=", 1)[1])
+    systems, sweep_of, log = {}, {}, _progress_log(req.log_format)
+    try:
+        for name, loaded, first in zip(names, models, firsts):
+            for k in contexts:
+                for n in groups:
+                    label = None if k is None and req.group_sentences is None else \
+                        (f"K={k}" if k is not None else f"N={'all' if n is None else n}")
+                    system = name if label is None else f"{name} {label}"
+                    systems[system] = translate_sources(
+                        loaded, sources, req.beam, k, n, tokenized, first,
+                        progress=lambda stats, task=system: log.update(task, stats.sentences, stats.total))
+                    if label is not None:
+                        sweep_of[system] = (name, label.split("=", 1)[1])
+    finally:
+        log.close()
     return Corpus(systems, references, sources, has_documents=True, sweep_of=sweep_of, moses_tokenized=tokenized)
+
+
+#: seconds between two progress lines of ``evaluate --checkpoint`` (plain and json)
+PROGRESS_EVERY = 60.0
+
+
+def _progress_log(log_format: Optional[str]):
+    """Sentences translated per system on stderr (stdout keeps the scores): in ``plain`` and ``json`` one line a
+    minute at most, the first and the last always."""
+    import sys
+
+    from ctxmt_cli.logs import CountLog, resolve_log_format
+
+    return CountLog(resolve_log_format(log_format, sys.stderr), "sentences", sys.stderr, every=PROGRESS_EVERY)
 
 
 def _read_corpus(req: EvalRequest) -> Corpus:

@@ -97,6 +97,18 @@ def test_checkpoint_mode_twice_with_document_level(concat_checkpoint, synthetic_
     assert payload["significance"]["bootstrap"]["systems"][second]["identical"] is True
 
 
+def test_checkpoint_mode_reports_progress_on_stderr(concat_checkpoint, synthetic_dir):
+    result = run_cli("evaluate", "--checkpoint", concat_checkpoint, "--data", synthetic_dir, "--beam", 1,
+                     "--log-format", "json")
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    assert lines and {r["task"] for r in lines} == {str(concat_checkpoint)}
+    assert lines[-1]["done"] == lines[-1]["total"] > 0 and lines[-1]["unit"] == "sentences"
+    assert "{" not in result.stdout and printed(result.stdout, "BLEU") >= 0    # stdout keeps the scores alone
+    refused = run_cli("evaluate", "--hyp", concat_checkpoint, "--ref", concat_checkpoint, "--log-format", "plain")
+    assert_user_error(refused, "--log-format", "--checkpoint")
+
+
 def test_unknown_split_lists_available(concat_checkpoint, synthetic_dir):
     result = run_cli("evaluate", "--checkpoint", concat_checkpoint, "--split", "dev", "--data", synthetic_dir)
     assert_user_error(result, "'dev'", "available", "test")
