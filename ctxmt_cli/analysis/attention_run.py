@@ -166,12 +166,13 @@ def collect_statistics(model, dataset, indices: np.ndarray, max_tokens: int,
     from ctxmt_cli.models.families import inputs_of
 
     stats, kept = AttentionStats(), KeptShares()
+    listen = kept.probe(model, stats)                                       # stats, and the rule's control (HanoiT)
     vocab = model.vocab
     inputs = inputs_of(model.cfg)
     for plan in inputs.plan_batches(dataset, indices, max_tokens, shuffle=False, mixed=False):   # real documents
         batch = inputs.collate(dataset, plan, vocab).to(device)
         stats.rows = [int(j) for j in batch.ids]
-        kept.add(model(batch, probe=stats, project=False).loss_terms)
+        kept.add(model(batch, probe=listen, project=False).loss_terms)
     return stats, kept
 
 

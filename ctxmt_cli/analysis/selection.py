@@ -35,7 +35,10 @@ from ctxmt_cli.models.hanoit.model import KEPT_PREFIX, kept_layer
 
 DEFINITION = ("share of the input window's context tokens still kept after each selection layer (1-based encoder "
               "layer), pooled over the analysed windows as sum(kept) / sum(context tokens of the input) "
-              "(Yang et al., Figure 4); source: source-side context, target: target-side context (bilingual model)")
+              "(Yang et al., Figure 4); source: source-side context, target: target-side context (bilingual model); "
+              "source.current_control: per selection layer, the share of the current sentence's own tokens (those "
+              "that make p) the layer's rule would keep if each were a context token, a key not being its own query "
+              "(how strict the rule is on tokens the model reads for sure), pooled the same way")
 
 
 class KeptShares:
@@ -44,6 +47,7 @@ class KeptShares:
     def __init__(self):
         self.kept: dict[str, dict[int, float]] = {}       # side -> 1-based layer -> Σ kept context tokens
         self.context: dict[str, dict[int, float]] = {}    # side -> 1-based layer -> Σ input context tokens
+        self.control: dict[int, list[float]] = {}          # 1-based layer -> [Σ current tokens kept, Σ current tokens]
 
     def add(self, terms: dict) -> None:
         """Add one batch's loss terms (name -> LossTerm); every term that is not a kept share is ignored."""
@@ -55,6 +59,20 @@ class KeptShares:
             kept, context = self.kept.setdefault(side, {}), self.context.setdefault(side, {})
             kept[layer] = kept.get(layer, 0.0) + float(term.sum)
             context[layer] = context.get(layer, 0.0) + float(term.count)
+
+    def probe(self, model, inner):
+        """A probe that hands every map to ``inner`` and, for each selection layer's encoder self-attention, adds
+        the model's rule applied to the current sentence's tokens (``model.selection_control``) to the control."""
+        watched = getattr(model, "between_layers_attention", frozenset())
+
+        def listen(view) -> None:
+            inner(view)
+            if view.kind == "encoder_self" and view.layer in watched and hasattr(model, "selection_control"):
+                attention = view.weights.float().mean(1)                   # (B, S, S) eq. 4: mean over heads
+                kept, total = model.selection_control(attention, view.key_mask, view.key_current)
+                sums = self.control.setdefault(view.layer + 1, [0.0, 0.0])
+                sums[0], sums[1] = sums[0] + float(kept), sums[1] + float(total)
+        return listen
 
     def to_json(self) -> Optional[dict]:
         """``{"source": {"layers", "kept", "context", "share"}, "target": …, "definition"}``; None when the model
@@ -68,6 +86,9 @@ class KeptShares:
             context = [self.context[side][n] for n in layers]       # the same input count for every layer
             out[side] = {"layers": layers, "kept": [int(round(k)) for k in kept], "context": int(round(max(context))),
                          "share": [k / c if c else None for k, c in zip(kept, context)]}
+            if side == "source" and self.control:
+                pairs = [self.control.get(n, (0.0, 0.0)) for n in layers]
+                out[side]["current_control"] = [k / c if c else None for k, c in pairs]
         out["definition"] = DEFINITION
         return out
 
@@ -83,6 +104,10 @@ def render_kept(kept: dict) -> list[str]:
         cells = ["-" if by_layer.get(n) is None else f"{100 * by_layer[n]:.1f}%" for n in layers]
         lines.append("   " + f"{side:>8}" + "".join(f"{c:>8}" for c in cells)
                      + f"   of {kept[side]['context']} context tokens")
+        if "current_control" in kept[side]:
+            cells = ["-" if c is None else f"{100 * c:.1f}%" for c in kept[side]["current_control"]]
+            lines.append("   " + f"{'current*':>8}" + "".join(f"{c:>8}" for c in cells)
+                         + "   * the same rule on the current sentence's own tokens (not compounded)")
     return lines
 
 

@@ -107,14 +107,18 @@ def test_hanoit_kept_shares_per_selection_layer_and_the_selection_maps(hanoit_ch
     sides = ["source", "target"] if kind == "bilingual" else ["source"]
     assert list(kept) == [*sides, "definition"] and "Figure 4" in kept["definition"]
     assert result["context"].get("target_concat") == ("reference" if kind == "bilingual" else None)
-    table = run.stdout[run.stdout.index("Figure 4"):].splitlines()
-    for row, side in enumerate(sides, start=2):
+    table = {line.split()[0]: line.split()[1:3] for line in run.stdout[run.stdout.index("Figure 4"):].splitlines()[2:]
+             if line.strip()}
+    for side in sides:
         series = kept[side]
         assert series["layers"] == [2, 3] and series["context"] > 0
         shares = series["share"]
         assert all(0.0 <= s <= 1.0 for s in shares) and shares[0] >= shares[1]      # never more after a drop
         assert shares == pytest.approx([k / series["context"] for k in series["kept"]])
-        assert table[row].split()[:3] == [side, *(f"{100 * s:.1f}%" for s in shares)]
+        assert table[side] == [f"{100 * s:.1f}%" for s in shares]
+    control = kept["source"]["current_control"]                            # the rule on the current tokens
+    assert len(control) == 2 and all(0.0 <= c <= 1.0 for c in control) and "current_control" not in kept.get("target", {})
+    assert table["current*"] == [f"{100 * c:.1f}%" for c in control]
     for png in ("kept_context.png", "window1_selection.png", "window1_encoder_self.png"):
         pixels = imread(tmp_path / png)
         assert pixels.ndim == 3 and pixels.shape[0] > 100 and pixels.shape[1] > 100, png

@@ -12,7 +12,7 @@ from ctxmt_cli.core.positions import current_sentence_mask
 from ctxmt_cli.core.probe import Collect
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.families import build_model
-from ctxmt_cli.models.hanoit.model import CURRENT, NEXT, PREVIOUS, part_layout, select_context
+from ctxmt_cli.models.hanoit.model import CURRENT, NEXT, PREVIOUS, part_layout, rule_on_current, select_context
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/unit/conftest.py
 
@@ -53,6 +53,24 @@ def hand_attention(pad: int = 0, pad_value: float = 0.0) -> tuple[torch.Tensor, 
     alive = torch.arange(s + pad).unsqueeze(0) < s
     current = alive & (torch.arange(s + pad).unsqueeze(0) >= CONTEXT)
     return heads, alive, current
+
+
+# The rule on the current tokens themselves (the analysis' control), each key without its own query: in 1/16,
+#   x0 -> x1 (2 >= 4/3), </s> (2); x1 -> x0 (4 >= 2), </s> (2 = 2, the tie counts); </s> -> x0 (4 >= 7/3), x1 (3)
+#   s = x0 2, x1 2, </s> 2 (at most p - 1 = 2): q 0.3 and 0.5 keep all 3, q 1 none (with a_jj counted, all 3).
+#   Without </s> (p = 2, abar: x0 2/2 = 1, x1 4/2 = 2): s = x0 1 (from x1), x1 1: q 0.5 keeps both, q 1 none.
+#   Eq. 6 over the context queries (uniform rows, abar = (6/16) / 3 = 2/16, every a_ij = 2/16 a tie): s_j = 5.
+CONTROL = {("current", True, 0.3): 3, ("current", True, 0.5): 3, ("current", True, 1.0): 0,
+           ("current", False, 0.5): 2, ("current", False, 1.0): 0, ("context", True, 1.0): 3}
+
+
+@pytest.mark.parametrize("queries, eos, q", sorted(CONTROL))
+@pytest.mark.parametrize("pad", [0, 2])
+def test_the_rule_on_the_current_tokens_is_hand_computed(queries, eos, q, pad):
+    heads, alive, current = hand_attention(pad, pad_value=0.5)
+    counted = None if eos else current & (torch.arange(alive.size(1)) != CONTEXT + CURRENT_TOKENS - 1)
+    kept, total = rule_on_current(heads.mean(1), alive, current, q, queries, counted)
+    assert (int(kept), int(total)) == (CONTROL[queries, eos, q], 3 if eos else 2)
 
 
 def kept_context(keep: torch.Tensor) -> list[int]:

@@ -136,6 +136,25 @@ def select_context(attention: Tensor, alive: Tensor, current: Tensor, q: float, 
     (``current``, the text: "how many words in the current sentence") or over the alive context tokens
     (``context``, the range [p+1, m] the equation prints).
     """
+    s, need, cur, _ = _correlation_counts(attention, alive, current, q, queries, counted)
+    return alive & (cur | (s >= need[:, None]))
+
+
+@torch.no_grad()
+def rule_on_current(attention: Tensor, alive: Tensor, current: Tensor, q: float, queries: str = "current",
+                    counted: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+    """How strict the rule is, measured on tokens it never judges: (the counted current tokens eq. 7 would keep if
+    each were a context token, the counted current tokens), two scalars. The arguments are
+    :func:`select_context`'s; a current token is not its own query (``a_jj`` is left out of s_j), so a key of the
+    current sentence faces the bound ceil(q·p) with at most p - 1 queries where a context key has p."""
+    s, need, _, cnt = _correlation_counts(attention, alive, current, q, queries, counted)
+    return (cnt & (s >= need[:, None])).sum(), cnt.sum()
+
+
+def _correlation_counts(attention: Tensor, alive: Tensor, current: Tensor, q: float, queries: str,
+                        counted: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Eq. 6's s_k for every key (B, S), a current key's own query left out; eq. 7's bound ceil(q·p) per row (B,);
+    the alive current tokens (B, S); the counted ones, the p of each row (B, S)."""
     a = attention.float()
     cur = current & alive                                                   # (B, S)
     cnt = cur if counted is None else counted & cur                         # (B, S) the p tokens
@@ -146,8 +165,9 @@ def select_context(attention: Tensor, alive: Tensor, current: Tensor, q: float, 
     above = a * p.to(a.dtype)[:, None, None] >= total[:, :, None]           # (B, S, S) a_ik >= ā_i
     rows = cnt if queries == "current" else alive & ~cur                    # (B, S) eq. 6's queries i
     s = (above & rows[:, :, None]).sum(1)                                   # (B, S) s_k
+    s = s - (above.diagonal(dim1=1, dim2=2) & rows & cur).to(s.dtype)       # a current key is not its own query
     need = torch.ceil(q * p.double() - BOUND_SLACK).to(s.dtype)             # (B,) ceil(q·p)
-    return alive & (cur | (s >= need[:, None]))
+    return s, need, cur, cnt
 
 
 def last_token(mask: Tensor) -> Tensor:
@@ -236,12 +256,22 @@ class HanoiT(EncoderDecoder):
         """After a selection layer: the context tokens eqs. 5-7 keep, and how many context tokens are left."""
         if attention is None:
             return mask, {}
-        counted = None if self.cfg.selection_eos else current & ~last_token(mask)   # (B, S) p without </s>
-        keep = select_context(attention, mask, current, self.cfg.q, self.cfg.selection_queries, counted)   # (B, S)
+        keep = select_context(attention, mask, current, self.cfg.q, self.cfg.selection_queries,
+                              self._counted(mask, current))                                  # (B, S)
         left = (keep & ~current).sum().float()
         # count: the context tokens alive at this layer's input; encode replaces it by the input's context tokens
         terms = {kept_name(layer): LossTerm(left, (mask & ~current).sum().float(), weight=0.0)}
         return (keep if self.cfg.selection_drops else mask), terms        # measure only: what it would keep
+
+    def selection_control(self, attention: Tensor, mask: Tensor, current: Tensor) -> tuple[Tensor, Tensor]:
+        """:func:`rule_on_current` under this model's reading of eqs. 5-7, for a selection layer's head-averaged
+        ``attention`` (B, S, S) over the keys ``mask`` (B, S): how strict the rule is (``analyze-attention``)."""
+        return rule_on_current(attention, mask, current, self.cfg.q, self.cfg.selection_queries,
+                               self._counted(mask, current))
+
+    def _counted(self, mask: Tensor, current: Tensor) -> Optional[Tensor]:
+        """The current tokens that make p (B, S): all of them (None), or without ``</s>`` (``selection_eos: false``)."""
+        return None if self.cfg.selection_eos else current & ~last_token(mask)
 
 
 #: tiny variants the contract suite checks (tests/unit/test_contract.py): name -> model-config overrides; the q
