@@ -3,7 +3,8 @@
 # sentence) shows 60% of the context tokens kept after the first selection layer and 48% after the last; ctxmt's
 # trained models keep a few per cent. This script trains the same HanoiT under each open reading of the
 # selection (eqs. 5-7) and prints, for each, the kept share of the validation context after every selection layer
-# at every validation (through training), and the test BLEU of its best checkpoint.
+# at every validation (through training), the test BLEU of its best checkpoint, and the rule's control: the share
+# of the current sentence's own tokens the same rule would keep (`ctxmt analyze-attention`'s current_control).
 #
 # Readings (CHOICES, each a name below; the options they set are in the recipe reference, docs/reference/recipes.md):
 #   text       eq. 6 counts over the current sentence's tokens, as the text says; </s> among them (the default)
@@ -89,6 +90,10 @@ for choice in "${CHOICES[@]}"; do
   WALL[$choice]=$((SECONDS - t0))
   "$CTXMT" evaluate -c "$OUT/$choice/checkpoint_best.pt" --split test --out "$OUT/bleu_$choice.json" \
     > "$OUT/evaluate_$choice.log" 2>&1 || { tail -n 20 "$OUT/evaluate_$choice.log" >&2; fail "evaluating $choice failed"; }
+  # the rule's control: the same rule on the current sentence's own tokens, over 400 validation windows
+  "$CTXMT" analyze-attention -c "$OUT/$choice/checkpoint_best.pt" --split valid --max-sentences 400 --no-plots \
+    --out "$OUT/analysis_$choice" > "$OUT/analysis_$choice.log" 2>&1 \
+    || { tail -n 20 "$OUT/analysis_$choice.log" >&2; fail "analysing $choice failed"; }
   echo "   trained in ${WALL[$choice]} s"
 done
 
@@ -108,4 +113,7 @@ for choice in choices:
     for r in valid:
         print(f"  step {r['step']:>6}: " + " / ".join(f"{100 * r[k]:.1f}" for k in layers)
               + f"   (current loss {r['current_loss']:.3f})")
+    control = json.loads((out / f"analysis_{choice}" / "analysis.json").read_text())["kept_context"]["source"]
+    print("  the same rule on the current sentence's own tokens (best checkpoint, 400 validation windows): "
+          + " / ".join(f"{100 * c:.1f}" for c in control["current_control"]))
 EOF

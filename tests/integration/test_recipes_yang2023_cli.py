@@ -125,13 +125,16 @@ def test_kept_context_script_refuses_bad_settings(case, tmp_path):
 @pytest.mark.slow
 def test_kept_context_script_measures_each_reading(tmp_path):
     """Three readings of the selection trained 4 updates on the synthetic benchmark: a kept share per selection layer
-    at each validation, and a BLEU, for each."""
+    at each validation, a BLEU and the rule's control on the current tokens, for each."""
     result = _script(tmp_path, KEPT, UPDATES="4", CHOICES="text printed measure", BEAM="1", THREADS="1")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     for choice in ("text", "printed", "measure"):
         block = result.stdout.split(f"\n{choice}: test BLEU ", 1)[1].split("\n\n", 1)[0].splitlines()
         assert block[0].endswith("layers 2 / 3 / 4 / 5 / 6")
-        steps = [line.split(":")[0].split()[-1] for line in block[1:]]
+        steps = [line.split(":")[0].split()[-1] for line in block[1:-1]]
         assert steps == ["1", "2", "3", "4"]
-        shares = [float(x) for x in block[-1].split(":")[1].split("(")[0].split("/")]
+        shares = [float(x) for x in block[-2].split(":")[1].split("(")[0].split("/")]
         assert len(shares) == 5 and all(0.0 <= s <= 100.0 for s in shares)
+        assert block[-1].startswith("  the same rule on the current sentence's own tokens")     # the rule's control
+        control = [float(x) for x in block[-1].split(": ")[1].split(" / ")]
+        assert len(control) == 5 and all(0.0 <= c <= 100.0 for c in control)
