@@ -85,6 +85,12 @@ class CountLog:
         self._last: dict[str, float] = {}                                      # task -> time of its last line
         self._bar, self._bar_tasks = None, {}
 
+    @classmethod
+    def on_stderr(cls, log_format: Optional[str], unit: str, every: float = 0.0) -> "CountLog":
+        """A log on stderr, where a command whose stdout carries its result reports progress; ``log_format`` None:
+        ``rich`` when stderr is a terminal, ``plain`` otherwise."""
+        return cls(resolve_log_format(log_format, sys.stderr), unit, sys.stderr, every)
+
     def message(self, text: str, **fields) -> None:
         """A note between progress lines; ``fields`` go into its JSON object (``json``) beside ``text``."""
         if self.format == "json":

@@ -105,11 +105,9 @@ def prepare_derived(ctx) -> str:
 
 def _progress_log(log_format: Optional[str]):
     """Progress of a translation pass on stderr (stdout keeps the command's summary line) in ``log_format``."""
-    import sys
+    from ctxmt_cli.logs import CountLog
 
-    from ctxmt_cli.logs import CountLog, resolve_log_format
-
-    return CountLog(resolve_log_format(log_format, sys.stderr), "documents", sys.stderr)
+    return CountLog.on_stderr(log_format, "documents")
 
 
 @user_errors

@@ -141,11 +141,9 @@ class _progress:
     def __enter__(self):
         if not self.show:
             return None
-        import sys
+        from ctxmt_cli.logs import CountLog
 
-        from ctxmt_cli.logs import CountLog, resolve_log_format
-
-        self.log = CountLog(resolve_log_format(self.log_format, sys.stderr), "rows", sys.stderr, every=10.0)
+        self.log = CountLog.on_stderr(self.log_format, "rows", every=10.0)
         self.log.update("scoring", 0, self.total)
         return self._advance
 

@@ -25,8 +25,12 @@ from ctxmt_cli.evaluate.text_files import (
     read_lines,
     strip_trailing_blanks,
 )
+from ctxmt_cli.logs import CountLog
 from ctxmt_cli.outputs import write_json
 from ctxmt_cli.paths import check_output_file
+
+#: seconds between two progress lines of ``evaluate --checkpoint`` (plain and json; the first and last always print)
+PROGRESS_EVERY = 60.0
 
 
 @dataclass
@@ -175,7 +179,8 @@ def _translate_corpus(req: EvalRequest) -> Corpus:
     sources, references = split_documents(prepared, req.split, tokenized)
     # a bilingual model's target context: --first-pass's translations, or the split's first-pass stream
     firsts = split_first_passes(models, req.checkpoints, prepared, req.split, sources, req.first_pass, req.device)
-    systems, sweep_of, log = {}, {}, _progress_log(req.log_format)
+    # sentences translated per system on stderr (stdout keeps the scores)
+    systems, sweep_of, log = {}, {}, CountLog.on_stderr(req.log_format, "sentences", PROGRESS_EVERY)
     try:
         for name, loaded, first in zip(names, models, firsts):
             for k in contexts:
@@ -191,20 +196,6 @@ def _translate_corpus(req: EvalRequest) -> Corpus:
     finally:
         log.close()
     return Corpus(systems, references, sources, has_documents=True, sweep_of=sweep_of, moses_tokenized=tokenized)
-
-
-#: seconds between two progress lines of ``evaluate --checkpoint`` (plain and json)
-PROGRESS_EVERY = 60.0
-
-
-def _progress_log(log_format: Optional[str]):
-    """Sentences translated per system on stderr (stdout keeps the scores): in ``plain`` and ``json`` one line a
-    minute at most, the first and the last always."""
-    import sys
-
-    from ctxmt_cli.logs import CountLog, resolve_log_format
-
-    return CountLog(resolve_log_format(log_format, sys.stderr), "sentences", sys.stderr, every=PROGRESS_EVERY)
 
 
 def _read_corpus(req: EvalRequest) -> Corpus:
