@@ -62,14 +62,18 @@ class KeptShares:
 
     def probe(self, model, inner):
         """A probe that hands every map to ``inner`` and, for each selection layer's encoder self-attention, adds
-        the model's rule applied to the current sentence's tokens (``model.selection_control``) to the control."""
-        watched = getattr(model, "between_layers_attention", frozenset())
+        the model's rule applied to the current sentence's tokens (``model.selection_control``) to the control;
+        ``inner`` itself for a model without a selection rule."""
+        control = getattr(model, "selection_control", None)
+        if control is None:
+            return inner
+        watched = model.between_layers_attention
 
         def listen(view) -> None:
             inner(view)
-            if view.kind == "encoder_self" and view.layer in watched and hasattr(model, "selection_control"):
+            if view.kind == "encoder_self" and view.layer in watched:
                 attention = view.weights.float().mean(1)                   # (B, S, S) eq. 4: mean over heads
-                kept, total = model.selection_control(attention, view.key_mask, view.key_current)
+                kept, total = control(attention, view.key_mask, view.key_current)
                 sums = self.control.setdefault(view.layer + 1, [0.0, 0.0])
                 sums[0], sums[1] = sums[0] + float(kept), sums[1] + float(total)
         return listen
@@ -99,15 +103,18 @@ def render_kept(kept: dict) -> list[str]:
     layers = sorted({n for s in sides for n in kept[s]["layers"]})
     lines = ["   kept context tokens after each selection layer (Yang et al., Figure 4; pooled over the windows):",
              "   " + f"{'layer':>8}" + "".join(f"{n:>8}" for n in layers)]
-    for side in sides:
-        by_layer = dict(zip(kept[side]["layers"], kept[side]["share"]))
+
+    def row(label: str, series: dict, shares: list, note: str) -> str:
+        by_layer = dict(zip(series["layers"], shares))
         cells = ["-" if by_layer.get(n) is None else f"{100 * by_layer[n]:.1f}%" for n in layers]
-        lines.append("   " + f"{side:>8}" + "".join(f"{c:>8}" for c in cells)
-                     + f"   of {kept[side]['context']} context tokens")
-        if "current_control" in kept[side]:
-            cells = ["-" if c is None else f"{100 * c:.1f}%" for c in kept[side]["current_control"]]
-            lines.append("   " + f"{'current*':>8}" + "".join(f"{c:>8}" for c in cells)
-                         + "   * the same rule on the current sentence's own tokens (not compounded)")
+        return "   " + f"{label:>8}" + "".join(f"{c:>8}" for c in cells) + note
+
+    for side in sides:
+        series = kept[side]
+        lines.append(row(side, series, series["share"], f"   of {series['context']} context tokens"))
+        if "current_control" in series:
+            lines.append(row("current*", series, series["current_control"],
+                             "   * the same rule on the current sentence's own tokens (not compounded)"))
     return lines
 
 
