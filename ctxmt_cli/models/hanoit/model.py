@@ -147,14 +147,15 @@ def rule_on_current(attention: Tensor, alive: Tensor, current: Tensor, q: float,
     each were a context token, the counted current tokens), two scalars. The arguments are
     :func:`select_context`'s; a current token is not its own query (``a_jj`` is left out of s_j), so a key of the
     current sentence faces the bound ceil(q·p) with at most p - 1 queries where a context key has p."""
-    s, need, _, cnt = _correlation_counts(attention, alive, current, q, queries, counted)
+    s, need, _, cnt = _correlation_counts(attention, alive, current, q, queries, counted, own_query=False)
     return (cnt & (s >= need[:, None])).sum(), cnt.sum()
 
 
 def _correlation_counts(attention: Tensor, alive: Tensor, current: Tensor, q: float, queries: str,
-                        counted: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Eq. 6's s_k for every key (B, S), a current key's own query left out; eq. 7's bound ceil(q·p) per row (B,);
-    the alive current tokens (B, S); the counted ones, the p of each row (B, S)."""
+                        counted: Optional[Tensor], own_query: bool = True) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Eq. 6's s_k for every key (B, S) (``own_query`` False: a current key's own query left out, which only the
+    control needs: a context key is never a current query); eq. 7's bound ceil(q·p) per row (B,); the alive current
+    tokens (B, S); the counted ones, the p of each row (B, S)."""
     a = attention.float()
     cur = current & alive                                                   # (B, S)
     cnt = cur if counted is None else counted & cur                         # (B, S) the p tokens
@@ -165,7 +166,8 @@ def _correlation_counts(attention: Tensor, alive: Tensor, current: Tensor, q: fl
     above = a * p.to(a.dtype)[:, None, None] >= total[:, :, None]           # (B, S, S) a_ik >= ā_i
     rows = cnt if queries == "current" else alive & ~cur                    # (B, S) eq. 6's queries i
     s = (above & rows[:, :, None]).sum(1)                                   # (B, S) s_k
-    s = s - (above.diagonal(dim1=1, dim2=2) & rows & cur).to(s.dtype)       # a current key is not its own query
+    if not own_query:
+        s = s - (above.diagonal(dim1=1, dim2=2) & rows & cur).to(s.dtype)   # a current key is not its own query
     need = torch.ceil(q * p.double() - BOUND_SLACK).to(s.dtype)             # (B,) ceil(q·p)
     return s, need, cur, cnt
 
