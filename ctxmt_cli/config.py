@@ -74,6 +74,10 @@ class TrainConfig(Section):
 
     save_dir: str = Field("runs/model", description="run directory: checkpoints, metrics.jsonl, the resolved recipe")
     seed: int = Field(1, description="seed of the initialisation, the batch order and dropout")
+    init_from: Optional[str] = Field(
+        None, min_length=1, description="start from this checkpoint's weights (.pt or .safetensors, any family): its "
+        "architecture replaces the recipe's, tensors are matched by name and shape, what the family adds is "
+        "initialised as in a fresh run; the optimiser, schedule and step start fresh (two-step training)")
     lr: float = Field(7e-4, gt=0.0, description="peak learning rate (inverse square-root schedule)")
     warmup_steps: int = Field(4000, ge=0, description="updates of linear warm-up to lr")
     betas: tuple[float, float] = Field((0.9, 0.98), description="Adam's beta1, beta2")

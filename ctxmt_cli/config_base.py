@@ -93,6 +93,12 @@ class ModelBase(Section):
             raise ValueError(f"d_model ({self.d_model}) must be divisible by heads ({self.heads})")
         return self
 
+    @classmethod
+    def fit_architecture(cls, section: dict) -> dict:
+        """The model section (a plain dict) fitted to dimensions another checkpoint imposed (``train.init_from``):
+        a family whose options count layers adapts them here; by default nothing changes."""
+        return section
+
     src_context_sentences: Literal[0] = Field(0, description="previous source sentences the model reads (none here)")
     tgt_context_sentences: Literal[0] = Field(0, description="previous target sentences the model reads (none here)")
     src_next_sentences: Literal[0] = Field(0, description="next source sentences the model reads (none here)")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fnmatch
+import hashlib
 import json
 import os
 import re
@@ -183,23 +184,25 @@ def remove_stale(directory: Path) -> list[Path]:
 
 
 # ---- owned directories -----------------------------------------------------------------------------------------
-def write_manifest(directory: Path, command: str, patterns: Iterable[str] = (), listed: bool = True) -> Path:
+def write_manifest(directory: Path, command: str, patterns: Iterable[str] = (), listed: bool = True,
+                   record: Optional[dict] = None) -> Path:
     """Record ``directory`` as ``command``'s output: every entry now in it (``listed``; else none), and
-    ``patterns`` for the names it writes later."""
+    ``patterns`` for the names it writes later; ``record``: more fields to keep (e.g. a run's ``init_from``)."""
     from ctxmt_cli import __version__
 
     directory = Path(directory)
     entries = sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*")
                      if p.name != MANIFEST) if listed else []
     return write_json(directory / MANIFEST, {"ctxmt_output": 1, "command": command, "version": __version__,
-                                             "entries": entries, "patterns": list(patterns)})
+                                             "entries": entries, "patterns": list(patterns), **(record or {})})
 
 
-def claim(directory: Path, command: str, patterns: Iterable[str]) -> None:
+def claim(directory: Path, command: str, patterns: Iterable[str], record: Optional[dict] = None) -> None:
     """Give ``directory``, which ``command`` writes into over time (a training run's ``save_dir``), a manifest
-    claiming only the names matching ``patterns``, unless it has one; whatever else is there stays foreign."""
+    claiming only the names matching ``patterns`` (with ``record``'s fields), unless it has one; whatever else is
+    there stays foreign."""
     if not (Path(directory) / MANIFEST).exists():
-        write_manifest(directory, command, patterns, listed=False)
+        write_manifest(directory, command, patterns, listed=False, record=record)
 
 
 def _rules(directory: Path) -> Optional[tuple[str, set, list]]:
@@ -363,3 +366,12 @@ def rebuilding(out: Path, command: str, patterns: Iterable[str], *, what: str = 
         raise
     if aside is not None:
         shutil.rmtree(aside, ignore_errors=True)
+
+
+def file_sha256(path: Path) -> str:
+    """Streaming sha256 of a file (checkpoints can be large)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -20,6 +20,12 @@ def dry_run_report(recipe) -> str:
     from ctxmt_cli.core.batch import VocabInfo
     from ctxmt_cli.models.families import build_model, resolve_model_config
 
+    notes = ""
+    if recipe.train.init_from:                   # the architecture the run will have: the checkpoint's
+        from ctxmt_cli.train.init_from import adopt_architecture, describe_changes, read_init_checkpoint
+
+        recipe, changes = adopt_architecture(recipe, read_init_checkpoint(recipe.train.init_from))
+        notes = f"\n# {describe_changes(changes)}" if changes else ""
     meta_path = Path(recipe.data.path) / "meta.json"
     if meta_path.is_file():
         meta = json.loads(meta_path.read_text())
@@ -32,7 +38,8 @@ def dry_run_report(recipe) -> str:
     model_cfg = resolve_model_config(recipe.model, meta)
     model = build_model(model_cfg, vocab)
     resolved = recipe.model_copy(update={"model": model_cfg})
-    return f"{dump_recipe(resolved)}\n# family: {model_cfg.family}\n# parameters: {model.num_parameters():,} ({where})"
+    return (f"{dump_recipe(resolved)}\n# family: {model_cfg.family}\n# parameters: {model.num_parameters():,} "
+            f"({where}){notes}")
 
 
 def train_result_lines(result, log_format=None) -> str:

@@ -94,6 +94,10 @@ def _table(info: dict):
     ]
     if train["averaged_from"]:
         rows.append(("averaged from", ", ".join(train["averaged_from"])))
+    for depth, start in enumerate(train["init_from"]):
+        rows.append(("started from" if depth == 0 else "  which started from",
+                     f"{start['path']} ({start['family']}, step {start['step']}; loaded {start['loaded']} tensors, "
+                     f"new {start['new']}, skipped {start['skipped']})"))
     for change in train["recipe_changes"]:
         rows.append((f"recipe changed at step {change.get('step')}",
                      ", ".join(f"{k} {old} → {new}" for k, (old, new) in (change.get("changed") or {}).items())))

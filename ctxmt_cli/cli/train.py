@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 import typer
 
@@ -24,6 +24,8 @@ def train_command(
                                             "recipe keys (or sections) that may differ from the checkpoint's, e.g. "
                                             "train.max_steps,train.lr; each change is printed and recorded in the "
                                             "run (metrics.jsonl, the checkpoints' state.recipe_history)"),
+    init_from: Optional[Path] = typer.Option(None, "--init-from", metavar="CKPT", help="set train.init_from: start "
+                                             "from this checkpoint's weights and architecture (two-step training)"),
     dry_run: bool = typer.Option(False, help="validate, print the resolved recipe and parameter count, exit"),
     device: Device = "auto",
     log_format: LogFormat = None,
@@ -32,6 +34,8 @@ def train_command(
     from ctxmt_cli.config import load_recipe
 
     loaded = load_recipe(recipe, set_)
+    if init_from is not None:      # the recipe key, set once here: the schema's field is the one definition
+        loaded = loaded.model_copy(update={"train": loaded.train.model_copy(update={"init_from": str(init_from)})})
     if allow_changed and not resume:
         raise CtxmtError("--allow-changed applies to --resume only (a fresh run has nothing to differ from); "
                          "add --resume or drop it")

@@ -13,7 +13,6 @@ Output directory (``--out DIR``):
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Optional
@@ -23,7 +22,7 @@ from ctxmt_cli.evaluate.aggregates import aggregates
 from ctxmt_cli.evaluate.artefacts import DEFINITIONS, RecordingTokenizer, artefact_report
 from ctxmt_cli.evaluate.contrastive import decisions, score_testset, summarize
 from ctxmt_cli.evaluate.testsets import TestSet, load_testsets, scores_lines
-from ctxmt_cli.outputs import remove_stale, write_atomic, write_json
+from ctxmt_cli.outputs import file_sha256, remove_stale, write_atomic, write_json
 from ctxmt_cli.paths import check_output_dir, check_output_file
 
 
@@ -34,15 +33,6 @@ def check_language_pair(testset: TestSet, tokenizer, checkpoint: Path) -> None:
         if want and have not in (None, "src", "tgt") and have != want:
             raise CtxmtError(f"{testset.name} is {testset.src_lang}->{testset.tgt_lang} but {checkpoint} translates "
                              f"{tokenizer.src_lang}->{tokenizer.tgt_lang}; score it with a model of that pair")
-
-
-def file_sha256(path: Path) -> str:
-    """Streaming sha256 of a file (checkpoints can be large)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def score_sets(loaded, testsets: list[TestSet], *, context=None, normalize="mean", span="all",

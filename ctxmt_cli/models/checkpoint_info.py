@@ -60,7 +60,21 @@ def training_info(ckpt: dict, recipe: Recipe) -> dict:
         "resumable": ckpt.get("optimizer") is not None,
         "recipe_changes": list(state.get("recipe_history") or []),       # accepted with --resume --allow-changed
         "averaged_from": list(ckpt.get("averaged_from") or []),
+        "init_from": lineage(ckpt.get("init_from")),
     }
+
+
+def lineage(record: Optional[dict]) -> list[dict]:
+    """The chain of checkpoints a model started from (``train.init_from``), nearest first: path, family, step and
+    tensors loaded / new / skipped of each start; empty for a model trained from scratch."""
+    chain = []
+    while isinstance(record, dict) and len(chain) < 64:     # a crafted file cannot make it loop
+        chain.append({"path": record.get("path"), "sha256": record.get("sha256"), "family": record.get("family"),
+                      "step": record.get("step"),
+                      "loaded": record.get("loaded"), "new": len(record.get("new") or []),
+                      "skipped": len(record.get("skipped") or [])})
+        record = record.get("parent")
+    return chain
 
 
 def container(path: Path) -> str:

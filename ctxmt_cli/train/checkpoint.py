@@ -202,7 +202,7 @@ def average_checkpoints(paths: list[Path], out: Path) -> Path:
                 sums[key] += value.double()
     n = len(paths)
     averaged = {k: (v / n).to(first["model"][k].dtype) if v.is_floating_point() else v for k, v in sums.items()}
-    keep = ("format", "version", "family", "recipe", "tokenizer", "vocab_fingerprint", "vocab", "meta")
+    keep = ("format", "version", "family", "recipe", "tokenizer", "vocab_fingerprint", "vocab", "meta", "init_from")
     payload = {k: first[k] for k in keep if k in first}
     payload.update(model=averaged, averaged_from=[str(p) for p in paths], state=first.get("state"))
     return save_checkpoint(payload, Path(out))

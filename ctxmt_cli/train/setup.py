@@ -77,6 +77,20 @@ def resolve_recipe(recipe: Recipe, meta: dict) -> Recipe:
     return recipe.model_copy(update={"model": resolve_model_config(recipe.model, meta)})
 
 
+def init_source(recipe: Recipe, fingerprint: str) -> tuple[Recipe, Optional[Any], dict]:
+    """(recipe, checkpoint, architecture changes) for ``train.init_from``: the checkpoint checked and its
+    vocabulary compared with the prepared data's (``fingerprint``), the recipe given its architecture; without
+    ``init_from`` the recipe as it is, None and no changes (:mod:`ctxmt_cli.train.init_from`)."""
+    if not recipe.train.init_from:
+        return recipe, None, {}
+    from ctxmt_cli.train.init_from import adopt_architecture, check_vocabulary, read_init_checkpoint
+
+    parent = read_init_checkpoint(recipe.train.init_from)
+    check_vocabulary(parent, fingerprint, recipe.data.path)
+    adopted, changes = adopt_architecture(recipe, parent)
+    return adopted, parent, changes
+
+
 def window_dataset(data, split: str, recipe: Recipe, vocab: VocabInfo, role: str) -> WindowDataset:
     """Context windows of ``split`` as the model family reads them (its inputs' windows: previous and, for a
     family reading them, next source sentences, a bilingual model's target concatenation); an empty split is an

@@ -57,6 +57,7 @@ from ctxmt_cli.train.distributed import (
     unwrap,
     wrap_model,
 )
+from ctxmt_cli.train.init_from import InitRecord, describe_changes, start_from
 from ctxmt_cli.train.progress import make_reporter
 from ctxmt_cli.train.resume import describe
 from ctxmt_cli.train.schedule import InverseSqrtSchedule
@@ -110,6 +111,7 @@ class Trainer:
         data = S.open_prepared(recipe)
         self.tokenizer, self.meta = data.tokenizer, data.meta
         self.vocab = VocabInfo.of(self.tokenizer)
+        recipe, self.parent, self.arch_changes = S.init_source(recipe, self.tokenizer.fingerprint())
         self.recipe = S.resolve_recipe(recipe, self.meta)
         self.save_dir = Path(self.cfg.save_dir)
         ckpt = S.find_resume_checkpoint(self.save_dir, resume, env, self.tokenizer, self.recipe, allow_changed)
@@ -123,7 +125,7 @@ class Trainer:
                                self.cfg.compile)
         if env.is_main:
             self.save_dir.mkdir(parents=True, exist_ok=True)
-            claim(self.save_dir, "train", RUN_FILES)
+            claim(self.save_dir, "train", RUN_FILES, {"init_from": self.init_record})
             remove_stale_temps(self.save_dir)
             if ckpt is not None:
                 restore_copies(self.save_dir, Path(ckpt["_path"]), self.state.best_step)
@@ -137,6 +139,8 @@ class Trainer:
             self._record_changes(ckpt.get("_changes") or {})
         elif resume:
             self.reporter.message(f"no checkpoint in {self.save_dir} to resume from; starting a fresh run")
+        if ckpt is None and self.parent is not None:
+            self._report_init()
         self.t0 = time.monotonic() - self.state.elapsed
         self.stop_reason: Optional[str] = None
         self._epoch_cache: tuple[int, list] = (-1, [])
@@ -152,10 +156,22 @@ class Trainer:
         self.reporter.record_message(step, f"resumed at step {step} with changed recipe values (--allow-changed): "
                                            f"{describe(changes)}", changed={k: list(v) for k, v in changes.items()})
 
+    def _report_init(self) -> None:
+        """Print the init_from lines (architecture values overridden; tensors loaded, new, skipped) and record
+        them in metrics.jsonl."""
+        if self.arch_changes:
+            self.reporter.message(describe_changes(self.arch_changes))
+        record = self.init_record
+        self.reporter.record_message(0, InitRecord(**record).summary(), init_from=record)
+
     def _build(self, ckpt: Optional[dict]) -> None:
-        """Model, optimiser, scaler, schedule and state: fresh from the seed or restored from ``ckpt``."""
+        """Model, optimiser, scaler, schedule and state: fresh from the seed or restored from ``ckpt``; a fresh run
+        with ``train.init_from`` then takes that checkpoint's weights (its lineage kept in ``init_record``)."""
         S.seed_everything(self.cfg.seed)           # the same initial weights on every rank
         net = build_model(self.recipe.model, self.vocab).to(self.env.device)
+        self.init_record = ckpt.get("init_from") if ckpt is not None else None
+        if ckpt is None and self.parent is not None:
+            self.init_record = start_from(net, self.parent, self.arch_changes).to_dict()
         self.optimizer = make_optimizer(net, self.cfg)
         self.scaler = make_scaler(self.cfg.amp, self.env.device)
         self.schedule = InverseSqrtSchedule(self.optimizer, self.cfg.lr, self.cfg.warmup_steps)
@@ -325,7 +341,7 @@ class Trainer:
         payload = model_payload(recipe_to_dict(self.recipe), self.tokenizer, self.vocab, self.meta, unwrap(self.model))
         payload.update(
             optimizer=self.optimizer.state_dict(), scaler=self.scaler.state_dict() if self.scaler else None,
-            state=self.state.to_dict(), rng=rng, world_size=self.env.world,
+            state=self.state.to_dict(), rng=rng, world_size=self.env.world, init_from=self.init_record,
         )
         step_path = torch_save(payload, self.save_dir / f"checkpoint_{self.state.step}.pt")
         if improved:

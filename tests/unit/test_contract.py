@@ -385,3 +385,40 @@ def test_resolved_recipe_round_trips(variant):
     assert again == recipe
     assert resolve_model_config(again.model, META) == recipe.model          # resolving twice changes nothing
     assert build_model(again.model, VOCAB).num_parameters() == build_model(recipe.model, VOCAB).num_parameters()
+
+
+# ---- update 0 of a run started from a sentence-level model (train.init_from) ----------------------------------
+def kl_per_token(p_log: torch.Tensor, q_log: torch.Tensor) -> float:
+    """Mean KL(p || q) over the positions of two (B, T, V) log-distributions."""
+    return (p_log.exp() * (p_log - q_log)).sum(-1).mean().item()
+
+
+@pytest.mark.parametrize("variant", IDS)
+def test_start_from_sentence_model(variant):
+    """What each family declares (``EXACT_FROM_SENTENCE`` in its model module) holds at update 0 on a one-sentence
+    window: its exact variants give the sentence model's logits; the others start closer to the sentence model
+    than a fresh model of the variant is (KL below 3/4 of the fresh model's), and not on it (the declaration is
+    not loose)."""
+    from ctxmt_cli.train.init_from import ARCHITECTURE, load_matching
+
+    family, name = VARIANTS[variant][0], variant.split("-", 1)[1]
+    started, fresh = make_model(variant, seed=1), make_model(variant, seed=1)
+    arch = {key: getattr(started.cfg, key) for key in ARCHITECTURE}
+    torch.manual_seed(0)
+    sentence_model = build_model(validate_recipe({"model": {**TINY, "family": "sentence", **arch}}).model, VOCAB)
+    with torch.no_grad():                                    # peaked outputs, far from a fresh model's
+        for p in sentence_model.parameters():
+            if p.dim() >= 2:
+                p.normal_(0.0, 0.3)
+    loaded, new, _ = load_matching(started, sentence_model.state_dict(), "sentence.pt")
+    assert loaded == len(sentence_model.state_dict())
+    with torch.no_grad():
+        reference = sentence_model.eval()(sample(sentence_model, rows=(1,))).logits.log_softmax(-1)   # (1, T, V)
+        start = started(sample(started, rows=(1,))).logits.log_softmax(-1)
+        scratch = fresh(sample(fresh, rows=(1,))).logits.log_softmax(-1)
+    exact = importlib.import_module(FAMILIES[family].model.__module__).EXACT_FROM_SENTENCE
+    if name in exact:
+        torch.testing.assert_close(start, reference, atol=1e-5, rtol=1e-5)
+        return
+    distance, baseline = kl_per_token(reference, start), kl_per_token(reference, scratch)
+    assert 1e-6 < distance < 0.75 * baseline, (distance, baseline, new)

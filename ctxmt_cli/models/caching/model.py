@@ -252,3 +252,10 @@ VARIANTS: dict[str, dict] = {
     "separate-encoder": {"repr": "tokens", "integration": "concat", "encoder": "separate", "include_current": True},
     "post-norm": {"repr": "grouping", "groups": 2, "categorizer_hidden": 16, "normalize_before": False},
 }
+
+#: Variants that, started from a sentence-level model of the same architecture (``train.init_from``), give its
+#: logits exactly on a sentence without context: the context sub-layer is skipped when the memory is empty. The
+#: others start close to it, not on it: the current sentence's own shortened representation (``include_current``)
+#: or a gate is read through fresh context attention even with no context sentence.
+EXACT_FROM_SENTENCE = frozenset({"tokens", "tokens-concat", "bilingual", "bare-tokens", "sentence-no-current-gate",
+                                 "selecting-concat"})

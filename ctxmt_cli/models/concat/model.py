@@ -108,3 +108,9 @@ VARIANTS: dict[str, dict] = {
     "bilingual": {"src_context_sentences": 1, "src_next_sentences": 1, "tgt_context_sentences": 0, "bilingual": True,
                   "segment": "learned", "shift": 2},
 }
+
+#: Variants that, started from a sentence-level model of the same architecture (``train.init_from``), give its
+#: logits exactly on a one-sentence window (no segment embedding; a shift moves context sentences only). The others
+#: add a segment embedding to every position (onehot, sinusoidal, learned: a vector the sentence model never saw),
+#: or replace its sinusoidal positions with a fresh learned table (``segment: learned``).
+EXACT_FROM_SENTENCE = frozenset({"s4to4", "s4to1", "cd", "cd-weight-sum", "shift", "shift-auto", "shift-per-window"})

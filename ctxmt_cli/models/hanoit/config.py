@@ -66,6 +66,15 @@ class HanoiTConfig(ModelBase, TargetContextOptions):
                                    "L_b, trained by dropping the target stream of each training row with "
                                    "probability alpha [default 0.5, the paper's]")
 
+    @classmethod
+    def fit_architecture(cls, section: dict) -> dict:
+        """Another encoder depth (``train.init_from``): N1 kept (at most the depth), the other layers select."""
+        layers, n1, n2 = section["encoder_layers"], section.get("unified_layers"), section.get("selection_layers")
+        if n1 is not None and n2 is not None and n1 + n2 == layers:
+            return section
+        n1 = min(1 if n1 is None else n1, layers)
+        return {**section, "unified_layers": n1, "selection_layers": layers - n1}
+
     @model_validator(mode="after")
     def _check_hanoit(self) -> "HanoiTConfig":
         n1, n2, layers = self.unified_layers, self.selection_layers, self.encoder_layers

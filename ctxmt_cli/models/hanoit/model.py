@@ -294,3 +294,7 @@ VARIANTS: dict[str, dict] = {
     "bilingual-separate": {"q": 0.5, "bilingual": True, "share_encoder": False, "gate": "scalar"},
     "target-context": {"src_context_sentences": 1, "src_next_sentences": 1, "q": 0.7, "context_side": "target"},
 }
+
+#: Started from a sentence-level model (``train.init_from``), no variant gives its logits exactly: the learned
+#: segment embedding (current / source context / target context) is new and added to every input position.
+EXACT_FROM_SENTENCE: frozenset = frozenset()

@@ -228,3 +228,7 @@ VARIANTS: dict[str, dict] = {
     "prefix-norm": {"prefix_norm": True, "placement": "both"},
     "post-norm": {"normalize_before": False, "placement": "decoder"},
 }
+
+#: Started from a sentence-level model (``train.init_from``), no variant gives its logits exactly: z, from the new
+#: summary layer, is an extra input position even for a group of one sentence.
+EXACT_FROM_SENTENCE: frozenset = frozenset()

@@ -23,3 +23,6 @@ VARIANTS: dict[str, dict] = {
     "pre-norm": {},
     "post-norm": {"normalize_before": False},
 }
+
+#: A sentence-level model started from another (``train.init_from``) is that model.
+EXACT_FROM_SENTENCE = frozenset(VARIANTS)
