@@ -2,10 +2,13 @@
 
 Output directory (``--out DIR``):
 
-* ``results.json`` -- ``{"sets": {SET: {"accuracy", "n", "by": {GROUPING: {KEY: acc}}, "tie_rule",
-  "ties", "strict_accuracy", "unknown_share": {"tgt", "src"}, "warning", "checksums"}}, "aggregates": {...},
-  "definitions": {...}, "checkpoint": {"path", "sha256"}, "options": {...}}`` (ties, strict accuracy and
-  unknown-token shares: :mod:`ctxmt_cli.evaluate.artefacts`)
+* ``results.json`` -- ``{"sets": {SET: {"accuracy", "n", "by": {GROUPING: {KEY: acc}}, "class_key",
+  "by_class": {CLASS: {"accuracy", "n"}}, "balanced_accuracy", "context_gain": {"accuracy", "balanced_accuracy",
+  "p_exact", "only_with_context", "only_without_context", "without_context": {"accuracy", "balanced_accuracy",
+  "by_class"}}, "tie_rule", "ties", "strict_accuracy", "unknown_share": {"tgt", "src"}, "warning",
+  "checksums"}}, "aggregates": {...}, "definitions": {...}, "checkpoint": {"path", "sha256"}, "options": {...}}``
+  (ties, strict accuracy and unknown-token shares: :mod:`ctxmt_cli.evaluate.artefacts`; classes and the context
+  gain, present when asked for: :mod:`ctxmt_cli.evaluate.contrastive_classes`)
 * ``SET.scores`` -- the publisher's layout: one ``-log p`` per line (lower = better), items in file
   order, candidates in the publisher's order, so their own evaluation script gives ctxmt's accuracy
 * ``SET.decisions.jsonl`` -- one ``{"correct": bool, "tags": {...}}`` per item, for ``contrastive compare``
@@ -21,7 +24,8 @@ from typing import Optional
 from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.evaluate.aggregates import aggregates
 from ctxmt_cli.evaluate.artefacts import DEFINITIONS, RecordingTokenizer, artefact_report
-from ctxmt_cli.evaluate.contrastive import decisions, score_testset, summarize
+from ctxmt_cli.evaluate.contrastive import decisions, score_contexts, summarize
+from ctxmt_cli.evaluate import contrastive_classes as classes
 from ctxmt_cli.evaluate.testsets import TestSet, load_testsets, scores_lines
 from ctxmt_cli.outputs import remove_stale, write_atomic, write_json
 from ctxmt_cli.paths import check_output_dir, check_output_file
@@ -46,17 +50,24 @@ def file_sha256(path: Path) -> str:
 
 
 def score_sets(loaded, testsets: list[TestSet], *, context=None, normalize="mean", span="all",
-               max_tokens=4096, progress=None) -> tuple[dict, dict, dict]:
-    """(scores, decisions, summaries) per set name; a summary also says how far ties and unknown tokens decided it."""
+               max_tokens=4096, progress=None, context_gain: bool = False) -> tuple[dict, dict, dict]:
+    """(scores, decisions, summaries) per set name; a summary also says how far ties and unknown tokens decided it,
+    gives the accuracy per class and, with ``context_gain``, what the context adds (the set scored again without
+    context, in the same pass: :func:`~ctxmt_cli.evaluate.contrastive.score_contexts`)."""
     scores, decided, summaries = {}, {}, {}
     tokenizer = RecordingTokenizer(loaded.tokenizer)  # the unknown-token shares reuse the scorer's encodings
     for ts in testsets:
-        scores[ts.name] = score_testset(loaded.model, tokenizer, ts, context=context, normalize=normalize,
-                                        span=span, max_tokens=max_tokens, progress=progress)
+        runs = score_contexts(loaded.model, tokenizer, ts, contexts=(context, 0) if context_gain else (context,),
+                              normalize=normalize, span=span, max_tokens=max_tokens, progress=progress)
+        scores[ts.name] = runs[0]
         decided[ts.name] = decisions(ts, scores[ts.name])
-        summaries[ts.name] = {**summarize(ts, decided[ts.name]), "tie_rule": ts.tie_rule,
-                              **artefact_report(ts, scores[ts.name], tokenizer), "checksums": ts.checksums()}
+        summaries[ts.name] = {**summarize(ts, decided[ts.name]), **classes.class_accuracy(ts, decided[ts.name]),
+                              "tie_rule": ts.tie_rule, **artefact_report(ts, scores[ts.name], tokenizer),
+                              "checksums": ts.checksums()}
+        if context_gain:
+            summaries[ts.name]["context_gain"] = classes.context_gain(ts, decided[ts.name], decisions(ts, runs[1]))
     return scores, decided, summaries
+
 
 
 def run_contrastive(spec: str, checkpoint: Path, *, data: Optional[Path] = None, out: Optional[Path] = None,
@@ -68,7 +79,8 @@ def run_contrastive(spec: str, checkpoint: Path, *, data: Optional[Path] = None,
     from ctxmt_cli.models.families import context_sentences
     from ctxmt_cli.models.loading import load_model, torch_device
 
-    score_options = {k: options.pop(k) for k in ("context", "normalize", "span", "max_tokens") if k in options}
+    score_options = {k: options.pop(k) for k in ("context", "normalize", "span", "max_tokens", "context_gain")
+                     if k in options}
     if out is not None and (Path(out) / "results.json").exists() and not force:
         raise CtxmtError(f"{out}/results.json exists; pass {option('force')} to overwrite it or choose another "
                          f"{option('out')}")
@@ -83,10 +95,11 @@ def run_contrastive(spec: str, checkpoint: Path, *, data: Optional[Path] = None,
         check_language_pair(ts, loaded.tokenizer, checkpoint)
     if out is not None:
         check_outputs(Path(out), testsets, _inputs(checkpoint, data), force)
-    with _progress(testsets, show, log_format) as progress:
+    with _progress(testsets, show, log_format, 2 if score_options.get("context_gain") else 1) as progress:
         scores, decided, summaries = score_sets(loaded, testsets, progress=progress, **score_options)
     results = {
-        "sets": summaries, "aggregates": aggregates(testsets, decided), "definitions": DEFINITIONS,
+        "sets": summaries, "aggregates": aggregates(testsets, decided),
+        "definitions": {**DEFINITIONS, **classes.DEFINITIONS},
         "checkpoint": {"path": str(checkpoint), "sha256": file_sha256(checkpoint)},
         "options": {"testset": spec, "data": None if data is None else str(data), **score_options},
     }
@@ -131,11 +144,12 @@ def write_outputs(out: Path, results: dict, testsets: list[TestSet], scores: dic
 
 class _progress:
     """The candidate rows scored so far, on stderr in a log format (:class:`ctxmt_cli.logs.CountLog`; silent when
-    ``show`` is False): a line every 10 s at most. The total counts candidates before identical rows are merged
-    (scored once), so the count jumps to the total at the end."""
+    ``show`` is False): a line every 10 s at most. The total counts candidates, once per scoring (``passes``: 2
+    with the context gain), before identical rows are merged (scored once), so the count jumps to the total at
+    the end."""
 
-    def __init__(self, testsets: list[TestSet], show: bool, log_format: Optional[str] = None):
-        self.total = sum(len(item.candidates) for ts in testsets for item in ts.items)
+    def __init__(self, testsets: list[TestSet], show: bool, log_format: Optional[str] = None, passes: int = 1):
+        self.total = passes * sum(len(item.candidates) for ts in testsets for item in ts.items)
         self.show, self.log_format, self.log, self.done = show, log_format, None, 0
 
     def __enter__(self):
@@ -159,26 +173,47 @@ class _progress:
 
 
 def render(results: dict):
-    """A rich table: one row per set (accuracy under the publisher's tie rule and the strict one, ties,
-    unknown-token shares, n, every grouping) and the aggregates."""
+    """A rich table: one row per set (accuracy under the publisher's tie rule, balanced accuracy, the strict
+    accuracy, ties, unknown-token shares, the context gain where measured, n, every grouping and the classes) and
+    the aggregates."""
     from rich.table import Table
 
-    table = Table(title="contrastive accuracy (%)", caption="ties: " + DEFINITIONS["ties"])
-    columns = ("set", "n", "accuracy", "strict", "ties", "unk tgt/src", "by")
+    table = Table(title="contrastive accuracy (%)", caption="ties: " + DEFINITIONS["ties"] + "; balanced: "
+                  + classes.DEFINITIONS["balanced_accuracy"] + "; context gain: with minus without context, McNemar's "
+                  "exact p")
+    columns = ("set", "n", "accuracy", "balanced", "strict", "ties", "unk tgt/src", "context gain", "by")
     for column in columns:
         table.add_column(column, justify="left" if column in ("set", "by") else "right")
     for name, res in results["sets"].items():
-        groups = []
-        for grouping, cells in res["by"].items():
-            if "/" not in grouping:  # compound groupings stay in results.json; the terminal gets the margins
-                groups.append(f"{grouping}: " + "  ".join(f"{k} {100 * a:.1f}" for k, a in cells.items()))
         unknown = res.get("unknown_share") or {}
         table.add_row(name, str(res["n"]), f"{100 * res['accuracy']:.2f} ({res.get('tie_rule', '')})",
-                      _percent(res.get("strict_accuracy")), str(res.get("ties", "")),
-                      f"{_percent(unknown.get('tgt'), 1)}/{_percent(unknown.get('src'), 1)}", "\n".join(groups))
+                      _percent(res.get("balanced_accuracy")), _percent(res.get("strict_accuracy")),
+                      str(res.get("ties", "")), f"{_percent(unknown.get('tgt'), 1)}/{_percent(unknown.get('src'), 1)}",
+                      _gain(res.get("context_gain")), "\n".join(_groups(res)))
     for name, value in results["aggregates"].items():
-        table.add_row(f"[bold]{name}[/bold]", "", f"{100 * value:.2f}", "", "", "", "aggregate")
+        table.add_row(f"[bold]{name}[/bold]", "", f"{100 * value:.2f}", "", "", "", "", "", "aggregate")
     return table
+
+
+def _groups(res: dict) -> list[str]:
+    """The "by" cell of a set: each simple grouping's accuracies (compound groupings stay in results.json; the
+    terminal gets the margins), the class grouping with its counts, last."""
+    key, lines = res.get("class_key"), []
+    for grouping, cells in res["by"].items():
+        if "/" not in grouping and grouping != key:
+            lines.append(f"{grouping}: " + "  ".join(f"{k} {100 * a:.1f}" for k, a in cells.items()))
+    if res.get("by_class"):
+        lines.append(f"class {key or '(one)'}: " + "  ".join(f"{k} {100 * c['accuracy']:.1f} (n {c['n']})"
+                                                             for k, c in res["by_class"].items()))
+    return lines
+
+
+def _gain(gain: Optional[dict]) -> str:
+    """The context gain cell: accuracy and balanced accuracy differences in points, McNemar's exact p."""
+    if not gain:
+        return "-"
+    return (f"{100 * gain['accuracy']:+.2f} / {100 * gain['balanced_accuracy']:+.2f} bal\n"
+            f"p {gain['p_exact']:.3g} ({gain['only_with_context']}:{gain['only_without_context']})")
 
 
 def _percent(value: Optional[float], decimals: int = 2) -> str:

@@ -180,7 +180,7 @@ def read_scat(path: Path, **options) -> list[TestSet]:
         raise CtxmtError(f"SCAT files of {prefix} are not line-aligned ({listed}); re-download them from {DOWNLOAD}")
     name = prefix.name[len("highlighted."):] if prefix.name.startswith("highlighted.") else prefix.name
     testset = ScatTestSet(name=f"scat_{name}", kind="scat", items=[], tie_rule="strict",
-                          groupings=("pronoun",), files=files, src_lang="en", tgt_lang="fr")
+                          groupings=("pronoun",), classes="pronoun", files=files, src_lang="en", tgt_lang="fr")
     for i, lines in enumerate(zip(src, tgt, src_ctx, tgt_ctx)):
         item = scat_item(*lines)
         if item is not None:
