@@ -173,47 +173,54 @@ class _progress:
 
 
 def render(results: dict):
-    """A rich table: one row per set (accuracy under the publisher's tie rule, balanced accuracy, the strict
-    accuracy, ties, unknown-token shares, the context gain where measured, n, every grouping and the classes) and
-    the aggregates."""
+    """Two rich tables: one row per set (accuracy under the publisher's tie rule and the strict one, ties,
+    unknown-token shares, n, every grouping) and the aggregates; then each set's accuracy per class, over all items
+    and balanced, with and without context where the context gain was measured (:func:`render_classes`)."""
+    from rich.console import Group
     from rich.table import Table
 
-    table = Table(title="contrastive accuracy (%)", caption="ties: " + DEFINITIONS["ties"] + "; balanced: "
-                  + classes.DEFINITIONS["balanced_accuracy"] + "; context gain: with minus without context, McNemar's "
-                  "exact p")
-    columns = ("set", "n", "accuracy", "balanced", "strict", "ties", "unk tgt/src", "context gain", "by")
+    table = Table(title="contrastive accuracy (%)", caption="ties: " + DEFINITIONS["ties"])
+    columns = ("set", "n", "accuracy", "strict", "ties", "unk tgt/src", "by")
     for column in columns:
         table.add_column(column, justify="left" if column in ("set", "by") else "right")
     for name, res in results["sets"].items():
+        groups = []
+        for grouping, cells in res["by"].items():
+            if "/" not in grouping:  # compound groupings stay in results.json; the terminal gets the margins
+                groups.append(f"{grouping}: " + "  ".join(f"{k} {100 * a:.1f}" for k, a in cells.items()))
         unknown = res.get("unknown_share") or {}
         table.add_row(name, str(res["n"]), f"{100 * res['accuracy']:.2f} ({res.get('tie_rule', '')})",
-                      _percent(res.get("balanced_accuracy")), _percent(res.get("strict_accuracy")),
+                      _percent(res.get("strict_accuracy")),
                       str(res.get("ties", "")), f"{_percent(unknown.get('tgt'), 1)}/{_percent(unknown.get('src'), 1)}",
-                      _gain(res.get("context_gain")), "\n".join(_groups(res)))
+                      "\n".join(groups))
     for name, value in results["aggregates"].items():
-        table.add_row(f"[bold]{name}[/bold]", "", f"{100 * value:.2f}", "", "", "", "", "", "aggregate")
+        table.add_row(f"[bold]{name}[/bold]", "", f"{100 * value:.2f}", "", "", "", "aggregate")
+    return Group(table, render_classes(results))
+
+
+def render_classes(results: dict):
+    """A rich table of each set's accuracy per class, all items and the balanced accuracy, with context and, where
+    the context gain was measured, without it, the difference and McNemar's exact p."""
+    from rich.table import Table
+
+    table = Table(title="accuracy per class (%) and context gain", caption="balanced: "
+                  + classes.DEFINITIONS["balanced_accuracy"] + "; gain: with minus without context, in points")
+    for column in ("set", "class", "n", "with context", "without", "gain", "p (McNemar)"):
+        table.add_column(column, justify="left" if column in ("set", "class") else "right")
+    for name, res in results["sets"].items():
+        gain = res.get("context_gain") or {}
+        without = gain.get("without_context", {})
+        rows = [(key, str(c["n"]), c["accuracy"],
+                 without.get("by_class", {}).get(key), "") for key, c in res.get("by_class", {}).items()]
+        rows.append(("all", str(res["n"]), res["accuracy"], without.get("accuracy"),
+                     f"{gain['p_exact']:.3g}" if gain else ""))
+        rows.append(("balanced", "", res.get("balanced_accuracy"), without.get("balanced_accuracy"), ""))
+        for i, (label, n, with_context, without_context, p) in enumerate(rows):
+            difference = None if without_context is None else with_context - without_context
+            first = f"{name}\nclass: {res.get('class_key') or '(one)'}" if i == 0 else ""
+            table.add_row(first, label, n, _percent(with_context), _percent(without_context),
+                          "" if difference is None else f"{100 * difference:+.2f}", p)
     return table
-
-
-def _groups(res: dict) -> list[str]:
-    """The "by" cell of a set: each simple grouping's accuracies (compound groupings stay in results.json; the
-    terminal gets the margins), the class grouping with its counts, last."""
-    key, lines = res.get("class_key"), []
-    for grouping, cells in res["by"].items():
-        if "/" not in grouping and grouping != key:
-            lines.append(f"{grouping}: " + "  ".join(f"{k} {100 * a:.1f}" for k, a in cells.items()))
-    if res.get("by_class"):
-        lines.append(f"class {key or '(one)'}: " + "  ".join(f"{k} {100 * c['accuracy']:.1f} (n {c['n']})"
-                                                             for k, c in res["by_class"].items()))
-    return lines
-
-
-def _gain(gain: Optional[dict]) -> str:
-    """The context gain cell: accuracy and balanced accuracy differences in points, McNemar's exact p."""
-    if not gain:
-        return "-"
-    return (f"{100 * gain['accuracy']:+.2f} / {100 * gain['balanced_accuracy']:+.2f} bal\n"
-            f"p {gain['p_exact']:.3g} ({gain['only_with_context']}:{gain['only_without_context']})")
 
 
 def _percent(value: Optional[float], decimals: int = 2) -> str:

@@ -7,7 +7,7 @@ import pytest
 
 from ctxmt_cli.evaluate.contrastive import decisions, score_contexts, score_testset
 from ctxmt_cli.evaluate.contrastive_classes import class_accuracy, context_gain
-from ctxmt_cli.evaluate.contrastive_report import render, score_sets
+from ctxmt_cli.evaluate.contrastive_report import render_classes, score_sets
 from ctxmt_cli.evaluate.mcnemar import mcnemar
 from ctxmt_cli.evaluate.testsets import ContrastiveItem, TestSet
 from ctxmt_cli.evaluate.testsets.generic import class_key
@@ -95,5 +95,7 @@ def test_a_context_model_s_gain_equals_two_independent_runs(tokenizer, one_threa
     one_pass = score_contexts(model, tokenizer, ts, contexts=(None, 0))
     for joint, alone in zip(one_pass, (score_testset(model, tokenizer, ts), score_testset(model, tokenizer, ts, context=0))):
         np.testing.assert_allclose(np.concatenate(joint), np.concatenate(alone), atol=2e-6)
-    printed = render({"sets": summaries, "aggregates": {}})
-    assert printed.columns[-2].header == "context gain" and printed.row_count == 1
+    table = render_classes({"sets": summaries, "aggregates": {}})
+    assert [c.header for c in table.columns][-3:] == ["without", "gain", "p (McNemar)"]
+    assert table.row_count == len(summaries["toy"]["by_class"]) + 2              # every class, all, balanced
+    assert list(table.columns[1].cells) == [*summaries["toy"]["by_class"], "all", "balanced"]
