@@ -5,9 +5,11 @@ Raw accuracy rewards a model's priors as much as its use of context. SCAT's 997 
 that always picks the feminine 67.7%. Two figures separate the two:
 
 * per class: each set's reader declares which tag names an item's class, the kind of its correct candidate
-  (:attr:`~ctxmt_cli.evaluate.testsets.base.TestSet.classes`: SCAT, Lopes and ContraPro the correct pronoun,
-  Voita the phenomenon and antecedent distance); ``balanced_accuracy`` is the unweighted mean of the per-class
-  accuracies, so any constant choice of class scores 1 / (number of classes) there, whatever the class shares;
+  (:attr:`~ctxmt_cli.evaluate.testsets.base.TestSet.classes`: SCAT the correct pronoun's gender, Lopes and
+  ContraPro the correct pronoun, Voita the phenomenon and antecedent distance); ``balanced_accuracy`` is the
+  unweighted mean of the per-class accuracies. A model that always makes the same choice is right on the classes
+  that choice wins only; the readers pick classes that one choice each wins (SCAT's test split has no correct
+  ``ils``, so its classes are the genders), so such a model scores 1 / (number of classes), whatever their shares;
 * context gain: the same model scored in the same run with every item's source and target context dropped
   (``context=0``; the rows a sentence-level model scores do not change, so its gain is exactly 0). The gain is
   the difference in accuracy and in balanced accuracy, with McNemar's exact p on the paired per-item decisions

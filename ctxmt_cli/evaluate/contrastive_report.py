@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Optional
 
 from ctxmt_cli.errors import CtxmtError, option
+from ctxmt_cli.evaluate import contrastive_classes as classes
 from ctxmt_cli.evaluate.aggregates import aggregates
 from ctxmt_cli.evaluate.artefacts import DEFINITIONS, RecordingTokenizer, artefact_report
 from ctxmt_cli.evaluate.contrastive import decisions, score_contexts, summarize
-from ctxmt_cli.evaluate import contrastive_classes as classes
 from ctxmt_cli.evaluate.testsets import TestSet, load_testsets, scores_lines
 from ctxmt_cli.outputs import remove_stale, write_atomic, write_json
 from ctxmt_cli.paths import check_output_dir, check_output_file

@@ -3,10 +3,17 @@ every word = the all-word figure, no match = an honest n of 0, a sentence-level 
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from ctxmt_cli.analysis.cxmi import CxmiRequest, document_pairs, render, run_cxmi, score_pairs, sentence_pairs, summarize
+from ctxmt_cli.analysis.cxmi import (
+    CxmiRequest,
+    document_pairs,
+    render,
+    run_cxmi,
+    score_pairs,
+    sentence_pairs,
+    summarize,
+)
 from ctxmt_cli.analysis.cxmi_words import parse_words, render_words, word_figures, words_of
 from ctxmt_cli.data.store import PreparedData
 from ctxmt_cli.errors import OptionError
