@@ -31,6 +31,9 @@ exactly 0; a sentence at a document start has no context and contributes exactly
 On the synthetic benchmark the per-sentence discourse events (which phenomenon, at which
 distance) are re-derived from the source by the generator's own translation rules and
 checked against the reference; the figures are then also given per tag (``by_tag``).
+
+``tokens``: the figures restricted to chosen target words (P-CXMI averaged over their tokens, e.g. the French
+pronouns; matching rules in :mod:`ctxmt_cli.analysis.cxmi_words`), under ``restricted``.
 """
 
 from __future__ import annotations
@@ -38,10 +41,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
+from ctxmt_cli.analysis.cxmi_words import check_words, render_words, word_figures
 from ctxmt_cli.errors import CtxmtError, OptionError, option
 from ctxmt_cli.outputs import remove_stale, write_atomic
 from ctxmt_cli.paths import check_output_file
@@ -73,6 +77,7 @@ class CxmiRequest:
     device: str = "cpu"
     out: Optional[Path] = None
     per_sentence: Optional[Path] = None
+    tokens: Optional[Sequence[str]] = None         # P-CXMI restricted to these target words too
 
 
 @dataclass(frozen=True)
@@ -146,14 +151,18 @@ def sentence_pairs(docs: list[Document], keep: tuple[int, int], limit: int,
     return pairs
 
 
-def score_pairs(model, tokenizer, pairs: list[SentencePair], max_tokens: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Summed log-probabilities without and with context, and the scored token counts, per sentence."""
+def score_pairs(model, tokenizer, pairs: list[SentencePair], max_tokens: int, per_token: bool = False) -> tuple:
+    """Summed log-probabilities without and with context, and the scored token counts, per sentence; with
+    ``per_token``, a fourth element: each sentence's scored tokens' log-probability differences (context minus
+    none, ``</s>`` last)."""
     from ctxmt_cli.evaluate.contrastive import score_rows
 
     rows = [p.plain for p in pairs] + [p.contextual for p in pairs]
-    logprob, tokens = score_rows(model, tokenizer, rows, max_tokens=max_tokens)
+    logprob, tokens, *kept = score_rows(model, tokenizer, rows, max_tokens=max_tokens, per_token=per_token)
     n = len(pairs)
-    return logprob[:n], logprob[n:], tokens[:n]
+    if not per_token:
+        return logprob[:n], logprob[n:], tokens[:n]
+    return logprob[:n], logprob[n:], tokens[:n], [c - p for p, c in zip(kept[0][:n], kept[0][n:])]
 
 
 def figures(plain: np.ndarray, contextual: np.ndarray, tokens: np.ndarray) -> dict:
@@ -204,6 +213,8 @@ def _check_request(req: CxmiRequest) -> None:
         raise OptionError("context", req.context, "give a number of context sentences >= 0")
     if req.max_tokens < 16:
         raise OptionError("max_tokens", req.max_tokens, "give a token budget >= 16")
+    if req.tokens is not None:
+        check_words(req.tokens)
     for path, what in ((req.out, option("out")), (req.per_sentence, option("per_sentence"))):
         if path is not None:
             check_output_file(Path(path), what, inputs=(req.checkpoint, req.data), make_parents=True)
@@ -232,10 +243,14 @@ def run_cxmi(req: CxmiRequest) -> dict:
     following = next_sentences(loaded.recipe.model, req.context)
     donor = random_donor(docs, max(keep), np.random.default_rng(req.seed)) if req.random_context else None
     pairs = sentence_pairs(docs, keep, loaded.recipe.data.max_window_tokens, donor, following)
-    plain, contextual, tokens = score_pairs(loaded.model, loaded.tokenizer, pairs, req.max_tokens)
+    plain, contextual, tokens, *deltas = score_pairs(loaded.model, loaded.tokenizer, pairs, req.max_tokens,
+                                                     per_token=req.tokens is not None)
     tags = synthetic_tags(prepared, req.split, docs)
     flat_tags = None if tags is None else [t for doc in tags for t in doc]
     result = summarize(plain, contextual, tokens, pairs, flat_tags)
+    if req.tokens is not None:
+        result["restricted"] = word_figures([p.plain[1][0] for p in pairs], deltas[0],
+                                            lambda token: loaded.tokenizer.piece(token, "tgt"), req.tokens)
     result.update({
         "context": max(*keep, following) if req.context is None else req.context,
         "context_sentences": {"src": keep[0], "tgt": keep[1], "src_next": following},
@@ -301,4 +316,4 @@ def render(result: dict) -> str:
         lines.append(f"{name:<20}{fig['n']:>7}{values[0]:>13}{values[1]:>15}")
     if "tags" in result:
         lines.append(f"tags: {result['tags']}")
-    return "\n".join(lines)
+    return "\n".join(lines + render_words(result.get("restricted")))

@@ -31,7 +31,7 @@ source context sentences; the row's fifth element carries them (the target conca
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable, Iterable, Optional, Union
+from typing import Callable, Iterable, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -119,35 +119,50 @@ def score_testset(
     context: Optional[int] = None, progress: Optional[Callable[[int], None]] = None,
 ) -> list[list[float]]:
     """Score every candidate of every item; per-item lists of scores (higher = better)."""
+    return score_contexts(model, tokenizer, testset, contexts=(context,), max_tokens=max_tokens, normalize=normalize,
+                          span=span, progress=progress)[0]
+
+
+@torch.inference_mode()
+def score_contexts(
+    model, tokenizer, testset: TestSet, *, contexts: Sequence[Optional[int]], max_tokens: int = 4096,
+    normalize: str = "mean", span: str = "all", progress: Optional[Callable[[int], None]] = None,
+) -> list[list[list[float]]]:
+    """:func:`score_testset` once per entry of ``contexts`` (context sentences per side; None: the model's own, 0:
+    none), all in one pass: a row that two entries share (a sentence-level model's rows, an item without context)
+    is scored once, so adding ``0`` to measure the context's gain costs only the rows that context changes."""
     if normalize not in NORMALIZE or span not in SPANS:
         raise CtxmtError(f"normalize={normalize!r} span={span!r}: choose normalize in {NORMALIZE} and span in {SPANS}")
     inputs = inputs_of(model.cfg)
-    src_keep, tgt_keep = inputs.scoring_context(context, max((len(item.src_context) for item in testset.items),
-                                                             default=0))
+    longest = max((len(item.src_context) for item in testset.items), default=0)
     rows, owners = [], []                                       # owners[r] = flat candidate index of row r
     offsets = np.cumsum([0] + [len(item.candidates) for item in testset.items])
-    for i, item in enumerate(testset.items):
-        for k in range(len(item.candidates)):
-            for row in candidate_rows(item, k, src_keep, tgt_keep, span, inputs.target_concat):
-                rows.append(row)
-                owners.append(offsets[i] + k)
+    for c, context in enumerate(contexts):
+        src_keep, tgt_keep = inputs.scoring_context(context, longest)
+        for i, item in enumerate(testset.items):
+            for k in range(len(item.candidates)):
+                for row in candidate_rows(item, k, src_keep, tgt_keep, span, inputs.target_concat):
+                    rows.append(row)
+                    owners.append(c * offsets[-1] + offsets[i] + k)
     logprob, tokens = score_rows(model, tokenizer, rows, pretokenized=testset.pretokenized, max_tokens=max_tokens,
-                                 progress=progress)
-    total, count = np.zeros(offsets[-1]), np.zeros(offsets[-1])
+                                 progress=progress)[:2]
+    total, count = np.zeros(len(contexts) * offsets[-1]), np.zeros(len(contexts) * offsets[-1])
     np.add.at(total, owners, logprob)
     np.add.at(count, owners, tokens)
     flat = total / count if normalize == "mean" else total
     # rounded to what the scores file holds, so the publishers' scripts and ctxmt decide on the same numbers
     flat = np.round(flat, SCORE_DECIMALS)
-    return [flat[offsets[i]: offsets[i + 1]].tolist() for i in range(len(testset.items))]
+    return [[flat[c * offsets[-1] + offsets[i]: c * offsets[-1] + offsets[i + 1]].tolist()
+             for i in range(len(testset.items))] for c in range(len(contexts))]
 
 
 @torch.inference_mode()
 def score_rows(
     model, tokenizer, rows: list[Row], *, pretokenized: bool = False, max_tokens: int = 4096,
-    progress: Optional[Callable[[int], None]] = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Summed log-probability and token count (``</s>`` included) of each row's scored trailing target sentences.
+    progress: Optional[Callable[[int], None]] = None, per_token: bool = False,
+) -> tuple:
+    """Summed log-probability and token count (``</s>`` included) of each row's scored trailing target sentences;
+    with ``per_token``, a third element: each row's scored tokens' log-probabilities, in target order.
 
     Identical rows are scored once and get the very same numbers (publishers' duplicate candidates tie
     exactly; a row that gets no context is the same row as its context-free twin).
@@ -170,9 +185,12 @@ def score_rows(
     if inputs.target_concat:                                        # a row without a fifth element: none
         concat = [np.zeros(0, np.int64) if r[4] is None else enc.concatenation(list(r[4]), r[0][-1])
                   for r in unique_rows]
+    kept: Optional[list] = [None] * len(unique_rows) if per_token else None
     logprob, tokens = _score_rows(model, tokenizer, (sources, following, concat), targets,
-                                  [r[2] for r in unique_rows], max_tokens, progress)
-    return logprob[row_of], tokens[row_of]
+                                  [r[2] for r in unique_rows], max_tokens, (progress, kept))
+    if kept is None:
+        return logprob[row_of], tokens[row_of]
+    return logprob[row_of], tokens[row_of], [kept[r] for r in row_of]
 
 
 def shared_source_batches(src_key: np.ndarray, src_len: np.ndarray, tgt_len: np.ndarray, max_tokens: int) -> list[np.ndarray]:
@@ -194,12 +212,13 @@ def shared_source_batches(src_key: np.ndarray, src_len: np.ndarray, tgt_len: np.
     return batches
 
 
-def _score_rows(model, tokenizer, windows, targets, scored, max_tokens, progress) -> tuple[np.ndarray, np.ndarray]:
+def _score_rows(model, tokenizer, windows, targets, scored, max_tokens, report) -> tuple[np.ndarray, np.ndarray]:
     """Summed log-probability and token count of the scored trailing sentences of every row; ``windows``: the
     source windows, the next sentences in each (``Batch.src_next`` for a model reading next sentences) and the
-    target concatenations (a bilingual model's, handed to its ``scoring_batch``; None for any other)."""
+    target concatenations (a bilingual model's, handed to its ``scoring_batch``; None for any other); ``report``:
+    the progress callback and a list to receive each row's token log-probabilities (either None)."""
     pad, bos, brk = tokenizer.pad_id, tokenizer.bos_id, tokenizer.brk_id
-    sources, following, concat = windows
+    (sources, following, concat), (progress, kept) = windows, report
     following = np.zeros(len(sources), dtype=np.int64) if following is None else np.asarray(following)
     inputs = inputs_of(model.cfg)
     reads_next = bool(inputs.next_sentences())
@@ -230,6 +249,9 @@ def _score_rows(model, tokenizer, windows, targets, scored, max_tokens, progress
         token_lp = model.target_logprobs(batch, mask)                                 # (B, T), 0 off the mask
         logprob[ids] = token_lp.sum(1).cpu().numpy()
         tokens[ids] = mask.sum(1).cpu().numpy()
+        if kept is not None:
+            for row, values, scored_mask in zip(ids, token_lp.cpu().numpy(), mask.cpu().numpy()):
+                kept[row] = values[scored_mask]
         if progress is not None:
             progress(len(ids))
     return logprob, tokens
@@ -271,12 +293,18 @@ def summarize(testset: TestSet, correct: list[bool]) -> dict:
     """``{"accuracy": a, "n": count, "by": {GROUPING: {KEY: a}}}``; a compound grouping ``a/b`` keys by ``"x/y"``."""
     by = {}
     for grouping in testset.groupings:
-        keys = grouping.split("/")
-        flat: dict = defaultdict(list)
-        for item, ok in zip(testset.items, correct):
-            flat["/".join(str(item.tags.get(k)) for k in keys)].append(ok)
-        by[grouping] = {key: sum(oks) / len(oks) for key, oks in sorted(flat.items(), key=lambda kv: _natural(kv[0]))}
+        groups = grouped(testset.items, correct, grouping)
+        by[grouping] = {key: sum(oks) / len(oks) for key, oks in groups.items()}
     return {"accuracy": sum(correct) / max(len(correct), 1), "n": len(correct), "by": by}
+
+
+def grouped(items: list[ContrastiveItem], values: list, grouping: Optional[str]) -> dict[str, list]:
+    """``values`` (one per item) grouped by the items' tag ``grouping`` (``KEY`` or ``KEY/KEY``: ``"x/y"``), keys in
+    natural order; grouping None: one group ``"all"``."""
+    flat: dict = defaultdict(list)
+    for item, value in zip(items, values):
+        flat["all" if grouping is None else "/".join(str(item.tags.get(k)) for k in grouping.split("/"))].append(value)
+    return dict(sorted(flat.items(), key=lambda kv: _natural(kv[0])))
 
 
 def _natural(key: str):

@@ -2,10 +2,13 @@
 
 Output directory (``--out DIR``):
 
-* ``results.json`` -- ``{"sets": {SET: {"accuracy", "n", "by": {GROUPING: {KEY: acc}}, "tie_rule",
-  "ties", "strict_accuracy", "unknown_share": {"tgt", "src"}, "warning", "checksums"}}, "aggregates": {...},
-  "definitions": {...}, "checkpoint": {"path", "sha256"}, "options": {...}}`` (ties, strict accuracy and
-  unknown-token shares: :mod:`ctxmt_cli.evaluate.artefacts`)
+* ``results.json`` -- ``{"sets": {SET: {"accuracy", "n", "by": {GROUPING: {KEY: acc}}, "class_key",
+  "by_class": {CLASS: {"accuracy", "n"}}, "balanced_accuracy", "context_gain": {"accuracy", "balanced_accuracy",
+  "p_exact", "only_with_context", "only_without_context", "without_context": {"accuracy", "balanced_accuracy",
+  "by_class"}}, "tie_rule", "ties", "strict_accuracy", "unknown_share": {"tgt", "src"}, "warning",
+  "checksums"}}, "aggregates": {...}, "definitions": {...}, "checkpoint": {"path", "sha256"}, "options": {...}}``
+  (ties, strict accuracy and unknown-token shares: :mod:`ctxmt_cli.evaluate.artefacts`; classes and the context
+  gain, present when asked for: :mod:`ctxmt_cli.evaluate.contrastive_classes`)
 * ``SET.scores`` -- the publisher's layout: one ``-log p`` per line (lower = better), items in file
   order, candidates in the publisher's order, so their own evaluation script gives ctxmt's accuracy
 * ``SET.decisions.jsonl`` -- one ``{"correct": bool, "tags": {...}}`` per item, for ``contrastive compare``
@@ -18,9 +21,10 @@ from pathlib import Path
 from typing import Optional
 
 from ctxmt_cli.errors import CtxmtError, option
+from ctxmt_cli.evaluate import contrastive_classes as classes
 from ctxmt_cli.evaluate.aggregates import aggregates
 from ctxmt_cli.evaluate.artefacts import DEFINITIONS, RecordingTokenizer, artefact_report
-from ctxmt_cli.evaluate.contrastive import decisions, score_testset, summarize
+from ctxmt_cli.evaluate.contrastive import decisions, score_contexts, summarize
 from ctxmt_cli.evaluate.testsets import TestSet, load_testsets, scores_lines
 from ctxmt_cli.outputs import file_sha256, remove_stale, write_atomic, write_json
 from ctxmt_cli.paths import check_output_dir, check_output_file
@@ -36,17 +40,24 @@ def check_language_pair(testset: TestSet, tokenizer, checkpoint: Path) -> None:
 
 
 def score_sets(loaded, testsets: list[TestSet], *, context=None, normalize="mean", span="all",
-               max_tokens=4096, progress=None) -> tuple[dict, dict, dict]:
-    """(scores, decisions, summaries) per set name; a summary also says how far ties and unknown tokens decided it."""
+               max_tokens=4096, progress=None, context_gain: bool = False) -> tuple[dict, dict, dict]:
+    """(scores, decisions, summaries) per set name; a summary also says how far ties and unknown tokens decided it,
+    gives the accuracy per class and, with ``context_gain``, what the context adds (the set scored again without
+    context, in the same pass: :func:`~ctxmt_cli.evaluate.contrastive.score_contexts`)."""
     scores, decided, summaries = {}, {}, {}
     tokenizer = RecordingTokenizer(loaded.tokenizer)  # the unknown-token shares reuse the scorer's encodings
     for ts in testsets:
-        scores[ts.name] = score_testset(loaded.model, tokenizer, ts, context=context, normalize=normalize,
-                                        span=span, max_tokens=max_tokens, progress=progress)
+        runs = score_contexts(loaded.model, tokenizer, ts, contexts=(context, 0) if context_gain else (context,),
+                              normalize=normalize, span=span, max_tokens=max_tokens, progress=progress)
+        scores[ts.name] = runs[0]
         decided[ts.name] = decisions(ts, scores[ts.name])
-        summaries[ts.name] = {**summarize(ts, decided[ts.name]), "tie_rule": ts.tie_rule,
-                              **artefact_report(ts, scores[ts.name], tokenizer), "checksums": ts.checksums()}
+        summaries[ts.name] = {**summarize(ts, decided[ts.name]), **classes.class_accuracy(ts, decided[ts.name]),
+                              "tie_rule": ts.tie_rule, **artefact_report(ts, scores[ts.name], tokenizer),
+                              "checksums": ts.checksums()}
+        if context_gain:
+            summaries[ts.name]["context_gain"] = classes.context_gain(ts, decided[ts.name], decisions(ts, runs[1]))
     return scores, decided, summaries
+
 
 
 def run_contrastive(spec: str, checkpoint: Path, *, data: Optional[Path] = None, out: Optional[Path] = None,
@@ -58,7 +69,8 @@ def run_contrastive(spec: str, checkpoint: Path, *, data: Optional[Path] = None,
     from ctxmt_cli.models.families import context_sentences
     from ctxmt_cli.models.loading import load_model, torch_device
 
-    score_options = {k: options.pop(k) for k in ("context", "normalize", "span", "max_tokens") if k in options}
+    score_options = {k: options.pop(k) for k in ("context", "normalize", "span", "max_tokens", "context_gain")
+                     if k in options}
     if out is not None and (Path(out) / "results.json").exists() and not force:
         raise CtxmtError(f"{out}/results.json exists; pass {option('force')} to overwrite it or choose another "
                          f"{option('out')}")
@@ -73,10 +85,11 @@ def run_contrastive(spec: str, checkpoint: Path, *, data: Optional[Path] = None,
         check_language_pair(ts, loaded.tokenizer, checkpoint)
     if out is not None:
         check_outputs(Path(out), testsets, _inputs(checkpoint, data), force)
-    with _progress(testsets, show, log_format) as progress:
+    with _progress(testsets, show, log_format, 2 if score_options.get("context_gain") else 1) as progress:
         scores, decided, summaries = score_sets(loaded, testsets, progress=progress, **score_options)
     results = {
-        "sets": summaries, "aggregates": aggregates(testsets, decided), "definitions": DEFINITIONS,
+        "sets": summaries, "aggregates": aggregates(testsets, decided),
+        "definitions": {**DEFINITIONS, **classes.DEFINITIONS},
         "checkpoint": {"path": str(checkpoint), "sha256": file_sha256(checkpoint)},
         "options": {"testset": spec, "data": None if data is None else str(data), **score_options},
     }
@@ -121,11 +134,12 @@ def write_outputs(out: Path, results: dict, testsets: list[TestSet], scores: dic
 
 class _progress:
     """The candidate rows scored so far, on stderr in a log format (:class:`ctxmt_cli.logs.CountLog`; silent when
-    ``show`` is False): a line every 10 s at most. The total counts candidates before identical rows are merged
-    (scored once), so the count jumps to the total at the end."""
+    ``show`` is False): a line every 10 s at most. The total counts candidates, once per scoring (``passes``: 2
+    with the context gain), before identical rows are merged (scored once), so the count jumps to the total at
+    the end."""
 
-    def __init__(self, testsets: list[TestSet], show: bool, log_format: Optional[str] = None):
-        self.total = sum(len(item.candidates) for ts in testsets for item in ts.items)
+    def __init__(self, testsets: list[TestSet], show: bool, log_format: Optional[str] = None, passes: int = 1):
+        self.total = passes * sum(len(item.candidates) for ts in testsets for item in ts.items)
         self.show, self.log_format, self.log, self.done = show, log_format, None, 0
 
     def __enter__(self):
@@ -149,8 +163,10 @@ class _progress:
 
 
 def render(results: dict):
-    """A rich table: one row per set (accuracy under the publisher's tie rule and the strict one, ties,
-    unknown-token shares, n, every grouping) and the aggregates."""
+    """Two rich tables: one row per set (accuracy under the publisher's tie rule and the strict one, ties,
+    unknown-token shares, n, every grouping) and the aggregates; then each set's accuracy per class, over all items
+    and balanced, with and without context where the context gain was measured (:func:`render_classes`)."""
+    from rich.console import Group
     from rich.table import Table
 
     table = Table(title="contrastive accuracy (%)", caption="ties: " + DEFINITIONS["ties"])
@@ -164,10 +180,36 @@ def render(results: dict):
                 groups.append(f"{grouping}: " + "  ".join(f"{k} {100 * a:.1f}" for k, a in cells.items()))
         unknown = res.get("unknown_share") or {}
         table.add_row(name, str(res["n"]), f"{100 * res['accuracy']:.2f} ({res.get('tie_rule', '')})",
-                      _percent(res.get("strict_accuracy")), str(res.get("ties", "")),
-                      f"{_percent(unknown.get('tgt'), 1)}/{_percent(unknown.get('src'), 1)}", "\n".join(groups))
+                      _percent(res.get("strict_accuracy")),
+                      str(res.get("ties", "")), f"{_percent(unknown.get('tgt'), 1)}/{_percent(unknown.get('src'), 1)}",
+                      "\n".join(groups))
     for name, value in results["aggregates"].items():
         table.add_row(f"[bold]{name}[/bold]", "", f"{100 * value:.2f}", "", "", "", "aggregate")
+    return Group(table, render_classes(results))
+
+
+def render_classes(results: dict):
+    """A rich table of each set's accuracy per class, all items and the balanced accuracy, with context and, where
+    the context gain was measured, without it, the difference and McNemar's exact p."""
+    from rich.table import Table
+
+    table = Table(title="accuracy per class (%) and context gain", caption="balanced: "
+                  + classes.DEFINITIONS["balanced_accuracy"] + "; gain: with minus without context, in points")
+    for column in ("set", "class", "n", "with context", "without", "gain", "p (McNemar)"):
+        table.add_column(column, justify="left" if column in ("set", "class") else "right")
+    for name, res in results["sets"].items():
+        gain = res.get("context_gain") or {}
+        without = gain.get("without_context", {})
+        rows = [(key, str(c["n"]), c["accuracy"],
+                 without.get("by_class", {}).get(key), "") for key, c in res.get("by_class", {}).items()]
+        rows.append(("all", str(res["n"]), res["accuracy"], without.get("accuracy"),
+                     f"{gain['p_exact']:.3g}" if gain else ""))
+        rows.append(("balanced", "", res.get("balanced_accuracy"), without.get("balanced_accuracy"), ""))
+        for i, (label, n, with_context, without_context, p) in enumerate(rows):
+            difference = None if without_context is None else with_context - without_context
+            first = f"{name}\nclass: {res.get('class_key') or '(one)'}" if i == 0 else ""
+            table.add_row(first, label, n, _percent(with_context), _percent(without_context),
+                          "" if difference is None else f"{100 * difference:+.2f}", p)
     return table
 
 

@@ -42,6 +42,33 @@ def test_outputs_in_the_publishers_layout(two_runs):
     assert len(results["checkpoint"]["sha256"]) == 64 and results["sets"]["synthetic"]["checksums"]
 
 
+def test_classes_balanced_accuracy_and_context_gain(two_runs, sentence_level_checkpoint, synthetic_dir, tmp_path):
+    """Every set reports its accuracy per class and their mean; the context gain (on by default) compares the run
+    with the same model's run without context: a model reading context gets both runs' figures and McNemar's p, a
+    sentence-level one exactly no gain, and --no-context-gain leaves the second run out."""
+    results = json.loads((two_runs[0] / "results.json").read_text())
+    res = results["sets"]["synthetic"]
+    assert res["class_key"] == "phenomenon/distance" and sum(c["n"] for c in res["by_class"].values()) == res["n"]
+    accuracies = [c["accuracy"] for c in res["by_class"].values()]
+    assert res["balanced_accuracy"] == pytest.approx(sum(accuracies) / len(accuracies))
+    gain = res["context_gain"]
+    assert gain["accuracy"] == pytest.approx(res["accuracy"] - gain["without_context"]["accuracy"])
+    assert gain["balanced_accuracy"] == pytest.approx(res["balanced_accuracy"] - gain["without_context"]["balanced_accuracy"])
+    assert 0 < gain["p_exact"] <= 1 and results["options"]["context_gain"] is True
+    assert "context_gain" in results["definitions"] and "balanced_accuracy" in results["definitions"]
+    result = run_cli("contrastive", "synthetic", "--data", synthetic_dir, "-c", sentence_level_checkpoint, "--out",
+                     tmp_path / "sentence")
+    assert result.exit_code == 0, result.output
+    assert "context gain" in result.stdout and "balanced" in result.stdout and "pronoun/3" in result.stdout
+    gain = json.loads((tmp_path / "sentence" / "results.json").read_text())["sets"]["synthetic"]["context_gain"]
+    assert gain["accuracy"] == gain["balanced_accuracy"] == 0.0 and gain["p_exact"] == 1.0
+    result = run_cli("contrastive", "synthetic", "--data", synthetic_dir, "-c", sentence_level_checkpoint, "--out",
+                     tmp_path / "off", "--no-context-gain")
+    assert result.exit_code == 0, result.output
+    off = json.loads((tmp_path / "off" / "results.json").read_text())
+    assert "context_gain" not in off["sets"]["synthetic"] and off["options"]["context_gain"] is False
+
+
 def test_compare_prints_mcnemar(two_runs):
     result = run_cli("contrastive", "compare", *two_runs)
     assert result.exit_code == 0, result.output

@@ -43,7 +43,23 @@ def test_concat_model_uses_its_context_and_random_context_differs(concat_checkpo
     assert one["context_sentences"] == {"src": 1, "tgt": 1, "src_next": 0} and one["cxmi_per_token"] != gold["cxmi_per_token"]
 
 
+def test_tokens_restrict_cxmi_to_chosen_words(concat_checkpoint, synthetic_dir, tmp_path):
+    word = (synthetic_dir / "raw" / "test.tgt").read_text(encoding="utf-8").split()[0]
+    printed, result, _ = cxmi(tmp_path, concat_checkpoint, "--tokens", f"{word.upper()},zzzz")
+    restricted = result["restricted"]
+    assert restricted["words"] == [word.casefold(), "zzzz"] and restricted["by_word"]["zzzz"]["n"] == 0
+    assert 0 < restricted["n"] == restricted["by_word"][word.casefold()]["n"] < restricted["all_words"]["n"]
+    assert restricted["p_cxmi_per_word"] is not None and restricted["tokens"] >= restricted["n"]
+    assert f"P-CXMI on target words {word.casefold()},zzzz" in printed and "all words" in printed
+    printed, result, _ = cxmi(tmp_path, concat_checkpoint, "--tokens", "zzzz", name="none")
+    assert result["restricted"]["n"] == 0 and result["restricted"]["p_cxmi_per_token"] is None
+    assert "no target word matched (n = 0" in printed and result["cxmi_per_token"] != 0.0
+
+
 @pytest.mark.parametrize("args, needle", [
+    (["--tokens", ""], "--tokens"),
+    (["--tokens", ",,"], "--tokens"),
+    (["--tokens", "il elle"], "--tokens"),
     (["--split", "nosuch"], "nosuch"),
     (["--context", "-1"], "--context"),
     (["--max-tokens", "2"], "--max-tokens"),

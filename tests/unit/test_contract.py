@@ -22,7 +22,7 @@ from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.core.probe import Collect
 from ctxmt_cli.data.batching import collate
 from ctxmt_cli.decode.search import beam_search, greedy_search
-from ctxmt_cli.evaluate.contrastive import score_rows, score_testset
+from ctxmt_cli.evaluate.contrastive import score_contexts, score_rows, score_testset
 from ctxmt_cli.evaluate.testsets import ContrastiveItem, TestSet
 from ctxmt_cli.models.families import FAMILIES, build_model, inputs_of, resolve_model_config
 from ctxmt_cli.models.hanoit.bilingual import TargetConcatRows
@@ -326,6 +326,19 @@ def test_batched_scores_equal_one_by_one(variant, tokenizer):
         together = score_rows(model, tokenizer, rows)[0]
         for r, row in enumerate(rows):
             assert together[r] == pytest.approx(score_rows(model, tokenizer, [row])[0][0], abs=2e-5)
+
+
+@pytest.mark.parametrize("variant", IDS)
+def test_scoring_without_context_drops_every_items_context(variant, tokenizer):
+    """The context gain's second run (context 0, scored in the same pass as the first): every family scores each
+    candidate as if its item had no source or target context at all."""
+    model, ts = make_model(variant, tok_vocab(tokenizer)), toy_set()
+    bare = TestSet(name="bare", kind="jsonl", items=[ContrastiveItem([], it.src, [], it.candidates) for it in ts.items])
+    own, without = score_contexts(model, tokenizer, ts, contexts=(None, 0), normalize="none")
+    np.testing.assert_allclose(np.concatenate(own), np.concatenate(score_testset(model, tokenizer, ts, normalize="none")),
+                               atol=2e-5)
+    np.testing.assert_allclose(np.concatenate(without), np.concatenate(score_testset(model, tokenizer, bare,
+                                                                                     normalize="none")), atol=2e-5)
 
 
 # ---- gradients -------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.evaluate.contrastive_classes import class_accuracy
 from ctxmt_cli.evaluate.testsets import load_testsets
 from ctxmt_cli.evaluate.testsets.scat import ScatTestSet, has_highlight, read_scat, strip_markers, swap_pronouns
 
@@ -96,12 +97,24 @@ def test_correct_candidate_is_the_unmarked_reference(scat):
 
 def test_tags(scat):
     test = scat["test"]
-    assert all(set(i.tags) == {"phenomenon", "pronoun", "has_highlight", "swapped"} for i in test.items)
+    assert all(set(i.tags) == {"phenomenon", "pronoun", "gender", "has_highlight", "swapped"} for i in test.items)
     assert {i.tags["phenomenon"] for i in test.items} == {"pronoun"}
     assert Counter(i.tags["pronoun"] for i in test.items) == {"elles": 377, "il": 322, "elle": 298}
+    assert Counter(i.tags["gender"] for i in test.items) == {"feminine": 675, "masculine": 322}
     assert Counter(i.tags["swapped"] for i in test.items) == {1: 924, 2: 66, 3: 7}
     assert sum(i.tags["has_highlight"] for i in test.items) == 995
     assert set(Counter(i.tags["pronoun"] for i in scat["train"].items)) == {"il", "elle", "ils", "elles"}
+
+
+def test_a_constant_gender_choice_scores_half_balanced_accuracy(scat):
+    """Always the masculine scores 32.3%, always the feminine 67.7% (the test split's priors); with the correct
+    pronoun's gender as the class both score 50% balanced accuracy (the pronouns as classes: 1/3 and 2/3)."""
+    test = scat["test"]
+    assert test.classes == "gender"
+    for gender, share in (("masculine", 322 / 997), ("feminine", 675 / 997)):
+        choice = [item.tags["gender"] == gender for item in test.items]
+        assert sum(choice) / len(choice) == pytest.approx(share)
+        assert class_accuracy(test, choice)["balanced_accuracy"] == 0.5
 
 
 def test_context_is_one_line_without_separator(scat):
@@ -163,6 +176,7 @@ def test_tiny_split_and_on_unswappable(tmp_path, caplog):
     item = s.items[0]
     assert (item.src, item.candidates) == ("It it runs.", ["Elle roule.", "Il roule."])
     assert (item.src_context, item.tgt_context) == (["The car."], ["La voiture."])
+    assert (item.tags["pronoun"], item.tags["gender"], s.classes) == ("elle", "feminine", "gender")
     assert s.skipped == [{"line": 2, "reason": s.skipped[0]["reason"], "fr": "Elle roule."}]
     assert "1 of 2 examples have no swappable pronoun" in caplog.text
     with pytest.raises(CtxmtError, match=r"highlighted\.mini\.fr, line 2: no whole-word"):

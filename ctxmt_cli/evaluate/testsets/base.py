@@ -3,7 +3,7 @@
 A reader turns a publisher's files into :class:`TestSet` objects. The scorer
 (:mod:`ctxmt_cli.evaluate.contrastive`) never asks which publisher a set came
 from: it scores :class:`ContrastiveItem` candidates, applies ``tie_rule`` and
-reports accuracy grouped by the tag keys in ``groupings``.
+reports accuracy grouped by the tag keys in ``groupings`` and per class (``classes``).
 
 Candidate order is the publisher's order (ContraPro/Lopes/SCAT: correct first,
 then each contrastive variant; Voita: the ``dst`` list order), so the scores
@@ -54,6 +54,10 @@ class TestSet:
                  ContraPro, Lopes, SCAT, ctxmt); ``first_index`` = argmax with ties to the lowest index
                  (Voita's ``evaluate_consistency.py``, argmin of losses).
     groupings:   tag keys to report accuracy by (e.g. ``("ctx_dist",)``, ``("distance", "pronoun")``).
+    classes:     the tag key (``KEY`` or ``KEY/KEY``) whose value is an item's class, the kind of its correct
+                 candidate (SCAT: the correct pronoun's gender; ContraPro: er/sie/es; Voita: phenomenon and distance): accuracy per
+                 class and the balanced accuracy, their unweighted mean, which a model picking by the classes'
+                 priors cannot raise above chance; None: the whole set is one class.
     files:       every file read, for the checksums in results.json.
     src_lang / tgt_lang: the language pair, checked against the checkpoint's where both are known.
     pretokenized: the text is already Moses-tokenized (Voita's sets): skip Moses, apply SentencePiece only.
@@ -66,6 +70,7 @@ class TestSet:
     items: list[ContrastiveItem]
     tie_rule: TieRule = "strict"
     groupings: tuple[str, ...] = ()
+    classes: Optional[str] = None
     files: list[Path] = field(default_factory=list)
     src_lang: Optional[str] = None
     tgt_lang: Optional[str] = None

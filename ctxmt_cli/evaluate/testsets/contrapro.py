@@ -188,7 +188,7 @@ def read_contrapro(path: Path, **options) -> list[TestSet]:
     items = [ContrastiveItem(src_context=sc, src=s, tgt_context=tc, candidates=c, correct=0, tags=record_tags(r))
              for r, (sc, s, tc, c) in zip(records, rows)]
     return [TestSet(name=json_path.stem, kind="contrapro", items=items, tie_rule="strict",
-                    groupings=("distance", "pronoun"), files=[json_path, *used],
+                    groupings=("distance", "pronoun"), classes="pronoun", files=[json_path, *used],
                     src_lang=src_lang, tgt_lang=tgt_lang)]
 
 

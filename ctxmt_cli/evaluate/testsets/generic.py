@@ -9,13 +9,15 @@ Generic layout, one JSON object per line::
 ``correct`` defaults to 0 and ``tags`` to ``{}``. Optional
 ``"candidate_contexts": [[...], ...]`` gives each candidate its own target
 context (one list per candidate, as long as ``src_context``) when candidates
-differ in earlier sentences too. Accuracy is reported by every tag key found.
+differ in earlier sentences too. Accuracy is reported by every tag key found, and per class
+(balanced accuracy): the ``class`` tag where the items have one, else ``pronoun``, else ``phenomenon``.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Optional
 
 from ctxmt_cli.data.lines import read_lines
 from ctxmt_cli.data.text_input import JsonInputError, json_kind, load_json
@@ -23,6 +25,8 @@ from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet
 
 FIELDS = {"src_context", "src", "tgt_context", "candidates", "correct", "tags", "candidate_contexts"}
+#: the tags that name a generic item's class (balanced accuracy), the first one present
+CLASS_TAGS = ("class", "pronoun", "phenomenon")
 EXAMPLE = '{"src": "It is big.", "candidates": ["Es ist groß.", "Sie ist groß."], "correct": 0}'
 
 
@@ -109,7 +113,14 @@ def read_jsonl(path: Path, **options) -> list[TestSet]:
         raise CtxmtError(f"jsonl test set must be a file: {path}")
     items = read_items(path)
     keys = sorted({key for item in items for key in item.tags})
-    return [TestSet(name=path.stem, kind="jsonl", items=items, groupings=tuple(keys), files=[path])]
+    return [TestSet(name=path.stem, kind="jsonl", items=items, groupings=tuple(keys), classes=class_key(keys),
+                    files=[path])]
+
+
+def class_key(keys: list[str]) -> Optional[str]:
+    """The tag naming a generic item's class: ``class`` where the items carry one, else ``pronoun``, else
+    ``phenomenon``; None (one class) when they have none of these."""
+    return next((key for key in CLASS_TAGS if key in keys), None)
 
 
 def read_synthetic(path: Path, **options) -> list[TestSet]:
@@ -118,6 +129,7 @@ def read_synthetic(path: Path, **options) -> list[TestSet]:
         if candidate.is_file():
             items = read_items(candidate)
             return [TestSet(name="synthetic", kind="synthetic", items=items, files=[candidate],
-                            groupings=("phenomenon", "distance", "phenomenon/distance"))]
+                            groupings=("phenomenon", "distance", "phenomenon/distance"),
+                            classes="phenomenon/distance")]
     raise CtxmtError(f"{path} has no synthetic contrastive sets (raw/contrastive/items.jsonl); "
                      f"run ctxmt prepare synthetic --out {path}")

@@ -196,7 +196,7 @@ def _read_set(prefix: Path, contexts: tuple[Optional[int], Optional[int]], json_
                                  candidates=rows[p][3] + [e["contrastive"] for e in errors_of(r)[1:]],
                                  tags=record_tags(r)) for p, r in zip(position, records)]
         groupings, files = ("distance", "pronoun"), [json_path, *files]
-    return TestSet(name=prefix.name, kind="lopes", items=items, tie_rule="strict", groupings=groupings,
+    return TestSet(name=prefix.name, kind="lopes", items=items, tie_rule="strict", groupings=groupings, classes="pronoun",
                    files=files, src_lang=langs[0], tgt_lang=langs[1])
 
 

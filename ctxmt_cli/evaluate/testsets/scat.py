@@ -37,9 +37,17 @@ becomes ``si elle(s)`` and ``si elle(s)`` becomes ``s'il(s)``. Stressed uses
 (``avec elle``) are swapped like the rest, as the Lopes et al. scripts do.
 
 Tags: ``phenomenon`` ("pronoun"), ``pronoun`` (the correct French pronoun,
-lower-cased; groupings ``("pronoun",)``), ``has_highlight`` (any non-empty
-``<hon>`` marker in the example's four lines) and ``swapped`` (how many
-pronouns the contrastive sentence changes).
+lower-cased; groupings ``("pronoun",)``), ``gender`` (its gender, masculine or
+feminine: the class, see below), ``has_highlight`` (any non-empty ``<hon>``
+marker in the example's four lines) and ``swapped`` (how many pronouns the
+contrastive sentence changes).
+
+Class (balanced accuracy): the correct pronoun's gender, not the pronoun. The
+choice between the two candidates is a choice of gender, and the test split
+has no item whose correct pronoun is ``ils`` (il 322 / elle 298 / elles 377):
+with the pronouns as classes, a model that always picks the masculine would
+score 1/3 and one that always picks the feminine 2/3 balanced accuracy, the
+priors again; with the genders as classes both score 1/2.
 
 A line with no whole-word marked pronoun (the marker is missing, or only sits
 inside another word) has no contrastive candidate. By default such examples
@@ -63,6 +71,7 @@ from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet
 log = logging.getLogger(__name__)
 
 SWAP = {"il": "elle", "elle": "il", "ils": "elles", "elles": "ils"}
+GENDER = {"il": "masculine", "ils": "masculine", "elle": "feminine", "elles": "feminine"}
 SUFFIXES = (".context.en", ".context.fr", ".en", ".fr")
 DOWNLOAD = "github.com/neulab/contextual-mt (data/scat)"
 _HIGHLIGHT = re.compile(r" ?<hon>|<hoff> ?")
@@ -180,7 +189,7 @@ def read_scat(path: Path, **options) -> list[TestSet]:
         raise CtxmtError(f"SCAT files of {prefix} are not line-aligned ({listed}); re-download them from {DOWNLOAD}")
     name = prefix.name[len("highlighted."):] if prefix.name.startswith("highlighted.") else prefix.name
     testset = ScatTestSet(name=f"scat_{name}", kind="scat", items=[], tie_rule="strict",
-                          groupings=("pronoun",), files=files, src_lang="en", tgt_lang="fr")
+                          groupings=("pronoun",), classes="gender", files=files, src_lang="en", tgt_lang="fr")
     for i, lines in enumerate(zip(src, tgt, src_ctx, tgt_ctx)):
         item = scat_item(*lines)
         if item is not None:
@@ -205,7 +214,7 @@ def scat_item(src: str, tgt: str, src_ctx: str, tgt_ctx: str) -> Optional[Contra
     if contrastive is None:
         return None
     source_context, target_context = strip_markers(src_ctx), strip_markers(tgt_ctx)
-    tags = {"phenomenon": "pronoun", "pronoun": pronouns[0].lower(),
+    tags = {"phenomenon": "pronoun", "pronoun": pronouns[0].lower(), "gender": GENDER[pronouns[0].lower()],
             "has_highlight": has_highlight(src, tgt, src_ctx, tgt_ctx), "swapped": len(pronouns)}
     return ContrastiveItem(src_context=[source_context] if source_context else [], src=strip_markers(src),
                            tgt_context=[target_context] if target_context else [],

@@ -98,7 +98,7 @@ def read_voita_file(path: Path) -> TestSet:
     items = [group_item(group, path, i, default) for i, group in enumerate(groups)]
     synthetic = any("phenomenon" in group for group in groups)
     return TestSet(name=path.stem, kind="voita", items=items, tie_rule="first_index",
-                   groupings=("ctx_dist",), files=[path],
+                   groupings=("ctx_dist",), classes="phenomenon/ctx_dist", files=[path],
                    src_lang=None if synthetic else "en", tgt_lang=None if synthetic else "ru",
                    pretokenized=not synthetic)
 
