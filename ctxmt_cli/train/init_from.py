@@ -105,7 +105,8 @@ def check_vocabulary(parent: CheckedCheckpoint, fingerprint: str, data_path: str
         raise CtxmtError(
             f"train.init_from {parent.path} has vocabulary fingerprint {str(theirs)[:12]}, but data.path {data_path} "
             f"has {fingerprint[:12]} (another SentencePiece model); prepare the data with the checkpoint's "
-            "tokenizer (ctxmt prepare ... --spm MODEL) or start from a checkpoint trained on this data")
+            "tokenizer (ctxmt prepare ... --vocab-from DIR, the dataset it was trained on) or start from a "
+            "checkpoint trained on this data")
 
 
 def load_matching(model: nn.Module, state: dict, path: Path) -> tuple[int, list[str], list[str]]:

@@ -1,0 +1,127 @@
+"""The table of two_step.sh, from the files its steps wrote into OUT: OUT/table.md and OUT/table.json.
+
+Per system: updates and current-sentence target tokens of the fine-tune (metrics.jsonl), its training time and
+the evaluation's (times.tsv); BLEU and chrF with sacrebleu's paired bootstrap 95% interval and p against the
+control, doc-BLEU (eval/bleu.json); SCAT accuracy per pronoun, balanced, and the context gain with McNemar's p
+(eval/SYSTEM/scat/results.json); pronoun P-CXMI (eval/SYSTEM/cxmi.json).
+
+Usage: python two_step_table.py OUT --control sentence_control --systems sentence sentence_control concat_s2to2_cd …
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+LABELS = {
+    "sentence": "sentence-level Transformer (the first step)",
+    "sentence_control": "sentence-level, continued (control)",
+    "concat_s2to2_cd": "concat s2to2 + CD (Lupo et al. 2022)",
+    "concat_s4to4_shift_cd": "concat s4to4 + shift + CD (Lupo et al. 2023)",
+    "caching_grouping_c2": "caching, Latent Grouping, 2 previous sentences",
+    "mbe_enc": "MBE Enc (Morishita et al. 2021)",
+    "hanoit_offline": "HanoiT offline (Yang et al.)",
+}
+
+
+def training(run: Path) -> dict:
+    """Updates, current-sentence target tokens and training seconds of a run (its metrics.jsonl)."""
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    train = [r for r in rows if r.get("kind") == "train"]
+    return {"updates": max((r["step"] for r in train), default=0),
+            "current_tokens": sum(r.get("current_tokens", 0.0) for r in train)}
+
+
+def times(out: Path) -> dict:
+    """Seconds per step name (times.tsv; a step run twice, e.g. resumed, counts both)."""
+    seconds: dict[str, float] = {}
+    path = out / "times.tsv"
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        name, value = line.split("\t")
+        seconds[name] = seconds.get(name, 0.0) + float(value)
+    return seconds
+
+
+def scat(path: Path) -> dict:
+    """The SCAT figures of one system: accuracy, per pronoun, balanced, and the context gain."""
+    result = json.loads(path.read_text())["sets"]
+    entry = next(iter(result.values()))
+    gain = entry.get("context_gain") or {}
+    return {"accuracy": entry["accuracy"], "by_pronoun": entry["by"]["pronoun"],
+            "balanced": entry["balanced_accuracy"], "gain": gain.get("accuracy"),
+            "balanced_gain": gain.get("balanced_accuracy"), "p": gain.get("p_exact")}
+
+
+def cxmi(path: Path) -> dict:
+    result = json.loads(path.read_text())
+    restricted = result.get("restricted") or {}
+    return {"all_tokens": result["cxmi_per_token"], "pronouns_per_word": restricted.get("p_cxmi_per_word"),
+            "pronoun_occurrences": restricted.get("n")}
+
+
+def bleu(path: Path, control: str) -> dict:
+    """{system: {BLEU, chrF, doc-BLEU, BLEU_ci, chrF_ci, BLEU_p, chrF_p}} from ctxmt evaluate --out."""
+    result = json.loads(path.read_text())
+    tests = result["significance"]["bootstrap"]["systems"]
+    figures = {}
+    for name, metrics in result["metrics"].items():
+        system = Path(name).stem
+        figures[system] = {**metrics, **{f"{m}_{k}": tests[name][m][key] for m in ("BLEU", "chrF")
+                                          for k, key in (("ci", "ci95"), ("p", "p_value"))}}
+    return figures
+
+
+def row(system: str, out: Path, scores: dict, seconds: dict) -> dict:
+    evaluated = out / "eval" / system
+    evaluation = sum(v for k, v in seconds.items() if k in (f"translate_{system}", f"scat_{system}", f"cxmi_{system}"))
+    return {"system": system, **training(out / system), "train_s": seconds.get(f"train_{system}"),
+            "eval_s": evaluation, **scores[system], "scat": scat(evaluated / "scat" / "results.json"),
+            "cxmi": cxmi(evaluated / "cxmi.json")}
+
+
+def pct(value) -> str:
+    return "—" if value is None else f"{100 * value:.1f}"
+
+
+def versus(value, system: str, control: str) -> str:
+    """"; p X" after a figure's interval, for every system but the control."""
+    return "" if value is None or system == control else f"; p {value:.3f}"
+
+
+def markdown(rows: list[dict], control: str) -> str:
+    head = ("| system | updates | current-sentence target tokens | training | evaluation | BLEU (95% CI; p vs control) "
+            "| chrF (95% CI; p) | doc-BLEU | SCAT | il / elle / elles | SCAT balanced | SCAT context gain (p) "
+            "| pronoun P-CXMI (nats/word) |")
+    lines = [head, "|" + "---|" * 1 + "---:|" * 12]
+    for r in rows:
+        s, pron = r["scat"], r["scat"]["by_pronoun"]
+        system = r["system"]
+        gain = "—" if s["gain"] is None else f"{100 * s['gain']:+.1f} ({s['p']:.3g})"
+        pcx = r["cxmi"]["pronouns_per_word"]
+        lines.append(
+            f"| {LABELS.get(system, system)} | {r['updates']:,} | {r['current_tokens'] / 1e6:.2f}M "
+            f"| {(r['train_s'] or 0) / 60:.1f} min | {r['eval_s'] / 60:.1f} min "
+            f"| {r['BLEU']:.2f} (± {r['BLEU_ci']:.2f}{versus(r['BLEU_p'], system, control)}) | {r['chrF']:.2f} (± {r['chrF_ci']:.2f}"
+            f"{versus(r['chrF_p'], system, control)}) | {r['doc-BLEU']:.2f} | {pct(s['accuracy'])}% "
+            f"| {' / '.join(pct(pron.get(k)) for k in ('il', 'elle', 'elles'))} | {pct(s['balanced'])}% | {gain} "
+            f"| {'—' if pcx is None else f'{pcx:.4f}'} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--control", required=True)
+    parser.add_argument("--systems", nargs="+", required=True)
+    args = parser.parse_args()
+    scores = bleu(args.out / "eval" / "bleu.json", args.control)
+    seconds = times(args.out)
+    rows = [row(system, args.out, scores, seconds) for system in args.systems]
+    (args.out / "table.json").write_text(json.dumps(rows, indent=2) + "\n")
+    (args.out / "table.md").write_text(markdown(rows, args.control))
+    print(markdown(rows, args.control))
+
+
+if __name__ == "__main__":
+    main()
