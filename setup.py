@@ -15,7 +15,7 @@ from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
 RECIPES = ROOT / "recipes"
-SHIPPED = ("*.yaml", "*.sh")
+SHIPPED = ("*.yaml", "*.sh", "*.py")
 CARDS = ROOT / "data"
 
 
