@@ -237,6 +237,8 @@ class Trainer:
     # ---- the loop -------------------------------------------------------------------------------
     def run(self) -> TrainResult:
         """Train until a stopping rule fires, validate at the end, average; returns the result."""
+        if self.state.step == 0 and self.parent is not None:
+            self._validate_start()
         self.reporter.start(self.state.step, self.state.elapsed)
         if self.state.step >= self.cfg.max_steps or self.state.epoch >= self.cfg.max_epochs:
             self.stop_reason = "done"
@@ -307,6 +309,14 @@ class Trainer:
             self.stop_reason = "max_minutes"
 
     # ---- validation and checkpoints -------------------------------------------------------------
+    def _validate_start(self) -> None:
+        """A run started from another checkpoint validates once before its first update: how far from that model
+        it starts (a ``valid`` row at step 0 with ``start: true``; no checkpoint, no best, not training time)."""
+        t0 = time.monotonic()
+        metrics = self.validator.run(unwrap(self.model))
+        self.reporter.valid({"step": 0, "kind": "valid", "epoch": 0, **metrics, "start": True})
+        self.t0 += time.monotonic() - t0
+
     def _validate_and_save(self) -> None:
         """Validate, update best/patience, write the checkpoints (rank 0), maybe stop early."""
         st = self.state

@@ -59,6 +59,13 @@ def test_every_family_starts_from_a_sentence_model(recipe, sentence_run, synthet
     assert manifest["init_from"] == record
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [row["init_from"] for row in rows if row.get("kind") == "message"] == [record]
+    start = [row for row in rows if row.get("start")]              # where the run stands before its first update
+    assert len(start) == 1 and start[0]["step"] == 0 and start[0]["kind"] == "valid"
+    if recipe == "sentence":                                       # the very model the parent's best validation saw
+        parent_rows = [json.loads(line) for line in (sentence_run / "metrics.jsonl").read_text().splitlines()]
+        best = load(parent)["state"]["best_step"]
+        before = next(r for r in parent_rows if r.get("kind") == "valid" and r["step"] == best)
+        assert start[0]["current_loss"] == pytest.approx(before["current_loss"], abs=1e-6)
 
 
 def test_loaded_tensors_are_the_parents_and_new_ones_a_fresh_runs(sentence_run, synthetic_dir, tmp_path):
