@@ -160,6 +160,7 @@ def decode_documents(
     started = time.perf_counter()
     inputs = inputs_of(model.cfg)
     s = settings.resolved(inputs)
+    stats.settings = s
     search = _search(model, engine, s)
     firsts = first_pass_per_document(model, documents, first_pass)           # refused where it does not fit
     encoded = [encode_document(tokenizer, doc, s.max_window_tokens, stats, f, g)
