@@ -23,14 +23,21 @@ class TranslationStats:
     steps: int = 0                # batched beam searches (fallback re-decodes excluded)
     fallbacks: int = 0            # generate mode: wrong separator count, re-decoded in prefix mode
     truncated: int = 0            # sentences longer than the window limit, cut to fit
+    written: int = 0              # tokens of the best hypothesis of every search row, </s> included (generate: windows)
     seconds: float = 0.0
     settings: Optional["DecodeSettings"] = None   # what the counted calls decoded with (the last one's)
+
+    def count(self, found: list) -> list:
+        """Count the tokens the hypotheses ``found`` wrote (:attr:`written`); returns them."""
+        self.written += sum(len(hyp.tokens) + 1 for hyp in found)
+        return found
 
     def decoding(self) -> dict:
         """The settings and counters a user checks a translation by (``evaluate``'s results.json, per system)."""
         s = self.settings
         named = {} if s is None else {"beam": s.beam, "lenpen": s.lenpen, "target_mode": s.target_mode}
-        return {**named, "sentences": self.sentences, "fallbacks": self.fallbacks, "seconds": round(self.seconds, 3)}
+        return {**named, "sentences": self.sentences, "fallbacks": self.fallbacks, "tokens_written": self.written,
+                "seconds": round(self.seconds, 3)}
 
     def summary(self) -> str:
         """The same as one line for stderr: time, beam, length penalty, target mode and, in generate mode (or

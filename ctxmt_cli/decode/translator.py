@@ -122,7 +122,7 @@ class _Run:
 
     def search(self, batch, max_len, banned: Sequence[int]) -> list[Hypothesis]:
         """One batched beam search with the call's settings (``max_len``: (B,) longest output per row)."""
-        return self.search_on.rows(self.model, batch, self.settings, max_len, banned)
+        return self.stats.count(self.search_on.rows(self.model, batch, self.settings, max_len, banned))
 
     def record(self, hypotheses: list[list[Hypothesis]]) -> None:
         """Each document's hypothesis per encoded sentence into the results (given translations left out)."""
