@@ -10,6 +10,7 @@ import typer
 from ctxmt_cli.cli.errors import user_errors
 from ctxmt_cli.cli.options import (
     CONTEXT_HELP,
+    BatchDocs,
     Beam,
     Device,
     Engine,
@@ -41,7 +42,7 @@ def translate(
     beam: Beam = None,
     lenpen: Lenpen = None,
     target_mode: TargetModeOption = None,
-    batch_docs: Optional[int] = typer.Option(None, min=1, help="documents (pieces, without target context) decoded in parallel"),
+    batch_docs: BatchDocs = None,
     context: Optional[int] = typer.Option(None, min=0, help=CONTEXT_HELP),
     device: Device = "auto",
     repair: Optional[Path] = typer.Option(None, help="DocRepair: rewrite the translations with this repair checkpoint "
