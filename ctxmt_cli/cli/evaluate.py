@@ -134,9 +134,7 @@ def evaluate(
     seed: int = typer.Option(12345, help="seed of the significance tests (sacrebleu's default)"),
     comet: Optional[Path] = typer.Option(None, help="local COMET model folder or .ckpt; needs the optional unbabel-comet (extra: comet)"),
     out: Optional[Path] = typer.Option(None, help="write every figure to this JSON file"),
-    beam: Beam = None,
-    lenpen: Lenpen = None,
-    target_mode: TargetModeOption = None,
+    beam: Beam = None, lenpen: Lenpen = None, target_mode: TargetModeOption = None,   # as translate decodes
     context: Optional[str] = typer.Option(None, metavar="K[,K...]", help="with --checkpoint: translate once per K "
                                           "(comma-separated) and print BLEU/chrF per K. " + CONTEXT_HELP),
     group_sentences: Optional[str] = typer.Option(None, metavar="N[,N...|all]", help="mbe: translate once per number "

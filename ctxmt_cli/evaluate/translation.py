@@ -121,21 +121,21 @@ def _raw_references(prepared, split: str, n: int) -> Optional[list[str]]:
     return lines
 
 
-def translate_sources(loaded, sources: list[list[str]], beam: Optional[int] = None, context: Optional[int] = None,
+def translate_sources(loaded, sources: list[list[str]], *, context: Optional[int] = None,
                       group_sentences: Optional[int] = None, tokenized: bool = False,
-                      first_pass: Optional[list[list]] = None, progress=None, *, lenpen: Optional[float] = None,
-                      target_mode: Optional[str] = None, stats=None) -> list[list[str]]:
+                      first_pass: Optional[list[list]] = None, progress=None, stats=None,
+                      **decoding) -> list[list[str]]:
     """Translate source documents with a loaded checkpoint and its recipe's decoding settings
-    (``beam``, ``lenpen``, ``target_mode``: the user's instead; ``context`` K: K context sentences per side instead
-    of the model's own, and K next sentences for a model that reads them; ``group_sentences`` N: mbe's groups of
-    N sentences instead of whole documents; ``tokenized``: the Moses-tokenized output, not detokenized;
-    ``first_pass``: a bilingual model's; ``progress(stats)``: called after every decoding step; ``stats``: a
-    :class:`~ctxmt_cli.decode.settings.TranslationStats` to read afterwards)."""
+    (``decoding``: ``beam``, ``lenpen``, ``target_mode``, the user's instead where not None; ``context`` K: K
+    context sentences per side instead of the model's own, and K next sentences for a model that reads them;
+    ``group_sentences`` N: mbe's groups of N sentences instead of whole documents; ``tokenized``: the
+    Moses-tokenized output, not detokenized; ``first_pass``: a bilingual model's; ``progress(stats)``: called after
+    every decoding step; ``stats``: a :class:`~ctxmt_cli.decode.settings.TranslationStats` to read afterwards)."""
     from ctxmt_cli.decode.settings import DecodeSettings
     from ctxmt_cli.decode.translator import translate_documents
 
-    settings = DecodeSettings.from_recipe(loaded.recipe, context=context, beam=beam, lenpen=lenpen,
-                                          target_mode=target_mode, group_sentences=group_sentences)
+    settings = DecodeSettings.from_recipe(loaded.recipe, context=context, group_sentences=group_sentences,
+                                          **decoding)
     tokenizer = loaded.tokenizer.without_detokenizer() if tokenized else loaded.tokenizer
     return translate_documents(loaded.model, tokenizer, sources, settings, first_pass=first_pass, progress=progress,
                                stats=stats)
@@ -144,7 +144,7 @@ def translate_sources(loaded, sources: list[list[str]], beam: Optional[int] = No
 def translate_split(loaded, prepared, split: str, beam: Optional[int] = None):
     """Translate a prepared split as documents; returns (hypothesis lines, reference lines)."""
     sources, references = split_documents(prepared, split)
-    return _flat(translate_sources(loaded, sources, beam)), _flat(references)
+    return _flat(translate_sources(loaded, sources, beam=beam)), _flat(references)
 
 
 
@@ -211,8 +211,9 @@ def _translate_system(corpus: Corpus, req: EvalRequest, log, model: tuple, syste
 
     (loaded, first, tokenized), (k, n), stats = model, setting, TranslationStats()
     corpus.systems[system] = translate_sources(
-        loaded, corpus.sources, req.beam, k, n, tokenized, first, lenpen=req.lenpen, target_mode=req.target_mode,
-        stats=stats, progress=lambda counted: log.update(system, counted.sentences, counted.total))
+        loaded, corpus.sources, context=k, group_sentences=n, tokenized=tokenized, first_pass=first, stats=stats,
+        progress=lambda counted: log.update(system, counted.sentences, counted.total), beam=req.beam,
+        lenpen=req.lenpen, target_mode=req.target_mode)
     corpus.decoding[system] = stats.decoding()
     log.message(f"{system}: translated {stats.sentences} sentences {stats.summary()}", system=system,
                 **corpus.decoding[system])
