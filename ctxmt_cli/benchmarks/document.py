@@ -14,10 +14,13 @@ produce the same text. The work compared is therefore what the modes really cost
   slots (:mod:`ctxmt_cli.decode.pieces`; a model reading no earlier translation);
 * ``s4to4-prefix``: 3 source context sentences re-encoded with the current one, the 3 previous outputs
   forced as the decoder prefix in one parallel pass, only the current sentence generated;
-* ``s4to4-generate``: the same window, the whole target window generated token by token.
+* ``s4to4-generate``: the same window, the whole target window generated token by token; no window reads an
+  earlier output, so the windows of all documents are decoded side by side (:mod:`ctxmt_cli.decode.generated`).
 
-Targets: prefix <= 1.6x the sentence-level seconds per sentence on the same schedule, and >= 2x faster than
-generate; the pieces' gain over that schedule is printed as its own ratio.
+Targets: prefix <= 1.6x the sentence-level seconds per sentence on the same schedule (one sentence per document
+and step, the most a model reading its earlier translations can batch), generate <= 2x. Each mode against the
+sentence-level model as ``ctxmt translate`` runs it (pieces) is printed as its own ratio, and so are the tokens
+each mode writes per sentence (generate mode writes the K sentences of every window).
 The models run on ``--device`` (the translator puts each batch there, as ``ctxmt translate`` does).
 
     ctxmt benchmark document [--quick] [--preset small] [--threads 2] [--repeats 5] [--device auto]
@@ -104,26 +107,41 @@ def build(family: str, dims: tuple, vocab: int, seed: int, device: str = "cpu"):
     return Copy(model).to(device).eval()
 
 
-def runs(docs, tok, settings: Settings) -> dict:
-    """The four timed document translations (same documents, beam 4)."""
+def runs(docs, tok, settings: Settings, counted: dict) -> dict:
+    """The four timed document translations (same documents, beam 4); ``counted[mode]``: the counters of its
+    last call."""
     dims = PRESETS[settings.preset]
     sentence, concat = (build(family, dims, tok.src_vocab_size, settings.seed, settings.device)
                         for family in ("sentence", "concat"))
+    slots = DecodeSettings().batch_docs
 
-    def translate(model, context: int, mode: str, slots: int = len(docs)):
-        # slots = the documents: pieces no longer than a document, so every mode keeps one sentence per document
-        # and step; the pieces row gives the translator its default slots
+    def translate(name: str, model, context: int, mode: str, rows: int = len(docs)):
+        # rows = the documents: pieces no longer than a document, so the sentence-level model keeps one sentence per
+        # document and step, the schedule of a model reading its earlier translations; the pieces row and generate
+        # mode (no window reads an earlier output) get the translator's default rows
         stats = TranslationStats()
         settings = DecodeSettings(context, context, beam=4, target_mode=mode, max_len_a=1.0, max_len_b=2,
-                                  batch_docs=slots)
+                                  batch_docs=rows)
         translate_documents(model, tok, docs, settings, stats=stats)
         assert stats.fallbacks == 0, "the copying model must write every separator"
-        return stats
+        counted[name] = stats
 
-    return {"sentence": lambda: translate(sentence, 0, "prefix"),
-            "sentence-pieces": lambda: translate(sentence, 0, "prefix", DecodeSettings(0, 0).batch_docs),
-            "s4to4-prefix": lambda: translate(concat, CONTEXT, "prefix"),
-            "s4to4-generate": lambda: translate(concat, CONTEXT, "generate")}
+    return {"sentence": lambda: translate("sentence", sentence, 0, "prefix"),
+            "sentence-pieces": lambda: translate("sentence-pieces", sentence, 0, "prefix", slots),
+            "s4to4-prefix": lambda: translate("s4to4-prefix", concat, CONTEXT, "prefix"),
+            "s4to4-generate": lambda: translate("s4to4-generate", concat, CONTEXT, "generate", slots)}
+
+
+def ratio_lines(preset: str, median: dict, counted: dict) -> list[str]:
+    """The ratio lines of the medians (ms per sentence) and the tokens each mode writes per sentence."""
+    def line(a: str, b: str, target: str = "") -> str:
+        return f"ratio: document-{preset} {a}/{b} = {median[a] / median[b]:.2f}" + (f" ({target})" if target else "")
+
+    written = ", ".join(f"{mode} {stats.written / stats.sentences:.1f}" for mode, stats in counted.items())
+    return [f"tokens written per sentence: {written}",
+            line("s4to4-prefix", "sentence", "target <= 1.6"), line("s4to4-generate", "sentence", "target <= 2"),
+            line("s4to4-prefix", "sentence-pieces"), line("s4to4-generate", "sentence-pieces"),
+            line("sentence", "sentence-pieces")]
 
 
 def run(settings: Settings) -> dict:
@@ -133,23 +151,18 @@ def run(settings: Settings) -> dict:
     docs, tok, name = load_text(1000 if tiny else 8000)
     n_docs, n_sents = (2, 4) if tiny else (2, 12) if settings.quick else (4, 24)
     docs = [d[:n_sents] for d in docs[:n_docs]]
-    sentences = sum(len(d) for d in docs)
+    sentences, counted = sum(len(d) for d in docs), {}
     with bu.torch_threads(settings.threads):
         print(f"document {settings.preset}: {name}; {n_docs} documents x {n_sents} sentences, beam 4, "
               f"{settings.threads} torch threads; {settings.timed_repeats()} timed runs each after one warm-up"
               f"{bu.device_note(settings.device)}")
-        seconds = bu.time_round_robin(runs(docs, tok, settings), settings.timed_repeats(), device=settings.device)
+        seconds = bu.time_round_robin(runs(docs, tok, settings, counted), settings.timed_repeats(),
+                                      device=settings.device)
     per_sentence = {mode: [1000.0 * s / sentences for s in values] for mode, values in seconds.items()}
     table = bu.new_table("document translation: ms per sentence (lower is better)", "ms")
     bu.add_rows(table, f"document-{settings.preset}", per_sentence)
     median = {mode: sorted(v)[len(v) // 2] for mode, v in per_sentence.items()}
-    lines = [f"ratio: document-{settings.preset} s4to4-prefix/sentence = {median['s4to4-prefix'] / median['sentence']:.2f}"
-             " (target <= 1.6)",
-             f"ratio: document-{settings.preset} s4to4-generate/s4to4-prefix = "
-             f"{median['s4to4-generate'] / median['s4to4-prefix']:.2f} (target >= 2)",
-             f"ratio: document-{settings.preset} sentence/sentence-pieces = "
-             f"{median['sentence'] / median['sentence-pieces']:.2f}"]
-    bu.print_report(table, lines)
+    bu.print_report(table, ratio_lines(settings.preset, median, counted))
     return per_sentence
 
 

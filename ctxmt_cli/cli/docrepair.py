@@ -15,7 +15,12 @@ from typing import Optional
 import typer
 
 from ctxmt_cli.cli.errors import given_params, option_spelling, user_errors
-from ctxmt_cli.cli.options import Device, LogFormat
+from ctxmt_cli.cli.options import (
+    BatchDocs,
+    Beam,
+    Device,
+    LogFormat,
+)
 from ctxmt_cli.errors import CtxmtError
 
 DERIVED_FORMATS = ("docrepair", "reverse")
@@ -119,8 +124,8 @@ def first_pass(
     name: str = typer.Option("first-pass", help="stream name: files {split}.{name}.stream.* beside the split"),
     from_: str = typer.Option("src", "--from", help="src (the split's source side) | tgt (its target side, with a "
                               "target → source model) | NAME (another stream of the split)"),
-    beam: Optional[int] = typer.Option(None, min=1, help="beam size (default: the checkpoint recipe's decode.beam)"),
-    batch_docs: Optional[int] = typer.Option(None, min=1, help="documents (pieces, without target context) decoded in parallel"),
+    beam: Beam = None,
+    batch_docs: BatchDocs = None,
     chunk_docs: int = typer.Option(1024, min=1, help="documents translated between two appends (the resume unit)"),
     device: Device = "auto",
     force: bool = typer.Option(False, help="replace an existing stream (finished, or unfinished from other settings)"),

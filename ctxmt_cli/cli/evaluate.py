@@ -11,12 +11,15 @@ from ctxmt_cli.cli.errors import refuse_given, user_errors
 from ctxmt_cli.cli.options import (
     CONTEXT_HELP,
     TESTSET_HELP,
+    Beam,
     Device,
+    Lenpen,
     LogFormat,
     Normalize,
     ScatSplit,
     ScoreSpan,
     Significance,
+    TargetModeOption,
     Tokenize,
     check_testset,
 )
@@ -138,7 +141,7 @@ def evaluate(
     seed: int = typer.Option(12345, help="seed of the significance tests (sacrebleu's default)"),
     comet: Optional[Path] = typer.Option(None, help="local COMET model folder or .ckpt; needs the optional unbabel-comet (extra: comet)"),
     out: Optional[Path] = typer.Option(None, help="write every figure to this JSON file"),
-    beam: Optional[int] = typer.Option(None, min=1, help="beam size (default: the recipe's decode.beam)"),
+    beam: Beam = None, lenpen: Lenpen = None, target_mode: TargetModeOption = None,   # as translate decodes
     context: Optional[str] = typer.Option(None, metavar="K[,K...]", help="with --checkpoint: translate once per K "
                                           "(comma-separated) and print BLEU/chrF per K. " + CONTEXT_HELP),
     group_sentences: Optional[str] = typer.Option(None, metavar="N[,N...|all]", help="mbe: translate once per number "
@@ -150,14 +153,18 @@ def evaluate(
                                               "checkpoint's translations (default: the split's first-pass stream)"),
     log_format: LogFormat = None,
 ):
-    """BLEU and chrF (sacrebleu, signatures printed) of checkpoints on a prepared split, or of --hyp files against --ref."""
+    """BLEU and chrF (sacrebleu, signatures printed) of checkpoints on a prepared split, or of --hyp files against --ref.
+
+    With --checkpoint, each system's decoding (beam, length penalty, target mode, time and, in generate mode, the
+    windows decoded again in prefix mode) is printed on stderr and kept under "decoding" in --out."""
     from ctxmt_cli.evaluate.translation import EvalRequest, run_evaluate
 
     _check_evaluate_options(ctx, bool(hyp), comet is not None, significance is not None)
     request = EvalRequest(
         checkpoints=list(checkpoint or []), split=split, data=data, hyps=list(hyp or []), ref=ref, src=src,
         docids=docids, lowercase=lowercase, tokenize=tokenize, document_level=document_level,
-        significance=significance, samples=samples, seed=seed, comet=comet, out=out, beam=beam, device=device,
+        significance=significance, samples=samples, seed=seed, comet=comet, out=out, beam=beam, lenpen=lenpen,
+        target_mode=target_mode, device=device,
         context=context, group_sentences=group_sentences, first_pass=first_pass,
         log_format=log_format,
     )
@@ -167,8 +174,8 @@ def evaluate(
 def _check_evaluate_options(ctx, scores_files: bool, comet: bool, significance: bool) -> None:
     """Refuse the options of one way of ``evaluate`` given for the other (they would be silently ignored)."""
     if scores_files:
-        refuse_given(ctx, ("split", "data", "beam", "log_format"), "goes with --checkpoint (a prepared split is translated); "
-                     "--hyp files are scored as they are")
+        refuse_given(ctx, ("split", "data", "beam", "lenpen", "target_mode", "log_format"), "goes with --checkpoint (a "
+                     "prepared split is translated); --hyp files are scored as they are")
         if not comet:
             refuse_given(ctx, ("device",), "goes with --checkpoint or --comet (with --hyp alone no model runs)")
     if not significance:

@@ -45,6 +45,19 @@ PrepareFormat = Literal["synthetic", "text", "jsonl", "iwslt-tags", "iwslt-xml",
                         "reverse"]
 SpmType = Literal["unigram", "bpe"]
 TargetMode = Literal["prefix", "generate"]
+
+# the decoding options of ``translate`` and ``evaluate`` (None: the checkpoint's recipe decides)
+Beam = Annotated[Optional[int], typer.Option(min=1, show_default=False,
+                                             help="beam size [default: the recipe's decode.beam]")]
+Lenpen = Annotated[Optional[float], typer.Option(min=0.0, show_default=False,
+                                                 help="length penalty [default: the recipe's decode.lenpen]")]
+BatchDocs = Annotated[Optional[int], typer.Option(
+    min=1, show_default=False, help="rows decoded in parallel: documents; pieces of documents for a model reading no "
+    "earlier translation; windows in generate mode [default: the recipe's decode.batch_docs]")]
+TargetModeOption = Annotated[Optional[TargetMode], typer.Option(
+    show_default=False, help="how a model reading its earlier translations decodes them: prefix (its own outputs "
+    "forced), generate (the whole target window written again, the last sentence kept; a window without the "
+    "expected separators is decoded again in prefix mode, and counted) [default: the recipe's decode.target_mode]")]
 #: ``ctxmt prepare docrepair --round-trip`` (ctxmt_cli.decode.first_pass.ROUND_TRIPS)
 RoundTripMode = Literal["sample", "beam"]
 #: ``ctxmt translate --input-format`` (ctxmt_cli.decode.streaming.INPUT_FORMATS)

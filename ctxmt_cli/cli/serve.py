@@ -12,7 +12,11 @@ from typing import Optional
 import typer
 
 from ctxmt_cli.cli.errors import user_errors
-from ctxmt_cli.cli.options import Device
+from ctxmt_cli.cli.options import (
+    Beam,
+    Device,
+    Lenpen,
+)
 from ctxmt_cli.errors import CtxmtError
 
 
@@ -40,8 +44,8 @@ def serve(
     max_sentence_chars: int = typer.Option(2000, min=1, help="characters per sentence"),
     batch_wait_ms: float = typer.Option(10.0, min=0.0, help="how long a batch waits for more requests after its "
                                         "first one"),
-    beam: Optional[int] = typer.Option(None, min=1, help="beam size (default: recipe decode.beam)"),
-    lenpen: Optional[float] = typer.Option(None, min=0.0, help="length penalty (default: recipe)"),
+    beam: Beam = None,
+    lenpen: Lenpen = None,
     first_pass: Optional[Path] = typer.Option(None, help="hanoit reading target context: "
                                               "the sentence-level checkpoint whose "
                                               "translations it reads as target context"),

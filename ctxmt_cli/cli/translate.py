@@ -8,7 +8,17 @@ from typing import Optional
 import typer
 
 from ctxmt_cli.cli.errors import user_errors
-from ctxmt_cli.cli.options import CONTEXT_HELP, Device, Engine, GroupOrder, InputFormat, TargetMode
+from ctxmt_cli.cli.options import (
+    CONTEXT_HELP,
+    BatchDocs,
+    Beam,
+    Device,
+    Engine,
+    GroupOrder,
+    InputFormat,
+    Lenpen,
+    TargetModeOption,
+)
 
 
 @user_errors
@@ -29,11 +39,10 @@ def translate(
     scores: bool = typer.Option(False, "--scores", help="jsonl: add each sentence's log-probability (\"scores\")"),
     nbest: Optional[int] = typer.Option(None, min=1, help="jsonl: add each sentence's N best translations "
                                         '("nbest"; N <= --beam)'),
-    beam: Optional[int] = typer.Option(None, min=1, help="beam size (default: recipe decode.beam)"),
-    lenpen: Optional[float] = typer.Option(None, min=0.0, help="length penalty (default: recipe)"),
-    target_mode: Optional[TargetMode] = typer.Option(None, help="how the target context is decoded: prefix (own "
-                                                     "outputs forced), generate (regenerate the window) [default: recipe]"),
-    batch_docs: Optional[int] = typer.Option(None, min=1, help="documents (pieces, without target context) decoded in parallel"),
+    beam: Beam = None,
+    lenpen: Lenpen = None,
+    target_mode: TargetModeOption = None,
+    batch_docs: BatchDocs = None,
     context: Optional[int] = typer.Option(None, min=0, help=CONTEXT_HELP),
     device: Device = "auto",
     repair: Optional[Path] = typer.Option(None, help="DocRepair: rewrite the translations with this repair checkpoint "
@@ -48,12 +57,13 @@ def translate(
 ):
     """Translate whole documents sentence by sentence, with the model's own context (or --context K)."""
     from ctxmt_cli.cli.commands import translate_file
+    from ctxmt_cli.decode.settings import TranslationStats
 
-    loading = {"device": device, "first_pass": first_pass, "repair": repair, "engine": engine}
+    loading, stats = {"device": device, "first_pass": first_pass, "repair": repair, "engine": engine}, TranslationStats()
     count = translate_file(input, output, checkpoint, loading, input_format=input_format, scores=scores, nbest=nbest,
                            beam=beam, lenpen=lenpen, target_mode=target_mode, batch_docs=batch_docs, context=context,
-                           group_sentences=group_sentences, group_order=group_order)
-    typer.echo(f"translated {count} sentences", err=True)
+                           group_sentences=group_sentences, group_order=group_order, stats=stats)
+    typer.echo(f"translated {count} sentences {stats.summary()}", err=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -23,7 +23,33 @@ class TranslationStats:
     steps: int = 0                # batched beam searches (fallback re-decodes excluded)
     fallbacks: int = 0            # generate mode: wrong separator count, re-decoded in prefix mode
     truncated: int = 0            # sentences longer than the window limit, cut to fit
+    written: int = 0              # tokens of the best hypothesis of every search row, </s> included (generate: windows)
     seconds: float = 0.0
+    settings: Optional["DecodeSettings"] = None   # what the counted calls decoded with (the last one's)
+
+    def count(self, found: list) -> list:
+        """Count the tokens the hypotheses ``found`` wrote (:attr:`written`); returns them."""
+        self.written += sum(len(hyp.tokens) + 1 for hyp in found)
+        return found
+
+    def decoding(self) -> dict:
+        """The settings and counters a user checks a translation by (``evaluate``'s results.json, per system)."""
+        s = self.settings
+        named = {} if s is None else {"beam": s.beam, "lenpen": s.lenpen, "target_mode": s.target_mode}
+        return {**named, "sentences": self.sentences, "fallbacks": self.fallbacks, "tokens_written": self.written,
+                "seconds": round(self.seconds, 3)}
+
+    def summary(self) -> str:
+        """The same as one line for stderr: time, beam, length penalty, target mode and, in generate mode (or
+        wherever there were any), the windows decoded again in prefix mode."""
+        s, text = self.settings, f"in {self.seconds:.1f} s"
+        if s is None:
+            return text
+        text += f", beam {s.beam}, length penalty {s.lenpen:g}, target mode {s.target_mode}"
+        if s.target_mode == "generate" or self.fallbacks:
+            text += (f"; {self.fallbacks} of {self.sentences} generated windows without the expected separators, "
+                     "decoded again in prefix mode")
+        return text
 
 
 @dataclass(frozen=True)

@@ -62,8 +62,8 @@ class SlotTranslator:
         """One batched beam search; the best hypothesis of every row (with its n-best alternatives)."""
         s = self.s
         if self.search.engine is not None:
-            return self.search.engine(step, banned, s.beam, s.lenpen, s.nbest)
-        return self.search.rows(self.model, step.batch, s, step.max_len, banned, enc)
+            return self.stats.count(self.search.engine(step, banned, s.beam, s.lenpen, s.nbest))
+        return self.stats.count(self.search.rows(self.model, step.batch, s, step.max_len, banned, enc))
 
     def step_input(self, sources, outputs, memories, j: int, mode: str):
         """The step's batch (with the document caches when ``memories`` is given) and its encoder output (memory

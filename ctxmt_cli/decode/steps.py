@@ -15,7 +15,7 @@ document-memory model gets the current sentence and its document's cached entrie
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 import torch
 
@@ -83,28 +83,44 @@ def target_context_ids(
     return join_context(outputs[len(outputs) - c:], sp.brk), c
 
 
+def generate_context(sents: Sequence[Sequence[int]], j: int, plan: DecodeSettings) -> tuple[int, int]:
+    """Generate mode: (context sentences the target window of sentence ``j`` holds, longest window).
+
+    The window is a function of the source alone, as the model sees it (Lupo et al. 2022 generate the whole
+    target window from the source window), so every window of a document can be decoded at once: the source
+    sentences stand in for the translations in the window limit, and each sentence may take as many tokens
+    (+ its ``<brk>``) as it would alone."""
+    current = len(sents[j])
+    c = fit_context(sents[:j], plan.tgt_context_sentences, plan.max_window_tokens - current - 1)
+    longest = lambda n: int(plan.max_len_a * n + plan.max_len_b)  # noqa: E731
+    return c, longest(current) + sum(longest(len(s)) + 1 for s in sents[j - c:j])
+
+
 def step_batch(
-    sources: Sequence[Sequence[Sequence[int]]], outputs: Sequence[Sequence[Sequence[int]]], j: int,
-    plan: DecodeSettings, sp: VocabInfo, mode: str = "prefix", inputs: Optional[Inputs] = None,
+    sources: Sequence[Sequence[Sequence[int]]], outputs: Sequence[Sequence[Sequence[int]]],
+    j: Union[int, Sequence[int]], plan: DecodeSettings, sp: VocabInfo, mode: str = "prefix",
+    inputs: Optional[Inputs] = None,
 ) -> StepInput:
-    """The batch translating sentence ``j`` of each document (one row per document).
+    """The batch translating sentence ``j`` of each document (one row per document; ``j`` one index for all of
+    them, or one per row).
 
     ``sources[d]`` holds document d's sentence ids, ``outputs[d]`` its
-    translations of sentences 0..j-1 (ids, no ``</s>``).
+    translations of sentences 0..j-1 (ids, no ``</s>``; unread in generate mode).
     """
     following = plan.src_next_sentences or 0
+    js = [j] * len(sources) if isinstance(j, int) else list(j)
     src_rows, prefixes, max_len, expected, n_sent, n_next = [], [], [], [], [], []
-    for sents, outs in zip(sources, outputs):
-        current = len(sents[j])
-        src_rows.append(source_window(sents, j, plan.src_context_sentences, plan.max_window_tokens, sp, following))
-        n_next.append(window_sizes(sents, j, plan.src_context_sentences, following, plan.max_window_tokens)[1])
-        ctx, c = target_context_ids(outs[:j], plan.tgt_context_sentences, plan.max_window_tokens, current, sp)
-        length = int(plan.max_len_a * current + plan.max_len_b)
+    for sents, outs, i in zip(sources, outputs, js):
+        current = len(sents[i])
+        src_rows.append(source_window(sents, i, plan.src_context_sentences, plan.max_window_tokens, sp, following))
+        n_next.append(window_sizes(sents, i, plan.src_context_sentences, following, plan.max_window_tokens)[1])
         if mode == "generate":                                             # the model writes the context too
+            c, length = generate_context(sents, i, plan)
             prefixes.append([sp.bos])
-            length += len(ctx)
         else:
+            ctx, c = target_context_ids(outs[:i], plan.tgt_context_sentences, plan.max_window_tokens, current, sp)
             prefixes.append([sp.bos] + ctx)
+            length = int(plan.max_len_a * current + plan.max_len_b)
         max_len.append(length)
         expected.append(c)
         n_sent.append(c + 1)

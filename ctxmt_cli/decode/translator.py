@@ -12,7 +12,10 @@ Target context:
   al.'s fork does, and what follows the last ``<brk>`` is kept. Unlike the fork
   we check the number of separators: when it is not the number of context
   sentences, that sentence is decoded again in prefix mode and counted in
-  :attr:`TranslationStats.fallbacks`.
+  :attr:`TranslationStats.fallbacks`. The window is a function of the source
+  (:func:`~ctxmt_cli.decode.steps.generate_context`), so a model without a
+  document memory decodes the windows of all documents at once
+  (:mod:`ctxmt_cli.decode.generated`).
 
 Given target context (``given`` of :func:`decode_documents`, prefix mode): the first sentences of a document
 may come with their translation (a gold prefix, or what an earlier call translated). They are not translated;
@@ -43,6 +46,7 @@ import torch
 
 from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.decode.encoded import Encoded, encode_document, first_pass_per_document
+from ctxmt_cli.decode.generated import translate_generated
 from ctxmt_cli.decode.pieces import cut_pieces, piece_input, piece_length
 from ctxmt_cli.decode.records import Candidate
 from ctxmt_cli.decode.search import Hypothesis
@@ -90,11 +94,16 @@ class _Run:
         """Translate every document sentence by sentence, ``batch_docs`` pieces in parallel slots: whole documents
         for a model that reads its earlier translations, else pieces of about equal length
         (:mod:`ctxmt_cli.decode.pieces`); ``memory``: with a per-document memory of cached entries (unless the
-        call's ``cache`` is off)."""
+        call's ``cache`` is off). Generate mode without a memory translates every window at once instead
+        (:mod:`ctxmt_cli.decode.generated`)."""
         s, encoded = self.settings, self.encoded
         slots = SlotTranslator(self.model, s, self.vocab, self.search_on, inputs_of(self.model.cfg),
                                s.cache and memory, self.stats, self.progress)
         self.stats.total += sum(len(e.ids) - len(e.given) for e in encoded)
+        if s.target_mode == "generate" and s.tgt_context_sentences > 0 and not slots.memory:
+            # no window reads an earlier output: all of them at once (given context is refused in this mode)
+            self._fill(encoded, translate_generated(slots, [e.ids for e in encoded], self), self.results)
+            return
         length = piece_length(encoded, s.batch_docs) if s.tgt_context_sentences == 0 else None
         pieces = cut_pieces(encoded, s.src_context_sentences, s.src_next_sentences or 0, length)
         order = sorted(pieces, key=lambda p: -p.size)                              # stable: ties keep input order
@@ -113,7 +122,7 @@ class _Run:
 
     def search(self, batch, max_len, banned: Sequence[int]) -> list[Hypothesis]:
         """One batched beam search with the call's settings (``max_len``: (B,) longest output per row)."""
-        return self.search_on.rows(self.model, batch, self.settings, max_len, banned)
+        return self.stats.count(self.search_on.rows(self.model, batch, self.settings, max_len, banned))
 
     def record(self, hypotheses: list[list[Hypothesis]]) -> None:
         """Each document's hypothesis per encoded sentence into the results (given translations left out)."""
@@ -151,6 +160,7 @@ def decode_documents(
     started = time.perf_counter()
     inputs = inputs_of(model.cfg)
     s = settings.resolved(inputs)
+    stats.settings = s
     search = _search(model, engine, s)
     firsts = first_pass_per_document(model, documents, first_pass)           # refused where it does not fit
     encoded = [encode_document(tokenizer, doc, s.max_window_tokens, stats, f, g)

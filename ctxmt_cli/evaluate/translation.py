@@ -52,7 +52,9 @@ class EvalRequest:
     seed: int = 12345
     comet: Optional[Path] = None
     out: Optional[Path] = None
-    beam: Optional[int] = None
+    beam: Optional[int] = None              # decoding options (None: the checkpoint's recipe)
+    lenpen: Optional[float] = None
+    target_mode: Optional[str] = None
     device: str = "cpu"
     context: Optional[str] = None           # "K[,K...]": translate once per context size K
     group_sentences: Optional[str] = None   # "N[,N...|all]": mbe, translate once per group size N
@@ -70,6 +72,7 @@ class Corpus:
     has_documents: bool
     sweep_of: dict[str, tuple[str, str]] = field(default_factory=dict)   # system -> (checkpoint name, K or N)
     moses_tokenized: bool = False       # hypotheses and references are Moses-tokenized text
+    decoding: dict[str, dict] = field(default_factory=dict)   # system -> its settings and counters (translated)
 
 
 def _flat(documents) -> list[str]:
@@ -118,26 +121,30 @@ def _raw_references(prepared, split: str, n: int) -> Optional[list[str]]:
     return lines
 
 
-def translate_sources(loaded, sources: list[list[str]], beam: Optional[int] = None, context: Optional[int] = None,
+def translate_sources(loaded, sources: list[list[str]], *, context: Optional[int] = None,
                       group_sentences: Optional[int] = None, tokenized: bool = False,
-                      first_pass: Optional[list[list]] = None, progress=None) -> list[list[str]]:
+                      first_pass: Optional[list[list]] = None, progress=None, stats=None,
+                      **decoding) -> list[list[str]]:
     """Translate source documents with a loaded checkpoint and its recipe's decoding settings
-    (``context`` K: K context sentences per side instead of the model's own, and K next sentences for a model
-    that reads them; ``group_sentences`` N: mbe's groups of N sentences instead of whole documents;
-    ``tokenized``: the Moses-tokenized output, not detokenized; ``first_pass``: a bilingual model's;
-    ``progress(stats)``: called after every decoding step)."""
+    (``decoding``: ``beam``, ``lenpen``, ``target_mode``, the user's instead where not None; ``context`` K: K
+    context sentences per side instead of the model's own, and K next sentences for a model that reads them;
+    ``group_sentences`` N: mbe's groups of N sentences instead of whole documents; ``tokenized``: the
+    Moses-tokenized output, not detokenized; ``first_pass``: a bilingual model's; ``progress(stats)``: called after
+    every decoding step; ``stats``: a :class:`~ctxmt_cli.decode.settings.TranslationStats` to read afterwards)."""
     from ctxmt_cli.decode.settings import DecodeSettings
     from ctxmt_cli.decode.translator import translate_documents
 
-    settings = DecodeSettings.from_recipe(loaded.recipe, context=context, beam=beam, group_sentences=group_sentences)
+    settings = DecodeSettings.from_recipe(loaded.recipe, context=context, group_sentences=group_sentences,
+                                          **decoding)
     tokenizer = loaded.tokenizer.without_detokenizer() if tokenized else loaded.tokenizer
-    return translate_documents(loaded.model, tokenizer, sources, settings, first_pass=first_pass, progress=progress)
+    return translate_documents(loaded.model, tokenizer, sources, settings, first_pass=first_pass, progress=progress,
+                               stats=stats)
 
 
 def translate_split(loaded, prepared, split: str, beam: Optional[int] = None):
     """Translate a prepared split as documents; returns (hypothesis lines, reference lines)."""
     sources, references = split_documents(prepared, split)
-    return _flat(translate_sources(loaded, sources, beam)), _flat(references)
+    return _flat(translate_sources(loaded, sources, beam=beam)), _flat(references)
 
 
 
@@ -180,22 +187,36 @@ def _translate_corpus(req: EvalRequest) -> Corpus:
     # a bilingual model's target context: --first-pass's translations, or the split's first-pass stream
     firsts = split_first_passes(models, req.checkpoints, prepared, req.split, sources, req.first_pass, req.device)
     # sentences translated per system on stderr (stdout keeps the scores)
-    systems, sweep_of, log = {}, {}, CountLog.on_stderr(req.log_format, "sentences", PROGRESS_EVERY)
+    corpus = Corpus({}, references, sources, has_documents=True, moses_tokenized=tokenized)
+    log = CountLog.on_stderr(req.log_format, "sentences", PROGRESS_EVERY)
     try:
         for name, loaded, first in zip(names, models, firsts):
             for k in contexts:
                 for n in groups:
                     label = None if k is None and req.group_sentences is None else \
                         (f"K={k}" if k is not None else f"N={'all' if n is None else n}")
-                    system = name if label is None else f"{name} {label}"
-                    systems[system] = translate_sources(
-                        loaded, sources, req.beam, k, n, tokenized, first,
-                        progress=lambda stats, task=system: log.update(task, stats.sentences, stats.total))
+                    _translate_system(corpus, req, log, (loaded, first, tokenized), name if label is None else
+                                      f"{name} {label}", (k, n))
                     if label is not None:
-                        sweep_of[system] = (name, label.split("=", 1)[1])
+                        corpus.sweep_of[f"{name} {label}"] = (name, label.split("=", 1)[1])
     finally:
         log.close()
-    return Corpus(systems, references, sources, has_documents=True, sweep_of=sweep_of, moses_tokenized=tokenized)
+    return corpus
+
+
+def _translate_system(corpus: Corpus, req: EvalRequest, log, model: tuple, system: str, setting: tuple) -> None:
+    """Translate the sources into ``corpus`` as ``system`` (``model``: the loaded checkpoint, its first pass and
+    whether to keep Moses tokens; ``setting``: context K and group size N), then its decoding on the log."""
+    from ctxmt_cli.decode.settings import TranslationStats
+
+    (loaded, first, tokenized), (k, n), stats = model, setting, TranslationStats()
+    corpus.systems[system] = translate_sources(
+        loaded, corpus.sources, context=k, group_sentences=n, tokenized=tokenized, first_pass=first, stats=stats,
+        progress=lambda counted: log.update(system, counted.sentences, counted.total), beam=req.beam,
+        lenpen=req.lenpen, target_mode=req.target_mode)
+    corpus.decoding[system] = stats.decoding()
+    log.message(f"{system}: translated {stats.sentences} sentences {stats.summary()}", system=system,
+                **corpus.decoding[system])
 
 
 def _read_corpus(req: EvalRequest) -> Corpus:
@@ -352,6 +373,8 @@ def run_evaluate(req: EvalRequest) -> str:
                "significance": significance, "segments": len(_flat(corpus.references)),
                "documents": len(corpus.references) if corpus.has_documents else None,
                "moses_tokenized": corpus.moses_tokenized}
+    if corpus.decoding:
+        payload["decoding"] = corpus.decoding
     if corpus.moses_tokenized:
         lines.insert(0, named("text scored: Moses-tokenized hypotheses and references (the split was prepared with "
                               f"{option('moses')})"))

@@ -70,15 +70,16 @@ class BilingualWindowInputs(Inputs):
         return BilingualWindows(data.split(split), self.window_spec(recipe, role), vocab.brk, vocab.eos,
                                 TargetConcat(side))
 
-    def step_rows(self, batch: Batch, sources: Sequence, j: int, plan, vocab: VocabInfo) -> None:
-        """A bilingual model's rows translating sentence ``j`` of each document: the first pass (``doc.first_pass``)
-        of the window's context sentences before each source window, within the window limit."""
+    def step_rows(self, batch: Batch, sources: Sequence, j, plan, vocab: VocabInfo) -> None:
+        """A bilingual model's rows translating sentence ``j`` (one index, or one per row) of each document: the
+        first pass (``doc.first_pass``) of the window's context sentences before each source window, within the
+        window limit."""
         if not self.target_concat or not sources:
             return
-        rows = []
-        for doc, window in zip(sources, batch.src):                          # window (S,), right-padded
+        rows, js = [], [j] * len(sources) if isinstance(j, int) else j
+        for doc, window, i in zip(sources, batch.src, js):                   # window (S,), right-padded
             own = window[window != vocab.pad].tolist()[:-1]                  # the source window without </s>
-            rows.append(target_concat_row(own, doc.first_pass, j, plan.src_context_sentences,
+            rows.append(target_concat_row(own, doc.first_pass, i, plan.src_context_sentences,
                                           plan.src_next_sentences or 0, plan.max_window_tokens, vocab)[0])
         batch.src = pad_rows([np.asarray(r, dtype=np.int64) for r in rows], vocab.pad)        # (B, S')
 

@@ -166,8 +166,9 @@ class Inputs:
         self.check_groups(run.settings.group_sentences, run.settings.group_order)
         run.in_slots(memory=False)
 
-    def step_rows(self, batch: Batch, sources: Sequence, j: int, plan, vocab: VocabInfo) -> None:
-        """Complete the batch translating sentence ``j`` of each document of ``sources`` (nothing to add)."""
+    def step_rows(self, batch: Batch, sources: Sequence, j, plan, vocab: VocabInfo) -> None:
+        """Complete the batch translating sentence ``j`` (one index, or one per row) of each document of
+        ``sources`` (nothing to add)."""
 
     def kept_sentences(self, group_sentences: Optional[int], max_document_sentences: Optional[int]) -> dict:
         """What a server keeps of a document between requests (the fields of its keep rule): the context window;

@@ -100,10 +100,14 @@ def test_document_benchmark_prints_its_ratio_lines():
     result = run_cli("benchmark", "document", "--preset", "tiny", "--quick", "--repeats", 1, "--threads", 1,
                      "--device", "cpu")
     assert result.exit_code == 0, result.output
-    ratios = result.stdout.splitlines()[-3:]
+    written, *ratios = result.stdout.splitlines()[-6:]
+    assert re.match(r"^tokens written per sentence: sentence \d+\.\d, sentence-pieces \d+\.\d, s4to4-prefix "
+                    r"\d+\.\d, s4to4-generate \d+\.\d$", written), written
     assert re.match(r"^ratio: document-tiny s4to4-prefix/sentence = \d+\.\d\d \(target <= 1\.6\)$", ratios[0]), ratios
-    assert re.match(r"^ratio: document-tiny s4to4-generate/s4to4-prefix = \d+\.\d\d \(target >= 2\)$", ratios[1]), ratios
-    assert re.match(r"^ratio: document-tiny sentence/sentence-pieces = \d+\.\d\d$", ratios[2]), ratios
+    assert re.match(r"^ratio: document-tiny s4to4-generate/sentence = \d+\.\d\d \(target <= 2\)$", ratios[1]), ratios
+    assert re.match(r"^ratio: document-tiny s4to4-prefix/sentence-pieces = \d+\.\d\d$", ratios[2]), ratios
+    assert re.match(r"^ratio: document-tiny s4to4-generate/sentence-pieces = \d+\.\d\d$", ratios[3]), ratios
+    assert re.match(r"^ratio: document-tiny sentence/sentence-pieces = \d+\.\d\d$", ratios[4]), ratios
 
 
 def test_mbe_benchmark_prints_padding_and_ratio_lines():

@@ -101,9 +101,12 @@ def test_checkpoint_mode_reports_progress_on_stderr(concat_checkpoint, synthetic
     result = run_cli("evaluate", "--checkpoint", concat_checkpoint, "--data", synthetic_dir, "--beam", 1,
                      "--log-format", "json")
     assert result.exit_code == 0, result.output
-    lines = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    objects = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    lines = [r for r in objects if r["kind"] == "progress"]
     assert lines and {r["task"] for r in lines} == {str(concat_checkpoint)}
     assert lines[-1]["done"] == lines[-1]["total"] > 0 and lines[-1]["unit"] == "sentences"
+    [decoding] = [r for r in objects if r["kind"] == "message"]                  # then how it was decoded
+    assert decoding["system"] == str(concat_checkpoint) and decoding["beam"] == 1 and decoding["fallbacks"] >= 0
     assert "{" not in result.stdout and printed(result.stdout, "BLEU") >= 0    # stdout keeps the scores alone
     refused = run_cli("evaluate", "--hyp", concat_checkpoint, "--ref", concat_checkpoint, "--log-format", "plain")
     assert_user_error(refused, "--log-format", "--checkpoint")

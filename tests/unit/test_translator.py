@@ -93,7 +93,10 @@ def test_window_order_is_oldest_to_newest(tokenizer):
     assert step.max_len.tolist() == [int(1.5 * 2 + 10)]
     gen = step_batch([src], [out], 3, DecodeSettings(2, 2), sp, mode="generate")
     assert gen.batch.tgt_prefix[0].tolist() == [sp.bos] and gen.expected == [2]
-    assert gen.max_len.tolist() == [int(1.5 * 2 + 10) + 5]                 # + the target context's length
+    # each sentence of the generated window as long as it may be alone, + its <brk>: from the source only
+    assert gen.max_len.tolist() == [int(1.5 * 2 + 10) + (int(1.5 * 1 + 10) + 1) + (int(1.5 * 3 + 10) + 1)]
+    other = step_batch([src], [[[30, 31, 32, 33]] * 3], 3, DecodeSettings(2, 2), sp, mode="generate")
+    assert other.max_len.tolist() == gen.max_len.tolist() and other.expected == gen.expected
     # a 7-token limit keeps only the newest context sentence on each side, never a part of one
     small = step_batch([src], [out], 3, DecodeSettings(2, 2, max_window_tokens=7), sp)
     assert small.batch.src[0].tolist() == [13, 14, 15, sp.brk, 16, 17, sp.eos]
@@ -128,10 +131,10 @@ def test_generate_mode_keeps_the_text_after_the_last_separator(tokenizer):
     docs = documents(sizes=(4, 2))
     model = make_model(tokenizer, brk="script", eos_bias=-1.0)            # writes exactly the separators due
     stats, seen = TranslationStats(), []
-    out = run(model, tokenizer, docs, target_mode="generate", stats=stats,
+    out = run(model, tokenizer, docs, target_mode="generate", stats=stats, batch_docs=4,
               progress=lambda s: seen.append(s.sentences))
     assert stats.fallbacks == 0 and stats.sentences == stats.total == 6
-    assert seen == [2, 4, 5, 6]                                             # after every step
+    assert seen == [4, 6]                                  # after every batch of windows, across the documents
     assert all(line and "<brk>" not in line for d in out for line in d)
     prefix = run(model, tokenizer, docs)
     assert [d[0] for d in out] == [d[0] for d in prefix]                    # no context: the same search

@@ -69,13 +69,14 @@ class HanoiTInputs(Inputs):
         elif rows is not None:
             batch.src, batch.src_next, batch.extras = rows.tokens, rows.next_sentences, None
 
-    def step_rows(self, batch: Batch, sources: Sequence, j: int, plan, vocab: VocabInfo) -> None:
-        """The bilingual model's target concatenations (``Batch.extras``) translating sentence ``j`` of each
-        document, from the first pass the documents carry (``doc.first_pass``)."""
+    def step_rows(self, batch: Batch, sources: Sequence, j, plan, vocab: VocabInfo) -> None:
+        """The bilingual model's target concatenations (``Batch.extras``) translating sentence ``j`` (one index,
+        or one per row) of each document, from the first pass the documents carry (``doc.first_pass``)."""
         if not self.target_concat or not sources:
             return
-        rows = [target_concat_row(doc[j], doc.first_pass, j, plan.src_context_sentences, plan.src_next_sentences,
-                                  plan.max_window_tokens, vocab) for doc in sources]
+        js = [j] * len(sources) if isinstance(j, int) else j
+        rows = [target_concat_row(doc[i], doc.first_pass, i, plan.src_context_sentences, plan.src_next_sentences,
+                                  plan.max_window_tokens, vocab) for doc, i in zip(sources, js)]
         self._give(batch, TargetConcatRows.of(rows, vocab.pad))
 
     def scoring_batch(self, batch: Batch, vocab: VocabInfo, target_concat: Optional[Sequence] = None) -> Batch:
