@@ -7,7 +7,7 @@
 #   prepare text (the .xz files)  ->  train sentence_small (4,000 updates)
 #   -> for each system: train RECIPE --init-from the sentence model, FT_UPDATES updates, lr FT_LR (the rate the
 #      first step ended at), FT_WARMUP warm-up updates, the checkpoint best on the current sentence's validation loss
-#   -> translate the 14 test debates (documents), BLEU / chrF / doc-BLEU with a paired bootstrap 95% interval
+#   -> translate the 14 test debates (documents; each system decodes as its recipe says), BLEU / chrF / doc-BLEU with a paired bootstrap 95% interval
 #      against the control (ctxmt evaluate --significance bootstrap), SCAT's test set per pronoun, balanced and
 #      with its context gain (McNemar's p), pronoun P-CXMI on the test debates (ctxmt cxmi --tokens)
 #   -> OUT/table.md (and OUT/table.json): every figure of README's Europarl table.
@@ -16,8 +16,8 @@
 # several sittings (a killed training resumes with --resume). Each step's wall time goes to OUT/times.tsv.
 # Measured on 2 CPU cores (x86-64, 2 threads; see README for the figures of the last full run):
 #   prepare 41 s; sentence_small 4,000 updates about 75 min; each fine-tune of 1,500 updates 25-45 min (concat
-#   s4to4 the longest); translation of the test debates 3-10 min per system (prefix mode); SCAT about 1 min;
-#   P-CXMI 2-7 min.
+#   s4to4 the longest); translation of the test debates 3-15 min per system; SCAT about 1 min; P-CXMI 2-7 min.
+#   (Estimates from the from-scratch runs at the same size; the table's own times are in OUT/times.tsv.)
 #
 # Usage (from anywhere; the checkout is the one holding this script, in recipes/europarl_enfr/):
 #   bash recipes/europarl_enfr/two_step.sh                     # the full table
@@ -126,8 +126,10 @@ for system in "${ALL[@]}"; do
   hyp=$OUT/eval/hyp/$system.txt           # named by the system: evaluate reports each file by its name
   if [ ! -f "$hyp" ]; then
     mkdir -p "$OUT/eval/hyp"
+    # each system decodes as its recipe says (concat: target_mode generate, as Lupo et al.; the stderr line says how
+    # many windows fell back to prefix mode)
     timed "translate_$system" "$CTXMT" translate "$TEST/src.txt" -c "$ckpt" --beam "$BEAM" -o "$eval_dir/doc_hyp.txt" \
-      --target-mode prefix
+      2> >(tee "$eval_dir/translate.log" >&2)
     # one hypothesis per source sentence: the blank lines between debates dropped, in step with the source
     paste -d '\t' "$TEST/src.txt" "$eval_dir/doc_hyp.txt" | awk -F '\t' '$1 != "" {print $2}' > "$hyp.partial"
     mv "$hyp.partial" "$hyp"
