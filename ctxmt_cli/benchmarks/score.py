@@ -48,7 +48,7 @@ def ctxmt_scorer(model, batch):
     scored = [1] * len(sources)                                          # one sentence per row: score all of it
     model.eval()
     windows = (sources, [0] * len(sources), None)                    # no next sentences, no target concatenation
-    return lambda: _score_rows(model, ids, windows, targets, scored, MAX_TOKENS, None)
+    return lambda: _score_rows(model, ids, windows, targets, scored, MAX_TOKENS, (None, None))
 
 
 def run(settings: Settings) -> dict[str, list[float]]:
