@@ -86,7 +86,8 @@ def test_small_recipe_trains_on_the_slice(recipe, europarl, tmp_path):
 def test_every_system_has_a_base_and_a_small_variant():
     names = {p.stem for p in FOLDER.glob("*.yaml")}
     systems = {n.rsplit("_", 1)[0] for n in names}
-    assert systems == {"sentence", "concat_s4to4_shift_cd", "caching_grouping_c2", "mbe_enc", "hanoit_offline"}
+    assert systems == {"sentence", "concat_s2to2_cd", "concat_s4to4_shift_cd", "caching_grouping_c2", "mbe_enc",
+                       "hanoit_offline"}
     assert names == {f"{s}_{size}" for s in systems for size in ("base", "small")}
     for path in FOLDER.glob("*.yaml"):
         recipe = load_recipe(path)

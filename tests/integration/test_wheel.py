@@ -61,7 +61,7 @@ def _shipped(folder: Path, pattern: str) -> set[str]:
 def test_the_wheel_carries_every_recipe_and_benchmark(wheel):
     """The top-level recipes/ folder ships inside the package (setup.py's build hook), every file of it."""
     names = set(wheel.namelist())
-    recipes = _shipped(RECIPES, "*.yaml") | _shipped(RECIPES, "*.sh")
+    recipes = _shipped(RECIPES, "*.yaml") | _shipped(RECIPES, "*.sh") | _shipped(RECIPES, "*.py")
     assert len(recipes) > 150 and recipes <= names
     assert _shipped(RECIPES, "*") == recipes                         # nothing else lies in recipes/ to forget
     benchmarks = _shipped(PACKAGE / "benchmarks", "*.py")
