@@ -13,7 +13,9 @@
 #   -> OUT/table.md (and OUT/table.json): every figure of README's Europarl table.
 #
 # Every step writes into OUT and is skipped when its output is already there, so the table can be built over
-# several sittings (a killed training resumes with --resume). Each step's wall time goes to OUT/times.tsv.
+# several sittings (a killed training resumes with --resume). Each step's wall time goes to OUT/times.tsv; a step
+# stopped by hand for a while (SIGSTOP, e.g. while a test suite runs) gets a line "NAME SECONDS WHY" in
+# OUT/pauses.tsv, which the table subtracts.
 # Measured on 2 CPU cores (x86-64, 2 threads; see README for the figures of the last full run):
 #   prepare 41 s; sentence_small 4,000 updates about 75 min; each fine-tune of 1,500 updates 25-45 min (concat
 #   s4to4 the longest); translation of the test debates 3-15 min per system; SCAT about 1 min; P-CXMI 2-7 min.

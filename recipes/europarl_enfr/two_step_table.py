@@ -34,12 +34,14 @@ def training(run: Path) -> dict:
 
 
 def times(out: Path) -> dict:
-    """Seconds per step name (times.tsv; a step run twice, e.g. resumed, counts both)."""
+    """Seconds per step name: times.tsv (a step run twice, e.g. resumed, counts both) less pauses.tsv (``NAME
+    SECONDS WHY`` lines for the time a step was stopped by hand, e.g. with SIGSTOP while a test suite ran)."""
     seconds: dict[str, float] = {}
-    path = out / "times.tsv"
-    for line in path.read_text().splitlines() if path.is_file() else []:
-        name, value = line.split("\t")
-        seconds[name] = seconds.get(name, 0.0) + float(value)
+    for name, sign in (("times.tsv", 1), ("pauses.tsv", -1)):
+        path = out / name
+        for line in path.read_text().splitlines() if path.is_file() else []:
+            step, value = line.split("\t")[:2]
+            seconds[step] = seconds.get(step, 0.0) + sign * float(value)
     return seconds
 
 
