@@ -77,14 +77,19 @@ def resolve_recipe(recipe: Recipe, meta: dict) -> Recipe:
     return recipe.model_copy(update={"model": resolve_model_config(recipe.model, meta)})
 
 
-def init_source(recipe: Recipe, fingerprint: str) -> tuple[Recipe, Optional[Any], dict]:
+def init_source(recipe: Recipe, fingerprint: str, resume: bool = False) -> tuple[Recipe, Optional[Any], dict]:
     """(recipe, checkpoint, architecture changes) for ``train.init_from``: the checkpoint checked and its
     vocabulary compared with the prepared data's (``fingerprint``), the recipe given its architecture; without
-    ``init_from`` the recipe as it is, None and no changes (:mod:`ctxmt_cli.train.init_from`)."""
+    ``init_from`` the recipe as it is, None and no changes (:mod:`ctxmt_cli.train.init_from`). A run resumed from
+    its own ``checkpoint_last.pt`` takes the architecture from there and needs the first checkpoint no more
+    (None: nothing to load)."""
     if not recipe.train.init_from:
         return recipe, None, {}
     from ctxmt_cli.train.init_from import adopt_architecture, check_vocabulary, read_init_checkpoint
 
+    last = Path(recipe.train.save_dir) / "checkpoint_last.pt"
+    if resume and last.is_file():
+        return adopt_architecture(recipe, read_init_checkpoint(last))[0], None, {}
     parent = read_init_checkpoint(recipe.train.init_from)
     check_vocabulary(parent, fingerprint, recipe.data.path)
     adopted, changes = adopt_architecture(recipe, parent)

@@ -111,7 +111,7 @@ class Trainer:
         data = S.open_prepared(recipe)
         self.tokenizer, self.meta = data.tokenizer, data.meta
         self.vocab = VocabInfo.of(self.tokenizer)
-        recipe, self.parent, self.arch_changes = S.init_source(recipe, self.tokenizer.fingerprint())
+        recipe, self.parent, self.arch_changes = S.init_source(recipe, self.tokenizer.fingerprint(), resume)
         self.recipe = S.resolve_recipe(recipe, self.meta)
         self.save_dir = Path(self.cfg.save_dir)
         ckpt = S.find_resume_checkpoint(self.save_dir, resume, env, self.tokenizer, self.recipe, allow_changed)

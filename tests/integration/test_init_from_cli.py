@@ -89,8 +89,11 @@ def test_lineage_chains_and_survives_resume(sentence_run, synthetic_dir, tmp_pat
     assert fine_tune("concat", parent, synthetic_dir, tmp_path / "concat").exit_code == 0
     child = tmp_path / "concat" / "checkpoint_last.pt"
     assert fine_tune("caching_tokens", child, synthetic_dir, tmp_path / "caching").exit_code == 0
+    kept = tmp_path / "kept.pt"
+    child.rename(kept)                 # a resume reads its own checkpoints, not the one it started from
     resumed = fine_tune("caching_tokens", child, synthetic_dir, tmp_path / "caching", "--resume",
                         "--allow-changed", "train.max_steps", "--set", "train.max_steps=4")
+    kept.rename(child)
     assert resumed.exit_code == 0, resumed.output
     assert "loaded" not in resumed.output                   # a resume restores its own weights, nothing else
     result = run_cli("inspect", tmp_path / "caching" / "checkpoint_last.pt", "--json")
