@@ -1,9 +1,10 @@
 """The table of two_step.sh, from the files its steps wrote into OUT: OUT/table.md and OUT/table.json.
 
-Per system: updates and current-sentence target tokens of the fine-tune (metrics.jsonl), its training time and
-the evaluation's (times.tsv); BLEU and chrF with sacrebleu's paired bootstrap 95% interval and p against the
-control, doc-BLEU (eval/bleu.json); SCAT accuracy per pronoun, balanced, and the context gain with McNemar's p
-(eval/SYSTEM/scat/results.json); pronoun P-CXMI (eval/SYSTEM/cxmi.json).
+Per system: updates and current-sentence target tokens of the fine-tune (metrics.jsonl); its training time (the
+trainer's own clock across resumes, less the pauses in pauses.tsv) and the evaluation's (times.tsv); BLEU and chrF
+with sacrebleu's paired bootstrap 95% interval and p against the control, doc-BLEU (eval/bleu.json); SCAT accuracy
+per pronoun, balanced, and the context gain with McNemar's p (eval/SYSTEM/scat/results.json); pronoun P-CXMI
+(eval/SYSTEM/cxmi.json).
 
 Usage: python two_step_table.py OUT --control sentence_control --systems sentence sentence_control concat_s2to2_cd …
 """
@@ -26,22 +27,27 @@ LABELS = {
 
 
 def training(run: Path) -> dict:
-    """Updates, current-sentence target tokens and training seconds of a run (its metrics.jsonl)."""
+    """Updates and current-sentence target tokens of a run (its metrics.jsonl), and its wall time as the trainer
+    counts it across resumes (``state.elapsed`` of checkpoint_last.pt: validations included, the time before a
+    kill that a resume redid excluded)."""
+    import torch
+
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
     train = [r for r in rows if r.get("kind") == "train"]
+    state = torch.load(run / "checkpoint_last.pt", map_location="cpu", weights_only=True)["state"]
     return {"updates": max((r["step"] for r in train), default=0),
-            "current_tokens": sum(r.get("current_tokens", 0.0) for r in train)}
+            "current_tokens": sum(r.get("current_tokens", 0.0) for r in train), "elapsed_s": state["elapsed"]}
 
 
-def times(out: Path) -> dict:
-    """Seconds per step name: times.tsv (a step run twice, e.g. resumed, counts both) less pauses.tsv (``NAME
-    SECONDS WHY`` lines for the time a step was stopped by hand, e.g. with SIGSTOP while a test suite ran)."""
+def step_seconds(out: Path, name: str) -> dict:
+    """Seconds per step name in OUT/NAME: times.tsv (each step's wall time; a step run twice counts both) or
+    pauses.tsv (``NAME SECONDS WHY`` lines for the time a step was stopped by hand, e.g. with SIGSTOP while a test
+    suite ran)."""
     seconds: dict[str, float] = {}
-    for name, sign in (("times.tsv", 1), ("pauses.tsv", -1)):
-        path = out / name
-        for line in path.read_text().splitlines() if path.is_file() else []:
-            step, value = line.split("\t")[:2]
-            seconds[step] = seconds.get(step, 0.0) + sign * float(value)
+    path = out / name
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        step, value = line.split("\t")[:2]
+        seconds[step] = seconds.get(step, 0.0) + float(value)
     return seconds
 
 
@@ -74,10 +80,11 @@ def bleu(path: Path, control: str) -> dict:
     return figures
 
 
-def row(system: str, out: Path, scores: dict, seconds: dict) -> dict:
+def row(system: str, out: Path, scores: dict, seconds: dict, pauses: dict) -> dict:
     evaluated = out / "eval" / system
     evaluation = sum(v for k, v in seconds.items() if k in (f"translate_{system}", f"scat_{system}", f"cxmi_{system}"))
-    return {"system": system, **training(out / system), "train_s": seconds.get(f"train_{system}"),
+    run = training(out / system)
+    return {"system": system, **run, "train_s": run["elapsed_s"] - pauses.get(f"train_{system}", 0.0),
             "eval_s": evaluation, **scores[system], "scat": scat(evaluated / "scat" / "results.json"),
             "cxmi": cxmi(evaluated / "cxmi.json")}
 
@@ -118,8 +125,8 @@ def main() -> None:
     parser.add_argument("--systems", nargs="+", required=True)
     args = parser.parse_args()
     scores = bleu(args.out / "eval" / "bleu.json", args.control)
-    seconds = times(args.out)
-    rows = [row(system, args.out, scores, seconds) for system in args.systems]
+    seconds, pauses = step_seconds(args.out, "times.tsv"), step_seconds(args.out, "pauses.tsv")
+    rows = [row(system, args.out, scores, seconds, pauses) for system in args.systems]
     (args.out / "table.json").write_text(json.dumps(rows, indent=2) + "\n")
     (args.out / "table.md").write_text(markdown(rows, args.control))
     print(markdown(rows, args.control))
