@@ -68,7 +68,7 @@ def cxmi(path: Path) -> dict:
             "pronoun_occurrences": restricted.get("n")}
 
 
-def bleu(path: Path, control: str) -> dict:
+def bleu(path: Path) -> dict:
     """{system: {BLEU, chrF, doc-BLEU, BLEU_ci, chrF_ci, BLEU_p, chrF_p}} from ctxmt evaluate --out."""
     result = json.loads(path.read_text())
     tests = result["significance"]["bootstrap"]["systems"]
@@ -124,7 +124,7 @@ def main() -> None:
     parser.add_argument("--control", required=True)
     parser.add_argument("--systems", nargs="+", required=True)
     args = parser.parse_args()
-    scores = bleu(args.out / "eval" / "bleu.json", args.control)
+    scores = bleu(args.out / "eval" / "bleu.json")
     seconds, pauses = step_seconds(args.out, "times.tsv"), step_seconds(args.out, "pauses.tsv")
     rows = [row(system, args.out, scores, seconds, pauses) for system in args.systems]
     (args.out / "table.json").write_text(json.dumps(rows, indent=2) + "\n")
