@@ -127,6 +127,11 @@ class DecodeConfig(Section):
         "or the whole window generated and its last sentence kept")
     batch_docs: int = Field(64, ge=1, description="documents (or pieces of documents, for a model reading no "
                             "target context) decoded in parallel")
+    warmup_sentences: Optional[int] = Field(
+        None, ge=0, le=64, description="a model reading its earlier translations: None translates each document "
+        "sentence after sentence (exact); N cuts documents into pieces that translate side by side, each piece "
+        "first translating (and dropping) the N sentences before it, at least the model's context, so that their "
+        "translations stand as its target context (faster on a few long documents; see the translate page)")
 
 
 class Recipe(Section):

@@ -16,11 +16,19 @@ produce the same text. The work compared is therefore what the modes really cost
   forced as the decoder prefix in one parallel pass, only the current sentence generated;
 * ``s4to4-generate``: the same window, the whole target window generated token by token; no window reads an
   earlier output, so the windows of all documents are decoded side by side (:mod:`ctxmt_cli.decode.generated`).
+* ``s4to4-lead``: prefix mode with documents cut into pieces that translate side by side, each first
+  translating (and dropping) the 3 sentences before it as its target context (``warmup_sentences`` 3,
+  :mod:`ctxmt_cli.decode.pieces`).
+
+The pieces rows run in :data:`SLOTS` slots: a test set of a few long documents (Europarl's 14 debates, 5,663
+sentences) fills the translator's 64 slots with pieces of about 90 sentences; a quick run's 4 × 48 sentences fill
+16 slots with pieces of 12, the shortest a lead-in of 3 allows (:data:`~ctxmt_cli.decode.pieces.LEAD_SHARE`).
 
 Targets: prefix <= 1.6x the sentence-level seconds per sentence on the same schedule (one sentence per document
-and step, the most a model reading its earlier translations can batch), generate <= 2x. Each mode against the
-sentence-level model as ``ctxmt translate`` runs it (pieces) is printed as its own ratio, and so are the tokens
-each mode writes per sentence (generate mode writes the K sentences of every window).
+and step, the most a model reading its earlier translations can batch), generate <= 2x; against the
+sentence-level model as ``ctxmt translate`` runs it (pieces), the lead-in pieces <= 2x. Each mode against the
+pieces is printed as its own ratio, and so are the tokens each mode writes per sentence (generate mode writes
+the K sentences of every window; the lead-in pieces their dropped sentences too).
 The models run on ``--device`` (the translator puts each batch there, as ``ctxmt translate`` does).
 
     ctxmt benchmark document [--quick] [--preset small] [--threads 2] [--repeats 5] [--device auto]
@@ -55,6 +63,7 @@ from ctxmt_cli.models.families import build_model  # noqa: E402
 Settings = bu.Settings
 FORCE = 1e4                      # far above any logit of a random model: the copied token always wins
 CONTEXT = 3                      # s4to4
+SLOTS = 16                       # rows of the pieces modes (module docstring)
 #: the benchmarked recipe of each family beyond the preset (sentence: none)
 FAMILY_OPTIONS = {"concat": {"src_context_sentences": CONTEXT, "tgt_context_sentences": CONTEXT, "shift": 20}}
 
@@ -108,28 +117,27 @@ def build(family: str, dims: tuple, vocab: int, seed: int, device: str = "cpu"):
 
 
 def runs(docs, tok, settings: Settings, counted: dict) -> dict:
-    """The four timed document translations (same documents, beam 4); ``counted[mode]``: the counters of its
+    """The five timed document translations (same documents, beam 4); ``counted[mode]``: the counters of its
     last call."""
     dims = PRESETS[settings.preset]
     sentence, concat = (build(family, dims, tok.src_vocab_size, settings.seed, settings.device)
                         for family in ("sentence", "concat"))
-    slots = DecodeSettings().batch_docs
-
-    def translate(name: str, model, context: int, mode: str, rows: int = len(docs)):
+    def translate(name: str, model, context: int, mode: str, rows: int = len(docs), warmup=None):
         # rows = the documents: pieces no longer than a document, so the sentence-level model keeps one sentence per
-        # document and step, the schedule of a model reading its earlier translations; the pieces row and generate
-        # mode (no window reads an earlier output) get the translator's default rows
+        # document and step, the schedule of a model reading its earlier translations; the pieces rows and generate
+        # mode (no window reads an earlier output) get SLOTS rows
         stats = TranslationStats()
         settings = DecodeSettings(context, context, beam=4, target_mode=mode, max_len_a=1.0, max_len_b=2,
-                                  batch_docs=rows)
+                                  batch_docs=rows, warmup_sentences=warmup)
         translate_documents(model, tok, docs, settings, stats=stats)
         assert stats.fallbacks == 0, "the copying model must write every separator"
         counted[name] = stats
 
     return {"sentence": lambda: translate("sentence", sentence, 0, "prefix"),
-            "sentence-pieces": lambda: translate("sentence-pieces", sentence, 0, "prefix", slots),
+            "sentence-pieces": lambda: translate("sentence-pieces", sentence, 0, "prefix", SLOTS),
             "s4to4-prefix": lambda: translate("s4to4-prefix", concat, CONTEXT, "prefix"),
-            "s4to4-generate": lambda: translate("s4to4-generate", concat, CONTEXT, "generate", slots)}
+            "s4to4-generate": lambda: translate("s4to4-generate", concat, CONTEXT, "generate", SLOTS),
+            "s4to4-lead": lambda: translate("s4to4-lead", concat, CONTEXT, "prefix", SLOTS, CONTEXT)}
 
 
 def ratio_lines(preset: str, median: dict, counted: dict) -> list[str]:
@@ -140,16 +148,16 @@ def ratio_lines(preset: str, median: dict, counted: dict) -> list[str]:
     written = ", ".join(f"{mode} {stats.written / stats.sentences:.1f}" for mode, stats in counted.items())
     return [f"tokens written per sentence: {written}",
             line("s4to4-prefix", "sentence", "target <= 1.6"), line("s4to4-generate", "sentence", "target <= 2"),
-            line("s4to4-prefix", "sentence-pieces"), line("s4to4-generate", "sentence-pieces"),
-            line("sentence", "sentence-pieces")]
+            line("s4to4-lead", "sentence-pieces", "target <= 2"), line("s4to4-prefix", "sentence-pieces"),
+            line("s4to4-generate", "sentence-pieces"), line("sentence", "sentence-pieces")]
 
 
 def run(settings: Settings) -> dict:
-    """Time the four modes, print the table and the ratio lines; seconds per sentence per mode."""
+    """Time the five modes, print the table and the ratio lines; seconds per sentence per mode."""
     settings = bu.check(settings)
     tiny = settings.preset == "tiny"                                      # the smoke-test path
     docs, tok, name = load_text(1000 if tiny else 8000)
-    n_docs, n_sents = (2, 4) if tiny else (2, 12) if settings.quick else (4, 24)
+    n_docs, n_sents = (2, 4) if tiny else (4, 48) if settings.quick else (8, 48)
     docs = [d[:n_sents] for d in docs[:n_docs]]
     sentences, counted = sum(len(d) for d in docs), {}
     with bu.torch_threads(settings.threads):

@@ -21,6 +21,7 @@ from ctxmt_cli.cli.options import (
     Significance,
     TargetModeOption,
     Tokenize,
+    WarmupSentences,
     check_testset,
 )
 from ctxmt_cli.errors import CtxmtError
@@ -142,6 +143,7 @@ def evaluate(
     comet: Optional[Path] = typer.Option(None, help="local COMET model folder or .ckpt; needs the optional unbabel-comet (extra: comet)"),
     out: Optional[Path] = typer.Option(None, help="write every figure to this JSON file"),
     beam: Beam = None, lenpen: Lenpen = None, target_mode: TargetModeOption = None,   # as translate decodes
+    warmup_sentences: WarmupSentences = None,
     context: Optional[str] = typer.Option(None, metavar="K[,K...]", help="with --checkpoint: translate once per K "
                                           "(comma-separated) and print BLEU/chrF per K. " + CONTEXT_HELP),
     group_sentences: Optional[str] = typer.Option(None, metavar="N[,N...|all]", help="mbe: translate once per number "
@@ -164,7 +166,7 @@ def evaluate(
         checkpoints=list(checkpoint or []), split=split, data=data, hyps=list(hyp or []), ref=ref, src=src,
         docids=docids, lowercase=lowercase, tokenize=tokenize, document_level=document_level,
         significance=significance, samples=samples, seed=seed, comet=comet, out=out, beam=beam, lenpen=lenpen,
-        target_mode=target_mode, device=device,
+        target_mode=target_mode, warmup_sentences=warmup_sentences, device=device,
         context=context, group_sentences=group_sentences, first_pass=first_pass,
         log_format=log_format,
     )
@@ -174,7 +176,7 @@ def evaluate(
 def _check_evaluate_options(ctx, scores_files: bool, comet: bool, significance: bool) -> None:
     """Refuse the options of one way of ``evaluate`` given for the other (they would be silently ignored)."""
     if scores_files:
-        refuse_given(ctx, ("split", "data", "beam", "lenpen", "target_mode", "log_format"), "goes with --checkpoint (a "
+        refuse_given(ctx, ("split", "data", "beam", "lenpen", "target_mode", "warmup_sentences", "log_format"), "goes with --checkpoint (a "
                      "prepared split is translated); --hyp files are scored as they are")
         if not comet:
             refuse_given(ctx, ("device",), "goes with --checkpoint or --comet (with --hyp alone no model runs)")

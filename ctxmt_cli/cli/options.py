@@ -54,6 +54,11 @@ Lenpen = Annotated[Optional[float], typer.Option(min=0.0, show_default=False,
 BatchDocs = Annotated[Optional[int], typer.Option(
     min=1, show_default=False, help="rows decoded in parallel: documents; pieces of documents for a model reading no "
     "earlier translation; windows in generate mode [default: the recipe's decode.batch_docs]")]
+WarmupSentences = Annotated[Optional[int], typer.Option(
+    min=0, max=64, show_default=False, help="a model reading its earlier translations: cut documents into pieces "
+    "that translate side by side, each first translating (and dropping) N sentences before it as its target "
+    "context (faster on a few long documents; the output may differ slightly from whole documents) [default: the "
+    "recipe's decode.warmup_sentences; none: whole documents]")]
 TargetModeOption = Annotated[Optional[TargetMode], typer.Option(
     show_default=False, help="how a model reading its earlier translations decodes them: prefix (its own outputs "
     "forced), generate (the whole target window written again, the last sentence kept; a window without the "

@@ -18,6 +18,7 @@ from ctxmt_cli.cli.options import (
     InputFormat,
     Lenpen,
     TargetModeOption,
+    WarmupSentences,
 )
 
 
@@ -43,6 +44,7 @@ def translate(
     lenpen: Lenpen = None,
     target_mode: TargetModeOption = None,
     batch_docs: BatchDocs = None,
+    warmup_sentences: WarmupSentences = None,
     context: Optional[int] = typer.Option(None, min=0, help=CONTEXT_HELP),
     device: Device = "auto",
     repair: Optional[Path] = typer.Option(None, help="DocRepair: rewrite the translations with this repair checkpoint "
@@ -62,6 +64,7 @@ def translate(
     loading, stats = {"device": device, "first_pass": first_pass, "repair": repair, "engine": engine}, TranslationStats()
     count = translate_file(input, output, checkpoint, loading, input_format=input_format, scores=scores, nbest=nbest,
                            beam=beam, lenpen=lenpen, target_mode=target_mode, batch_docs=batch_docs, context=context,
+                           warmup_sentences=warmup_sentences,
                            group_sentences=group_sentences, group_order=group_order, stats=stats)
     typer.echo(f"translated {count} sentences {stats.summary()}", err=True)
 

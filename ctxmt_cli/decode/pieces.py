@@ -8,7 +8,15 @@ source entries) translates each sentence from the source side alone, so a docume
 translate side by side: each piece holds the previous sentences its first window reads (and a caching memory
 caches) as sentences whose translation is given, and the next sentences its last window reads as a tail that is
 not translated. Every window, memory and first-pass row is then the one the whole document gives, and the pieces
-fill the slots. A model that reads its earlier translations keeps one piece per document.
+fill the slots.
+
+A model that reads its earlier translations keeps one piece per document, unless the call asks for a lead-in
+(``warmup_sentences`` of the decode settings): each piece then starts that many sentences (at least the model's
+source context) before the first one it keeps, translates them as the start of a document and drops their
+translations, which stand as the target context of its first kept sentences. A kept sentence's target context
+is then the model's own translation of the same sentences, but made with less context than the whole
+document's decoding had, so the output may differ from it (the translate page gives the measured BLEU change).
+A piece with a lead-in translates at least :data:`LEAD_SHARE` times as many sentences as it drops.
 """
 
 from __future__ import annotations
@@ -19,27 +27,34 @@ from typing import Optional
 
 from ctxmt_cli.decode.encoded import DocumentIds, Encoded
 
+#: a piece with a lead-in translates at least this many kept sentences per dropped one (at most 1 in 5 dropped)
+LEAD_SHARE = 4
+
 
 @dataclass(frozen=True)
 class Piece:
-    """Sentences ``lo`` .. ``hi`` - 1 of document ``doc``, of which ``first`` .. ``end`` - 1 are translated: those
-    before ``first`` are context with a given translation, those from ``end`` a tail read as next sentences."""
+    """Sentences ``lo`` .. ``hi`` - 1 of document ``doc``, of which ``first`` .. ``end`` - 1 are translated and
+    kept: those before ``first`` are context with a given translation (``lead``: translated and dropped, where the
+    document gives none), those from ``end`` a tail read as next sentences."""
 
     doc: int
     lo: int
     first: int
     end: int
     hi: int
+    lead: bool = False
 
     @property
     def size(self) -> int:
         return self.hi - self.lo
 
 
-def cut_pieces(encoded: list[Encoded], before: int, after: int, length: Optional[int]) -> list[Piece]:
+def cut_pieces(encoded: list[Encoded], before: int, after: int, length: Optional[int], *,
+               lead: bool = False) -> list[Piece]:
     """The pieces of ``encoded`` documents translating at most ``length`` sentences each (None: one per document),
-    with ``before`` previous and ``after`` next sentences of context around them; a document's sentences whose
-    translation is given are never translated."""
+    with ``before`` previous and ``after`` next sentences of context around them (``lead``: the previous ones are a
+    lead-in to translate, module docstring); a document's sentences whose translation is given are never
+    translated."""
     pieces = []
     for d, e in enumerate(encoded):
         n, g = len(e.ids), len(e.given)
@@ -48,22 +63,31 @@ def cut_pieces(encoded: list[Encoded], before: int, after: int, length: Optional
             continue
         for a in range(g, n, length):
             b = min(n, a + length)
-            pieces.append(Piece(d, max(0, a - before), a, b, min(n, b + after)))
+            pieces.append(Piece(d, max(0, a - before), a, b, min(n, b + after), lead and a > g))
     return pieces
 
 
-def piece_length(encoded: list[Encoded], slots: int) -> int:
-    """Sentences a piece translates so that about ``slots`` pieces hold every sentence to translate."""
+def piece_length(encoded: list[Encoded], slots: int, lead: int = 0) -> int:
+    """Sentences a piece translates so that about ``slots`` pieces hold every sentence to translate (``lead``:
+    sentences each piece translates and drops first; the pieces are then long enough that at most one decoded
+    sentence in ``LEAD_SHARE`` + 1 is dropped)."""
     todo = sum(len(e.ids) - len(e.given) for e in encoded)
-    return max(1, math.ceil(todo / max(slots, 1)))
+    return max(1, math.ceil(todo / max(slots, 1)), LEAD_SHARE * lead)
+
+
+def lead_in(e: Encoded, p: Piece) -> int:
+    """How many sentences piece ``p`` of document ``e`` translates only to drop them (its lead-in less what the
+    document gives)."""
+    return p.first - max(p.lo, min(len(e.given), p.first)) if p.lead else 0
 
 
 def piece_input(e: Encoded, p: Piece) -> tuple[list, list, int]:
     """(source ids, given translations, tail) of piece ``p`` of document ``e``: the given translations of its
-    context sentences are the document's where it has them, else empty (never read: a model cut into pieces reads
-    no target context)."""
+    context sentences are the document's where it has them, else empty (never read: a model cut into pieces
+    without a lead-in reads no target context); a lead-in is given only what the document gives."""
     ids = e.ids[p.lo:p.hi]
     if isinstance(e.ids, DocumentIds):
         ids = DocumentIds(ids, e.ids.first_pass[p.lo:p.hi])
-    given = [e.given[i] if i < len(e.given) else [] for i in range(p.lo, p.first)]
+    last = p.first - lead_in(e, p)
+    given = [e.given[i] if i < len(e.given) else [] for i in range(p.lo, last)]
     return ids, given, p.hi - p.end

@@ -23,6 +23,7 @@ class TranslationStats:
     steps: int = 0                # batched beam searches (fallback re-decodes excluded)
     fallbacks: int = 0            # generate mode: wrong separator count, re-decoded in prefix mode
     truncated: int = 0            # sentences longer than the window limit, cut to fit
+    dropped: int = 0              # lead-in sentences translated only as target context, then dropped
     written: int = 0              # tokens of the best hypothesis of every search row, </s> included (generate: windows)
     seconds: float = 0.0
     settings: Optional["DecodeSettings"] = None   # what the counted calls decoded with (the last one's)
@@ -36,6 +37,8 @@ class TranslationStats:
         """The settings and counters a user checks a translation by (``evaluate``'s results.json, per system)."""
         s = self.settings
         named = {} if s is None else {"beam": s.beam, "lenpen": s.lenpen, "target_mode": s.target_mode}
+        if s is not None and s.warmup_sentences is not None:
+            named.update(warmup_sentences=s.warmup_sentences, dropped=self.dropped)
         return {**named, "sentences": self.sentences, "fallbacks": self.fallbacks, "tokens_written": self.written,
                 "seconds": round(self.seconds, 3)}
 
@@ -46,6 +49,8 @@ class TranslationStats:
         if s is None:
             return text
         text += f", beam {s.beam}, length penalty {s.lenpen:g}, target mode {s.target_mode}"
+        if s.warmup_sentences is not None:      # 0 dropped: the model reads no earlier translation (or generate mode)
+            text += f"; pieces with a lead-in of {s.warmup_sentences}: {self.dropped} sentences translated and dropped"
         if s.target_mode == "generate" or self.fallbacks:
             text += (f"; {self.fallbacks} of {self.sentences} generated windows without the expected separators, "
                      "decoded again in prefix mode")
@@ -65,7 +70,10 @@ class DecodeSettings:
     whole document), others refuse them; ``src_next_sentences``: next source sentences in each window (None:
     the model's own; a model reading none refuses more); ``nbest``: translations kept per sentence (at most
     ``beam``; more than one needs the ``prefix`` mode); ``sample_seed``: None = beam search, else each output
-    token is *sampled* from the model's distribution with a generator seeded so (``beam`` and ``lenpen`` unused).
+    token is *sampled* from the model's distribution with a generator seeded so (``beam`` and ``lenpen`` unused);
+    ``warmup_sentences``: a model reading its earlier translations translates each document in one piece (None)
+    or in pieces side by side, each translating that many sentences before it first and dropping them
+    (:mod:`ctxmt_cli.decode.pieces`).
     """
 
     src_context_sentences: int = 0
@@ -83,11 +91,13 @@ class DecodeSettings:
     src_next_sentences: Optional[int] = None
     nbest: int = 1
     sample_seed: Optional[int] = None
+    warmup_sentences: Optional[int] = None
 
     @classmethod
     def from_recipe(cls, recipe, *, context: Optional[int] = None, beam: Optional[int] = None,
                     lenpen: Optional[float] = None, target_mode: Optional[str] = None,
-                    batch_docs: Optional[int] = None, nbest: Optional[int] = None, **options) -> "DecodeSettings":
+                    batch_docs: Optional[int] = None, nbest: Optional[int] = None,
+                    warmup_sentences: Optional[int] = None, **options) -> "DecodeSettings":
         """The settings of a checkpoint's ``recipe`` (its decode section, window limit and family context), with
         the user's choices where given (None: the recipe's). ``context`` K: K context sentences (and K next ones
         for a model reading them) instead of the model's own; ``options``: other fields as they are
@@ -99,7 +109,9 @@ class DecodeSettings:
         following = None if context is None else inputs.resized_next(context)
         return cls(src_context, tgt_context, beam or dec.beam, dec.lenpen if lenpen is None else lenpen,
                    dec.max_len_a, dec.max_len_b, target_mode or dec.target_mode, batch_docs or dec.batch_docs,
-                   recipe.data.max_window_tokens, src_next_sentences=following, nbest=nbest or 1, **options)
+                   recipe.data.max_window_tokens, src_next_sentences=following, nbest=nbest or 1,
+                   warmup_sentences=dec.warmup_sentences if warmup_sentences is None else warmup_sentences,
+                   **options)
 
     def resolved(self, inputs) -> "DecodeSettings":
         """These settings with the next sentences the model reads filled in (``inputs``: its inputs contract)."""
@@ -112,6 +124,8 @@ def check_settings(s: DecodeSettings, documents: Sequence[Sequence[str]], given)
         raise OptionError("target_mode", s.target_mode, "choose prefix or generate")
     if s.max_window_tokens < 2 or s.batch_docs < 1:
         raise CtxmtError("max_window_tokens must be >= 2 and batch_docs >= 1")
+    if s.warmup_sentences is not None and s.warmup_sentences < 0:
+        raise OptionError("warmup_sentences", s.warmup_sentences, "give 0 or more sentences (None: whole documents)")
     if s.beam < 1:                      # before the n-best check, which would blame nbest for it
         raise OptionError("beam", s.beam, "give a beam size >= 1")
     if not 1 <= s.nbest <= s.beam:

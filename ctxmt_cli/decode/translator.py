@@ -47,7 +47,7 @@ import torch
 from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.decode.encoded import Encoded, encode_document, first_pass_per_document
 from ctxmt_cli.decode.generated import translate_generated
-from ctxmt_cli.decode.pieces import cut_pieces, piece_input, piece_length
+from ctxmt_cli.decode.pieces import Piece, cut_pieces, lead_in, piece_input, piece_length
 from ctxmt_cli.decode.records import Candidate
 from ctxmt_cli.decode.search import Hypothesis
 from ctxmt_cli.decode.settings import DecodeSettings, TranslationStats, check_settings
@@ -104,8 +104,10 @@ class _Run:
             # no window reads an earlier output: all of them at once (given context is refused in this mode)
             self._fill(encoded, translate_generated(slots, [e.ids for e in encoded], self), self.results)
             return
-        length = piece_length(encoded, s.batch_docs) if s.tgt_context_sentences == 0 else None
-        pieces = cut_pieces(encoded, s.src_context_sentences, s.src_next_sentences or 0, length)
+        pieces = self._pieces()
+        dropped = sum(lead_in(encoded[p.doc], p) for p in pieces)
+        self.stats.total += dropped                                                 # translated, then dropped
+        self.stats.dropped += dropped
         order = sorted(pieces, key=lambda p: -p.size)                              # stable: ties keep input order
         found: list[list[Optional[Hypothesis]]] = [[None] * len(e.ids) for e in encoded]
         for start in range(0, len(order), s.batch_docs):
@@ -114,6 +116,18 @@ class _Run:
             for p, hyps in zip(chosen, slots.translate(list(ids), list(given), list(tails))):
                 found[p.doc][p.first:p.end] = hyps[p.first - p.lo:p.end - p.lo]
         self._fill(encoded, found, self.results)
+
+    def _pieces(self) -> list[Piece]:
+        """The call's documents cut into pieces (:mod:`ctxmt_cli.decode.pieces`): a model reading no earlier
+        translation, in pieces that fill the slots; one reading them, whole documents, or pieces with a lead-in of
+        ``warmup_sentences`` (at least its source context) where the call asks for it."""
+        s, encoded, after = self.settings, self.encoded, self.settings.src_next_sentences or 0
+        if s.tgt_context_sentences == 0:
+            return cut_pieces(encoded, s.src_context_sentences, after, piece_length(encoded, s.batch_docs))
+        if s.warmup_sentences is None:
+            return cut_pieces(encoded, 0, after, None)
+        lead = max(s.warmup_sentences, s.src_context_sentences)
+        return cut_pieces(encoded, lead, after, piece_length(encoded, s.batch_docs, lead), lead=True)
 
     def encoded_ids(self) -> list[list[list[int]]]:
         """Each document's non-empty sentences as source ids; all of them counted as to translate."""

@@ -55,6 +55,7 @@ class EvalRequest:
     beam: Optional[int] = None              # decoding options (None: the checkpoint's recipe)
     lenpen: Optional[float] = None
     target_mode: Optional[str] = None
+    warmup_sentences: Optional[int] = None
     device: str = "cpu"
     context: Optional[str] = None           # "K[,K...]": translate once per context size K
     group_sentences: Optional[str] = None   # "N[,N...|all]": mbe, translate once per group size N
@@ -213,7 +214,7 @@ def _translate_system(corpus: Corpus, req: EvalRequest, log, model: tuple, syste
     corpus.systems[system] = translate_sources(
         loaded, corpus.sources, context=k, group_sentences=n, tokenized=tokenized, first_pass=first, stats=stats,
         progress=lambda counted: log.update(system, counted.sentences, counted.total), beam=req.beam,
-        lenpen=req.lenpen, target_mode=req.target_mode)
+        lenpen=req.lenpen, target_mode=req.target_mode, warmup_sentences=req.warmup_sentences)
     corpus.decoding[system] = stats.decoding()
     log.message(f"{system}: translated {stats.sentences} sentences {stats.summary()}", system=system,
                 **corpus.decoding[system])
