@@ -10,6 +10,8 @@
 #   -> translate the 14 test debates (documents; each system decodes as its recipe says), BLEU / chrF / doc-BLEU with a paired bootstrap 95% interval
 #      against the control (ctxmt evaluate --significance bootstrap), SCAT's test set per pronoun, balanced and
 #      with its context gain (McNemar's p), pronoun P-CXMI on the test debates (ctxmt cxmi --tokens)
+#   -> the concat systems decoded again in prefix mode, whole documents and in pieces with a lead-in (time, BLEU
+#      against their generate mode)
 #   -> OUT/table.md (and OUT/table.json): every figure of README's Europarl table.
 #
 # Every step writes into OUT and is skipped when its output is already there, so the table can be built over
@@ -18,7 +20,8 @@
 # OUT/pauses.tsv, which the table subtracts.
 # Measured on 2 CPU cores (x86-64, 2 threads; see README for the figures of the last full run):
 #   prepare 41 s; sentence_small 4,000 updates about 75 min; each fine-tune of 1,500 updates 25-45 min (concat
-#   s4to4 the longest); translation of the test debates 3-15 min per system; SCAT about 1 min; P-CXMI 2-7 min.
+#   s4to4 the longest); translation of the test debates 3-15 min per system; SCAT about 1 min; P-CXMI 2-7 min;
+#   each concat system's prefix-mode decodings 5-30 min.
 #   (Estimates from the from-scratch runs at the same size; the table's own times are in OUT/times.tsv.)
 #
 # Usage (from anywhere; the checkout is the one holding this script, in recipes/europarl_enfr/):
@@ -28,7 +31,8 @@
 # Settings (environment): EUROPARL (default ../shared/data/europarl_enfr beside the checkout), SCAT (default
 #   ../shared/data/scat), OUT (default runs/europarl_enfr/two_step in the checkout), SENTENCE_UPDATES (4000),
 #   FT_UPDATES (1500), FT_LR (0.0005), FT_WARMUP (150), BEAM (4), TEST_DOCS (all, or the first N test debates),
-#   SYSTEMS (the fine-tuned systems, default all below), CTXMT (the ctxmt command).
+#   SYSTEMS (the fine-tuned systems, default all below), LEAD (3: the lead-in of the concat systems' pieces decoding),
+#   CTXMT (the ctxmt command).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -44,6 +48,7 @@ FT_LR=${FT_LR:-0.0005}
 FT_WARMUP=${FT_WARMUP:-150}
 BEAM=${BEAM:-4}
 TEST_DOCS=${TEST_DOCS:-all}
+LEAD=${LEAD:-3}
 read -r -a SYSTEMS <<< "${SYSTEMS:-sentence_control concat_s2to2_cd concat_s4to4_shift_cd caching_grouping_c2 mbe_enc hanoit_offline}"
 if [ -z "${CTXMT:-}" ]; then
   if [ -x "$REPO/.venv/bin/ctxmt" ]; then CTXMT=$REPO/.venv/bin/ctxmt; else CTXMT=ctxmt; fi
@@ -153,5 +158,29 @@ rm -f "$OUT/eval/bleu.json"
 timed bleu "$CTXMT" evaluate "${hyps[@]}" --ref "$TEST/ref.txt" --docids "$TEST/docids.txt" --document-level \
   --significance bootstrap --out "$OUT/eval/bleu.json" > "$OUT/eval/bleu.txt"
 
-"$PYTHON" "$HERE/two_step_table.py" "$OUT" --control "$CONTROL" --systems "${ALL[@]}"
+# ---- concatenation's decoding: generate mode (the recipes', above) against prefix mode, whole documents and in
+# pieces with a lead-in of LEAD sentences (translate --warmup-sentences): time and BLEU on the same test debates
+DECODED=()
+for system in "${SYSTEMS[@]}"; do
+  [[ $system == concat_* ]] || continue
+  for mode in prefix lead; do
+    name=$system.$mode
+    hyp=$OUT/eval/decoding/$name.txt
+    DECODED+=("$name")
+    [ -f "$hyp" ] && continue
+    mkdir -p "$OUT/eval/decoding"
+    extra=(--target-mode prefix)
+    [ "$mode" = lead ] && extra+=(--warmup-sentences "$LEAD")
+    timed "translate_$name" "$CTXMT" translate "$TEST/src.txt" -c "$OUT/$system/checkpoint_best.pt" --beam "$BEAM" \
+      "${extra[@]}" -o "$OUT/eval/decoding/$name.doc.txt" 2> >(tee "$OUT/eval/decoding/$name.log" >&2)
+    paste -d '\t' "$TEST/src.txt" "$OUT/eval/decoding/$name.doc.txt" | awk -F '\t' '$1 != "" {print $2}' > "$hyp.partial"
+    mv "$hyp.partial" "$hyp"
+  done
+  rm -f "$OUT/eval/decoding/$system.json"
+  "$CTXMT" evaluate --hyp "$OUT/eval/hyp/$system.txt" --hyp "$OUT/eval/decoding/$system.prefix.txt" \
+    --hyp "$OUT/eval/decoding/$system.lead.txt" --ref "$TEST/ref.txt" --significance bootstrap \
+    --out "$OUT/eval/decoding/$system.json" > /dev/null
+done
+
+"$PYTHON" "$HERE/two_step_table.py" "$OUT" --control "$CONTROL" --systems "${ALL[@]}" --decoded "${DECODED[@]}"
 echo "two_step: the table is in $OUT/table.md"

@@ -4,9 +4,12 @@ Per system: updates and current-sentence target tokens of the fine-tune (metrics
 trainer's own clock across resumes, less the pauses in pauses.tsv) and the evaluation's (times.tsv); BLEU and chrF
 with sacrebleu's paired bootstrap 95% interval and p against the control, doc-BLEU (eval/bleu.json); SCAT accuracy
 per pronoun, balanced, and the context gain with McNemar's p (eval/SYSTEM/scat/results.json); pronoun P-CXMI
-(eval/SYSTEM/cxmi.json).
+(eval/SYSTEM/cxmi.json). Then each concat system's decodings (``--decoded``): generate mode (its recipe's), prefix
+mode on whole documents and in pieces with a lead-in (eval/decoding/SYSTEM.json): time against the sentence-level
+model's translation of the same debates, BLEU with its bootstrap p against generate mode.
 
 Usage: python two_step_table.py OUT --control sentence_control --systems sentence sentence_control concat_s2to2_cd …
+    [--decoded concat_s2to2_cd.prefix concat_s2to2_cd.lead …]
 """
 
 from __future__ import annotations
@@ -80,9 +83,14 @@ def bleu(path: Path) -> dict:
     return figures
 
 
+def wall(step: str, seconds: dict, pauses: dict) -> float:
+    """A step's wall time less the time it was stopped by hand."""
+    return seconds.get(step, 0.0) - pauses.get(step, 0.0)
+
+
 def row(system: str, out: Path, scores: dict, seconds: dict, pauses: dict) -> dict:
     evaluated = out / "eval" / system
-    evaluation = sum(v for k, v in seconds.items() if k in (f"translate_{system}", f"scat_{system}", f"cxmi_{system}"))
+    evaluation = sum(wall(f"{step}_{system}", seconds, pauses) for step in ("translate", "scat", "cxmi"))
     run = training(out / system)
     return {"system": system, **run, "train_s": run["elapsed_s"] - pauses.get(f"train_{system}", 0.0),
             "eval_s": evaluation, **scores[system], "scat": scat(evaluated / "scat" / "results.json"),
@@ -118,18 +126,49 @@ def markdown(rows: list[dict], control: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+MODES = {"": "generate (the recipe's)", ".prefix": "prefix, whole documents", ".lead": "prefix, pieces with a lead-in"}
+
+
+def decodings(out: Path, decoded: list[str], seconds: dict, pauses: dict) -> list[dict]:
+    """Per concat system and decoding: translation seconds, their ratio to the sentence-level model's, BLEU and
+    chrF, and the bootstrap p of BLEU against generate mode."""
+    rows, sentence = [], wall("translate_sentence", seconds, pauses)
+    for system in dict.fromkeys(name.rsplit(".", 1)[0] for name in decoded):
+        scores = bleu(out / "eval" / "decoding" / f"{system}.json")
+        for suffix, label in MODES.items():
+            name = system + suffix
+            took = wall(f"translate_{name}", seconds, pauses)
+            rows.append({"system": system, "decoding": label, "seconds": took,
+                         "vs_sentence": took / sentence if sentence else None, **scores[name]})
+    return rows
+
+
+def decoding_markdown(rows: list[dict]) -> str:
+    lines = ["| system | decoding | translation | × sentence-level | BLEU (p vs generate) | chrF |",
+             "|---|---|---:|---:|---:|---:|"]
+    for r in rows:
+        ratio = "—" if r["vs_sentence"] is None else f"{r['vs_sentence']:.2f}×"
+        p = "" if r["decoding"].startswith("generate") else f" ({r['BLEU_p']:.3f})"
+        lines.append(f"| {LABELS.get(r['system'], r['system'])} | {r['decoding']} | {r['seconds'] / 60:.1f} min "
+                     f"| {ratio} | {r['BLEU']:.2f}{p} | {r['chrF']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--control", required=True)
     parser.add_argument("--systems", nargs="+", required=True)
+    parser.add_argument("--decoded", nargs="*", default=[])
     args = parser.parse_args()
     scores = bleu(args.out / "eval" / "bleu.json")
     seconds, pauses = step_seconds(args.out, "times.tsv"), step_seconds(args.out, "pauses.tsv")
     rows = [row(system, args.out, scores, seconds, pauses) for system in args.systems]
-    (args.out / "table.json").write_text(json.dumps(rows, indent=2) + "\n")
-    (args.out / "table.md").write_text(markdown(rows, args.control))
-    print(markdown(rows, args.control))
+    decoded = decodings(args.out, args.decoded, seconds, pauses)
+    (args.out / "table.json").write_text(json.dumps({"systems": rows, "decoding": decoded}, indent=2) + "\n")
+    text = markdown(rows, args.control) + ("\n" + decoding_markdown(decoded) if decoded else "")
+    (args.out / "table.md").write_text(text)
+    print(text)
 
 
 if __name__ == "__main__":
