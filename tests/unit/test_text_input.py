@@ -15,6 +15,7 @@ def test_standard_json_within_the_depth_reads_as_json_loads_does():
     nested = "[" * MAX_DEPTH + "]" * MAX_DEPTH                       # exactly the limit
     assert load_json(nested) == json.loads(nested)
     assert load_json('"' + "[" * 1000 + '"') == "[" * 1000           # brackets inside a string are text
+    assert load_json('{"a": {"a": 1}, "b": [{"a": 2}, {"a": 3}]}')["b"][1] == {"a": 3}   # equal keys, other objects
 
 
 @pytest.mark.parametrize("text, words, field", [
@@ -31,6 +32,10 @@ def test_standard_json_within_the_depth_reads_as_json_loads_does():
     ('{"\\ud800": 1}', "a key holds a lone surrogate", "a key"),
     ('{"a\\nb": ["\\u0000"]}', '"a\\nb"[0] holds a NUL character', '"a\\nb"[0]'),
     ('"\\ud800"', "the value holds a lone surrogate", None),
+    ('{"src": ["a"], "src": ["b"]}', 'the key "src" appears twice in one object (at column 16)', None),
+    ('{"tags": {"x": 1, "y": 2, "x": 3}}', 'the key "x" appears twice in one object (at column 27)', None),
+    ('[{"a": 1},\n {"b": {"a": 1}, "\\u0062": 2}]', 'the key "b" appears twice in one object (at line 2, column 18)',
+     None),
 ])
 def test_what_is_not_standard_json_text_is_one_line_naming_the_field(text, words, field):
     with pytest.raises(JsonInputError) as err:
