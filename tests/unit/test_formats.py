@@ -331,3 +331,17 @@ def test_an_error_of_the_text_itself_does_not_blame_the_docids(tmp_path):
     with pytest.raises(CtxmtError, match=r"a\.en:2: not valid UTF-8") as err:
         list(iter_parallel_documents("text", en, de, docids))
     assert "docids" not in str(err.value)
+
+
+@pytest.mark.parametrize("body, words", [
+    ('<seg id="1">a <seg id="2">b</seg> c</seg>', r'x\.xml:2: <seg> inside <seg id=1>'),
+    ('<seg id="1">a\n<seg id="2">b</seg>\n</seg>', r'x\.xml:2: <seg> inside <seg id=1>'),
+    ('<seg id="1">a</seg> c</seg>', r'x\.xml:2: </seg> without an opening <seg>'),
+    ('<seg id="1">a</seg>\n</seg>', r'x\.xml:3: </seg> without an opening <seg>'),
+    ('<seg id="1">a </doc> b</seg>', r'x\.xml:2: </doc> inside <seg id=1>'),
+])
+def test_iwslt_xml_refuses_a_seg_nested_in_another(tmp_path, body, words):
+    """The scanner would take an inner <seg>'s text into the outer one and drop the rest without a word."""
+    en = write(tmp_path / "x.xml", f'<doc docid="1">\n{body}\n</doc>\n')
+    with pytest.raises(CtxmtError, match=words):
+        list(iter_source_documents("iwslt-xml", en))
