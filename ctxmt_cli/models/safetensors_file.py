@@ -93,6 +93,8 @@ def read_safetensors(path: Path, device: str | torch.device = "cpu") -> dict:
         with safe_open(str(path), framework="pt", device=str(device)) as fh:
             metadata = fh.metadata()
             tensors = {name: fh.get_tensor(name) for name in fh.keys()}
+    except PermissionError:             # unreadable is not damaged: the CLI words it as a permission problem
+        raise
     except Exception as err:  # noqa: BLE001 - SafetensorError, OSError: a damaged or foreign file
         raise _unreadable(path, f"it cannot be read ({type(err).__name__}); it may be truncated") from None
     fields = _fields(path, metadata)
