@@ -4,8 +4,11 @@ JSON only, strings that are text, errors that name the field."""
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ctxmt_cli.data.text_input import MAX_DEPTH, JsonInputError, json_kind, load_json, text_problem
+from tests.hostile_inputs import jsonl_files
 
 
 def test_standard_json_within_the_depth_reads_as_json_loads_does():
@@ -58,3 +61,27 @@ def test_text_problem_names_the_character_and_its_column():
 def test_json_kind_uses_json_words():
     assert [json_kind(v) for v in ({}, [], "", 1, 1.5, True, None)] == [
         "object", "array", "string", "number", "number", "boolean", "null"]
+
+
+# ---- property: any line either reads as json.loads reads it, or is refused in one line -------------------------
+@given(jsonl_files(["doc_id", "src", "tgt", "tags"], '{"doc_id": "d", "src": "a", "tgt": "b"}'))
+def test_any_line_reads_as_json_or_is_refused_in_one_line(data):
+    for line in data.decode("utf-8", "replace").split("\n"):
+        try:
+            value = load_json(line)
+        except JsonInputError as err:
+            assert "\n" not in str(err)
+            continue
+        except json.JSONDecodeError:
+            continue                                    # each reader words malformed JSON its own way
+        assert value == json.loads(line)                # what is accepted means what Python's json means
+
+
+@given(st.lists(st.sampled_from(["a", "b", "src"]), min_size=2, max_size=5))
+def test_a_repeated_key_is_always_refused(keys):
+    text = "{" + ", ".join(f'"{k}": {i}' for i, k in enumerate(keys)) + "}"
+    if len(set(keys)) == len(keys):
+        assert load_json(text) == {k: i for i, k in enumerate(keys)}
+    else:
+        with pytest.raises(JsonInputError, match="appears twice in one object"):
+            load_json(text)

@@ -22,8 +22,8 @@ from typing import Optional
 from ctxmt_cli.data.lines import read_lines
 from ctxmt_cli.data.text_input import JsonInputError, json_kind, load_json
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.paths import check_input_file
 from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet
+from ctxmt_cli.paths import check_input_file
 
 FIELDS = {"src_context", "src", "tgt_context", "candidates", "correct", "tags", "candidate_contexts"}
 #: the tags that name a generic item's class (balanced accuracy), the first one present

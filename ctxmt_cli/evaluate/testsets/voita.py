@@ -37,8 +37,8 @@ from pathlib import Path
 
 from ctxmt_cli.data.text_input import JsonInputError, load_json
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.paths import check_input_file
 from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet
+from ctxmt_cli.paths import check_input_file
 
 EOS = "_eos"
 TEST_SETS = ("deixis_test", "lex_cohesion_test", "ellipsis_infl", "ellipsis_vp")
