@@ -12,10 +12,12 @@ import shutil
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
 
+from tests.hostile_inputs import jsonl_files, text_files, xml_files
 from tests.integration import test_bad_inputs
 from tests.integration.conftest import QUICKSTART, TINY_SETS, run_cli
-from tests.integration.test_bad_inputs import check_bad_input, placeholders
+from tests.integration.test_bad_inputs import check_bad_input, placeholders, snapshot
 
 ws = test_bad_inputs.ws          # the fixture: a scratch working directory with files of every wrong kind
 
@@ -346,3 +348,70 @@ def test_train_refuses_a_tampered_dataset(ws, synthetic_dir):
     sets = [a for s in ("data.path=pd", "train.save_dir=run", *TINY_SETS) for a in ("--set", s)]
     check_bad_input(["train", str(QUICKSTART), *sets], ["pd/train.src.idx: offset 2 is 4611686018427387904"], ws,
                     placeholders())
+
+
+# ---- properties: generated hostile files through the CLI -------------------------------------------------------
+def reads_or_refuses(args: list[str], files: dict[str, bytes], ws) -> None:
+    """``ctxmt ARGS`` on ``files`` (written into a fresh ``case/`` folder): exit 0, or exit 2 with one line and the
+    folder exactly as it was (no litter); never a traceback; the input files byte-identical either way."""
+    case = ws / "case"
+    shutil.rmtree(case, ignore_errors=True)
+    case.mkdir()
+    for name, content in files.items():
+        (case / name).parent.mkdir(parents=True, exist_ok=True)
+        (case / name).write_bytes(content)
+    before = snapshot(case)
+    result = run_cli(*args)
+    assert result.exit_code in (0, 2) and "Traceback" not in result.output, (result.output, result.exception)
+    if result.exit_code == 2:
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert snapshot(case) == before
+    assert all((case / name).read_bytes() == content for name, content in files.items())
+
+
+@settings(max_examples=10)
+@given(data=jsonl_files(["doc_id", "src", "tgt_context"], '{"doc_id": "d", "src": ["a b ."], "tgt_context": []}'))
+def test_translate_jsonl_property(data, ws, concat_checkpoint):
+    reads_or_refuses(["translate", "case/in.jsonl", "-c", concat_checkpoint, "--input-format", "jsonl", "-o",
+                      "case/out.jsonl", "--device", "cpu"], {"in.jsonl": data}, ws)
+
+
+@settings(max_examples=10)
+@given(data=text_files())
+def test_translate_text_property(data, ws, concat_checkpoint):
+    reads_or_refuses(["translate", "case/in.txt", "-c", concat_checkpoint, "-o", "case/out.txt", "--device", "cpu"],
+                     {"in.txt": data}, ws)
+
+
+@settings(max_examples=10)
+@given(data=jsonl_files(["src_context", "src", "tgt_context", "candidates", "correct", "tags"], item()))
+def test_contrastive_jsonl_property(data, ws, concat_checkpoint):
+    reads_or_refuses(["contrastive", "jsonl:case/items.jsonl", "-c", concat_checkpoint, "--out", "case/res",
+                      "--device", "cpu"], {"items.jsonl": data}, ws)
+
+
+@settings(max_examples=8)
+@given(data=jsonl_files(["doc_id", "src", "tgt"], '{"doc_id": "d0", "src": "a b", "tgt": "c d"}'))
+def test_prepare_jsonl_property(data, ws):
+    reads_or_refuses(["prepare", "jsonl", "--train", "case/c.jsonl", "--out", "case/p", "--vocab-size", "40"],
+                     {"c.jsonl": data}, ws)
+
+
+@settings(max_examples=8)
+@given(pair=xml_files())
+def test_prepare_xml_property(pair, ws):
+    reads_or_refuses(["prepare", "iwslt-xml", "--train", "case/x", "--src-lang", "en", "--tgt-lang", "de", "--out",
+                      "case/p", "--vocab-size", "40"], {"x.en.xml": pair[0], "x.de.xml": pair[1]}, ws)
+
+
+@given(hyp=text_files(), ref=text_files())
+def test_evaluate_text_property(hyp, ref, ws):
+    reads_or_refuses(["evaluate", "--hyp", "case/h.txt", "--ref", "case/r.txt", "--out", "case/s.json"],
+                     {"h.txt": hyp, "r.txt": ref}, ws)
+
+
+@given(data=jsonl_files(["correct", "tags"], '{"correct": true, "tags": {"distance": 1}}'))
+def test_contrastive_compare_property(data, ws):
+    good = b'{"correct": true, "tags": {"distance": 1}}\n' * max(1, data.count(b"\n"))
+    reads_or_refuses(["contrastive", "compare", "case/ra", "case/rb"],
+                     {"ra/s.decisions.jsonl": data, "rb/s.decisions.jsonl": good}, ws)
