@@ -42,6 +42,7 @@ from ctxmt_cli.data.store_check import (
     check_token_ids,
     damaged,
     load_tokenizer,
+    missing_split_fix,
 )
 from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.outputs import write_atomic
@@ -167,12 +168,8 @@ def _map(path: Path, dtype: str) -> np.ndarray:
 
 
 class SplitArrays:
-    """Read-only view of one split: per-sentence token arrays and document boundaries.
-
-    Opening checks the files against each other (:mod:`ctxmt_cli.data.store_check`): offsets from 0, never
-    decreasing, ending at the token count; documents from 0, increasing, ending at the sentence count; with
-    ``vocab`` (``{"src": N, "tgt": N}``) every token id inside it, and with ``counts`` (the split's ``meta.json``
-    entry) the sentence and document counts it records."""
+    """Read-only view of one split: per-sentence token arrays and document boundaries, checked when opened
+    (:mod:`ctxmt_cli.data.store_check`; with ``vocab``: the token ids, with ``counts``: ``meta.json``'s counts)."""
 
     def __init__(self, directory: Path, split: str, dtype: str, vocab: dict | None = None,
                  counts: dict | None = None):
@@ -330,7 +327,7 @@ class PreparedData:
         """Open split ``name``; an unknown name is a one-line error listing the splits."""
         if name not in self.meta["splits"]:
             raise CtxmtError(f"split {name!r} is not in {self.dir} (available: {', '.join(self.splits)}); "
-                             f"{_missing_split_fix(name)}")
+                             f"{missing_split_fix(name, SPLIT_NAME)}")
         if name not in self._splits:
             self._splits[name] = SplitArrays(self.dir, name, self.meta["dtype"], vocab=self.meta["vocab_size"],
                                              counts=self.meta["splits"][name])
@@ -360,15 +357,6 @@ class PreparedData:
             raise CtxmtError(f"the SentencePiece model(s) in {self.dir} do not match its "
                              f"meta.json fingerprint; re-run `ctxmt prepare --force`")
         return tok
-
-
-def _missing_split_fix(name: str) -> str:
-    """What to do about a split a dataset lacks: a path is not a split name, only train/valid/test can be added."""
-    if not SPLIT_NAME.match(name) or "/" in name or name in (".", ".."):
-        return "a split is a name such as test, not a path: pick one of the available splits"
-    if name in ("train", "valid", "test"):
-        return f"prepare it with --{name} PATH or pick another split"
-    return "pick one of the available splits (ctxmt prepare writes train, valid and test)"
 
 
 class MemorySplit:

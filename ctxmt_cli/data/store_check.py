@@ -21,12 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, option
 
 #: the token dtypes ``ctxmt prepare`` writes (``meta.json`` ``dtype``)
 DTYPES = ("uint16", "int32")
 #: the fix every line of this module ends with
-FIX = "the file was changed or damaged since `ctxmt prepare` wrote it: prepare the dataset again (with --force)"
+FIX = f"the file was changed or damaged since `ctxmt prepare` wrote it: prepare the dataset again (with {option('force')})"
 _BLOCK = 1 << 22              # entries scanned at a time
 
 
@@ -48,6 +48,15 @@ def _plain_name(value) -> bool:
 
 def _count(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def missing_split_fix(name: str, split_name) -> str:
+    """What to do about a split a dataset lacks: a path is not a split name, only train/valid/test can be added."""
+    if not split_name.match(name) or "/" in name or name in (".", ".."):
+        return "a split is a name such as test, not a path: pick one of the available splits"
+    if name in ("train", "valid", "test"):
+        return f"prepare it with --{name} PATH or pick another split"
+    return "pick one of the available splits (ctxmt prepare writes train, valid and test)"
 
 
 def check_meta(meta, path: Path, split_name) -> None:
