@@ -162,6 +162,8 @@ def test_every_checkpoint_ctxmt_writes_carries_its_hashes(concat_checkpoint, tmp
     for path in sorted(concat_checkpoint.parent.glob("checkpoint_*.pt")):
         record = torch.load(path, map_location="cpu", weights_only=True)[FIELD]
         assert record["algorithm"] == "sha256" and any(k.startswith("optimizer/") for k in record["tensors"]), path
+    shown = json.loads(run_cli("inspect", concat_checkpoint, "--json").stdout)["tensor_hashes"]
+    assert shown == len(torch.load(concat_checkpoint, weights_only=True)[FIELD]["tensors"])
     assert run_cli("average", concat_checkpoint, concat_checkpoint, "-o", tmp_path / "avg.pt").exit_code == 0
     assert set(torch.load(tmp_path / "avg.pt", weights_only=True)[FIELD]["tensors"]) >= {
         f"model/{k}" for k in read_checkpoint(concat_checkpoint)["model"]}
@@ -175,6 +177,8 @@ def test_a_checkpoint_from_before_hashes_still_loads_and_translates(concat_check
     assert result.exit_code == 0 and result.stderr == "", result.output
     reference = run_cli("translate", "doc.txt", "-c", concat_checkpoint, "-o", "ref.txt", "--device", "cpu")
     assert reference.exit_code == 0 and (ws / "out.txt").read_text() == (ws / "ref.txt").read_text()
+    assert json.loads(run_cli("inspect", "old.pt", "--json").stdout)["tensor_hashes"] is None
+    assert "tensor hashes" in run_cli("inspect", "old.pt").stdout
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")     # torch.jit.script itself is deprecated
