@@ -155,7 +155,7 @@ def load_tokenizer(directory: Path, meta: dict):
 
     try:
         return Tokenizer.load(directory)
-    except CtxmtError:
+    except (CtxmtError, PermissionError):        # an unreadable file is not a damaged one: the CLI says which
         raise
     except Exception:  # noqa: BLE001 - SentencePiece reports a bad model as RuntimeError, OSError, ...
         names = [meta["spm"]["src"], meta["spm"]["tgt"]]

@@ -419,15 +419,19 @@ def test_dev_stdin_as_a_path_points_to_dash(ws, concat_checkpoint):
     (["translate", "locked.txt", "-c", "{ckpt}", "-o", "out.txt"],
      ["input file cannot be read (permission denied): locked.txt", "chmod u+r"]),
     (["translate", "doc.txt", "-c", "locked.pt", "-o", "out.txt"], ["locked.pt", "is not readable"]),   # click's check
-    (["inspect", "locked.pt"], ["checkpoint cannot be read (permission denied): locked.pt"]),
+    (["train", "{recipe}", "--dry-run", "--set", "train.init_from=locked.pt"],
+     ["train.init_from: checkpoint cannot be read (permission denied): locked.pt"]),
+    (["cxmi", "-c", "{ckpt}", "--data", "pd", "--out", "c.json"], ["permission denied", "pd/spm.model"]),
 ])
-def test_an_unreadable_file_is_a_permission_problem_not_damage(args, needles, ws, concat_checkpoint):
+def test_an_unreadable_file_is_a_permission_problem_not_damage(args, needles, ws, synthetic_dir, concat_checkpoint):
     (ws / "locked.txt").write_text("Hello.\n")
     shutil.copyfile(concat_checkpoint, ws / "locked.pt")
-    for name in ("locked.txt", "locked.pt"):
+    shutil.copytree(synthetic_dir, ws / "pd", ignore=shutil.ignore_patterns("raw"))
+    for name in ("locked.txt", "locked.pt", "pd/spm.model"):
         os.chmod(ws / name, 0)
-    before = snapshot(ws)
-    args = [a.format(ckpt=concat_checkpoint) for a in args]
+    names = sorted(ws.rglob("*"))
+    before = snapshot(ws) if os.access(ws / "locked.txt", os.R_OK) else None   # a snapshot reads every file
+    args = [a.format(**placeholders(ckpt=concat_checkpoint)) for a in args]
     if os.access(ws / "locked.txt", os.R_OK):           # root: run without the capabilities that bypass chmod
         if shutil.which("setpriv") is None:
             pytest.skip("this user reads any file, and setpriv is not here to drop that")
@@ -438,7 +442,7 @@ def test_an_unreadable_file_is_a_permission_problem_not_damage(args, needles, ws
         code, text = result.exit_code, result.stderr
     assert code == 2 and len(text.strip().splitlines()) == 1 and "Traceback" not in text, text
     assert all(needle in text for needle in needles) and "damaged" not in text and "truncated" not in text, text
-    assert snapshot(ws) == before
+    assert sorted(ws.rglob("*")) == names and (before is None or snapshot(ws) == before)
 
 
 SPLIT_NAMES = [
