@@ -28,13 +28,35 @@ _HINTS = {
 }
 
 
-def check_input_file(path: Path, what: str, hint: str) -> Path:
-    """``path`` must be an existing file; a directory or a missing path is one line saying which."""
+def check_input_file(path: Path, what: str, hint: str, *, dash: bool = False) -> Path:
+    """``path`` must be an existing regular file this process may read; a directory, a named pipe or device (whose
+    reading could block forever or never end), an unreadable file or a missing path is one line saying which.
+    ``dash``: the command reads stdin for ``-``, which the line then suggests for a pipe."""
     path = Path(path)
     if path.is_file():
+        if not os.access(path, os.R_OK):
+            raise CtxmtError(f"{what} cannot be read (permission denied): {path}; check its permissions "
+                             f"(e.g. chmod u+r {path}) or give a copy you may read")
         return path
-    problem = "is a directory, not a file" if path.is_dir() else "not found"
-    raise CtxmtError(f"{what} {problem}: {path}; {hint}")
+    if path.is_dir():
+        raise CtxmtError(f"{what} is a directory, not a file: {path}; {hint}")
+    if path.exists():
+        stdin = " (use - for stdin)" if dash else ""
+        raise CtxmtError(f"{what} is not a regular file ({_file_kind(path)}): {path}; give a file{stdin}")
+    raise CtxmtError(f"{what} not found: {path}; {hint}")
+
+
+def _file_kind(path: Path) -> str:
+    """What a path that exists but is neither a file nor a directory is, in words."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "unreadable"
+    kinds = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "a special file")
 
 
 def _existing_ancestor(path: Path) -> Path:

@@ -39,6 +39,7 @@ pronouns; matching rules in :mod:`ctxmt_cli.analysis.cxmi_words`), under ``restr
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -49,6 +50,8 @@ from ctxmt_cli.analysis.cxmi_words import check_words, render_words, word_figure
 from ctxmt_cli.errors import CtxmtError, OptionError, option
 from ctxmt_cli.outputs import remove_stale, write_atomic
 from ctxmt_cli.paths import check_output_file
+
+log = logging.getLogger(__name__)
 
 DEFINITION = ("CXMI = mean over sentences of log q(y|x,C) - log q(y|x) (Fernandes et al. 2021), nats; per_token: "
               "difference of the sentence's mean token log-probabilities (current target sentence + </s>), "
@@ -241,6 +244,10 @@ def run_cxmi(req: CxmiRequest) -> dict:
     check_vocabulary(loaded, prepared, req.checkpoint)
     keep = cxmi_context(loaded.recipe.model, req.context, docs)
     following = next_sentences(loaded.recipe.model, req.context)
+    if max(*keep, following) == 0:          # correct, but a column of zeros without a word reads like a fault
+        why = (f"{option('context')} 0 gives no context sentences" if req.context == 0 else
+               f"{req.checkpoint} is a sentence-level model: it reads no context")
+        log.warning(f"{why}, so CXMI is 0 by construction")
     donor = random_donor(docs, max(keep), np.random.default_rng(req.seed)) if req.random_context else None
     pairs = sentence_pairs(docs, keep, loaded.recipe.data.max_window_tokens, donor, following)
     plain, contextual, tokens, *deltas = score_pairs(loaded.model, loaded.tokenizer, pairs, req.max_tokens,

@@ -14,6 +14,20 @@ from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.paths import check_output_file
 
 
+def _dry_run_meta(meta_path: Path) -> dict:
+    """The ``meta.json`` fields a dry run reads (the vocabulary sizes); anything else there is one line."""
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        sizes = meta["vocab_size"]
+        good = all(isinstance(sizes[s], int) and not isinstance(sizes[s], bool) and sizes[s] > 0 for s in ("src", "tgt"))
+    except (ValueError, KeyError, TypeError):         # not JSON, not UTF-8, not an object, no sizes
+        good = False
+    if not good:
+        raise CtxmtError(f"{meta_path}: no readable vocab_size {{src: N, tgt: N}}; the file was changed or damaged "
+                         "since `ctxmt prepare` wrote it: prepare the dataset again (with --force)")
+    return meta
+
+
 def dry_run_report(recipe) -> str:
     """The resolved recipe and the model's parameter count; needs no prepared data."""
     from ctxmt_cli.config import dump_recipe
@@ -28,7 +42,7 @@ def dry_run_report(recipe) -> str:
         notes = f"\n# {describe_changes(changes)}" if changes else ""
     meta_path = Path(recipe.data.path) / "meta.json"
     if meta_path.is_file():
-        meta = json.loads(meta_path.read_text())
+        meta = _dry_run_meta(meta_path)
         vocab = VocabInfo(meta["vocab_size"]["src"], meta["vocab_size"]["tgt"], joint=meta.get("joint", True))
         where = f"vocabulary of {meta_path.parent}"
     else:  # no data yet: count with a nominal vocabulary and say so

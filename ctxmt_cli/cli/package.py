@@ -91,6 +91,8 @@ def _table(info: dict):
         ("step / epoch", f"{train['step']} / {train['epoch']}"), ("best", best),
         ("validations", str(train["validations"])), ("world size", str(train["world_size"] or "—")),
         ("resumable", "yes (optimiser state inside)" if train["resumable"] else "no (weights only)"),
+        ("tensor hashes", f"sha256 of {info['tensor_hashes']} tensors, all match" if info.get("tensor_hashes")
+         else "none (written before ctxmt recorded them)"),
     ]
     if train["averaged_from"]:
         rows.append(("averaged from", ", ".join(train["averaged_from"])))

@@ -7,7 +7,8 @@ prepared data at hand: the resolved recipe, the tokenizer's state (its
 SentencePiece models), the :class:`VocabInfo`, a subset of ``meta.json``, the
 family name and the ctxmt version. Files are written through :mod:`ctxmt_cli.outputs`
 (a temp file in the same directory, renamed over the target), so a crash never
-leaves a half-written checkpoint behind a valid name.
+leaves a half-written checkpoint behind a valid name; each carries the hash of every tensor in it
+(:mod:`ctxmt_cli.models.tensor_hashes`), so a file damaged later is refused when read.
 
 Payloads hold only tensors and plain Python values, so they load with
 ``torch.load(weights_only=True)`` (no arbitrary unpickling).
@@ -30,6 +31,7 @@ from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.checkpoint_check import CHECKPOINT_FORMAT
 from ctxmt_cli.models.loading import read_checkpoint
+from ctxmt_cli.models.tensor_hashes import with_tensor_hashes
 from ctxmt_cli.outputs import copy_atomic, remove_stale, torch_save, write_atomic
 
 STEP_FILE = re.compile(r"^checkpoint_(\d+)\.pt$")
@@ -44,13 +46,14 @@ META_KEYS = ("src_lang", "tgt_lang", "joint", "moses", "vocab_size", "specials",
 # ---- writing ------------------------------------------------------------------------------------
 def save_checkpoint(payload: dict, path: Path) -> Path:
     """Write a checkpoint atomically: safetensors when ``path`` ends in ``.safetensors`` (weights, recipe and
-    tokenizer only: :mod:`ctxmt_cli.models.safetensors_file`), else ``torch.save``."""
+    tokenizer only: :mod:`ctxmt_cli.models.safetensors_file`), else ``torch.save``. Either carries the hash of
+    every tensor it holds (:mod:`ctxmt_cli.models.tensor_hashes`), checked when it is read."""
     if Path(path).suffix == ".safetensors":
         from ctxmt_cli.models.safetensors_file import safetensors_bytes
 
         data = safetensors_bytes(payload)
         return write_atomic(path, data)
-    return torch_save(payload, path)
+    return torch_save(with_tensor_hashes(payload), path)
 
 
 # ---- RNG state -----------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from ctxmt_cli.data.noise import replace_tokens
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.families import build_model, inputs_of
 from ctxmt_cli.models.loading import load_state_strict
-from ctxmt_cli.outputs import claim, copy_atomic, torch_save
+from ctxmt_cli.outputs import claim, copy_atomic
 from ctxmt_cli.train import setup as S
 from ctxmt_cli.train.checkpoint import (
     RUN_FILES,
@@ -45,6 +45,7 @@ from ctxmt_cli.train.checkpoint import (
     remove_stale_temps,
     restore_copies,
     restore_rng,
+    save_checkpoint,
     step_checkpoints,
 )
 from ctxmt_cli.train.distributed import (
@@ -353,7 +354,7 @@ class Trainer:
             optimizer=self.optimizer.state_dict(), scaler=self.scaler.state_dict() if self.scaler else None,
             state=self.state.to_dict(), rng=rng, world_size=self.env.world, init_from=self.init_record,
         )
-        step_path = torch_save(payload, self.save_dir / f"checkpoint_{self.state.step}.pt")
+        step_path = save_checkpoint(payload, self.save_dir / f"checkpoint_{self.state.step}.pt")   # hashed
         if improved:
             copy_atomic(step_path, self.save_dir / "checkpoint_best.pt")
         copy_atomic(step_path, self.save_dir / "checkpoint_last.pt")

@@ -51,6 +51,8 @@ HOSTILE = [  # (method, path, body, status, words of the one-line error)
     ("POST", "/translate", body(sentences=["a \x00 ."]), 422, "sentences[0] holds a NUL character"),
     ("POST", "/translate", body(doc_id="\x00"), 422, "doc_id holds a NUL character"),
     ("POST", "/translate", b'{"doc_id": "d", "sentences": ["a"], "\\ud800": 1}', 422, "a key holds a lone surrogate"),
+    ("POST", "/translate", b'{"doc_id": "d", "sentences": ["a"], "sentences": ["b"]}', 400,
+     'the key "sentences" appears twice'),
     ("POST", "/translate", b'{"doc_id": "d\x00", "sentences": ["a"]}', 400, "malformed JSON"),   # a raw NUL
     ("POST", "/translate", b'{"doc_id": "d", "sentences": ["caf\xe9"]}', 400, "not UTF-8"),
     ("POST", "/translate", b"", 400, "malformed JSON"),

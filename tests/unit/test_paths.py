@@ -67,3 +67,31 @@ def test_os_error_line_names_the_file_and_what_to_do():
     line = os_error_line(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "run/checkpoint_8.pt"))
     assert line.startswith("no space left on device: run/checkpoint_8.pt; free some space")
     assert "\n" not in line
+
+
+@pytest.mark.parametrize("dash, tail", [(True, "give a file (use - for stdin)"), (False, "give a file")])
+def test_a_named_pipe_is_not_a_regular_file_and_is_never_opened(tmp_path, dash, tail):
+    """Opening a FIFO for reading blocks until a writer comes: the check looks, it does not open."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(CtxmtError) as err:
+        check_input_file(fifo, "input file", "check the path", dash=dash)
+    assert str(err.value) == f"input file is not a regular file (a named pipe): {fifo}; {tail}"
+
+
+def test_a_character_device_is_not_a_regular_file():
+    with pytest.raises(CtxmtError, match=r"is not a regular file \(a character device\): /dev/null"):
+        check_input_file("/dev/null", "input file", "check the path")
+
+
+def test_an_unreadable_file_says_permission_not_damage(tmp_path):
+    locked = tmp_path / "locked.txt"
+    locked.write_text("x\n")
+    os.chmod(locked, 0)
+    try:
+        if os.access(locked, os.R_OK):
+            pytest.skip("chmod does not stop this user (root) from reading")
+        with pytest.raises(CtxmtError, match=r"input file cannot be read \(permission denied\): .*locked\.txt"):
+            check_input_file(locked, "input file", "check the path")
+    finally:
+        os.chmod(locked, 0o644)
