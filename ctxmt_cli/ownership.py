@@ -298,6 +298,9 @@ def check_new_or_replaceable(out: Path, what: str, force: bool, inputs: Iterable
     """Before any work: ``out`` is new (or an empty directory), or ``force`` and :func:`check_replaceable`."""
     out = Path(out)
     check_not_input(out, inputs, what)
+    if out.is_dir() and not out.is_symlink() and os.path.ismount(out):
+        raise CtxmtError(f"{what} {out} is a mount point: ctxmt builds its output beside {what} and swaps it in, "
+                         f"which a mount point does not allow; give a folder inside it, e.g. {out / 'out'}")
     if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
         return
     if out.exists() or out.is_symlink():

@@ -297,7 +297,7 @@ def check_prepare_output(out: Path, force: bool, inputs=()) -> None:
     containing none of ``inputs``, in a place we can write."""
     out = Path(out)
     if not (out.exists() or out.is_symlink()):
-        check_output_dir(out, option("out"))
+        check_output_dir(out, option("out"), inputs=inputs)
         return
     check_new_or_replaceable(out, option("out"), force, inputs, kind="a prepared dataset", command="prepare")
     check_output_dir(out.parent, f"the directory of {option('out')}")

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from ctxmt_cli.outputs import ASIDE_TAG, MANIFEST, TEMP_TAG
+from ctxmt_cli.outputs import ASIDE_TAG, TEMP_TAG
+from ctxmt_cli.ownership import MANIFEST
 from ctxmt_cli.recipe_catalog import RECIPES_DIR
 from tests.integration.conftest import assert_user_error, run_cli
 from tests.integration.test_bad_inputs import check_bad_input, placeholders, snapshot, tiny, ws  # noqa: F401

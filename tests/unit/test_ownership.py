@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxmt_cli.errors import CtxmtError
@@ -207,7 +207,7 @@ def test_a_nested_output_accounts_for_its_own_files(tmp_path):
 def test_the_lock_of_a_running_train_stops_force_and_a_left_over_one_does_not(tmp_path):
     out = _owned(tmp_path, "train")
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from ctxmt_cli.run_lock import take; "
-                               f"take(sys.argv[1]); print('held', flush=True); time.sleep(60)", str(out)],
+                               "take(sys.argv[1]); print('held', flush=True); time.sleep(60)", str(out)],
                               stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
     try:
         assert holder.stdout.readline().strip() == "held"
