@@ -89,8 +89,9 @@ def take(directory: Path, what: str = "train.save_dir") -> RunLock:
                 raise _busy(directory, what, pid or 0) from None
             raise
         if _same(path, fd):                            # not a file the previous holder removed meanwhile
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+            with contextlib.suppress(OSError):         # the PID only names the holder (a full disk: unnamed)
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
             return RunLock(path, fd)
         os.close(fd)
 

@@ -73,7 +73,10 @@ def run_contrastive(spec: str, checkpoint: Path, *, data: Optional[Path] = None,
     score_options = {k: options.pop(k) for k in ("context", "normalize", "span", "max_tokens", "context_gain")
                      if k in options}
     if out is not None:                             # before the model loads: what can be known without the sets
-        check_output_dir(Path(out), option("out"), inputs=_inputs(checkpoint, data, spec, options))
+        inputs = _inputs(checkpoint, data, spec, options)
+        check_output_dir(Path(out), option("out"), inputs=inputs)
+        check_output_file(Path(out) / "results.json", f"{option('out')} file", force=None, inputs=inputs,
+                          make_parents=True)
         check_files_replaceable([Path(out) / "results.json"], f"{option('out')} file", force)
     reader_options = {k: v for k, v in options.items() if v is not None}
     if score_options.get("context") is not None:  # readers that extract context (ContraPro documents) use K too
