@@ -66,7 +66,7 @@ QS = ["quickstart", "--out", "qs", "--force", "--docs", "41", "--updates", "1"]
 SYN = ["prepare", "synthetic", "--out", "ds", "--docs", "41", "--force"]
 FORCE_ROWS = [  # (entries a user adds or edits, arguments, fragments of the line)
     ({"qs/concat/checkpoint_my_finetuned.pt": b"mine"}, QS, ["checkpoint_my_finetuned.pt, which is not a file ctxmt"]),
-    ({"qs/concat/tensorboard/notes/thesis.tex": b"mine"}, QS, ["notes, which is a directory ctxmt did not write"]),
+    ({"qs/concat/tensorboard/notes/thesis.tex": b"mine"}, QS, ["which is a directory ctxmt did not write"]),
     ({"qs/concat/plots/x.png": b"mine"}, QS, ["plots, which is a directory ctxmt did not write"]),
     ({"qs/concat/metrics.jsonl": b"edited\n"}, QS, ["metrics.jsonl, which has changed since ctxmt wrote it"]),
     ({"qs/data/my.ref.txt": b"mine"}, QS, ["my.ref.txt, which is not a file ctxmt wrote"]),
