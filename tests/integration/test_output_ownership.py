@@ -112,8 +112,9 @@ def test_force_replaces_untouched_output_and_then_refuses_a_user_file(own, tmp_p
 def test_force_onto_a_mount_point_is_one_line(own):
     disk = own / "disk"
     for _ in mounted_tmpfs(disk, "4m"):
-        check_bad_input([*SYN[:3], "disk", *SYN[4:]], ["disk is a mount point", "--force does not replace it"], own,
-                        {})
+        check_bad_input([*SYN[:3], "disk", *SYN[4:]], ["disk is a mount point", "give a folder inside it"], own, {})
+        shutil.copytree(own / "ds", disk, dirs_exist_ok=True)           # ctxmt's own dataset, on a mount point
+        check_bad_input([*SYN[:3], "disk", *SYN[4:]], ["disk is a mount point"], own, {})
         check_bad_input(["prepare", "synthetic", "--out", "disk", "--docs", "41"], ["disk is a mount point"], own, {})
 
 
