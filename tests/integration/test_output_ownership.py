@@ -109,13 +109,17 @@ def test_force_replaces_untouched_output_and_then_refuses_a_user_file(own, tmp_p
     assert snapshot(tmp_path) == before
 
 
-def test_force_onto_a_mount_point_is_one_line(own):
-    disk = own / "disk"
-    for _ in mounted_tmpfs(disk, "4m"):
-        check_bad_input([*SYN[:3], "disk", *SYN[4:]], ["disk is a mount point", "give a folder inside it"], own, {})
-        shutil.copytree(own / "ds", disk, dirs_exist_ok=True)           # ctxmt's own dataset, on a mount point
-        check_bad_input([*SYN[:3], "disk", *SYN[4:]], ["disk is a mount point"], own, {})
-        check_bad_input(["prepare", "synthetic", "--out", "disk", "--docs", "41"], ["disk is a mount point"], own, {})
+@pytest.fixture
+def mounted(own):
+    """A 4 MiB tmpfs on ``own / "disk"``, unmounted afterwards however the test ends."""
+    yield from mounted_tmpfs(own / "disk", "4m")
+
+
+def test_force_onto_a_mount_point_is_one_line(own, mounted):
+    check_bad_input([*SYN[:3], "disk", *SYN[4:]], ["disk is a mount point", "give a folder inside it"], own, {})
+    shutil.copytree(own / "ds", mounted, dirs_exist_ok=True)           # ctxmt's own dataset, on a mount point
+    check_bad_input([*SYN[:3], "disk", *SYN[4:]], ["disk is a mount point"], own, {})
+    check_bad_input(["prepare", "synthetic", "--out", "disk", "--docs", "41"], ["disk is a mount point"], own, {})
 
 
 def test_first_pass_force_replaces_only_its_own_unchanged_stream(own, sentence_level_checkpoint):
