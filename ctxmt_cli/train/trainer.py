@@ -104,10 +104,10 @@ def train(recipe: Recipe, resume: bool = False, show_progress: bool = True, *, d
 class Trainer:
     """State and steps of one training run (one instance per process)."""
 
-    def __init__(self, *args):
+    def __init__(self, *args, **kwargs):
         self.folder: Optional[RunFolder] = None           # rank 0's lock on save_dir, released on any failure
         try:
-            self._setup(*args)
+            self._setup(*args, **kwargs)
         except BaseException:
             self.close()
             raise
