@@ -93,13 +93,15 @@ def cxmi(
     random_context: bool = typer.Option(False, "--random-context", help="control: context sentences (source and "
                                         "target, aligned) drawn from another document, seeded"),
     seed: int = typer.Option(1, help="seed of --random-context"),
-    out: Optional[Path] = typer.Option(None, help="write the figures to this JSON file"),
-    per_sentence: Optional[Path] = typer.Option(None, help="write P-CXMI (one JSON line per sentence) to this file"),
+    out: Optional[str] = typer.Option(None, metavar="PATH", help="write the figures to this JSON file"),
+    per_sentence: Optional[str] = typer.Option(None, metavar="PATH", help="write P-CXMI (one JSON line per sentence) "
+                                               "to this file"),
     tokens: Optional[str] = typer.Option(None, metavar="WORD[,WORD...]", help="also P-CXMI restricted to these "
                                          "target words (e.g. il,elle,ils,elles; case-folded, a word = its "
                                          "SentencePiece pieces, each occurrence the sum of its pieces' differences)"),
     max_tokens: int = typer.Option(4096, min=16, help="token budget per scoring batch"),
     device: Device = "auto",
+    force: bool = typer.Option(False, help="replace an existing --out or --per-sentence file"),
 ):
     """Context usage (CXMI, Fernandes et al. 2021): log q(y|x,C) - log q(y|x) of the same model, per token and per
     sentence, over a prepared split's reference sentences; with --tokens, also over the tokens of chosen words."""
@@ -110,7 +112,7 @@ def cxmi(
         refuse_given(ctx, ("seed",), "is read with --random-context only (it draws the other documents' context)")
     request = CxmiRequest(checkpoint=checkpoint, data=data, split=split, context=context, random_context=random_context,
                           seed=seed, max_tokens=max_tokens, device=device, out=out, per_sentence=per_sentence,
-                          tokens=None if tokens is None else parse_words(tokens))
+                          tokens=None if tokens is None else parse_words(tokens), force=force)
     typer.echo(render(run_cxmi(request)))
 
 

@@ -141,7 +141,8 @@ def evaluate(
     samples: Optional[int] = typer.Option(None, min=1, help="bootstrap resamples / AR trials (default 1000 / 10000)"),
     seed: int = typer.Option(12345, help="seed of the significance tests (sacrebleu's default)"),
     comet: Optional[Path] = typer.Option(None, help="local COMET model folder or .ckpt; needs the optional unbabel-comet (extra: comet)"),
-    out: Optional[Path] = typer.Option(None, help="write every figure to this JSON file"),
+    out: Optional[str] = typer.Option(None, metavar="PATH", help="write every figure to this JSON file"),
+    force: bool = typer.Option(False, help="replace an existing --out file"),
     beam: Beam = None, lenpen: Lenpen = None, target_mode: TargetModeOption = None,   # as translate decodes
     warmup_sentences: WarmupSentences = None,
     context: Optional[str] = typer.Option(None, metavar="K[,K...]", help="with --checkpoint: translate once per K "
@@ -165,10 +166,9 @@ def evaluate(
     request = EvalRequest(
         checkpoints=list(checkpoint or []), split=split, data=data, hyps=list(hyp or []), ref=ref, src=src,
         docids=docids, lowercase=lowercase, tokenize=tokenize, document_level=document_level,
-        significance=significance, samples=samples, seed=seed, comet=comet, out=out, beam=beam, lenpen=lenpen,
-        target_mode=target_mode, warmup_sentences=warmup_sentences, device=device,
-        context=context, group_sentences=group_sentences, first_pass=first_pass,
-        log_format=log_format,
+        significance=significance, samples=samples, seed=seed, comet=comet, out=out, force=force, beam=beam,
+        lenpen=lenpen, target_mode=target_mode, warmup_sentences=warmup_sentences, device=device, context=context,
+        group_sentences=group_sentences, first_pass=first_pass, log_format=log_format,
     )
     typer.echo(run_evaluate(request))
 

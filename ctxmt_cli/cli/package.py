@@ -67,9 +67,9 @@ def copy_recipe(
     dest: Path = typer.Argument(..., metavar="DIR", help="directory to copy into (created if missing)"),
 ):
     """Copy a packaged recipe (or a whole folder) into DIR to edit it; an existing file is never overwritten."""
-    from ctxmt_cli.recipe_catalog import copy_recipes
+    from ctxmt_cli.recipe_catalog import RECIPES_DIR, copy_recipes
 
-    check_output_dir(dest, "DIR")
+    check_output_dir(dest, "DIR", inputs=[RECIPES_DIR])        # never into the packaged recipes themselves
     for path in copy_recipes(name, dest):
         typer.echo(f"wrote {path}")
 

@@ -33,6 +33,7 @@ def translate(
                                   "folder (same windows and target-context forcing)"),
     output: str = typer.Option("-", "--output", "-o", help="output file, in the input's format; - = stdout, each "
                                "document written as soon as it is done"),
+    force: bool = typer.Option(False, help="replace an existing --output file"),
     input_format: InputFormat = typer.Option("text", help="text, or jsonl: one document per line "
                                              '{"doc_id": ..., "src": [...], "tgt_context": [...]} (tgt_context: '
                                              "translations of the first sentences, forced as their context); "
@@ -62,9 +63,9 @@ def translate(
     from ctxmt_cli.decode.settings import TranslationStats
 
     loading, stats = {"device": device, "first_pass": first_pass, "repair": repair, "engine": engine}, TranslationStats()
-    count = translate_file(input, output, checkpoint, loading, input_format=input_format, scores=scores, nbest=nbest,
-                           beam=beam, lenpen=lenpen, target_mode=target_mode, batch_docs=batch_docs, context=context,
-                           warmup_sentences=warmup_sentences,
+    count = translate_file(input, output, checkpoint, loading, input_format=input_format, scores=scores, force=force,
+                           nbest=nbest, beam=beam, lenpen=lenpen, target_mode=target_mode, batch_docs=batch_docs,
+                           context=context, warmup_sentences=warmup_sentences,
                            group_sentences=group_sentences, group_order=group_order, stats=stats)
     typer.echo(f"translated {count} sentences {stats.summary()}", err=True)
 

@@ -16,6 +16,7 @@ from array import array
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ctxmt_cli import ownership
 from ctxmt_cli.data.store import _TYPECODES, STREAM_NAME
 from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.outputs import remove_stale, write_json
@@ -83,6 +84,8 @@ class StreamWriter:
                 what = "from other settings or another checkpoint" if reuse else "already"
                 raise CtxmtError(f"first-pass stream {self.name!r} of split {self.split!r} exists {what} "
                                  f"({self.info_path}); pass {option('force')} to write it again")
+            # only the files a first pass wrote, unchanged since (the dataset's manifest lists them)
+            ownership.check_files_replaceable([*self.final.values(), self.info_path], "first-pass stream file", force)
             self.remove()
         if self.progress_path.is_file():
             try:
@@ -154,4 +157,6 @@ class StreamWriter:
                   "sentences": self.progress["sentences"], "tokens": self.progress["tokens"]}
         _write_json(self.info_path, record)
         self.progress_path.unlink(missing_ok=True)
+        # listed in the dataset's manifest: a later --force (this one's, or prepare's) may replace exactly these
+        ownership.record(self.dir, [*self.final.values(), self.info_path, self.progress_path])
         return record

@@ -129,7 +129,7 @@ class DocumentWriter:
 
     def __enter__(self) -> "DocumentWriter":
         if self.path is not None:
-            check_output_file(self.path, option("output"))           # again: the path may have changed meanwhile
+            check_output_file(self.path, option("output"), force=None)   # again: the path may have changed
             self._named(lambda: remove_stale(self.path.parent))            # what a killed run left here
             self.tmp = temp_name(self.path)
             self.file = self._named(lambda: open(self.tmp, "wb"))

@@ -23,7 +23,8 @@ from typing import Optional
 
 from ctxmt_cli.errors import CtxmtError, OptionError
 from ctxmt_cli.export.ct2_folder import META_FILE, metadata, spm_files
-from ctxmt_cli.outputs import build_dir, check_new_or_replaceable, write_atomic, write_json
+from ctxmt_cli.outputs import write_atomic, write_json
+from ctxmt_cli.ownership import build_dir, check_new_or_replaceable
 from ctxmt_cli.paths import check_not_input, check_output_dir
 
 #: ``--quantization``: the weight types CTranslate2 stores

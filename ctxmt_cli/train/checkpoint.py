@@ -35,8 +35,6 @@ from ctxmt_cli.models.tensor_hashes import with_tensor_hashes
 from ctxmt_cli.outputs import copy_atomic, remove_stale, torch_save, write_atomic
 
 STEP_FILE = re.compile(r"^checkpoint_(\d+)\.pt$")
-#: what a training run writes into its save_dir (its manifest claims these names, see ctxmt_cli.outputs)
-RUN_FILES = ("checkpoint_*.pt", "metrics.jsonl", "tensorboard", "tensorboard/*", "plots", "plots/*.png")
 TMP_PREFIX = ".tmp-"          # the temp files of earlier ctxmt builds (removed when found)
 #: meta.json keys a checkpoint keeps (no local paths, no file names of the prepared dir)
 META_KEYS = ("src_lang", "tgt_lang", "joint", "moses", "vocab_size", "specials", "max_sentence_tokens",

@@ -13,6 +13,7 @@ schedule is a function of the step). The update itself lives in
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
@@ -32,10 +33,9 @@ from ctxmt_cli.data.noise import replace_tokens
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.families import build_model, inputs_of
 from ctxmt_cli.models.loading import load_state_strict
-from ctxmt_cli.outputs import claim, copy_atomic
+from ctxmt_cli.outputs import copy_atomic
 from ctxmt_cli.train import setup as S
 from ctxmt_cli.train.checkpoint import (
-    RUN_FILES,
     average_checkpoints,
     averaging_steps,
     capture_rng,
@@ -61,6 +61,7 @@ from ctxmt_cli.train.distributed import (
 from ctxmt_cli.train.init_from import InitRecord, describe_changes, start_from
 from ctxmt_cli.train.progress import make_reporter
 from ctxmt_cli.train.resume import describe
+from ctxmt_cli.train.run_folder import RunFolder
 from ctxmt_cli.train.schedule import InverseSqrtSchedule
 from ctxmt_cli.train.step import LossSettings, Updater, make_optimizer, make_scaler
 from ctxmt_cli.train.telemetry import TrainLog
@@ -104,8 +105,16 @@ def train(recipe: Recipe, resume: bool = False, show_progress: bool = True, *, d
 class Trainer:
     """State and steps of one training run (one instance per process)."""
 
-    def __init__(self, recipe: Recipe, env: DistEnv, resume: bool, show_progress: bool,
-                 log_format: Optional[str] = None, allow_changed: tuple = ()):
+    def __init__(self, *args, **kwargs):
+        self.folder: Optional[RunFolder] = None           # rank 0's lock on save_dir, released on any failure
+        try:
+            self._setup(*args, **kwargs)
+        except BaseException:
+            self.close()
+            raise
+
+    def _setup(self, recipe: Recipe, env: DistEnv, resume: bool, show_progress: bool,
+               log_format: Optional[str] = None, allow_changed: tuple = ()):
         self.env, self.cfg = env, recipe.train
         if self.cfg.threads:
             torch.set_num_threads(self.cfg.threads)
@@ -125,11 +134,11 @@ class Trainer:
         self.updater = Updater(self.model, self.optimizer, self.scaler, env, self.loss, self.cfg.amp, self.cfg.clip_norm,
                                self.cfg.compile)
         if env.is_main:
-            self.save_dir.mkdir(parents=True, exist_ok=True)
-            claim(self.save_dir, "train", RUN_FILES, {"init_from": self.init_record})
+            self.folder = RunFolder.take(self.save_dir, fresh=ckpt is None)    # before anything is written
+            self.folder.claim({"init_from": self.init_record})
             remove_stale_temps(self.save_dir)
             if ckpt is not None:
-                restore_copies(self.save_dir, Path(ckpt["_path"]), self.state.best_step)
+                self.folder.record(restore_copies(self.save_dir, Path(ckpt["_path"]), self.state.best_step))
         barrier(env)
         # metrics.jsonl keeps only lines up to the start step (0: a fresh run starts a fresh file)
         self.reporter = make_reporter(env.is_main, self.save_dir, self.cfg, show_progress, self.state.step,
@@ -355,10 +364,11 @@ class Trainer:
             state=self.state.to_dict(), rng=rng, world_size=self.env.world, init_from=self.init_record,
         )
         step_path = save_checkpoint(payload, self.save_dir / f"checkpoint_{self.state.step}.pt")   # hashed
-        if improved:
-            copy_atomic(step_path, self.save_dir / "checkpoint_best.pt")
-        copy_atomic(step_path, self.save_dir / "checkpoint_last.pt")
-        prune_checkpoints(self.save_dir, self.cfg.keep_checkpoints, self.state.best_step, self.cfg.average_checkpoints)
+        copies = [copy_atomic(step_path, self.save_dir / name) for name in
+                  (["checkpoint_best.pt"] if improved else []) + ["checkpoint_last.pt"]]
+        pruned = prune_checkpoints(self.save_dir, self.cfg.keep_checkpoints, self.state.best_step,
+                                   self.cfg.average_checkpoints)
+        self.folder.saved(step_path, copies, pruned, self.reporter.files())
 
     def _average(self) -> Optional[Path]:
         """checkpoint_avg.pt from the best and the ``average_checkpoints`` step checkpoints after it, or from the
@@ -370,7 +380,7 @@ class Trainer:
             found = step_checkpoints(self.save_dir)
             steps = last_steps(list(found), last) if last else averaging_steps(list(found), self.state.best_step, n)
             paths = [found.get(s, self.save_dir / "checkpoint_best.pt") for s in steps]
-            average_checkpoints(paths, out)
+            self.folder.record([average_checkpoints(paths, out)])
             self.reporter.message(f"averaged {len(paths)} checkpoints (steps {steps}) into {out}")
         return out
 
@@ -379,3 +389,7 @@ class Trainer:
         reporter = getattr(self, "reporter", None)
         if reporter is not None:
             reporter.close()
+        if self.folder is not None:                      # the logs as the run leaves them, then the next run may start
+            with contextlib.suppress(OSError):           # not listed: a later --force refuses them, as it should
+                self.folder.record(reporter.files() if reporter is not None else [])
+            self.folder.release()

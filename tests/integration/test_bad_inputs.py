@@ -349,7 +349,7 @@ def test_failed_translation_write_keeps_the_old_output(concat_checkpoint, ws, mo
     from ctxmt_cli.decode.documents import DocumentWriter
     # the translation is streamed into a temporary file beside out.txt: its first write fails
     monkeypatch.setattr(DocumentWriter, "write", lambda self, text: self._named(lambda: failure(self.tmp)))
-    result = run_cli("translate", "doc.txt", "-c", concat_checkpoint, "-o", "out.txt")
+    result = run_cli("translate", "doc.txt", "-c", concat_checkpoint, "-o", "out.txt", "--force")
     monkeypatch.undo()
     assert result.exit_code == code and "Traceback" not in result.output
     assert len(result.stderr.strip().splitlines()) == 1 and line in result.stderr

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from ctxmt_cli.outputs import ASIDE_TAG, MANIFEST, TEMP_TAG
+from ctxmt_cli.outputs import ASIDE_TAG, TEMP_TAG
+from ctxmt_cli.ownership import MANIFEST, record
 from ctxmt_cli.recipe_catalog import RECIPES_DIR
 from tests.integration.conftest import assert_user_error, run_cli
 from tests.integration.test_bad_inputs import check_bad_input, placeholders, snapshot, tiny, ws  # noqa: F401
@@ -73,7 +74,7 @@ OUTPUT_IS_INPUT = [
     ([*PREP, "--out", ".", "--force"], ["holds the input"]),
     (["prepare", "reverse", "--data", "{data}", "--out", "{data}", "--force"], ["is the --data directory"]),
     (["export", "ctranslate2", "{ckpt}", "{run}", "--force"], ["holds the input"]),
-    (["recipes", "copy", "quickstart/concat.yaml", str(RECIPES_DIR / "quickstart")], ["already exists"]),
+    (["recipes", "copy", "quickstart/concat.yaml", str(RECIPES_DIR / "quickstart")], ["lies inside the input folder"]),
     (["train", "{recipe}", *tiny("{data}")], ["is the prepared dataset data.path"]),
     (["prepare", "docrepair", "--data", "{data}", "--reverse", "{ckpt}", "--forward", "{ckpt}", "--out", "{data}",
       "--force"], ["is also an input"]),
@@ -216,8 +217,8 @@ def test_full_disk_translate_evaluate_average_recipes(disk, concat_checkpoint, t
         (disk / name).write_text("the previous output\n")
     run = concat_checkpoint.parent
     fill(disk)
-    full_disk_error(["translate", doc, "-c", concat_checkpoint, "-o", disk / "out.txt"], disk)
-    full_disk_error(["evaluate", "--hyp", doc, "--ref", doc, "--out", disk / "bleu.json"], disk)
+    full_disk_error(["translate", doc, "-c", concat_checkpoint, "-o", disk / "out.txt", "--force"], disk)
+    full_disk_error(["evaluate", "--hyp", doc, "--ref", doc, "--out", disk / "bleu.json", "--force"], disk)
     full_disk_error(["average", run / "checkpoint_2.pt", run / "checkpoint_4.pt", "-o", disk / "avg.pt", "--force"],
                     disk)
     (disk / "recipes" / "concat.yaml").unlink()
@@ -257,6 +258,7 @@ def test_full_disk_prepare_contrastive(disk, synthetic_dir, concat_checkpoint, w
     assert run_cli(*PREP, "--out", disk / "p").exit_code == 0
     (disk / "res").mkdir()
     (disk / "res" / "results.json").write_text("{}\n")
+    record(disk / "res", [disk / "res" / "results.json"], command="contrastive")     # an earlier run's, untouched
     fill(disk)
     full_disk_error([*PREP, "--out", disk / "p", "--force"], disk)
     full_disk_error(["contrastive", f"synthetic:{synthetic_dir}", "-c", concat_checkpoint, "--out", disk / "res",
