@@ -67,7 +67,8 @@ def read_ledger(directory: Path) -> Optional[Ledger]:
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
         command = str(record.pop("command", "ctxmt"))
-        if record.get("ctxmt_output") == FORMAT:
+        record.pop("version", None)
+        if record.pop("ctxmt_output", None) == FORMAT:       # (not kept among the extra fields: saved anew)
             files = {str(k): None if v is None else {"size": int(v["size"]), "sha256": str(v["sha256"])}
                      for k, v in record.pop("files").items()}
             return Ledger(command, files, {str(d) for d in record.pop("dirs")}, record)

@@ -107,6 +107,21 @@ def test_an_older_manifest_accounts_for_its_exact_names_and_no_pattern(tmp_path)
             (out / "raw" / "contrastive").rmdir()
 
 
+def test_files_recorded_after_an_older_manifest_stay_recorded(tmp_path):
+    """A run started by an older ctxmt and resumed by this one: what it records now is kept on every later read
+    (the older format's number is not carried into the new manifest)."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / MANIFEST).write_text(json.dumps({"ctxmt_output": 1, "command": "train", "version": "0.0.1",
+                                            "entries": [], "patterns": ["checkpoint_*.pt"], "init_from": None}))
+    for step in (1, 2):
+        (out / f"checkpoint_{step}.pt").write_bytes(b"x" * step)
+        record(out, [out / f"checkpoint_{step}.pt"])
+    ledger = read_ledger(out)
+    assert sorted(ledger.files) == ["checkpoint_1.pt", "checkpoint_2.pt"] and ledger.extra == {"init_from": None}
+    check_replaceable(out, "--out", command="train")
+
+
 def test_a_folder_without_a_manifest_is_never_replaced_even_a_prepared_dataset_s_shape(tmp_path):
     out = tmp_path / "prep"
     out.mkdir()
