@@ -133,6 +133,7 @@ for system in "${ALL[@]}"; do
   hyp=$OUT/eval/hyp/$system.txt           # named by the system: evaluate reports each file by its name
   if [ ! -f "$hyp" ]; then
     mkdir -p "$OUT/eval/hyp"
+    rm -f "$eval_dir/doc_hyp.txt"         # a translation killed half-way: translate replaces no file unasked
     # each system decodes as its recipe says (concat: target_mode generate, as Lupo et al.; the stderr line says how
     # many windows fell back to prefix mode)
     timed "translate_$system" "$CTXMT" translate "$TEST/src.txt" -c "$ckpt" --beam "$BEAM" -o "$eval_dir/doc_hyp.txt" \
@@ -141,6 +142,7 @@ for system in "${ALL[@]}"; do
     paste -d '\t' "$TEST/src.txt" "$eval_dir/doc_hyp.txt" | awk -F '\t' '$1 != "" {print $2}' > "$hyp.partial"
     mv "$hyp.partial" "$hyp"
   fi
+  [ -f "$eval_dir/scat/results.json" ] || rm -rf "$eval_dir/scat"
   [ -f "$eval_dir/scat/results.json" ] || timed "scat_$system" "$CTXMT" contrastive scat --data "$SCAT" \
     --split test -c "$ckpt" --out "$eval_dir/scat"
   [ -f "$eval_dir/cxmi.json" ] || timed "cxmi_$system" "$CTXMT" cxmi -c "$ckpt" --data "$DATA" --split test \
@@ -169,6 +171,7 @@ for system in "${SYSTEMS[@]}"; do
     DECODED+=("$name")
     [ -f "$hyp" ] && continue
     mkdir -p "$OUT/eval/decoding"
+    rm -f "$OUT/eval/decoding/$name.doc.txt"
     extra=(--target-mode prefix)
     [ "$mode" = lead ] && extra+=(--warmup-sentences "$LEAD")
     timed "translate_$name" "$CTXMT" translate "$TEST/src.txt" -c "$OUT/$system/checkpoint_best.pt" --beam "$BEAM" \
