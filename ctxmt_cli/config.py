@@ -29,6 +29,7 @@ from ctxmt_cli.models.hanoit.config import HanoiTConfig
 from ctxmt_cli.models.mbe.config import MbeConfig
 from ctxmt_cli.models.sentence.config import SentenceConfig
 from ctxmt_cli.recipe_catalog import read_recipe_text, resolve_recipe
+from ctxmt_cli.yaml_limits import MAX_DEPTH, BoundedLoader, YamlLimitError, check_text_size
 
 
 class DataConfig(Section):
@@ -225,6 +226,11 @@ def _format_error(err: ValidationError, source: str, raw: dict, overrides: list[
     return f"{source}: {path}: {msg}{shown}{more}"
 
 
+def _shown(text: str, limit: int = 60) -> str:
+    """``text`` quoted for an error line, cut to ``limit`` characters (a --set value may be a megabyte)."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
     """Split ``a.b.c=value`` into a key path and a YAML-parsed value."""
     if "=" not in text:
@@ -234,10 +240,17 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     parts = [p for p in key.strip().split(".") if p]
     if not parts:
         raise CtxmtError(f"{option('overrides')} {text!r}: empty key; expected KEY.PATH=VALUE")
+    if len(parts) > MAX_DEPTH:
+        raise CtxmtError(f"{option('overrides')} {_shown(text)}: a key path of {len(parts)} parts, more than the "
+                         f"{MAX_DEPTH} any recipe has; give the key path of a recipe field, e.g. train.lr")
     if not value.strip():
         return parts, None
     try:
+        check_text_size(len(value.encode("utf-8", "surrogatepass")))
         return parts, yaml.load(value, Loader=UniqueKeyLoader)
+    except YamlLimitError as err:
+        raise CtxmtError(f"{option('overrides')} {_shown(text)}: the value is {err.what}, beyond what ctxmt reads; "
+                         "give a recipe field's value (a number, a word, a short list)") from None
     except yaml.YAMLError as err:
         problem = " ".join(str(getattr(err, "problem", None) or type(err).__name__).split())
         raise CtxmtError(f"{option('overrides')} {text!r}: the value is not valid YAML ({problem}); quote it, "
@@ -304,8 +317,9 @@ class DuplicateKeyError(yaml.YAMLError):
         self.key, self.line, self.first = key, line, first
 
 
-class UniqueKeyLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses duplicate keys: a second ``train:`` block must not replace the first."""
+class UniqueKeyLoader(BoundedLoader):
+    """``yaml.SafeLoader`` that refuses duplicate keys (a second ``train:`` block must not replace the first) and,
+    as :class:`~ctxmt_cli.yaml_limits.BoundedLoader`, text nesting too deep or expanding too far."""
 
 
 def _construct_unique_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
@@ -342,6 +356,10 @@ def read_yaml_file(path: Path, kind: str = "recipe") -> Any:
     except DuplicateKeyError as err:
         raise CtxmtError(f"{path}:{err.line}: key '{err.key}' is given twice (first at line {err.first}); "
                          "keep one (the second would silently replace the first)") from None
+    except YamlLimitError as err:
+        where = "" if err.line is None else f"{err.line}:"
+        raise CtxmtError(f"{path}:{where} the YAML is {err.what}, beyond what a {kind} needs; give the right file "
+                         "(a recipe is a few KB, 3 or 4 levels deep)") from None
     except yaml.YAMLError as err:
         where = getattr(err, "problem_mark", None)
         line = f" line {where.line + 1}" if where is not None else ""
