@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional, Union
+from typing import Annotated, Literal, Optional, Union
 
 from pydantic import Field, model_validator
 
-from ctxmt_cli.config_base import ModelBase, Section, TargetContextOptions
+from ctxmt_cli.config_base import MAX_POSITIONS, MAX_WIDTH, ModelBase, Section, TargetContextOptions
 
 
 class ShiftPair(Section):
     """A resolved segment shift per side (``shift: auto`` becomes one of these)."""
 
-    src: int = Field(ge=0, description="position shift per sentence of the source window")
-    tgt: int = Field(ge=0, description="position shift per sentence of the target window")
+    src: int = Field(ge=0, le=MAX_POSITIONS, description="position shift per sentence of the source window")
+    tgt: int = Field(ge=0, le=MAX_POSITIONS, description="position shift per sentence of the target window")
 
 
 class PSEConfig(Section):
     """Position-segment embedding: concatenate a (d_model - d_se) position code with a d_se segment code."""
 
-    d_se: int = Field(ge=1, description="width of the segment code (smaller than d_model)")
+    d_se: int = Field(ge=1, le=MAX_WIDTH, description="width of the segment code (smaller than d_model)")
+
+
+#: one shift for both sides, in tokens per sentence
+_Shift = Annotated[int, Field(ge=0, le=MAX_POSITIONS)]
 
 
 class ConcatConfig(ModelBase, TargetContextOptions):
@@ -35,7 +39,7 @@ class ConcatConfig(ModelBase, TargetContextOptions):
     cd_normalize: Literal["window_tokens", "weight_sum"] = Field(
         "window_tokens", description="the discounted loss's divisor: the window's target tokens (the authors' code) "
         "or the sum of the token weights")
-    shift: Union[None, Literal["auto", "per-window"], int, ShiftPair] = Field(
+    shift: Union[None, Literal["auto", "per-window"], _Shift, ShiftPair] = Field(
         None, description="segment-shifted positions: auto (mean sentence length), an int, per-window"
     )
     segment: Optional[Literal["onehot", "sinusoidal", "learned"]] = Field(

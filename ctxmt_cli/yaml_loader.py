@@ -1,5 +1,6 @@
-"""Bounds on what ctxmt's YAML loader accepts: the size of the text, how deep it nests, and how many values it holds
-once every alias is expanded.
+"""ctxmt's YAML loader (:class:`UniqueKeyLoader`, for recipes, corpus cards and ``--set`` values): duplicate keys are
+errors, booleans are YAML 1.2's (``true``/``false`` only), and what it accepts is bounded: the size of the text, how
+deep it nests, and how many values it holds once every alias is expanded.
 
 A recipe (or a corpus card, or a ``--set`` value) is a few kilobytes, four levels deep and a few hundred values. A
 file far outside that is a mistake or an attack: an alias bomb (nine anchors, each aliasing the previous one nine
@@ -11,8 +12,9 @@ endless. :class:`BoundedLoader` refuses each while composing, before a Python va
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import yaml
 
@@ -114,3 +116,42 @@ def read_capped(path: Path) -> bytes:
         data = handle.read(MAX_BYTES + 1)
     check_text_size(len(data))
     return data
+
+
+class DuplicateKeyError(yaml.YAMLError):
+    """A mapping that gives the same key twice (PyYAML would silently keep the last one)."""
+
+    def __init__(self, key: Any, line: int, first: int):
+        super().__init__(f"key {key!r} at line {line} is given twice (first at line {first})")
+        self.key, self.line, self.first = key, line, first
+
+
+class UniqueKeyLoader(BoundedLoader):
+    """ctxmt's YAML loader: ``yaml.SafeLoader`` that refuses duplicate keys (a second ``train:`` block must not
+    replace the first), reads YAML 1.2 booleans, and (:class:`BoundedLoader`) refuses text nesting too deep or
+    expanding too far."""
+
+
+def _construct_unique_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":      # '<<: *anchor' merges, it is no key of its own
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            first = seen.setdefault(key, key_node.start_mark.line + 1)
+        except TypeError:                                  # an unhashable key: construct_mapping says so
+            break
+        if first != key_node.start_mark.line + 1:
+            raise DuplicateKeyError(key, key_node.start_mark.line + 1, first)
+    return loader.construct_mapping(node, deep=deep)
+
+
+UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
+# YAML 1.2 booleans (true/false only): under YAML 1.1's rules `amp: off` or `--set train.amp=off` would be the
+# boolean False, which the schema then refuses although 'off' is one of the choices it names
+_BOOL = "tag:yaml.org,2002:bool"
+UniqueKeyLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != _BOOL]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+UniqueKeyLoader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
