@@ -32,10 +32,14 @@ MAX_HIDDEN = 131_072
 MAX_HEADS = 1_024
 #: layers of a stack (DeepNet trained 1,000)
 MAX_LAYERS = 1_024
+#: context sentences a window holds on each side (the papers: up to 3; Morishita et al.: 8)
+MAX_CONTEXT = 64
 #: tokens of a window, a position table, a shift, an output (the papers' windows: 250-1,024)
 MAX_POSITIONS = 65_536
 #: tokens of a batch or a training group (a large GPU's batches: ~100,000)
 MAX_BATCH_TOKENS = 10_000_000
+#: SentencePiece pieces of a vocabulary (NLLB's 256,000 fit)
+MAX_VOCAB = 1_048_576
 #: updates, epochs, intervals and other counts of a run
 MAX_COUNT = 1_000_000_000
 #: checkpoints kept or averaged

@@ -6,7 +6,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, model_validator
 
-from ctxmt_cli.config_base import MAX_HIDDEN, MAX_POSITIONS, ModelBase, TargetContextOptions
+from ctxmt_cli.config_base import MAX_CONTEXT, MAX_HIDDEN, MAX_POSITIONS, ModelBase, TargetContextOptions
 
 #: the reprs that cache one aggregate per sentence (or a shortened sequence)
 AGGREGATING = ("sentence", "pooling", "grouping", "selecting")
@@ -21,7 +21,7 @@ class CachingConfig(ModelBase, TargetContextOptions):
     """
 
     family: Literal["caching"] = Field("caching", description="the family this section configures")
-    src_context_sentences: int = Field(1, ge=0, le=64, description="previous source sentences used as context")
+    src_context_sentences: int = Field(1, ge=0, le=MAX_CONTEXT, description="previous source sentences used as context")
     repr: Literal["tokens", "sentence", "pooling", "grouping", "selecting"] = Field(
         "tokens", description="what is cached per sentence: every token, the mean, or a shortened sequence")
     pooling: Optional[Literal["max", "avg", "linear"]] = Field(None, description="repr: pooling only")
@@ -37,10 +37,10 @@ class CachingConfig(ModelBase, TargetContextOptions):
     gate: bool = Field(False, description="sigmoid gate on the context-attention branch (eq. 5)")
     encoder: Literal["shared", "separate"] = Field("shared", description="separate = unshared context encoder (multi-encoder)")
     grad_context_sentences: int = Field(
-        0, ge=0, le=64, description="nearest context sentences whose *encoder* pass gets gradient; 0 (the paper's code): "
+        0, ge=0, le=MAX_CONTEXT, description="nearest context sentences whose *encoder* pass gets gradient; 0 (the paper's code): "
         "every context sentence is encoded without autograd, the encoder learns from the current sentence only")
     shortening_grad_context_sentences: Optional[int] = Field(
-        None, ge=0, le=64, description="pooling/grouping/selecting: nearest context sentences whose shortening gets gradient, "
+        None, ge=0, le=MAX_CONTEXT, description="pooling/grouping/selecting: nearest context sentences whose shortening gets gradient, "
         "detached beyond (the paper: 2 for grouping, 1 for selecting); null = every context sentence")
     shortening_dropout: float = Field(
         0.0, ge=0.0, lt=1.0, description="dropout on the attention branch of eq. 2 (the paper's code has none)")

@@ -6,7 +6,7 @@ from typing import Annotated, Literal, Optional, Union
 
 from pydantic import Field, model_validator
 
-from ctxmt_cli.config_base import MAX_POSITIONS, MAX_WIDTH, ModelBase, Section, TargetContextOptions
+from ctxmt_cli.config_base import MAX_CONTEXT, MAX_POSITIONS, MAX_WIDTH, ModelBase, Section, TargetContextOptions
 
 
 class ShiftPair(Section):
@@ -30,9 +30,9 @@ class ConcatConfig(ModelBase, TargetContextOptions):
     """Sliding-window concatenation sKtoK / sKto1 (Lupo et al. 2022, 2023)."""
 
     family: Literal["concat"] = Field("concat", description="the family this section configures")
-    src_context_sentences: int = Field(3, ge=0, le=64, description="previous source sentences in the window (K-1)")
-    tgt_context_sentences: int = Field(3, ge=0, le=64, description="previous target sentences (0 = sKto1)")
-    src_next_sentences: int = Field(0, ge=0, le=64, description="next source sentences in the window, after the "
+    src_context_sentences: int = Field(3, ge=0, le=MAX_CONTEXT, description="previous source sentences in the window (K-1)")
+    tgt_context_sentences: int = Field(3, ge=0, le=MAX_CONTEXT, description="previous target sentences (0 = sKto1)")
+    src_next_sentences: int = Field(0, ge=0, le=MAX_CONTEXT, description="next source sentences in the window, after the "
                                     "previous ones and before the current one (sKto1 only; Yang et al. give their "
                                     "ECT baseline 1 previous + 1 next)")
     cd: float = Field(1.0, ge=0.0, le=1.0, description="context discount: L = cd * L_context + L_current")
