@@ -114,6 +114,7 @@ RECIPES = [
     (["train", "{recipe}", "--dry-run", "--set", "decode.beam=1000000000"], ["decode.beam", "less than or equal to 1024"]),
     (["train", "{recipe}", "--dry-run", "--set", "decode.lenpen=1e308"], ["decode.lenpen", "less than or equal to 5"]),
     (["train", "shift.yaml", "--dry-run"], ["shift.yaml: model.shift: Input should be greater than or equal to 0"]),
+    (["train", "{recipe}", "--dry-run", "--set", "0\x1e0=1"], ["unknown key '0\\x1e0'"]),   # a line break, shown
 ]
 
 UNREAD = [
