@@ -8,6 +8,7 @@ unions included), so a field added later without bounds fails here, not in a use
 from __future__ import annotations
 
 import math
+import re
 import time
 from typing import Union, get_args, get_origin
 
@@ -192,3 +193,15 @@ def test_set_values_are_bounded_too():
 
 def test_the_union_walk_sees_through_optional_and_tuples():
     assert set(_leaves(Union[None, int, tuple[float, float]])) == {type(None), int, float}
+
+
+def test_the_python_api_gets_the_decode_keys_bounds_too():
+    from ctxmt_cli.decode.settings import DecodeSettings, check_settings
+    from ctxmt_cli.errors import OptionError
+
+    for field, value, needle in (("beam", 10**9, "less than or equal to 1024"), ("lenpen", math.inf, "finite"),
+                                 ("lenpen", 1e308, "less than or equal to 5"), ("max_len_b", 10**12, "65536"),
+                                 ("batch_docs", 10**9, "65536")):
+        with pytest.raises(OptionError, match=rf"^{field}={re.escape(repr(value))}: Input should be .*{needle}"):
+            check_settings(DecodeSettings(**{field: value}), [["a"]], None)
+    assert check_settings(DecodeSettings(beam=1024, lenpen=5.0), [["a"]], None) == [()]
