@@ -24,6 +24,7 @@ import yaml
 
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.outputs import copy_atomic, remove_stale
+from ctxmt_cli.yaml_loader import YamlLimitError, read_capped
 
 
 def shipped_folder(inside: str, top: str) -> Path:
@@ -144,8 +145,13 @@ def resolve_recipe(arg: str | Path) -> Path:
 
 def read_recipe_text(path: Path, kind: str = "recipe") -> str:
     """A recipe file's (or another YAML file's: ``kind``) text; bytes that are not UTF-8 (a binary file, a Latin-1
-    file) are one line naming the line."""
-    data = Path(path).read_bytes()
+    file) are one line naming the line; so is a file larger than any recipe (:data:`~ctxmt_cli.yaml_loader.MAX_BYTES`),
+    read no further than that."""
+    try:
+        data = read_capped(path)
+    except YamlLimitError as err:
+        raise CtxmtError(f"{path}: {err.what}, the most a {kind} may be; give the right file (a recipe is a few "
+                         "KB of YAML)") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:

@@ -18,7 +18,7 @@ from typing import Optional
 
 import typer
 
-from ctxmt_cli.errors import CtxmtError, OptionError, named, use_option_names
+from ctxmt_cli.errors import CtxmtError, OptionError, named, one_line, use_option_names
 from ctxmt_cli.paths import USER_ERRNOS, os_error_line
 
 # click's usage error, whether typer uses click itself or its own copy of it
@@ -57,7 +57,7 @@ def usage_error_line(err, argv: list[str]) -> str:
     else:                                                   # missing or unknown options, unknown commands
         what = err.format_message().replace("Value error, ", "").rstrip(".")
     where = f"{sub}: " if sub else ""
-    return f"ctxmt: error: {where}{what}; see ctxmt {sub + ' ' if sub else ''}--help"
+    return one_line(f"ctxmt: error: {where}{what}; see ctxmt {sub + ' ' if sub else ''}--help")
 
 
 def _warning_line(text: str) -> str:

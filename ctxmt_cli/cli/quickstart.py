@@ -22,7 +22,13 @@ from typing import Optional
 import typer
 
 from ctxmt_cli.cli.errors import user_errors
-from ctxmt_cli.cli.options import Device, LogFormat
+from ctxmt_cli.cli.options import (
+    SEED,
+    SYNTHETIC_DOCS,
+    UPDATES,
+    Device,
+    LogFormat,
+)
 from ctxmt_cli.config import Recipe, load_recipe, recipe_to_dict, validate_recipe
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.outputs import write_json
@@ -226,12 +232,12 @@ def _train(name: str, recipe: Recipe, console, stage: str, device: str = "auto",
 @user_errors
 def quickstart_command(
     out: Path = typer.Option(Path("quickstart"), "--out", help="output directory"),
-    docs: int = typer.Option(2000, min=41, help="synthetic documents (>= 41)"),
+    docs: int = typer.Option(2000, **SYNTHETIC_DOCS, help="synthetic documents"),
     systems: Optional[str] = typer.Option(
         None, help="comma-separated systems, one packaged recipe each (`ctxmt recipes list quickstart`; "
         "default: concat,sentence)"),
-    updates: Optional[int] = typer.Option(None, min=1, help="updates per system (default: each recipe's train.max_steps)"),
-    seed: int = typer.Option(1, help="seed of the synthetic data and of every system's training"),
+    updates: Optional[int] = typer.Option(None, **UPDATES, help="updates per system (default: each recipe's train.max_steps)"),
+    seed: int = typer.Option(1, **SEED, help="seed of the synthetic data and of every system's training"),
     force: bool = typer.Option(False, help="reuse/overwrite an existing output directory"),
     device: Device = "auto",
     log_format: LogFormat = None,

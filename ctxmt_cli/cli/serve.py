@@ -13,6 +13,10 @@ import typer
 
 from ctxmt_cli.cli.errors import user_errors
 from ctxmt_cli.cli.options import (
+    BATCH_DOCS,
+    COUNT,
+    SENTENCES,
+    WAIT_MS,
     Beam,
     Device,
     Lenpen,
@@ -38,20 +42,20 @@ def serve(
     host: str = typer.Option("127.0.0.1", help="address to listen on (0.0.0.0: every interface)"),
     port: int = typer.Option(8000, min=0, max=65535, help="port to listen on (0: a free one, printed)"),
     device: Device = "auto",
-    max_documents: int = typer.Option(1000, min=1, help="documents kept; a new one evicts the least recently used"),
-    max_batch_docs: int = typer.Option(16, min=1, help="requests (different documents) translated in one batch"),
-    max_sentences: int = typer.Option(64, min=1, help="sentences per request"),
-    max_sentence_chars: int = typer.Option(2000, min=1, help="characters per sentence"),
-    batch_wait_ms: float = typer.Option(10.0, min=0.0, help="how long a batch waits for more requests after its "
+    max_documents: int = typer.Option(1000, **COUNT, help="documents kept; a new one evicts the least recently used"),
+    max_batch_docs: int = typer.Option(16, **BATCH_DOCS, help="requests (different documents) translated in one batch"),
+    max_sentences: int = typer.Option(64, **SENTENCES, help="sentences per request"),
+    max_sentence_chars: int = typer.Option(2000, **SENTENCES, help="characters per sentence"),
+    batch_wait_ms: float = typer.Option(10.0, **WAIT_MS, help="how long a batch waits for more requests after its "
                                         "first one"),
     beam: Beam = None,
     lenpen: Lenpen = None,
     first_pass: Optional[Path] = typer.Option(None, help="hanoit reading target context: "
                                               "the sentence-level checkpoint whose "
                                               "translations it reads as target context"),
-    group_sentences: Optional[int] = typer.Option(None, min=1, help="mbe: groups of N consecutive sentences (the "
+    group_sentences: Optional[int] = typer.Option(None, **SENTENCES, help="mbe: groups of N consecutive sentences (the "
                                                   "server keeps the unfinished group) [default: the whole document]"),
-    max_document_sentences: Optional[int] = typer.Option(None, min=1, help="mbe without --group-sentences: the "
+    max_document_sentences: Optional[int] = typer.Option(None, **SENTENCES, help="mbe without --group-sentences: the "
                                                          "most sentences a document may hold (all are kept and "
                                                          "re-read) [default: 1024]"),
 ):
