@@ -92,6 +92,10 @@ def _table(info: dict):
         ("validations", str(train["validations"])), ("world size", str(train["world_size"] or "—")),
         ("resumable", "yes (optimiser state inside)" if train["resumable"] else "no (weights only)"),
     ]
+    imported = info.get("imported_from")
+    if imported:
+        rows.append(("imported from", f"{imported.get('kind')} model {imported.get('name_or_path') or '?'} "
+                                      f"({imported.get('folder')}; transformers {imported.get('transformers_version')})"))
     if train["averaged_from"]:
         rows.append(("averaged from", ", ".join(train["averaged_from"])))
     for depth, start in enumerate(train["init_from"]):

@@ -97,5 +97,6 @@ def checkpoint_info(path: Path) -> dict:
         "path": str(path), "container": container(path), "format": ckpt.get("format"), "ctxmt_version": ckpt.get("version"),
         "name": recipe.name, "family": recipe.model.family, "parameters": count_parameters(recipe, vocab),
         "vocabulary": vocabulary_info(ckpt), "training": training_info(ckpt, recipe),
+        "imported_from": ckpt.get("imported_from"),                       # `ctxmt import`: the folder and its files
         "recipe": recipe_to_dict(recipe),
     }
