@@ -133,6 +133,19 @@ class ModelBase(Section):
     src_context_sentences: Literal[0] = Field(0, description="previous source sentences the model reads (none here)")
     tgt_context_sentences: Literal[0] = Field(0, description="previous target sentences the model reads (none here)")
     src_next_sentences: Literal[0] = Field(0, description="next source sentences the model reads (none here)")
+    # the architecture options of imported models (Marian / OPUS-MT, `ctxmt import marian`); each default is the
+    # plain Transformer's, so a recipe or checkpoint without them builds the very model it always did
+    activation: Literal["relu", "gelu", "swish"] = Field(
+        "relu", description="feed-forward activation: relu (Vaswani et al.), gelu (exact, erf), or swish (SiLU, "
+        "as Marian / OPUS-MT models)")
+    scale_embeddings: bool = Field(
+        True, description="multiply token embeddings by sqrt(d_model) (Vaswani et al.); false: as they are "
+        "(Marian's scale_embedding: false)")
+    sinusoid: Literal["tensor2tensor", "marian"] = Field(
+        "tensor2tensor", description="sinusoidal position frequencies, sin in the first half and cos in the second: "
+        "tensor2tensor 10000^(-i/(d/2-1)) | marian 10000^(-2i/d) (Marian and Hugging Face MarianMTModel)")
+    output_bias: bool = Field(
+        False, description="a learned bias on the output logits (Marian's final_logits_bias)")
 
 
 class TargetContextOptions(Section):

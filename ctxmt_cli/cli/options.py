@@ -81,8 +81,9 @@ SpmSample = Annotated[int, typer.Option(**COUNT, help="SentencePiece trains on a
                                         "pairs (sentences per side)")]
 SpmModel = Annotated[Optional[Path], typer.Option(help="reuse this SentencePiece .model (both sides) instead of "
                                                   "training one: corpora prepared with it share one vocabulary")]
-VocabFrom = Annotated[Optional[Path], typer.Option(help="reuse the SentencePiece model(s) of this prepared dataset "
-                                                   "instead of training")]
+VocabFrom = Annotated[Optional[Path], typer.Option(help="reuse the SentencePiece model(s) of this prepared dataset, "
+                                                   "or of this checkpoint (an imported Marian model), instead of "
+                                                   "training")]
 Workers = Annotated[int, typer.Option(**WORKERS, help="encoding processes (0: one per CPU)")]
 MinWords = Annotated[int, typer.Option(min=0, max=MAX_POSITIONS, help="clean the train split: drop pairs with a side of fewer words "
                                        "(0: off)")]

@@ -94,6 +94,10 @@ def _table(info: dict):
         ("tensor hashes", f"sha256 of {info['tensor_hashes']} tensors, all match" if info.get("tensor_hashes")
          else "none (written before ctxmt recorded them)"),
     ]
+    imported = info.get("imported_from")
+    if imported:
+        rows.append(("imported from", f"{imported.get('kind')} model {imported.get('name_or_path') or '?'} "
+                                      f"({imported.get('folder')}; transformers {imported.get('transformers_version')})"))
     if train["averaged_from"]:
         rows.append(("averaged from", ", ".join(train["averaged_from"])))
     for depth, start in enumerate(train["init_from"]):

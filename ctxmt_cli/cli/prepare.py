@@ -95,6 +95,10 @@ def _prepare(ctx: typer.Context, p: dict) -> None:
     clean = CleanRules(p["min_words"], p["max_words"], p["max_length_ratio"])
     spec = {k: p[k] for k in ("src_lang", "tgt_lang", "vocab_size", "joint", "moses", "max_sentence_tokens", "seed",
                               "force", "spm_type", "spm_sample", "workers", "spm", "vocab_from")}
+    if spec["vocab_from"] is not None and Path(spec["vocab_from"]).is_file():     # a checkpoint's tokenizer
+        from ctxmt_cli.models.loading import open_checkpoint
+
+        spec["vocab_tokenizer"] = open_checkpoint(spec["vocab_from"]).tokenizer
     meta = prepare_from_cli(fmt, out, {"train": p["train"], "valid": p["valid"], "test": p["test"]}, docs=p["docs"],
                             clean=clean, **spec)
     typer.echo("\n".join(summary_lines(out, meta, clean)))

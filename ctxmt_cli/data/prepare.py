@@ -78,7 +78,8 @@ class PrepareSpec:
     spm_sample: int = 2_000_000        # SentencePiece trains on a seeded sample of about this many pairs
     workers: int = 0                   # encoding processes; 0: one per CPU
     spm: Path | None = None            # reuse this SentencePiece model (joint) instead of training one
-    vocab_from: Path | None = None     # reuse the SentencePiece model(s) of this prepared dataset
+    vocab_from: Path | None = None     # reuse the SentencePiece model(s) of this prepared dataset (or checkpoint)
+    vocab_tokenizer: Tokenizer | None = None   # vocab_from a checkpoint: its tokenizer (the command line reads it)
     clean: CleanRules = CleanRules()   # train-split cleaning (off by default)
 
 

@@ -34,7 +34,7 @@ REQUIRED = {"model": "the model weights", "recipe": "the resolved recipe", "voca
 #: optional fields and the types they must have when present (None is always allowed)
 OPTIONAL = {"format": int, "version": str, "family": str, "vocab_fingerprint": str, "meta": dict, "state": dict,
             "optimizer": dict, "scaler": dict, "rng": (list, tuple), "world_size": int, "averaged_from": (list, tuple),
-            "init_from": dict, "tensor_hashes": dict}
+            "init_from": dict, "tensor_hashes": dict, "imported_from": dict}
 #: TrainState counters ``ctxmt inspect`` and ``--resume`` read, and their types
 STATE_FIELDS = {"step": int, "epoch": int, "position": int, "best": numbers.Real, "best_step": int, "bad": int,
                 "last_valid_step": int, "elapsed": numbers.Real, "history": (list, tuple),

@@ -98,5 +98,6 @@ def checkpoint_info(path: Path) -> dict:
         "tensor_hashes": len((ckpt.get("tensor_hashes") or {}).get("tensors") or {}) or None,   # checked at open
         "name": recipe.name, "family": recipe.model.family, "parameters": count_parameters(recipe, vocab),
         "vocabulary": vocabulary_info(ckpt), "training": training_info(ckpt, recipe),
+        "imported_from": ckpt.get("imported_from"),                       # `ctxmt import`: the folder and its files
         "recipe": recipe_to_dict(recipe),
     }

@@ -25,7 +25,7 @@ TOKENIZER_PREFIX = "__ctxmt__.tokenizer."
 METADATA_KEY = "ctxmt"
 #: the checkpoint fields a safetensors file keeps beside the weights
 KEPT = ("format", "version", "family", "recipe", "vocab", "vocab_fingerprint", "meta", "state", "averaged_from",
-        "world_size", "init_from")
+        "world_size", "init_from", "imported_from")
 _PROTOS = ("src_model", "tgt_model")
 
 
