@@ -3,8 +3,9 @@
 Atomic files. Every file a command writes is first written to a temp file beside it, named
 ``.NAME.ctxmt-tmp-PID-RANDOM`` (same file system, so the rename is atomic), flushed to disk and renamed
 over ``NAME``; the temp file is removed on every failure, a KeyboardInterrupt included, so a full disk or
-a Ctrl-C never leaves a 0-byte or half-written output that blocks a retry. A kill -9 skips every cleanup:
-:func:`remove_stale` deletes temps of this naming whose writing process is gone.
+a Ctrl-C (SIGTERM and SIGHUP alike, :mod:`ctxmt_cli.signals`) never leaves a 0-byte or half-written output
+that blocks a retry. A kill -9 skips every cleanup: :func:`~ctxmt_cli.temps.remove_stale` deletes temps of this
+naming whose writing process is gone and puts back the outputs such a run had set aside (:mod:`ctxmt_cli.temps`).
 
 Owned directories. A directory a command creates as its output gets a manifest, ``.ctxmt-output.json``,
 naming the command, the ctxmt version and the entries it wrote (names, or name patterns for what grows
@@ -22,21 +23,28 @@ import fnmatch
 import hashlib
 import json
 import os
-import re
 import shutil
-import uuid
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional, TypeVar
 
 from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.paths import check_not_input
+from ctxmt_cli.signals import held
+from ctxmt_cli.temps import (  # noqa: F401 (the names and remove_stale re-exported: every writer imports them here)
+    ASIDE_TAG,
+    MANIFEST,
+    TEMP_TAG,
+    put_back,
+    remove_stale,
+    renamed_to_temp,
+    set_aside,
+    temp_name,
+)
+from ctxmt_cli.temps import OURS as _OURS
+from ctxmt_cli.temps import fsync_dir as _fsync_dir
 
-MANIFEST = ".ctxmt-output.json"
-TEMP_TAG = ".ctxmt-tmp-"
-ASIDE_TAG = ".ctxmt-old-"
-#: ``.NAME.ctxmt-tmp-PID-HEX`` (a temp file or directory being written) or ``.NAME.ctxmt-old-PID-HEX`` (an
-#: output set aside while its replacement is installed)
-_OURS = re.compile(r"^\..+\.ctxmt-(?:tmp|old)-(\d+)-[0-9a-f]{8}$")
+#: the errors of a full disk (or quota): a run that fails with one names the output, not a file it removed
+_FULL = (errno.ENOSPC, errno.EDQUOT)
 #: the files of a prepared dataset written before manifests existed (``meta.json`` marks one)
 #: (only ctxmt's own naming: a user's ``notes.txt`` or ``results.json`` in such a folder keeps --force away)
 LEGACY_DATASET = ("meta.json", "*.src.bin", "*.tgt.bin", "*.src.idx", "*.tgt.idx", "*.docs", "*.ref.txt",
@@ -47,22 +55,6 @@ T = TypeVar("T")
 
 
 # ---- atomic files ----------------------------------------------------------------------------------------------
-def temp_name(target: Path, tag: str = TEMP_TAG) -> Path:
-    """A fresh temp path beside ``target`` that :func:`remove_stale` recognises once its writer is gone."""
-    target = Path(target)
-    return target.with_name(f".{target.name}{tag}{os.getpid()}-{uuid.uuid4().hex[:8]}")
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Persist a rename (best effort: not every platform can open a directory)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def _disk_full(directory: Path) -> bool:
     """Whether the file system of ``directory`` has (next to) no space left: a writer that does not report
     ENOSPC itself (torch's zip writer raises RuntimeError) failed because of it."""
@@ -147,40 +139,6 @@ def torch_save(obj, target: Path) -> Path:
     with atomic_file(target, "wb", None) as handle:
         torch.save(obj, handle)
     return Path(target)
-
-
-# ---- litter ----------------------------------------------------------------------------------------------------
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:                     # exists, owned by someone else
-        return True
-    return True
-
-
-def remove_stale(directory: Path) -> list[Path]:
-    """Delete the temp files and set-aside directories of ctxmt's naming in ``directory`` whose writing process
-    is gone (a kill -9 or a power cut skips every cleanup); returns what was removed."""
-    directory = Path(directory)
-    removed = []
-    if not directory.is_dir() or directory.is_symlink():
-        return removed
-    for entry in os.scandir(directory):
-        match = _OURS.match(entry.name)
-        if match is None or _alive(int(match.group(1))):
-            continue
-        path = Path(entry.path)
-        with contextlib.suppress(OSError):
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(path)
-            else:
-                path.unlink()
-            removed.append(path)
-    return removed
 
 
 # ---- owned directories -----------------------------------------------------------------------------------------
@@ -304,16 +262,18 @@ def install_dir(tmp: Path, out: Path, what: str, inputs: Iterable = (), *, comma
         out.rmdir()
     elif out.exists() or out.is_symlink():
         check_replaceable(out, what, inputs, command=command)
-        aside = temp_name(out, ASIDE_TAG)
-        os.rename(out, aside)
-    try:
-        os.rename(tmp, out)
-    except BaseException:
-        if aside is not None:
-            os.rename(aside, out)
-        raise
-    if aside is not None:
-        shutil.rmtree(aside, ignore_errors=True)                 # rmtree unlinks symbolic links, never follows them
+    with held():                                                 # a signal waits until the swap is whole
+        if out.exists() or out.is_symlink():
+            aside = set_aside(out)
+        try:
+            os.rename(tmp, out)
+        except BaseException:
+            if aside is not None:
+                os.rename(aside, out)
+            raise
+        garbage = renamed_to_temp(aside) if aside is not None else None     # the commit: the old output goes
+    if garbage is not None:
+        shutil.rmtree(garbage, ignore_errors=True)               # rmtree unlinks symbolic links, never follows them
     _fsync_dir(out.parent)
 
 
@@ -346,26 +306,28 @@ def rebuilding(out: Path, command: str, patterns: Iterable[str], *, what: str = 
     ``patterns``, and on success list what was written and delete the old one; on any failure the new
     directory is removed and the old one put back."""
     out, patterns = Path(out), list(patterns)
-    aside = None
+    aside, made = None, False
     remove_stale(out.parent)
     if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
         out.rmdir()
     elif out.exists() or out.is_symlink():
         check_replaceable(out, what, command=command)
-        aside = temp_name(out, ASIDE_TAG)
-        os.rename(out, aside)
     try:
-        out.mkdir(parents=True)
+        with held():                      # a signal waits until the old output is aside and the new one is ours
+            if out.exists() or out.is_symlink():
+                aside = set_aside(out)
+            out.mkdir(parents=True)
+            made = True
         write_manifest(out, command, patterns, listed=False)
         yield out
         write_manifest(out, command, patterns)
-    except BaseException:
-        if aside is not None:
-            shutil.rmtree(out, ignore_errors=True)
-            os.rename(aside, out)
+    except BaseException as err:
+        put_back(aside, out, made)       # nothing half-built stays: the old output, or none, as before
+        if isinstance(err, OSError) and err.errno in _FULL:      # name the output, not a file now removed
+            raise OSError(err.errno, err.strerror, str(out)) from err
         raise
     if aside is not None:
-        shutil.rmtree(aside, ignore_errors=True)
+        shutil.rmtree(renamed_to_temp(aside), ignore_errors=True)
 
 
 def file_sha256(path: Path) -> str:

@@ -33,6 +33,7 @@ from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.families import build_model, inputs_of
 from ctxmt_cli.models.loading import load_state_strict
 from ctxmt_cli.outputs import claim, copy_atomic, torch_save
+from ctxmt_cli.signals import act_on_pending, deferred, pending
 from ctxmt_cli.train import setup as S
 from ctxmt_cli.train.checkpoint import (
     RUN_FILES,
@@ -67,6 +68,8 @@ from ctxmt_cli.train.validate import Validator
 
 #: test hook: SIGKILL this process right after the checkpoint of this step is written
 KILL_ENV = "CTXMT_TEST_KILL_AFTER_STEP"
+#: the stop reason of a run a signal stopped (it saves a resumable checkpoint, then raises the interruption)
+STOPPED = "signal"
 
 
 @dataclass
@@ -242,9 +245,11 @@ class Trainer:
         self.reporter.start(self.state.step, self.state.elapsed)
         if self.state.step >= self.cfg.max_steps or self.state.epoch >= self.cfg.max_epochs:
             self.stop_reason = "done"
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxmt-collate") as pool:
+        with deferred(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxmt-collate") as pool:
             while self.stop_reason is None:
                 self._run_epoch(pool)
+            if self.stop_reason == STOPPED:
+                self._save_resumable()
         self.log.flush(self.state.step, self.reporter, self.save_dir)
         if self.state.last_valid_step != self.state.step or self.state.best_step is None:
             self._validate_and_save()
@@ -299,6 +304,8 @@ class Trainer:
             self._validate_and_save()
         if step >= self.cfg.max_steps and self.stop_reason is None:
             self.stop_reason = "max_steps"
+        if any_rank(pending() is not None, self.env):              # every rank stops after the same update
+            self.stop_reason = STOPPED
 
     def _check_time(self, at_sync_point: bool) -> None:
         """``max_minutes``: every update alone; at log points in a job, where ranks agree on it."""
@@ -342,22 +349,42 @@ class Trainer:
         if os.environ.get(KILL_ENV) == str(st.step):
             os.kill(os.getpid(), signal.SIGKILL)
 
-    def _save(self, improved: bool) -> None:
-        """checkpoint_{step}.pt, then _best (if improved) and _last as atomic copies; prune old ones."""
+    def _payload(self) -> Optional[dict]:
+        """What a checkpoint holds to resume this run bit for bit (on rank 0; None on the others)."""
         self.state.elapsed = time.monotonic() - self.t0
         rng = gather_objects(capture_rng(), self.env)              # collective: every rank takes part
         if not self.env.is_main:
-            return
+            return None
         payload = model_payload(recipe_to_dict(self.recipe), self.tokenizer, self.vocab, self.meta, unwrap(self.model))
         payload.update(
             optimizer=self.optimizer.state_dict(), scaler=self.scaler.state_dict() if self.scaler else None,
             state=self.state.to_dict(), rng=rng, world_size=self.env.world, init_from=self.init_record,
         )
+        return payload
+
+    def _save(self, improved: bool) -> None:
+        """checkpoint_{step}.pt, then _best (if improved) and _last as atomic copies; prune old ones."""
+        payload = self._payload()
+        if payload is None:
+            return
         step_path = torch_save(payload, self.save_dir / f"checkpoint_{self.state.step}.pt")
         if improved:
             copy_atomic(step_path, self.save_dir / "checkpoint_best.pt")
         copy_atomic(step_path, self.save_dir / "checkpoint_last.pt")
         prune_checkpoints(self.save_dir, self.cfg.keep_checkpoints, self.state.best_step, self.cfg.average_checkpoints)
+
+    def _save_resumable(self) -> None:
+        """Stopped by a signal (Ctrl-C, SIGTERM, SIGHUP: a Slurm preemption) after an update: its pending train row
+        logged, checkpoint_last.pt written as ``--resume`` continues from it (no step file: averaging and pruning
+        see only validated steps), then the interruption raised, saying so."""
+        step, last = self.state.step, self.save_dir / "checkpoint_last.pt"
+        self.log.flush(step, self.reporter, self.save_dir)
+        if step > self.state.last_valid_step:               # else checkpoint_last.pt already holds this step
+            payload = self._payload()
+            if payload is not None:
+                torch_save(payload, last)
+        barrier(self.env)
+        act_on_pending(f"saved {last} at step {step}; continue with ctxmt train --resume")
 
     def _average(self) -> Optional[Path]:
         """checkpoint_avg.pt from the best and the ``average_checkpoints`` step checkpoints after it, or from the
