@@ -239,8 +239,10 @@ def check_replaceable(out: Path, what: str, inputs: Iterable = (), kind: str = "
 
 def check_new_or_replaceable(out: Path, what: str, force: bool, inputs: Iterable = (),
                              kind: str = "a directory ctxmt wrote", *, command: str) -> None:
-    """Before any work: ``out`` is new (or an empty directory), or ``force`` and :func:`check_replaceable`."""
+    """Before any work: ``out`` is new (or an empty directory), or ``force`` and :func:`check_replaceable`. What a
+    killed run left beside it is cleaned up first, so ``out`` is seen as it was before that run."""
     out = Path(out)
+    remove_stale(out.parent)
     if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
         return
     if out.exists() or out.is_symlink():
