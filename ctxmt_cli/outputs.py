@@ -41,6 +41,7 @@ from ctxmt_cli.temps import (  # noqa: F401 (the names and remove_stale re-expor
     temp_name,
 )
 from ctxmt_cli.temps import OURS as _OURS
+from ctxmt_cli.temps import disk_full as _disk_full
 from ctxmt_cli.temps import fsync_dir as _fsync_dir
 
 #: the errors of a full disk (or quota): a run that fails with one names the output, not a file it removed
@@ -55,16 +56,6 @@ T = TypeVar("T")
 
 
 # ---- atomic files ----------------------------------------------------------------------------------------------
-def _disk_full(directory: Path) -> bool:
-    """Whether the file system of ``directory`` has (next to) no space left: a writer that does not report
-    ENOSPC itself (torch's zip writer raises RuntimeError) failed because of it."""
-    try:
-        usage = os.statvfs(directory)
-    except OSError:
-        return False
-    return usage.f_bavail * usage.f_frsize < 1 << 16
-
-
 def _named(err: BaseException, target: Path, full: bool) -> Optional[OSError]:
     """The error to raise instead of ``err``, naming ``target`` (the file the user knows, not the temp): an OS
     error, also one that a writer's RuntimeError hides in its context (torch's zip writer, whose

@@ -44,6 +44,9 @@ class Interrupted(KeyboardInterrupt):
         name = "" if self.signum == signal.SIGINT else f" ({signal.Signals(self.signum).name})"
         return f"ctxmt: interrupted{name}" + (f"; {self.note}" if self.note else "")
 
+    def __str__(self) -> str:
+        return self.line()
+
     def __reduce__(self):
         return type(self), (self.signum, self.note)
 
@@ -61,6 +64,8 @@ class _State:
         self.unwinding: Optional[int] = None          # the signal being handled: repeats are ignored
         self.deferring = 0                            # depth of :func:`deferred` blocks
         self.pending: Optional[int] = None            # a signal recorded under :func:`deferred`
+        self.holding = 0                              # depth of :func:`held` blocks
+        self.held: Optional[int] = None               # a signal that arrived under :func:`held`
 
 
 _state = _State()
@@ -82,6 +87,9 @@ def _handle(signum: int, frame) -> None:
         return
     if _state.deferring and _state.pending is None:    # the loop saves first, then raises
         _state.pending = signum
+        return
+    if _state.holding:                                 # raised once the renames are whole
+        _state.held = _state.held or signum
         return
     _state.unwinding = signum
     raise Interrupted(signum)
@@ -125,9 +133,10 @@ def pending() -> Optional[int]:
     return _state.pending
 
 
-def act_on_pending(note: str = "") -> None:
-    """Raise the :class:`Interrupted` of the pending signal (with ``note``), if there is one."""
-    signum = _state.pending
+def act_on_pending(note: str = "", fallback: Optional[int] = None) -> None:
+    """Raise the :class:`Interrupted` of the pending signal (with ``note``), if there is one, else of ``fallback``
+    if given (a training job's rank that the signal missed stops with the others)."""
+    signum = _state.pending if _state.pending is not None else fallback
     if signum is not None:
         _state.pending, _state.unwinding = None, signum
         raise Interrupted(signum, note)
@@ -135,13 +144,15 @@ def act_on_pending(note: str = "") -> None:
 
 @contextlib.contextmanager
 def held() -> Iterator[None]:
-    """The stop signals wait (blocked) while the block runs, and take effect right after it: for a few renames
-    that must not be cut in two (an output set aside and its replacement put in place)."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    """A stop signal waits while the block runs and takes effect right after it: for a few renames that must not
+    be cut in two (an output set aside and its replacement put in place). (Blocking the signal would not do: the
+    kernel hands a process's signal to any thread that does not block it.)"""
+    _state.holding += 1
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        _state.holding -= 1
+    signum = _state.held
+    if signum is not None and not _state.holding:
+        _state.held, _state.unwinding = None, signum
+        raise Interrupted(signum)

@@ -45,6 +45,17 @@ def fsync_dir(directory: Path) -> None:
             os.close(fd)
 
 
+def disk_full(directory: Path) -> bool:
+    """Whether the file system of ``directory`` has (next to) no space left: a writer that does not report
+    ENOSPC itself (torch's zip writer raises RuntimeError, SentencePiece writes a truncated model) failed
+    because of it."""
+    try:
+        usage = os.statvfs(directory)
+    except OSError:
+        return False
+    return usage.f_bavail * usage.f_frsize < 1 << 16
+
+
 def _alive(pid: int) -> bool:
     if pid == os.getpid():
         return True

@@ -247,5 +247,5 @@ def interrupted(err: KeyboardInterrupt) -> None:
     """Ctrl-C, SIGTERM or SIGHUP (:mod:`ctxmt_cli.signals`), the cleanups done: one line on stderr and exit
     ``128 + signal`` (130, 143, 129)."""
     stopped = interruption(err)
-    typer.echo(stopped.line(), err=True)
+    typer.echo(named(stopped.line()), err=True)
     raise typer.Exit(code=stopped.exit_code) from None

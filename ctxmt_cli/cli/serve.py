@@ -87,10 +87,15 @@ def serve(
     except BaseException:
         sock.close()
         raise
+    _serve(app, sock, line, ctx.params)
+
+
+def _serve(app, sock, line: str, options: dict) -> None:
+    """Serve ``app`` on ``sock`` with the connection limits of ``options`` until a signal stops it."""
     from ctxmt_cli.serve.guard import ConnectionLimits
     from ctxmt_cli.serve.server import serve_forever
 
-    connections = ConnectionLimits(header_timeout, body_timeout, max_connections)
+    connections = ConnectionLimits(options["header_timeout"], options["body_timeout"], options["max_connections"])
     serve_forever(app, sock, lambda url: typer.echo(f"ctxmt: serve: listening on {url} ({line}); Ctrl-C or SIGTERM stops",
                                                      err=True), connections)
 

@@ -50,73 +50,80 @@ def _raw_response(status: int, reason: str, message: str) -> bytes:
 
 
 def guarded_protocol(limits: ConnectionLimits):
-    """uvicorn's h11 protocol class with ``limits`` (passed to ``uvicorn.Config(http=...)``)."""
-    import h11
+    """uvicorn's h11 protocol class with ``limits`` (passed to ``uvicorn.Config(http=...)``; uvicorn is imported
+    here, not with the module, as the serve extra may be missing)."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    class Guarded(H11Protocol):
-        """One connection: a deadline per phase of its request (headers, then body), none while it is answered."""
+    return type("GuardedH11Protocol", (_Guard, H11Protocol), {"limits": limits})
 
-        def connection_made(self, transport) -> None:
-            over = len(self.connections) >= limits.max_connections
-            super().connection_made(transport)
-            self._timer, self._phase, self._heard = None, None, False
-            if over:
-                log.warning("refused a connection: %d are open (--max-connections)", limits.max_connections)
-                self._close(_raw_response(503, "Service Unavailable", f"the server holds {limits.max_connections} "
-                                          "connections (--max-connections); try again shortly"))
-                return
-            self._follow()
 
-        def data_received(self, data: bytes) -> None:
-            self._heard = True
-            super().data_received(data)
-            self._follow()
+class _Guard:
+    """Over uvicorn's H11Protocol (see :func:`guarded_protocol`): one connection, with a deadline per phase of its
+    request (headers, then body) and none while it is answered."""
 
-        def on_response_complete(self) -> None:
-            self._phase, self._heard = None, False          # the next request's headers: a fresh deadline
-            super().on_response_complete()
-            self._follow()
+    limits: ConnectionLimits
 
-        def connection_lost(self, exc) -> None:
+    def connection_made(self, transport) -> None:
+        over = len(self.connections) >= self.limits.max_connections
+        super().connection_made(transport)
+        self._timer, self._phase, self._heard = None, None, False
+        if over:
+            cap = self.limits.max_connections
+            log.warning("refused a connection: %d are open (--max-connections)", cap)
+            self._close(_raw_response(503, "Service Unavailable", f"the server holds {cap} connections "
+                                      "(--max-connections); try again shortly"))
+            return
+        self._follow()
+
+    def data_received(self, data: bytes) -> None:
+        self._heard = True
+        super().data_received(data)
+        self._follow()
+
+    def on_response_complete(self) -> None:
+        self._phase, self._heard = None, False              # the next request's headers: a fresh deadline
+        super().on_response_complete()
+        self._follow()
+
+    def connection_lost(self, exc) -> None:
+        self._arm(None, 0.0)
+        super().connection_lost(exc)
+
+    def _follow(self) -> None:
+        """Arm the deadline of the phase the client is in (kept while the phase lasts, however bytes trickle)."""
+        import h11
+
+        if self.transport is None or self.transport.is_closing():
+            return
+        state = self.conn.their_state
+        if state is h11.IDLE:
+            self._arm("headers", self.limits.header_timeout)
+        elif state is h11.SEND_BODY:
+            self._arm("body", self.limits.body_timeout)
+        else:                                               # the request is in: the answer may take its time
             self._arm(None, 0.0)
-            super().connection_lost(exc)
 
-        def _follow(self) -> None:
-            """Arm the deadline of the phase the client is in (kept while the phase lasts, however bytes trickle)."""
-            if self.transport is None or self.transport.is_closing():
-                return
-            state = self.conn.their_state
-            if state is h11.IDLE:
-                self._arm("headers", limits.header_timeout)
-            elif state is h11.SEND_BODY:
-                self._arm("body", limits.body_timeout)
-            else:                                           # the request is in: the answer may take its time
-                self._arm(None, 0.0)
+    def _arm(self, phase, seconds: float) -> None:
+        if phase == self._phase and (phase is None or self._timer is not None):
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._phase = phase
+        self._timer = None if phase is None else self.loop.call_later(seconds, self._expired, phase)
 
-        def _arm(self, phase, seconds: float) -> None:
-            if phase == self._phase and (phase is None or self._timer is not None):
-                return
-            if self._timer is not None:
-                self._timer.cancel()
-            self._phase = phase
-            self._timer = None if phase is None else self.loop.call_later(seconds, self._expired, phase)
+    def _expired(self, phase: str) -> None:
+        self._timer = None
+        if self.transport.is_closing() or phase != self._phase:
+            return
+        seconds = self.limits.header_timeout if phase == "headers" else self.limits.body_timeout
+        started = self.cycle is not None and self.cycle.response_started and phase == "body"
+        if (phase == "headers" and not self._heard) or started:
+            self._close(b"")                                # an idle kept-alive connection, or an answer under way
+            return
+        self._close(_raw_response(408, "Request Timeout", f"the request's {phase} did not arrive within {seconds:g} s "
+                                  f"(--{phase.rstrip('s')}-timeout); send it whole, at once"))
 
-        def _expired(self, phase: str) -> None:
-            self._timer = None
-            if self.transport.is_closing() or phase != self._phase:
-                return
-            seconds = limits.header_timeout if phase == "headers" else limits.body_timeout
-            started = self.cycle is not None and self.cycle.response_started and phase == "body"
-            if (phase == "headers" and not self._heard) or started:
-                self._close(b"")                            # an idle kept-alive connection, or an answer under way
-                return
-            self._close(_raw_response(408, "Request Timeout", f"the request's {phase} did not arrive within "
-                                      f"{seconds:g} s (--{phase.rstrip('s')}-timeout); send it whole, at once"))
-
-        def _close(self, answer: bytes) -> None:
-            if answer:
-                self.transport.write(answer)
-            self.transport.close()
-
-    return Guarded
+    def _close(self, answer: bytes) -> None:
+        if answer:
+            self.transport.write(answer)
+        self.transport.close()

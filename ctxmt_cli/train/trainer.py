@@ -29,7 +29,7 @@ from ctxmt_cli.config import Recipe, recipe_to_dict
 from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.data.batching import shard_batches
 from ctxmt_cli.data.noise import replace_tokens
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.models.families import build_model, inputs_of
 from ctxmt_cli.models.loading import load_state_strict
 from ctxmt_cli.outputs import claim, copy_atomic, torch_save
@@ -68,8 +68,6 @@ from ctxmt_cli.train.validate import Validator
 
 #: test hook: SIGKILL this process right after the checkpoint of this step is written
 KILL_ENV = "CTXMT_TEST_KILL_AFTER_STEP"
-#: the stop reason of a run a signal stopped (it saves a resumable checkpoint, then raises the interruption)
-STOPPED = "signal"
 
 
 @dataclass
@@ -248,7 +246,7 @@ class Trainer:
         with deferred(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxmt-collate") as pool:
             while self.stop_reason is None:
                 self._run_epoch(pool)
-            if self.stop_reason == STOPPED:
+            if self.stop_reason == "signal":
                 self._save_resumable()
         self.log.flush(self.state.step, self.reporter, self.save_dir)
         if self.state.last_valid_step != self.state.step or self.state.best_step is None:
@@ -305,7 +303,7 @@ class Trainer:
         if step >= self.cfg.max_steps and self.stop_reason is None:
             self.stop_reason = "max_steps"
         if any_rank(pending() is not None, self.env):              # every rank stops after the same update
-            self.stop_reason = STOPPED
+            self.stop_reason = "signal"
 
     def _check_time(self, at_sync_point: bool) -> None:
         """``max_minutes``: every update alone; at log points in a job, where ranks agree on it."""
@@ -349,23 +347,20 @@ class Trainer:
         if os.environ.get(KILL_ENV) == str(st.step):
             os.kill(os.getpid(), signal.SIGKILL)
 
-    def _payload(self) -> Optional[dict]:
-        """What a checkpoint holds to resume this run bit for bit (on rank 0; None on the others)."""
+    def _save(self, improved: bool, step_file: bool = True) -> None:
+        """checkpoint_{step}.pt, then _best (if improved) and _last as atomic copies; prune old ones. Without
+        ``step_file``, checkpoint_last.pt alone (a run stopped between validations: averaging sees validated steps)."""
         self.state.elapsed = time.monotonic() - self.t0
         rng = gather_objects(capture_rng(), self.env)              # collective: every rank takes part
         if not self.env.is_main:
-            return None
+            return
         payload = model_payload(recipe_to_dict(self.recipe), self.tokenizer, self.vocab, self.meta, unwrap(self.model))
         payload.update(
             optimizer=self.optimizer.state_dict(), scaler=self.scaler.state_dict() if self.scaler else None,
             state=self.state.to_dict(), rng=rng, world_size=self.env.world, init_from=self.init_record,
         )
-        return payload
-
-    def _save(self, improved: bool) -> None:
-        """checkpoint_{step}.pt, then _best (if improved) and _last as atomic copies; prune old ones."""
-        payload = self._payload()
-        if payload is None:
+        if not step_file:
+            torch_save(payload, self.save_dir / "checkpoint_last.pt")
             return
         step_path = torch_save(payload, self.save_dir / f"checkpoint_{self.state.step}.pt")
         if improved:
@@ -374,17 +369,15 @@ class Trainer:
         prune_checkpoints(self.save_dir, self.cfg.keep_checkpoints, self.state.best_step, self.cfg.average_checkpoints)
 
     def _save_resumable(self) -> None:
-        """Stopped by a signal (Ctrl-C, SIGTERM, SIGHUP: a Slurm preemption) after an update: its pending train row
-        logged, checkpoint_last.pt written as ``--resume`` continues from it (no step file: averaging and pruning
-        see only validated steps), then the interruption raised, saying so."""
-        step, last = self.state.step, self.save_dir / "checkpoint_last.pt"
+        """Stopped by a signal (Ctrl-C, SIGTERM, SIGHUP: a Slurm preemption) after an update: its train row logged,
+        checkpoint_last.pt written for ``--resume``, then the interruption raised, saying so (on every rank)."""
+        step = self.state.step
         self.log.flush(step, self.reporter, self.save_dir)
-        if step > self.state.last_valid_step:               # else checkpoint_last.pt already holds this step
-            payload = self._payload()
-            if payload is not None:
-                torch_save(payload, last)
+        if step > self.state.last_valid_step:                      # else checkpoint_last.pt holds this step
+            self._save(improved=False, step_file=False)
         barrier(self.env)
-        act_on_pending(f"saved {last} at step {step}; continue with ctxmt train --resume")
+        act_on_pending(f"saved {self.save_dir / 'checkpoint_last.pt'} at step {step}; continue it with "
+                       f"{option('resume')}", fallback=signal.SIGTERM)
 
     def _average(self) -> Optional[Path]:
         """checkpoint_avg.pt from the best and the ``average_checkpoints`` step checkpoints after it, or from the

@@ -282,3 +282,29 @@ def test_full_disk_plot_and_analyze_attention(disk, synthetic_dir, concat_checkp
     fill(disk)
     full_disk_error(["plot", run, "--out", disk / "plots", "--force"], disk)
     full_disk_error([*args, "--force"], disk)
+
+
+def no_partial(root: Path) -> None:
+    left = [p for p in root.rglob("*") if ".partial" in p.name]
+    assert left == [], left
+
+
+def test_full_disk_quickstart_leaves_no_half_built_folder(disk):
+    fill(disk, 256 * 1024)
+    full_disk_error(["quickstart", "--out", disk / "qs", "--docs", "41", "--updates", "1", "--systems", "concat",
+                     "--device", "cpu"], disk, progress=True)
+    assert sorted(p.name for p in disk.iterdir()) == ["filler"]
+
+
+def test_full_disk_recipes_copy_of_a_folder_is_all_or_nothing(disk):
+    fill(disk, 8 * 1024)                                   # a file or two fit, not the folder
+    full_disk_error(["recipes", "copy", "quickstart", disk / "new" / "recipes"], disk)
+    assert sorted(p.name for p in disk.iterdir()) == ["filler"]
+
+
+def test_full_disk_first_pass_leaves_no_partial_stream(disk, synthetic_dir, sentence_level_checkpoint):
+    shutil.copytree(synthetic_dir, disk / "data", ignore=shutil.ignore_patterns("raw"))
+    fill(disk)
+    full_disk_error(["first-pass", "-c", sentence_level_checkpoint, "--data", disk / "data", "--split", "test",
+                     "--name", "fp"], disk, progress=True)
+    no_partial(disk)
