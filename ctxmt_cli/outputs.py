@@ -29,7 +29,7 @@ from typing import Callable, Iterable, Iterator, Optional, TypeVar
 
 from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.paths import check_not_input
-from ctxmt_cli.signals import held
+from ctxmt_cli.signals import Interrupted, held
 from ctxmt_cli.temps import (  # noqa: F401 (the names and remove_stale re-exported: every writer imports them here)
     ASIDE_TAG,
     MANIFEST,
@@ -316,6 +316,8 @@ def rebuilding(out: Path, command: str, patterns: Iterable[str], *, what: str = 
         write_manifest(out, command, patterns)
     except BaseException as err:
         put_back(aside, out, made)       # nothing half-built stays: the old output, or none, as before
+        if isinstance(err, Interrupted):
+            err.note = ""                 # what it kept (a training run's checkpoint) went with the new output
         if isinstance(err, OSError) and err.errno in _FULL:      # name the output, not a file now removed
             raise OSError(err.errno, err.strerror, str(out)) from err
         raise

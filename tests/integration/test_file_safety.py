@@ -308,3 +308,26 @@ def test_full_disk_first_pass_leaves_no_partial_stream(disk, synthetic_dir, sent
     full_disk_error(["first-pass", "-c", sentence_level_checkpoint, "--data", disk / "data", "--split", "test",
                      "--name", "fp"], disk, progress=True)
     no_partial(disk)
+
+
+def test_full_disk_prepare_never_gives_sentencepiece_s_traceback(disk, tmp_path):
+    """A disk nearly full when SentencePiece writes its model (it does not check its writes: the model comes out
+    truncated, and loading it failed with a traceback), at several margins: one line naming the disk."""
+    import random
+
+    rng = random.Random(1)
+    words = [f"w{i}" for i in range(3000)]
+    for side in ("en", "de"):
+        (tmp_path / f"c.{side}").write_text("".join(" ".join(rng.choice(words) for _ in range(12)) + "\n"
+                                                    for _ in range(3000)))
+    args = ["prepare", "text", "--train", tmp_path / "c", "--src-lang", "en", "--tgt-lang", "de", "--vocab-size", "500",
+            "--out", disk / "p"]
+    for leave in (300_000, 400_000, 450_000, 500_000, 550_000, 700_000):
+        fill(disk, leave)
+        result = run_cli(*args)
+        if result.exit_code == 0:                         # it fitted: the next margin is for another size
+            shutil.rmtree(disk / "p")
+        else:
+            assert_user_error(result, "no space left on device", str(disk))
+        assert sorted(p.name for p in disk.iterdir()) == ["filler"]
+        (disk / "filler").unlink()
