@@ -113,10 +113,12 @@ class StreamWriter:
         documents are recorded the files stay, for the next run to resume from."""
         try:
             yield
-        except BaseException:
+        except BaseException as err:
             if done == 0:
                 with contextlib.suppress(OSError):
                     self.remove()
+            if isinstance(err, OSError) and err.errno is not None and err.filename is None:
+                raise OSError(err.errno, err.strerror, str(self.dir)) from err     # a write names no file
             raise
 
     def _resume(self, record: dict) -> int:
