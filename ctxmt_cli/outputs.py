@@ -3,8 +3,9 @@
 Atomic files. Every file a command writes is first written to a temp file beside it, named
 ``.NAME.ctxmt-tmp-PID-RANDOM`` (same file system, so the rename is atomic), flushed to disk and renamed
 over ``NAME``; the temp file is removed on every failure, a KeyboardInterrupt included, so a full disk or
-a Ctrl-C never leaves a 0-byte or half-written output that blocks a retry. A kill -9 skips every cleanup:
-:func:`remove_stale` deletes temps of this naming whose writing process is gone.
+a Ctrl-C (SIGTERM and SIGHUP alike, :mod:`ctxmt_cli.signals`) never leaves a 0-byte or half-written output
+that blocks a retry. A kill -9 skips every cleanup: :func:`~ctxmt_cli.temps.remove_stale` deletes temps of this
+naming whose writing process is gone and puts back the outputs such a run had set aside (:mod:`ctxmt_cli.temps`).
 
 Output directories a command owns, their manifests and ``--force`` are :mod:`ctxmt_cli.ownership`'s.
 """
@@ -16,46 +17,21 @@ import errno
 import hashlib
 import json
 import os
-import re
 import shutil
-import uuid
 from pathlib import Path
 from typing import Iterator, Optional
 
-TEMP_TAG = ".ctxmt-tmp-"
-ASIDE_TAG = ".ctxmt-old-"
-#: ``.NAME.ctxmt-tmp-PID-HEX`` (a temp file or directory being written) or ``.NAME.ctxmt-old-PID-HEX`` (an
-#: output set aside while its replacement is installed)
-_OURS = re.compile(r"^\..+\.ctxmt-(?:tmp|old)-(\d+)-[0-9a-f]{8}$")
+from ctxmt_cli.temps import (  # noqa: F401 (TEMP_TAG, ASIDE_TAG and remove_stale re-exported for every writer)
+    ASIDE_TAG,
+    TEMP_TAG,
+    remove_stale,
+    temp_name,
+)
+from ctxmt_cli.temps import disk_full as _disk_full
+from ctxmt_cli.temps import fsync_dir as _fsync_dir
 
 
 # ---- atomic files ----------------------------------------------------------------------------------------------
-def temp_name(target: Path, tag: str = TEMP_TAG) -> Path:
-    """A fresh temp path beside ``target`` that :func:`remove_stale` recognises once its writer is gone."""
-    target = Path(target)
-    return target.with_name(f".{target.name}{tag}{os.getpid()}-{uuid.uuid4().hex[:8]}")
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Persist a rename (best effort: not every platform can open a directory)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _disk_full(directory: Path) -> bool:
-    """Whether the file system of ``directory`` has (next to) no space left: a writer that does not report
-    ENOSPC itself (torch's zip writer raises RuntimeError) failed because of it."""
-    try:
-        usage = os.statvfs(directory)
-    except OSError:
-        return False
-    return usage.f_bavail * usage.f_frsize < 1 << 16
-
-
 def _named(err: BaseException, target: Path, full: bool) -> Optional[OSError]:
     """The error to raise instead of ``err``, naming ``target`` (the file the user knows, not the temp): an OS
     error, also one that a writer's RuntimeError hides in its context (torch's zip writer, whose
@@ -132,38 +108,6 @@ def torch_save(obj, target: Path) -> Path:
     return Path(target)
 
 
-# ---- litter ----------------------------------------------------------------------------------------------------
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:                     # exists, owned by someone else
-        return True
-    return True
-
-
-def remove_stale(directory: Path) -> list[Path]:
-    """Delete the temp files and set-aside directories of ctxmt's naming in ``directory`` whose writing process
-    is gone (a kill -9 or a power cut skips every cleanup); returns what was removed."""
-    directory = Path(directory)
-    removed = []
-    if not directory.is_dir() or directory.is_symlink():
-        return removed
-    for entry in os.scandir(directory):
-        match = _OURS.match(entry.name)
-        if match is None or _alive(int(match.group(1))):
-            continue
-        path = Path(entry.path)
-        with contextlib.suppress(OSError):
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(path)
-            else:
-                path.unlink()
-            removed.append(path)
-    return removed
 
 
 def file_sha256(path: Path) -> str:

@@ -12,30 +12,28 @@ listed, the same size and hash as recorded (a file edited since is not ctxmt's a
 not a mount point, not the lock of a run still going (:mod:`ctxmt_cli.run_lock`). Otherwise one line names the
 first entry in the way and nothing is deleted. A folder without a manifest is never replaced; an older
 manifest (names only, ``entries``, and name patterns) accounts for exactly those names, none by a pattern.
-Replacing builds the new folder beside the old one and swaps them (:func:`build_dir`), so a failure keeps the
+Replacing builds the new folder beside the old one and swaps them (:func:`ctxmt_cli.replacing.build_dir`), so a failure keeps the
 old one.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import re
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Optional, TypeVar
+from typing import Iterable, Optional
 
 from ctxmt_cli.errors import CtxmtError, option
-from ctxmt_cli.outputs import _OURS, ASIDE_TAG, _alive, _fsync_dir, file_sha256, remove_stale, temp_name, write_json
+from ctxmt_cli.outputs import file_sha256, write_json
 from ctxmt_cli.paths import check_not_input
 from ctxmt_cli.run_lock import LOCK_NAME, holder
+from ctxmt_cli.temps import MANIFEST, alive
+from ctxmt_cli.temps import OURS as _OURS
 
-MANIFEST = ".ctxmt-output.json"
 FORMAT = 2
-T = TypeVar("T")
 
 
 # ---- the manifest --------------------------------------------------------------------------------------------
@@ -189,7 +187,7 @@ def _in_the_way(entry: os.DirEntry, rel: str, ledger: Ledger, device: int) -> Op
         return None if pid is None else f"is the lock of a ctxmt train run still going (PID {pid})"
     match = _OURS.match(entry.name)
     if match is not None:                                # ctxmt's temp: litter once its writer is gone
-        return None if not _alive(int(match.group(1))) else f"is being written by ctxmt (PID {match.group(1)})"
+        return None if not alive(int(match.group(1))) else f"is being written by ctxmt (PID {match.group(1)})"
     if entry.name == MANIFEST:
         return None
     if entry.is_dir(follow_symlinks=False):
@@ -291,105 +289,3 @@ def check_files_replaceable(paths: Iterable[Path], what: str, force: bool) -> No
         if why is not None:
             raise CtxmtError(f"{what} {path} {why}, so {option('force')} does not replace it; move it away or choose "
                              f"another {option('out')}; nothing was replaced")
-
-
-# ---- building an output folder ----------------------------------------------------------------------------------
-def check_new_or_replaceable(out: Path, what: str, force: bool, inputs: Iterable = (),
-                             kind: str = "a directory ctxmt wrote", *, command: str) -> None:
-    """Before any work: ``out`` is new (or an empty directory), or ``force`` and :func:`check_replaceable`."""
-    out = Path(out)
-    check_not_input(out, inputs, what)
-    if out.is_dir() and not out.is_symlink() and os.path.ismount(out):
-        raise CtxmtError(f"{what} {out} is a mount point: ctxmt builds its output beside {what} and swaps it in, "
-                         f"which a mount point does not allow; give a folder inside it, e.g. {out / 'out'}")
-    if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
-        return
-    if out.exists() or out.is_symlink():
-        if not force:
-            raise CtxmtError(f"{what} {out} already exists; pass {option('force')} to overwrite it or choose another "
-                             f"{what}")
-        check_replaceable(out, what, inputs, kind, command=command)
-
-
-def _set_aside(out: Path, what: str, inputs: Iterable = (), *, command: str) -> Optional[Path]:
-    """Move an existing ``out`` (checked again just before: it must still be ctxmt's) out of the way; its new
-    name, or None when there was nothing (an empty folder is removed)."""
-    if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
-        out.rmdir()
-    elif out.exists() or out.is_symlink():
-        check_replaceable(out, what, inputs, command=command)
-        aside = temp_name(out, ASIDE_TAG)
-        try:
-            os.rename(out, aside)
-        except OSError as err:
-            if err.errno != errno.EBUSY:
-                raise
-            raise CtxmtError(f"{what} {out} is in use (a mount point or busy), so {option('force')} does not "
-                             f"replace it; choose another {what}; nothing was deleted") from None
-        return aside
-    return None
-
-
-def install_dir(tmp: Path, out: Path, what: str, inputs: Iterable = (), *, command: str) -> None:
-    """Swap the finished directory ``tmp`` into place at ``out`` (checked again just before: a replaced ``out``
-    must still be ctxmt's); the old ``out`` is removed only once the new one stands."""
-    tmp, out = Path(tmp), Path(out)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o777 & ~umask)                                 # mkdtemp makes it private
-    aside = _set_aside(out, what, inputs, command=command)
-    try:
-        os.rename(tmp, out)
-    except BaseException:
-        if aside is not None:
-            os.rename(aside, out)
-        raise
-    if aside is not None:
-        shutil.rmtree(aside, ignore_errors=True)                 # rmtree unlinks symbolic links, never follows them
-    _fsync_dir(out.parent)
-
-
-def build_dir(out: Path, command: str, build: Callable[[Path], T], *, what: str = option("out"), force: bool = False,
-              inputs: Iterable = ()) -> T:
-    """Run ``build(tmp)`` on a new directory beside ``out``, give it a manifest listing every file it wrote and
-    swap it into place; any failure removes the new directory and keeps the old ``out``. Returns what ``build``
-    returns."""
-    out, inputs = Path(out), list(inputs)
-    check_new_or_replaceable(out, what, force, inputs, command=command)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale(out.parent)
-    tmp = temp_name(out)
-    tmp.mkdir()
-    try:
-        result = build(tmp)
-        write_manifest(tmp, command)
-        install_dir(tmp, out, what, inputs, command=command)
-    except BaseException as err:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(err, OSError) and err.errno is not None:   # name the output, not the temp directory
-            raise OSError(err.errno, err.strerror, str(out)) from err
-        raise
-    return result
-
-
-@contextlib.contextmanager
-def rebuilding(out: Path, command: str, *, what: str = option("out")) -> Iterator[Path]:
-    """For a command that writes its output directory in place over a long run (``quickstart``): set an existing
-    ``out`` (already checked with :func:`check_new_or_replaceable`) aside, give the new one a manifest listing
-    nothing yet (the command :func:`record`\\ s its parts as they are done), and on success list everything
-    written and delete the old one; on any failure the new directory is removed and the old one put back."""
-    out = Path(out)
-    remove_stale(out.parent)
-    aside = _set_aside(out, what, command=command)
-    try:
-        out.mkdir(parents=True)
-        write_manifest(out, command, listed=False)
-        yield out
-        write_manifest(out, command)
-    except BaseException:
-        if aside is not None:
-            shutil.rmtree(out, ignore_errors=True)
-            os.rename(aside, out)
-        raise
-    if aside is not None:
-        shutil.rmtree(aside, ignore_errors=True)

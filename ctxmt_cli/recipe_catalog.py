@@ -14,6 +14,7 @@ This module imports nothing heavy (no torch): listing recipes reads YAML only.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 from dataclasses import dataclass
 from functools import cached_property
@@ -177,8 +178,18 @@ def copy_recipes(name: str, dest: Path) -> list[Path]:
     taken = [t for t in targets if t.exists()]
     if taken:
         raise CtxmtError(f"{taken[0]} already exists; nothing copied: remove it or choose another directory")
+    made = [p for p in (dest, *dest.parents) if not p.exists()]         # the folders this copy creates
     dest.mkdir(parents=True, exist_ok=True)
     remove_stale(dest)
-    for source, target in zip(sources, targets):
-        copy_atomic(source, target)            # a full disk leaves no empty copy behind to block a retry
+    done = []
+    try:
+        for source, target in zip(sources, targets):
+            done.append(copy_atomic(source, target))     # a full disk leaves no empty copy behind to block a retry
+    except BaseException:                  # all or nothing: no part of a folder, no empty folder left behind
+        for path in done:
+            path.unlink(missing_ok=True)
+        for folder in made:                              # the deepest first
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
     return targets

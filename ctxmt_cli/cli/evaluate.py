@@ -154,11 +154,10 @@ def evaluate(
     group_sentences: Optional[str] = typer.Option(None, metavar="N[,N...|all]", help="mbe: translate once per number "
                                                   "of sentences per group and print BLEU/chrF per N (Morishita et al. "
                                                   "2021, Figure 4; with --out also a PNG)"),
-    device: Device = "auto",
     first_pass: Optional[Path] = typer.Option(None, help="hanoit reading target context: "
                                               "its target context from this sentence-level "
                                               "checkpoint's translations (default: the split's first-pass stream)"),
-    log_format: LogFormat = None,
+    device: Device = "auto", log_format: LogFormat = None,
 ):
     """BLEU and chrF (sacrebleu, signatures printed) of checkpoints on a prepared split, or of --hyp files against --ref.
 

@@ -32,9 +32,10 @@ from ctxmt_cli.cli.options import (
 from ctxmt_cli.config import Recipe, load_recipe, recipe_to_dict, validate_recipe
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.outputs import write_json
-from ctxmt_cli.ownership import check_new_or_replaceable, rebuilding, record
+from ctxmt_cli.ownership import record
 from ctxmt_cli.paths import check_output_dir
 from ctxmt_cli.recipe_catalog import RECIPES_DIR
+from ctxmt_cli.replacing import check_new_or_replaceable, rebuilding
 
 #: One recipe per system the quickstart can run, packaged with ctxmt (``ctxmt recipes list quickstart``).
 RECIPE_DIR = RECIPES_DIR / "quickstart"

@@ -23,6 +23,16 @@ from ctxmt_cli.cli.options import (
 )
 from ctxmt_cli.errors import CtxmtError
 
+#: --batch-wait-ms at most a minute: a longer wait would hold every answer past any client's patience
+MAX_WAIT_MS = 60_000.0
+
+
+def _finite(value: float) -> float:
+    """A number of seconds or milliseconds: finite (click's range lets NaN through)."""
+    if value != value or value in (float("inf"), float("-inf")):
+        raise typer.BadParameter("give a finite number")
+    return value
+
 
 def _check_packages() -> None:
     """Starlette and uvicorn, or one line saying how to install them."""
@@ -46,8 +56,15 @@ def serve(
     max_batch_docs: int = typer.Option(16, **BATCH_DOCS, help="requests (different documents) translated in one batch"),
     max_sentences: int = typer.Option(64, **SENTENCES, help="sentences per request"),
     max_sentence_chars: int = typer.Option(2000, **SENTENCES, help="characters per sentence"),
-    batch_wait_ms: float = typer.Option(10.0, **WAIT_MS, help="how long a batch waits for more requests after its "
-                                        "first one"),
+    batch_wait_ms: float = typer.Option(10.0, **WAIT_MS, callback=_finite,
+                                        help="how long a batch waits for more requests after its first one"),
+    header_timeout: float = typer.Option(10.0, min=0.001, max=3600.0, callback=_finite,
+                                         help="seconds a request's line and headers may take to arrive (a stalled "
+                                         "or trickling client is answered 408 and disconnected)"),
+    body_timeout: float = typer.Option(60.0, min=0.001, max=3600.0, callback=_finite,
+                                       help="seconds a request's body may take to arrive after its headers"),
+    max_connections: int = typer.Option(256, min=1, max=1_000_000, help="connections open at once; one more is "
+                                        "answered 503 and closed"),
     beam: Beam = None,
     lenpen: Lenpen = None,
     first_pass: Optional[Path] = typer.Option(None, help="hanoit reading target context: "
@@ -74,10 +91,17 @@ def serve(
     except BaseException:
         sock.close()
         raise
+    _serve(app, sock, line, ctx.params)
+
+
+def _serve(app, sock, line: str, options: dict) -> None:
+    """Serve ``app`` on ``sock`` with the connection limits of ``options`` until a signal stops it."""
+    from ctxmt_cli.serve.guard import ConnectionLimits
     from ctxmt_cli.serve.server import serve_forever
 
+    connections = ConnectionLimits(options["header_timeout"], options["body_timeout"], options["max_connections"])
     serve_forever(app, sock, lambda url: typer.echo(f"ctxmt: serve: listening on {url} ({line}); Ctrl-C or SIGTERM stops",
-                                                     err=True))
+                                                     err=True), connections)
 
 
 def _build(options: dict):

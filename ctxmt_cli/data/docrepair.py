@@ -40,7 +40,7 @@ import numpy as np
 from ctxmt_cli.data.prepare import check_prepare_output
 from ctxmt_cli.data.store import FORMAT_VERSION, PreparedData, SplitWriter, choose_dtype, write_meta
 from ctxmt_cli.errors import CtxmtError, option
-from ctxmt_cli.ownership import build_dir
+from ctxmt_cli.replacing import build_dir
 
 GROUP_SIZE = 4
 

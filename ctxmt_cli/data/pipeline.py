@@ -24,7 +24,7 @@ from ctxmt_cli.data.prepare import (
 )
 from ctxmt_cli.data.store import write_meta
 from ctxmt_cli.errors import CtxmtError, named, option
-from ctxmt_cli.ownership import build_dir
+from ctxmt_cli.replacing import build_dir
 
 FORMATS = ("synthetic", *CORPUS_FORMATS)
 

@@ -30,8 +30,8 @@ from ctxmt_cli.data.store import FORMAT_VERSION, REFERENCE_FILE, SPLIT_NAME, Spl
 from ctxmt_cli.data.tokenize import BRK, SPECIAL_IDS, Tokenizer
 from ctxmt_cli.data.vocabulary import reuse_models, train_models, write_sample
 from ctxmt_cli.errors import CtxmtError, named, option
-from ctxmt_cli.ownership import build_dir, check_new_or_replaceable
 from ctxmt_cli.paths import check_input_file, check_output_dir
+from ctxmt_cli.replacing import build_dir, check_new_or_replaceable
 
 CHUNK_SENTENCES = 4096
 PROGRESS_EVERY = 100_000
@@ -312,7 +312,7 @@ def _callbacks(progress, warn) -> tuple[Callable[[str], None], Callable[[str], N
 def prepare_into(spec: PrepareSpec, directory: Path, progress: Callable[[str], None] | None = None,
                  warn: Callable[[str], None] | None = None) -> dict:
     """Validate ``spec`` and build the prepared dataset in the existing empty ``directory`` (a command's temp
-    directory, swapped into place by :func:`ctxmt_cli.ownership.build_dir`); its ``meta.json`` content."""
+    directory, swapped into place by :func:`ctxmt_cli.replacing.build_dir`); its ``meta.json`` content."""
     say, warn = _callbacks(progress, warn)
     _validate_spec(spec)
     lines = _validate_inputs(spec)

@@ -216,3 +216,15 @@ def _check_same_model(a: dict, b: dict, path_a: Path, path_b: Path) -> None:
     shapes_b = {k: tuple(v.shape) for k, v in b["model"].items()}
     if shapes_a != shapes_b:
         raise CtxmtError(f"cannot average {path_b} with {path_a}: the models' parameters differ")
+
+
+def average_run(save_dir: Path, *, best_step: Optional[int], around_best: int, last: int) -> Optional[tuple]:
+    """A run's ``checkpoint_avg.pt``: from the best and the ``around_best`` step checkpoints after it
+    (``train.average_checkpoints``), or from the ``last`` step checkpoints (``train.average_last``). Returns
+    (the file, the steps averaged), or None when the recipe averages nothing."""
+    if (around_best == 0 or best_step is None) and last == 0:
+        return None
+    found = step_checkpoints(save_dir)
+    steps = last_steps(list(found), last) if last else averaging_steps(list(found), best_step, around_best)
+    paths = [found.get(s, save_dir / "checkpoint_best.pt") for s in steps]
+    return average_checkpoints(paths, save_dir / "checkpoint_avg.pt"), steps

@@ -53,16 +53,19 @@ def test_a_new_file_that_fails_is_not_left_empty(tmp_path):
 def test_stale_temps_of_a_gone_writer_are_removed_and_live_ones_kept(tmp_path):
     gone = _dead_pid()
     dead_file = tmp_path / f".out.txt{TEMP_TAG}{gone}-0123abcd"
-    dead_dir = tmp_path / f".prep.ctxmt-old-{gone}-89abcdef"
+    dead_dir = tmp_path / f".prep{TEMP_TAG}{gone}-89abcdef"
+    aside = tmp_path / f".kept.ctxmt-old-{gone}-89abcdef"        # set aside, never committed: put back, not deleted
     dead_file.write_text("half")
-    dead_dir.mkdir()
-    (dead_dir / "x.bin").write_bytes(b"x")
+    for folder in (dead_dir, aside):
+        folder.mkdir()
+        (folder / "x.bin").write_bytes(b"x")
     mine = temp_name(tmp_path / "out.txt")             # this process is alive: its temp stays
     mine.write_text("being written")
     (tmp_path / ".out.txt.tmp123").write_text("not ctxmt's naming")
     removed = remove_stale(tmp_path)
     assert sorted(removed) == sorted([dead_file, dead_dir])
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([mine.name, ".out.txt.tmp123"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([mine.name, ".out.txt.tmp123", "kept"])
+    assert (tmp_path / "kept" / "x.bin").read_bytes() == b"x"
 
 
 def _dead_pid() -> int:
