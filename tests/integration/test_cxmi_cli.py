@@ -77,8 +77,8 @@ def test_tokens_restrict_cxmi_to_chosen_words(concat_checkpoint, synthetic_dir, 
 def test_bad_inputs_are_one_line_errors(concat_checkpoint, tmp_path, args, needle):
     out = tmp_path / "keep.json"
     out.write_text("kept\n")
-    assert_user_error(run_cli("cxmi", "-c", concat_checkpoint, "--out", out, *args), needle)
-    assert out.read_text() == "kept\n"                                            # nothing overwritten
+    assert_user_error(run_cli("cxmi", "-c", concat_checkpoint, "--out", out, "--force", *args), needle)
+    assert out.read_text() == "kept\n"                           # nothing overwritten, even with --force
 
 
 def test_context_zero_gives_zero_with_a_note(concat_checkpoint, synthetic_dir, tmp_path):

@@ -122,6 +122,7 @@ def _copy(marian, tmp_path):
     ("code in the pickle", ("never runs code",)),
     ("no weights", ("neither model.safetensors nor pytorch_model.bin",)),
     ("output exists", ("already exists", "--force")),
+    ("output inside the folder", ("lies inside the input folder",)),
 ])
 def test_user_errors_are_one_line_and_write_nothing(case, needles, marian, tmp_path):
     import torch
@@ -145,6 +146,8 @@ def test_user_errors_are_one_line_and_write_nothing(case, needles, marian, tmp_p
             torch.save({"weights": torch.zeros(2), "hook": random.Random}, folder / "pytorch_model.bin")
     elif case == "output exists":
         out.write_text("mine")
+    elif case == "output inside the folder":
+        out = folder / "model.pt"
     before = {p.name: p.read_bytes() for p in folder.iterdir()} if folder.is_dir() else {}
     assert_user_error(run_cli("import", "marian", folder, "--out", out), *needles)
     assert (out.read_text() == "mine") if case == "output exists" else not out.exists()
