@@ -12,7 +12,6 @@ This module must not import torch: ``ctxmt --help`` and ``--dry-run`` stay fast.
 from __future__ import annotations
 
 import difflib
-import re
 import warnings
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Optional, Union
@@ -21,7 +20,16 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 from pydantic.fields import FieldInfo
 
-from ctxmt_cli.config_base import PRESETS, ModelBase, Section  # noqa: F401 (re-exported)
+from ctxmt_cli.config_base import (  # noqa: F401 (re-exported)
+    MAX_BATCH_TOKENS,
+    MAX_CHECKPOINTS,
+    MAX_COUNT,
+    MAX_POSITIONS,
+    MAX_SEED,
+    PRESETS,
+    ModelBase,
+    Section,
+)
 from ctxmt_cli.errors import CtxmtError, named, option
 from ctxmt_cli.models.caching.config import CachingConfig
 from ctxmt_cli.models.concat.config import ConcatConfig, PSEConfig, ShiftPair  # noqa: F401 (re-exported)
@@ -29,6 +37,13 @@ from ctxmt_cli.models.hanoit.config import HanoiTConfig
 from ctxmt_cli.models.mbe.config import MbeConfig
 from ctxmt_cli.models.sentence.config import SentenceConfig
 from ctxmt_cli.recipe_catalog import read_recipe_text, resolve_recipe
+from ctxmt_cli.yaml_loader import (  # noqa: F401 (re-exported)
+    MAX_DEPTH,
+    DuplicateKeyError,
+    UniqueKeyLoader,
+    YamlLimitError,
+    check_text_size,
+)
 
 
 class DataConfig(Section):
@@ -37,15 +52,15 @@ class DataConfig(Section):
     path: str = Field("data/prepared", description="prepared dataset directory (ctxmt prepare)")
     train_split: str = Field("train", description="prepared split trained on")
     valid_split: str = Field("valid", description="prepared split validated on (loss, early stopping, best checkpoint)")
-    max_tokens: int = Field(4096, ge=16, description="token budget per batch: rows x the widest row of the side "
+    max_tokens: int = Field(4096, ge=16, le=MAX_BATCH_TOKENS, description="token budget per batch: rows x the widest row of the side "
                             "data.max_tokens_of names, padding included")
     max_tokens_of: Literal["longer", "source", "target"] = Field(
         "longer", description="the side data.max_tokens counts: longer (each row's longer side, as fairseq's "
         "max_tokens does), source (the source windows) or target (the target windows: a paper's 'N target tokens')")
     max_window_tokens: int = Field(
-        1024, ge=8, description="windows longer than this lose their oldest context sentences"
+        1024, ge=8, le=MAX_POSITIONS, description="windows longer than this lose their oldest context sentences"
     )
-    bucket_width: int = Field(1, ge=1, description="length bucketing granularity in tokens (1: exact lengths, random order among equals)")
+    bucket_width: int = Field(1, ge=1, le=MAX_POSITIONS, description="length bucketing granularity in tokens (1: exact lengths, random order among equals)")
     input_noise: float = Field(0.0, ge=0.0, lt=1.0, description="share of source tokens (special tokens aside) "
                                "replaced by a random subword in every training batch, drawn from the seed, epoch "
                                "and position (Voita et al. 2019's DocRepair: 0.1); validation and translation read "
@@ -69,40 +84,46 @@ ModelConfig = _model_config()
 
 
 
+#: one of Adam's betas: a decay rate in [0, 1)
+_Beta = Annotated[float, Field(ge=0.0, lt=1.0)]
+
+
 class TrainConfig(Section):
     """Optimisation, validation, checkpointing."""
 
     save_dir: str = Field("runs/model", description="run directory: checkpoints, metrics.jsonl, the resolved recipe")
-    seed: int = Field(1, description="seed of the initialisation, the batch order and dropout")
+    seed: int = Field(1, ge=0, le=MAX_SEED, description="seed of the initialisation, the batch order and dropout "
+                      "(0 to 2^32 - 1: what Python's, numpy's and torch's generators all accept)")
     init_from: Optional[str] = Field(
         None, min_length=1, description="start from this checkpoint's weights (.pt or .safetensors, any family): its "
         "architecture replaces the recipe's, tensors are matched by name and shape, what the family adds is "
         "initialised as in a fresh run; the optimiser, schedule and step start fresh (two-step training)")
-    lr: float = Field(7e-4, gt=0.0, description="peak learning rate (inverse square-root schedule)")
-    warmup_steps: int = Field(4000, ge=0, description="updates of linear warm-up to lr")
-    betas: tuple[float, float] = Field((0.9, 0.98), description="Adam's beta1, beta2")
-    adam_eps: float = Field(1e-9, gt=0.0, description="Adam's epsilon")
-    weight_decay: float = Field(0.0, ge=0.0, description="decoupled weight decay (AdamW) when > 0")
+    lr: float = Field(7e-4, gt=0.0, le=10.0, description="peak learning rate (inverse square-root schedule)")
+    warmup_steps: int = Field(4000, ge=0, le=MAX_COUNT, description="updates of linear warm-up to lr")
+    betas: tuple[_Beta, _Beta] = Field((0.9, 0.98), description="Adam's beta1, beta2 (each in [0, 1))")
+    adam_eps: float = Field(1e-9, gt=0.0, le=1.0, description="Adam's epsilon")
+    weight_decay: float = Field(0.0, ge=0.0, le=1.0, description="decoupled weight decay (AdamW) when > 0")
     label_smoothing: float = Field(0.1, ge=0.0, lt=1.0, description="label smoothing of the token loss")
-    clip_norm: float = Field(0.0, ge=0.0, description="0 disables gradient clipping")
-    update_freq: int = Field(1, ge=1, description="gradient accumulation steps")
-    max_steps: int = Field(100_000, ge=1, description="stop after N updates")
-    max_epochs: int = Field(1000, ge=1, description="stop after N passes over the training split")
-    max_minutes: Optional[float] = Field(None, gt=0.0, description="stop (and validate) after this wall time")
-    valid_every: int = Field(1000, ge=1, description="validate and checkpoint every N updates")
-    patience: int = Field(12, ge=0, description="stop after N validations without improvement (0 = never)")
+    clip_norm: float = Field(0.0, ge=0.0, le=1e6, description="0 disables gradient clipping")
+    update_freq: int = Field(1, ge=1, le=MAX_POSITIONS, description="gradient accumulation steps")
+    max_steps: int = Field(100_000, ge=1, le=MAX_COUNT, description="stop after N updates")
+    max_epochs: int = Field(1000, ge=1, le=MAX_COUNT, description="stop after N passes over the training split")
+    max_minutes: Optional[float] = Field(None, gt=0.0, le=1e7, description="stop (and validate) after this wall time "
+                                         "(at most 10^7: 19 years)")
+    valid_every: int = Field(1000, ge=1, le=MAX_COUNT, description="validate and checkpoint every N updates")
+    patience: int = Field(12, ge=0, le=MAX_COUNT, description="stop after N validations without improvement (0 = never)")
     early_stop_on: Literal["window_loss", "discounted_loss", "current_loss"] = Field(
         "window_loss", description="validation loss that picks the best checkpoint and counts patience: the whole "
         "target window's, the context-discounted objective, or the current sentence's alone")
-    keep_checkpoints: int = Field(10, ge=1, description="step checkpoints kept on disk")
-    average_checkpoints: int = Field(0, ge=0, description="average the best and the N following checkpoints")
-    average_last: int = Field(0, ge=0, description="average the last N step checkpoints (Morishita et al. 2021: "
+    keep_checkpoints: int = Field(10, ge=1, le=MAX_CHECKPOINTS, description="step checkpoints kept on disk")
+    average_checkpoints: int = Field(0, ge=0, le=MAX_CHECKPOINTS, description="average the best and the N following checkpoints")
+    average_last: int = Field(0, ge=0, le=MAX_CHECKPOINTS, description="average the last N step checkpoints (Morishita et al. 2021: "
                                                    "saved every 200 updates, the last 8); excludes average_checkpoints")
     amp: Literal["off", "bf16", "fp16"] = Field("off", description="mixed precision (autocast); fp16 adds a grad scaler")
     compile: bool = Field(False, description="torch.compile the training forward and loss (inductor, dynamic shapes); "
                                             "the first updates spend a minute or more compiling")
-    log_every: int = Field(50, ge=1, description="log the training loss and tokens/s every N updates")
-    threads: Optional[int] = Field(None, ge=1, description="torch CPU threads (default: torch's choice)")
+    log_every: int = Field(50, ge=1, le=MAX_COUNT, description="log the training loss and tokens/s every N updates")
+    threads: Optional[int] = Field(None, ge=1, le=4096, description="torch CPU threads (default: torch's choice)")
 
     @model_validator(mode="after")
     def _check_averaging(self) -> "TrainConfig":
@@ -118,14 +139,16 @@ class TrainConfig(Section):
 class DecodeConfig(Section):
     """Defaults for translation; command-line flags override them."""
 
-    beam: int = Field(4, ge=1, description="beam size (1 = greedy)")
-    lenpen: float = Field(0.6, ge=0.0, description="length penalty: scores divided by length ** lenpen")
-    max_len_a: float = Field(1.5, ge=0.0, description="longest output: max_len_a * source length + max_len_b tokens")
-    max_len_b: int = Field(10, ge=1, description="see max_len_a")
+    beam: int = Field(4, ge=1, le=1024, description="beam size (1 = greedy; at most 1,024: past a few hundred beams "
+                      "BLEU only drops, the beam search curse)")
+    lenpen: float = Field(0.6, ge=0.0, le=5.0, description="length penalty: scores divided by length ** lenpen (at most "
+                          "5, where 65,536 ** lenpen still fits a float32 score; 0.6-2 in practice)")
+    max_len_a: float = Field(1.5, ge=0.0, le=100.0, description="longest output: max_len_a * source length + max_len_b tokens")
+    max_len_b: int = Field(10, ge=1, le=MAX_POSITIONS, description="see max_len_a")
     target_mode: Literal["prefix", "generate"] = Field(
         "prefix", description="target context of a window-reading model: its own earlier outputs forced as a prefix, "
         "or the whole window generated and its last sentence kept")
-    batch_docs: int = Field(64, ge=1, description="documents (or pieces of documents, for a model reading no "
+    batch_docs: int = Field(64, ge=1, le=MAX_POSITIONS, description="documents (or pieces of documents, for a model reading no "
                             "target context) decoded in parallel")
     warmup_sentences: Optional[int] = Field(
         None, ge=0, le=64, description="a model reading its earlier translations: None translates each document "
@@ -214,10 +237,29 @@ def _override_source(loc: tuple, source: str, overrides: list[str]) -> str:
     return source if inside is None else f"{source} with {option('overrides')} {inside!r}"
 
 
+#: pydantic's error types for a value of the wrong type (a union's members that do not fit it)
+_MISFIT = ("literal_error", "model_type", "int_type", "int_parsing", "float_type", "float_parsing", "string_type",
+           "dict_type", "list_type", "tuple_type", "int_from_float")
+
+
+def _first_error(err: ValidationError) -> tuple[dict, tuple, int]:
+    """The error to report, its location and how many errors it stands for. A union field (``shift: auto | int |
+    {src, tgt}``) fails once per member, each under the member's name: the member that fits the value's type says
+    what is wrong (``-3``: less than 0), under the field's own location."""
+    errors = err.errors()
+    first, loc = errors[0], errors[0]["loc"]
+    n = len(loc)
+    members = [e for e in errors if len(e["loc"]) >= n and e["loc"][:n - 1] == loc[:-1]]
+    if n < 2 or first["type"] not in _MISFIT or len({e["loc"][n - 1] for e in members}) < 2:
+        return first, loc, 1
+    chosen = next((e for e in members if e["type"] not in _MISFIT), first)
+    return chosen, loc[:-1] + chosen["loc"][n:], len(members)
+
+
 def _format_error(err: ValidationError, source: str, raw: dict, overrides: list[str]) -> str:
-    first = err.errors()[0]
+    first, where, counted = _first_error(err)
     # pydantic puts the union tag (family name) into the location; users never wrote it
-    loc = tuple(p for i, p in enumerate(first["loc"]) if not (i == 1 and first["loc"][0] == "model" and p in FAMILY_CONFIGS))
+    loc = tuple(p for i, p in enumerate(where) if not (i == 1 and where[0] == "model" and p in FAMILY_CONFIGS))
     path = ".".join(str(p) for p in loc) or "(top level)"
     source = _override_source(tuple(str(p) for p in loc), source, overrides)
     if first["type"] == "extra_forbidden":
@@ -226,8 +268,13 @@ def _format_error(err: ValidationError, source: str, raw: dict, overrides: list[
     given = first.get("input")
     shown = "" if isinstance(given, (dict, list)) or given is None else \
         f" (got {str(given).lower() if isinstance(given, bool) else repr(given)})"
-    more = f" [+{len(err.errors()) - 1} more]" if len(err.errors()) > 1 else ""
+    more = f" [+{len(err.errors()) - counted} more]" if len(err.errors()) > counted else ""
     return f"{source}: {path}: {msg}{shown}{more}"
+
+
+def _shown(text: str, limit: int = 60) -> str:
+    """``text`` quoted for an error line, cut to ``limit`` characters (a --set value may be a megabyte)."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -239,10 +286,17 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     parts = [p for p in key.strip().split(".") if p]
     if not parts:
         raise CtxmtError(f"{option('overrides')} {text!r}: empty key; expected KEY.PATH=VALUE")
+    if len(parts) > MAX_DEPTH:
+        raise CtxmtError(f"{option('overrides')} {_shown(text)}: a key path of {len(parts)} parts, more than the "
+                         f"{MAX_DEPTH} any recipe has; give the key path of a recipe field, e.g. train.lr")
     if not value.strip():
         return parts, None
     try:
+        check_text_size(len(value.encode("utf-8", "surrogatepass")))
         return parts, yaml.load(value, Loader=UniqueKeyLoader)
+    except YamlLimitError as err:
+        raise CtxmtError(f"{option('overrides')} {_shown(text)}: the value is {err.what}, beyond what ctxmt reads; "
+                         "give a recipe field's value (a number, a word, a short list)") from None
     except yaml.YAMLError as err:
         problem = " ".join(str(getattr(err, "problem", None) or type(err).__name__).split())
         raise CtxmtError(f"{option('overrides')} {text!r}: the value is not valid YAML ({problem}); quote it, "
@@ -301,43 +355,6 @@ def validate_recipe(raw: Any, source: str = "recipe", overrides: Optional[list[s
         raise CtxmtError(_format_error(err, source, raw, list(overrides or []))) from None
 
 
-class DuplicateKeyError(yaml.YAMLError):
-    """A mapping that gives the same key twice (PyYAML would silently keep the last one)."""
-
-    def __init__(self, key: Any, line: int, first: int):
-        super().__init__(f"key {key!r} at line {line} is given twice (first at line {first})")
-        self.key, self.line, self.first = key, line, first
-
-
-class UniqueKeyLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses duplicate keys: a second ``train:`` block must not replace the first."""
-
-
-def _construct_unique_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    seen: dict[Any, int] = {}
-    for key_node, _ in node.value:
-        if key_node.tag == "tag:yaml.org,2002:merge":      # '<<: *anchor' merges, it is no key of its own
-            continue
-        key = loader.construct_object(key_node, deep=True)
-        try:
-            first = seen.setdefault(key, key_node.start_mark.line + 1)
-        except TypeError:                                  # an unhashable key: construct_mapping says so
-            break
-        if first != key_node.start_mark.line + 1:
-            raise DuplicateKeyError(key, key_node.start_mark.line + 1, first)
-    return loader.construct_mapping(node, deep=deep)
-
-
-UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
-# YAML 1.2 booleans (true/false only): under YAML 1.1's rules `amp: off` or `--set train.amp=off` would be the
-# boolean False, which the schema then refuses although 'off' is one of the choices it names
-_BOOL = "tag:yaml.org,2002:bool"
-UniqueKeyLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != _BOOL]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
-UniqueKeyLoader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
-
-
 def read_yaml_file(path: Path, kind: str = "recipe") -> Any:
     """The YAML content of a recipe file (or another typed YAML file: ``kind``, e.g. a corpus card); bad bytes, bad
     syntax and duplicate keys are one line each."""
@@ -347,6 +364,10 @@ def read_yaml_file(path: Path, kind: str = "recipe") -> Any:
     except DuplicateKeyError as err:
         raise CtxmtError(f"{path}:{err.line}: key '{err.key}' is given twice (first at line {err.first}); "
                          "keep one (the second would silently replace the first)") from None
+    except YamlLimitError as err:
+        where = "" if err.line is None else f"{err.line}:"
+        raise CtxmtError(f"{path}:{where} the YAML is {err.what}, beyond what a {kind} needs; give the right file "
+                         "(a recipe is a few KB, 3 or 4 levels deep)") from None
     except yaml.YAMLError as err:
         where = getattr(err, "problem_mark", None)
         line = f" line {where.line + 1}" if where is not None else ""

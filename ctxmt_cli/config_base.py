@@ -21,6 +21,32 @@ PRESETS: dict[str, tuple[int, int, int, int, int]] = {
     "big": (1024, 4096, 16, 6, 6),
 }
 
+# Upper bounds of the schema's numbers, each far above any system the papers (or the largest GPU) train, and low
+# enough that a typo (1e9, a few extra zeros) is refused as one line instead of exhausting memory in a constructor
+# or a loop. A command-line option that sets a recipe field takes the field's bounds (ctxmt_cli.cli.options).
+#: model widths (d_model, a segment code): GPT-3's 12,288 fits
+MAX_WIDTH = 16_384
+#: hidden units of a feed-forward block (ffn_dim, a classifier's hidden layer): 8 x MAX_WIDTH
+MAX_HIDDEN = 131_072
+#: attention heads
+MAX_HEADS = 1_024
+#: layers of a stack (DeepNet trained 1,000)
+MAX_LAYERS = 1_024
+#: context sentences a window holds on each side (the papers: up to 3; Morishita et al.: 8)
+MAX_CONTEXT = 64
+#: tokens of a window, a position table, a shift, an output (the papers' windows: 250-1,024)
+MAX_POSITIONS = 65_536
+#: tokens of a batch or a training group (a large GPU's batches: ~100,000)
+MAX_BATCH_TOKENS = 10_000_000
+#: SentencePiece pieces of a vocabulary (NLLB's 256,000 fit)
+MAX_VOCAB = 1_048_576
+#: updates, epochs, intervals and other counts of a run
+MAX_COUNT = 1_000_000_000
+#: checkpoints kept or averaged
+MAX_CHECKPOINTS = 100_000
+#: seeds: what every generator ctxmt seeds (Python's, numpy's, torch's) accepts, 0 to 2^32 - 1
+MAX_SEED = 2**32 - 1
+
 
 def _mentions(annotation: Any, kind: type) -> bool:
     """Whether a field's type names ``kind`` anywhere (``Optional[int]``, ``tuple[float, float]``, a union)."""
@@ -36,7 +62,8 @@ class Section(BaseModel):
     """Base of every recipe section: unknown keys are errors, values are re-validated on assignment, and a
     boolean is never taken for a number."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # allow_inf_nan: no number of a recipe is meant infinite or undefined (`lr: .inf`, `betas: [.nan, .9]`)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -65,11 +92,15 @@ class ModelBase(Section):
     preset: Optional[Literal["tiny", "small", "base", "big"]] = Field(
         "small", description="dimensions (d_model, ffn_dim, heads, encoder/decoder layers): tiny 128/512/4/2+2, small "
         "256/1024/4/3+3, base 512/2048/8/6+6, big 1024/4096/16/6+6; fields given explicitly win")
-    d_model: Optional[int] = Field(None, ge=8, description="model width (default: the preset's)")
-    ffn_dim: Optional[int] = Field(None, ge=8, description="feed-forward inner width (default: the preset's)")
-    heads: Optional[int] = Field(None, ge=1, description="attention heads; must divide d_model (default: the preset's)")
-    encoder_layers: Optional[int] = Field(None, ge=1, description="encoder layers (default: the preset's)")
-    decoder_layers: Optional[int] = Field(None, ge=1, description="decoder layers (default: the preset's)")
+    d_model: Optional[int] = Field(None, ge=8, le=MAX_WIDTH, description="model width (default: the preset's)")
+    ffn_dim: Optional[int] = Field(None, ge=8, le=MAX_HIDDEN, description="feed-forward inner width (default: the "
+                                   "preset's)")
+    heads: Optional[int] = Field(None, ge=1, le=MAX_HEADS, description="attention heads; must divide d_model "
+                                 "(default: the preset's)")
+    encoder_layers: Optional[int] = Field(None, ge=1, le=MAX_LAYERS, description="encoder layers (default: the "
+                                          "preset's)")
+    decoder_layers: Optional[int] = Field(None, ge=1, le=MAX_LAYERS, description="decoder layers (default: the "
+                                          "preset's)")
     dropout: float = Field(0.1, ge=0.0, lt=1.0, description="dropout on embeddings and every sub-layer's output")
     attention_dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout on attention probabilities")
     activation_dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout after the feed-forward activation")
@@ -77,7 +108,7 @@ class ModelBase(Section):
     share_embeddings: Literal["auto", "all", "decoder", "none"] = Field(
         "auto", description="auto: tie all three when the vocabulary is joint, else decoder in/out"
     )
-    max_positions: int = Field(1024, ge=16, description="longest window in tokens the position table covers")
+    max_positions: int = Field(1024, ge=16, le=MAX_POSITIONS, description="longest window in tokens the position table covers")
 
     @model_validator(mode="after")
     def _fill_preset(self) -> "ModelBase":
@@ -102,6 +133,19 @@ class ModelBase(Section):
     src_context_sentences: Literal[0] = Field(0, description="previous source sentences the model reads (none here)")
     tgt_context_sentences: Literal[0] = Field(0, description="previous target sentences the model reads (none here)")
     src_next_sentences: Literal[0] = Field(0, description="next source sentences the model reads (none here)")
+    # the architecture options of imported models (Marian / OPUS-MT, `ctxmt import marian`); each default is the
+    # plain Transformer's, so a recipe or checkpoint without them builds the very model it always did
+    activation: Literal["relu", "gelu", "swish"] = Field(
+        "relu", description="feed-forward activation: relu (Vaswani et al.), gelu (exact, erf), or swish (SiLU, "
+        "as Marian / OPUS-MT models)")
+    scale_embeddings: bool = Field(
+        True, description="multiply token embeddings by sqrt(d_model) (Vaswani et al.); false: as they are "
+        "(Marian's scale_embedding: false)")
+    sinusoid: Literal["tensor2tensor", "marian"] = Field(
+        "tensor2tensor", description="sinusoidal position frequencies, sin in the first half and cos in the second: "
+        "tensor2tensor 10000^(-i/(d/2-1)) | marian 10000^(-2i/d) (Marian and Hugging Face MarianMTModel)")
+    output_bias: bool = Field(
+        False, description="a learned bias on the output logits (Marian's final_logits_bias)")
 
 
 class TargetContextOptions(Section):

@@ -47,13 +47,23 @@ def named(text: str) -> str:
     return _NAMED.sub(lambda m: _name_of(m.group(1)), text)
 
 
+#: what ``str.splitlines`` breaks a line at besides a newline: a file name or a key holding one would break the
+#: message in two, so it is shown escaped (``\x1e``)
+_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """``text`` as one line: newlines become spaces, every other line break its escape."""
+    return _BREAKS.sub(lambda m: ascii(m.group())[1:-1], text.replace("\n", " ")).strip()
+
+
 class CtxmtError(Exception):
     """A user-caused error with a one-line, actionable message (options in it named by :func:`option`)."""
 
     exit_code = 2
 
     def __init__(self, message: str):
-        self.template = message.replace("\n", " ").strip()
+        self.template = one_line(message)
         super().__init__(self.template)
 
     def __str__(self) -> str:
@@ -67,12 +77,12 @@ class OptionError(CtxmtError):
     only the CLI names flags."""
 
     def __init__(self, option: str, value, problem: str):
-        self.option, self.value, self.problem = option, value, problem.replace("\n", " ").strip()
+        self.option, self.value, self.problem = option, value, one_line(problem)
         super().__init__(f"{option}{'' if value is None else '=' + repr(value)}: {self.problem}")
 
     def with_flag(self, flag: str) -> str:
         """The message under the command line's ``flag`` for the option (None: an option given, its value aside)."""
-        return f"{flag}{'' if self.value is None else ' ' + str(self.value)}: {named(self.problem)}"
+        return one_line(f"{flag}{'' if self.value is None else ' ' + str(self.value)}: {named(self.problem)}")
 
     def __reduce__(self):
         # pickled by its three fields (a worker process may raise one): ``args`` holds only the message

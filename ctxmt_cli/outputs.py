@@ -3,76 +3,35 @@
 Atomic files. Every file a command writes is first written to a temp file beside it, named
 ``.NAME.ctxmt-tmp-PID-RANDOM`` (same file system, so the rename is atomic), flushed to disk and renamed
 over ``NAME``; the temp file is removed on every failure, a KeyboardInterrupt included, so a full disk or
-a Ctrl-C never leaves a 0-byte or half-written output that blocks a retry. A kill -9 skips every cleanup:
-:func:`remove_stale` deletes temps of this naming whose writing process is gone.
+a Ctrl-C (SIGTERM and SIGHUP alike, :mod:`ctxmt_cli.signals`) never leaves a 0-byte or half-written output
+that blocks a retry. A kill -9 skips every cleanup: :func:`~ctxmt_cli.temps.remove_stale` deletes temps of this
+naming whose writing process is gone and puts back the outputs such a run had set aside (:mod:`ctxmt_cli.temps`).
 
-Owned directories. A directory a command creates as its output gets a manifest, ``.ctxmt-output.json``,
-naming the command, the ctxmt version and the entries it wrote (names, or name patterns for what grows
-later, like a training run's checkpoints). ``--force`` replaces a directory only when it holds nothing but
-what its manifest lists (:func:`check_replaceable`): a user's file, a directory without a manifest, or a
-symbolic link (as the target or inside it) is refused in one line, and nothing is deleted. Replacing builds
-the new directory beside the old one and swaps them (:func:`build_dir`), so a failure keeps the old one.
+Output directories a command owns, their manifests and ``--force`` are :mod:`ctxmt_cli.ownership`'s.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import fnmatch
 import hashlib
 import json
 import os
-import re
 import shutil
-import uuid
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Optional, TypeVar
+from typing import Iterator, Optional
 
-from ctxmt_cli.errors import CtxmtError, option
-from ctxmt_cli.paths import check_not_input
-
-MANIFEST = ".ctxmt-output.json"
-TEMP_TAG = ".ctxmt-tmp-"
-ASIDE_TAG = ".ctxmt-old-"
-#: ``.NAME.ctxmt-tmp-PID-HEX`` (a temp file or directory being written) or ``.NAME.ctxmt-old-PID-HEX`` (an
-#: output set aside while its replacement is installed)
-_OURS = re.compile(r"^\..+\.ctxmt-(?:tmp|old)-(\d+)-[0-9a-f]{8}$")
-#: the files of a prepared dataset written before manifests existed (``meta.json`` marks one)
-#: (only ctxmt's own naming: a user's ``notes.txt`` or ``results.json`` in such a folder keeps --force away)
-LEGACY_DATASET = ("meta.json", "*.src.bin", "*.tgt.bin", "*.src.idx", "*.tgt.idx", "*.docs", "*.ref.txt",
-                  "spm.model", "spm.vocab", "spm.src.*", "spm.tgt.*", "*.stream.*", "raw", "raw/*")
-#: the files of a CTranslate2 model folder exported before manifests existed (``ctxmt.json`` marks one)
-LEGACY_EXPORT = ("ctxmt.json", "model.bin", "config.json", "*vocabulary*", "*.model")
-T = TypeVar("T")
+from ctxmt_cli.temps import (  # noqa: F401 (TEMP_TAG, ASIDE_TAG and remove_stale re-exported for every writer)
+    ASIDE_TAG,
+    TEMP_TAG,
+    remove_stale,
+    temp_name,
+)
+from ctxmt_cli.temps import disk_full as _disk_full
+from ctxmt_cli.temps import fsync_dir as _fsync_dir
 
 
 # ---- atomic files ----------------------------------------------------------------------------------------------
-def temp_name(target: Path, tag: str = TEMP_TAG) -> Path:
-    """A fresh temp path beside ``target`` that :func:`remove_stale` recognises once its writer is gone."""
-    target = Path(target)
-    return target.with_name(f".{target.name}{tag}{os.getpid()}-{uuid.uuid4().hex[:8]}")
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Persist a rename (best effort: not every platform can open a directory)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _disk_full(directory: Path) -> bool:
-    """Whether the file system of ``directory`` has (next to) no space left: a writer that does not report
-    ENOSPC itself (torch's zip writer raises RuntimeError) failed because of it."""
-    try:
-        usage = os.statvfs(directory)
-    except OSError:
-        return False
-    return usage.f_bavail * usage.f_frsize < 1 << 16
-
-
 def _named(err: BaseException, target: Path, full: bool) -> Optional[OSError]:
     """The error to raise instead of ``err``, naming ``target`` (the file the user knows, not the temp): an OS
     error, also one that a writer's RuntimeError hides in its context (torch's zip writer, whose
@@ -149,223 +108,6 @@ def torch_save(obj, target: Path) -> Path:
     return Path(target)
 
 
-# ---- litter ----------------------------------------------------------------------------------------------------
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:                     # exists, owned by someone else
-        return True
-    return True
-
-
-def remove_stale(directory: Path) -> list[Path]:
-    """Delete the temp files and set-aside directories of ctxmt's naming in ``directory`` whose writing process
-    is gone (a kill -9 or a power cut skips every cleanup); returns what was removed."""
-    directory = Path(directory)
-    removed = []
-    if not directory.is_dir() or directory.is_symlink():
-        return removed
-    for entry in os.scandir(directory):
-        match = _OURS.match(entry.name)
-        if match is None or _alive(int(match.group(1))):
-            continue
-        path = Path(entry.path)
-        with contextlib.suppress(OSError):
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(path)
-            else:
-                path.unlink()
-            removed.append(path)
-    return removed
-
-
-# ---- owned directories -----------------------------------------------------------------------------------------
-def write_manifest(directory: Path, command: str, patterns: Iterable[str] = (), listed: bool = True,
-                   record: Optional[dict] = None) -> Path:
-    """Record ``directory`` as ``command``'s output: every entry now in it (``listed``; else none), and
-    ``patterns`` for the names it writes later; ``record``: more fields to keep (e.g. a run's ``init_from``)."""
-    from ctxmt_cli import __version__
-
-    directory = Path(directory)
-    entries = sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*")
-                     if p.name != MANIFEST) if listed else []
-    return write_json(directory / MANIFEST, {"ctxmt_output": 1, "command": command, "version": __version__,
-                                             "entries": entries, "patterns": list(patterns), **(record or {})})
-
-
-def claim(directory: Path, command: str, patterns: Iterable[str], record: Optional[dict] = None) -> None:
-    """Give ``directory``, which ``command`` writes into over time (a training run's ``save_dir``), a manifest
-    claiming only the names matching ``patterns`` (with ``record``'s fields), unless it has one; whatever else is
-    there stays foreign."""
-    if not (Path(directory) / MANIFEST).exists():
-        write_manifest(directory, command, patterns, listed=False, record=record)
-
-
-def _rules(directory: Path) -> Optional[tuple[str, set, list]]:
-    """(command, entries, patterns) of ``directory``'s manifest; a legacy prepared dataset's known names; None."""
-    manifest = directory / MANIFEST
-    if manifest.is_file() and not manifest.is_symlink():
-        try:
-            record = json.loads(manifest.read_text(encoding="utf-8"))
-            return (str(record.get("command", "ctxmt")), set(record.get("entries", [])),
-                    list(record.get("patterns", [])))
-        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError, TypeError, OSError):
-            return None
-    if (directory / "meta.json").is_file():
-        return "prepare", set(), list(LEGACY_DATASET)
-    if (directory / "ctxmt.json").is_file() and (directory / "model.bin").is_file():
-        return "export ctranslate2", set(), list(LEGACY_EXPORT)
-    return None
-
-
-def _foreign(directory: Path, rules: tuple[str, set, list], prefix: str = "") -> Optional[tuple[Path, str]]:
-    """The first entry under ``directory`` its manifest does not account for, and why; None when all are ctxmt's."""
-    _command, entries, patterns = rules
-    for entry in sorted(os.scandir(directory), key=lambda e: e.name):
-        rel, path = prefix + entry.name, Path(entry.path)
-        if entry.is_symlink():
-            return path, "is a symbolic link"
-        if entry.name == MANIFEST or _OURS.match(entry.name):
-            continue
-        listed = rel in entries or any(fnmatch.fnmatchcase(rel, p) for p in patterns)
-        if entry.is_dir(follow_symlinks=False):
-            own = _rules(path) if (path / MANIFEST).exists() else None
-            if own is not None:
-                found = _foreign(path, own)
-            elif listed:
-                found = _foreign(path, rules, rel + "/")
-            else:
-                return path, "is a directory ctxmt did not write"
-            if found is not None:
-                return found
-        elif not listed:
-            return path, "is not a file ctxmt wrote"
-    return None
-
-
-def _replaces(command: str) -> str:
-    """What ``--force`` of ``command`` may replace: the output of the same command (every ``prepare`` format and
-    ``prepare reverse|docrepair`` write one kind, a prepared dataset)."""
-    return "prepare" if command.startswith("prepare") else command
-
-
-def check_replaceable(out: Path, what: str, inputs: Iterable = (), kind: str = "a directory ctxmt wrote", *,
-                      command: str) -> None:
-    """``--force`` of ``command`` may replace the existing ``out`` only if ``command`` wrote it (``kind`` in the
-    message: a quickstart never replaces a training run, an export never a prepared dataset) and it holds
-    nothing else, no symbolic link and none of the command's ``inputs``; otherwise one line naming what is in
-    the way."""
-    out = Path(out)
-    advice = f"move it away or choose another {what}; nothing was deleted"
-    if out.is_symlink():
-        raise CtxmtError(f"{what} {out} is a symbolic link, so {option('force')} does not replace it; {advice}")
-    if not out.is_dir():
-        raise CtxmtError(f"{what} {out} is a file, not {kind}, so {option('force')} does not replace it; {advice}")
-    check_not_input(out, inputs, what)
-    rules = _rules(out)
-    if rules is None:
-        raise CtxmtError(f"{what} {out} is not {kind} (no {MANIFEST} nor a prepared dataset's meta.json), so "
-                         f"{option('force')} does not replace it; {advice}")
-    if _replaces(rules[0]) != _replaces(command):
-        raise CtxmtError(f"{what} {out} was written by ctxmt {rules[0]}, not {kind}, so {option('force')} of ctxmt "
-                         f"{command} does not replace it; {advice}")
-    found = _foreign(out, rules)
-    if found is not None:
-        raise CtxmtError(f"{what} {out} holds {found[0]}, which {found[1]}, so {option('force')} does not replace it; "
-                         f"{advice}")
-
-
-def check_new_or_replaceable(out: Path, what: str, force: bool, inputs: Iterable = (),
-                             kind: str = "a directory ctxmt wrote", *, command: str) -> None:
-    """Before any work: ``out`` is new (or an empty directory), or ``force`` and :func:`check_replaceable`."""
-    out = Path(out)
-    if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
-        return
-    if out.exists() or out.is_symlink():
-        if not force:
-            raise CtxmtError(f"{what} {out} already exists; pass {option('force')} to overwrite it or choose another "
-                             f"{what}")
-        check_replaceable(out, what, inputs, kind, command=command)
-
-
-def install_dir(tmp: Path, out: Path, what: str, inputs: Iterable = (), *, command: str) -> None:
-    """Swap the finished directory ``tmp`` into place at ``out`` (checked again just before: a replaced ``out``
-    must still be ctxmt's); the old ``out`` is removed only once the new one stands."""
-    tmp, out = Path(tmp), Path(out)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o777 & ~umask)                                 # mkdtemp makes it private
-    aside = None
-    if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
-        out.rmdir()
-    elif out.exists() or out.is_symlink():
-        check_replaceable(out, what, inputs, command=command)
-        aside = temp_name(out, ASIDE_TAG)
-        os.rename(out, aside)
-    try:
-        os.rename(tmp, out)
-    except BaseException:
-        if aside is not None:
-            os.rename(aside, out)
-        raise
-    if aside is not None:
-        shutil.rmtree(aside, ignore_errors=True)                 # rmtree unlinks symbolic links, never follows them
-    _fsync_dir(out.parent)
-
-
-def build_dir(out: Path, command: str, build: Callable[[Path], T], *, what: str = option("out"), force: bool = False,
-              inputs: Iterable = (), patterns: Iterable[str] = ()) -> T:
-    """Run ``build(tmp)`` on a new directory beside ``out``, give it a manifest and swap it into place; any
-    failure removes the new directory and keeps the old ``out``. Returns what ``build`` returns."""
-    out, inputs = Path(out), list(inputs)
-    check_new_or_replaceable(out, what, force, inputs, command=command)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale(out.parent)
-    tmp = temp_name(out)
-    tmp.mkdir()
-    try:
-        result = build(tmp)
-        write_manifest(tmp, command, patterns)
-        install_dir(tmp, out, what, inputs, command=command)
-    except BaseException as err:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(err, OSError) and err.errno is not None:   # name the output, not the temp directory
-            raise OSError(err.errno, err.strerror, str(out)) from err
-        raise
-    return result
-
-
-@contextlib.contextmanager
-def rebuilding(out: Path, command: str, patterns: Iterable[str], *, what: str = option("out")) -> Iterator[Path]:
-    """For a command that writes its output directory in place over a long run (``quickstart``): set an existing
-    ``out`` (already checked with :func:`check_new_or_replaceable`) aside, give the new one a manifest claiming
-    ``patterns``, and on success list what was written and delete the old one; on any failure the new
-    directory is removed and the old one put back."""
-    out, patterns = Path(out), list(patterns)
-    aside = None
-    remove_stale(out.parent)
-    if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
-        out.rmdir()
-    elif out.exists() or out.is_symlink():
-        check_replaceable(out, what, command=command)
-        aside = temp_name(out, ASIDE_TAG)
-        os.rename(out, aside)
-    try:
-        out.mkdir(parents=True)
-        write_manifest(out, command, patterns, listed=False)
-        yield out
-        write_manifest(out, command, patterns)
-    except BaseException:
-        if aside is not None:
-            shutil.rmtree(out, ignore_errors=True)
-            os.rename(aside, out)
-        raise
-    if aside is not None:
-        shutil.rmtree(aside, ignore_errors=True)
 
 
 def file_sha256(path: Path) -> str:

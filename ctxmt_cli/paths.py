@@ -18,23 +18,46 @@ from ctxmt_cli.errors import CtxmtError, option
 
 #: OS errors a user causes and can fix (a full disk, permissions, a path of the wrong kind)
 USER_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR,
-               errno.ENAMETOOLONG, errno.EEXIST}
+               errno.ENAMETOOLONG, errno.EEXIST, errno.EBUSY}
 _HINTS = {
     errno.ENOSPC: "free some space or write somewhere else; files already there were not touched",
     errno.EDQUOT: "the disk quota is used up; free some space or write somewhere else",
     errno.EROFS: "the file system is read-only; write somewhere else",
     errno.EACCES: "check the permissions or write somewhere else",
     errno.EPERM: "check the permissions or write somewhere else",
+    errno.EBUSY: "it is a mount point or in use: write somewhere else; nothing was deleted",
 }
 
 
-def check_input_file(path: Path, what: str, hint: str) -> Path:
-    """``path`` must be an existing file; a directory or a missing path is one line saying which."""
+def check_input_file(path: Path, what: str, hint: str, *, dash: bool = False) -> Path:
+    """``path`` must be an existing regular file this process may read; a directory, a named pipe or device (whose
+    reading could block forever or never end), an unreadable file or a missing path is one line saying which.
+    ``dash``: the command reads stdin for ``-``, which the line then suggests for a pipe."""
     path = Path(path)
     if path.is_file():
+        if not os.access(path, os.R_OK):
+            raise CtxmtError(f"{what} cannot be read (permission denied): {path}; check its permissions "
+                             f"(e.g. chmod u+r {path}) or give a copy you may read")
         return path
-    problem = "is a directory, not a file" if path.is_dir() else "not found"
-    raise CtxmtError(f"{what} {problem}: {path}; {hint}")
+    if path.is_dir():
+        raise CtxmtError(f"{what} is a directory, not a file: {path}; {hint}")
+    if path.exists():
+        stdin = " (use - for stdin)" if dash else ""
+        raise CtxmtError(f"{what} is not a regular file ({_file_kind(path)}): {path}; give a file{stdin}")
+    raise CtxmtError(f"{what} not found: {path}; {hint}")
+
+
+def _file_kind(path: Path) -> str:
+    """What a path that exists but is neither a file nor a directory is, in words."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "unreadable"
+    kinds = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "a special file")
 
 
 def _existing_ancestor(path: Path) -> Path:
@@ -56,9 +79,11 @@ def _check_creatable(path: Path, what: str) -> None:
                          "choose another path or change its permissions")
 
 
-def check_output_dir(path: Path, what: str) -> Path:
-    """A directory a command will create or write into: not a file, and writable (or creatable)."""
+def check_output_dir(path: Path, what: str, *, inputs=()) -> Path:
+    """A directory a command will create or write into: not a file, not one of ``inputs`` nor inside an input
+    folder, and writable (or creatable)."""
     path = Path(path)
+    check_not_input(path, inputs, what, replaced=False)
     if path.exists() and not path.is_dir():
         raise CtxmtError(f"{what} {path} is a file, not a directory; give a directory (it is created if missing)")
     if path.is_dir():
@@ -77,36 +102,49 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def check_not_input(output: Path, inputs, what: str) -> None:
-    """The one check that an output never lands on an input: ``output`` is none of ``inputs`` as a file (same
-    device and inode, so a hard link, a symbolic link or another spelling of the path is caught), and when
-    ``output`` is a directory (to be replaced) no input lies inside it. ``None`` inputs are skipped."""
+def check_not_input(output: Path, inputs, what: str, *, replaced: bool = True) -> None:
+    """The one check that an output never lands on an input, for every command that writes a file or a folder:
+    ``output`` is none of ``inputs`` (as a file: same device and inode, so a hard link is caught; as a path:
+    resolved, so a symbolic link, ``..`` or a trailing slash is too), does not lie inside an input folder, and,
+    when it is a folder to be ``replaced``, holds no input. It need not exist yet. ``None`` inputs are skipped."""
     output = Path(output)
-    if not (output.exists() or output.is_symlink()):
-        return
     real = Path(os.path.realpath(output))
     for source in inputs:
-        if source is None or not Path(source).exists():
+        if source is None or not (Path(source).exists() or Path(source).is_symlink()):
             continue
-        if _same_file(source, output):
+        source_real = Path(os.path.realpath(source))
+        if real == source_real or _same_file(source, output):
             raise CtxmtError(f"{what} {output} is also an input ({source}); write the result somewhere else")
-        if real.is_dir() and real in Path(os.path.realpath(source)).parents:
+        if source_real in real.parents and source_real.is_dir():
+            raise CtxmtError(f"{what} {output} lies inside the input folder {source}; ctxmt never writes into what "
+                             "it reads: write the result somewhere else")
+        if replaced and real in source_real.parents and real.is_dir():
             raise CtxmtError(f"{what} {output} holds the input {source}; replacing it would delete that input: "
                              "write the result somewhere else")
 
 
-def check_output_file(path: Path, what: str, *, force: bool | None = None, inputs: tuple = (),
-                      make_parents: bool = False) -> Path:
-    """A file a command will write: not a directory, not one of its ``inputs``, in a writable directory.
+def _names_a_directory(path: str | Path) -> bool:
+    """A path spelt as a folder (``out/``, ``out/.``, ``..``): a file cannot be created under that name."""
+    text = os.fspath(path)
+    return text.endswith(("/", os.sep)) or Path(text).name in ("", ".", "..") or text.endswith(("/.", "/.."))
 
-    ``force=False`` refuses an existing file (``--force`` allows it); ``None`` means the command always
-    replaces its output file. ``make_parents``: the command creates missing directories above it.
+
+def check_output_file(path: str | Path, what: str, *, force: bool | None, inputs: tuple = (),
+                      make_parents: bool = False) -> Path:
+    """A file a command will write: not a directory, not one of its ``inputs`` nor inside an input folder, in a
+    writable directory. ``path`` as given (a ``str`` keeps a trailing slash, which names a folder).
+
+    ``force=False`` refuses an existing file (``--force`` allows it); ``None``: the caller checked that already.
+    ``make_parents``: the command creates missing directories above it.
     """
+    if Path(path).is_dir():
+        raise CtxmtError(f"{what} {path} is a directory; give a file name, e.g. {Path(path) / 'out'}")
+    if _names_a_directory(path):
+        raise CtxmtError(f"{what} {path} names a directory; give a file path, e.g. "
+                         f"{os.path.join(os.fspath(path), 'out.txt')}")
     path = Path(path)
-    if path.is_dir():
-        raise CtxmtError(f"{what} {path} is a directory; give a file name, e.g. {path / 'out'}")
     check_not_input(path, inputs, what)
-    if path.exists() and force is False:
+    if (path.exists() or path.is_symlink()) and force is False:
         raise CtxmtError(f"{what} {path} already exists; pass {option('force')} to overwrite it or choose another name")
     parent = path.parent
     if parent.is_dir():

@@ -14,6 +14,7 @@ This module imports nothing heavy (no torch): listing recipes reads YAML only.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 from dataclasses import dataclass
 from functools import cached_property
@@ -24,6 +25,7 @@ import yaml
 
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.outputs import copy_atomic, remove_stale
+from ctxmt_cli.yaml_loader import YamlLimitError, read_capped
 
 
 def shipped_folder(inside: str, top: str) -> Path:
@@ -144,8 +146,13 @@ def resolve_recipe(arg: str | Path) -> Path:
 
 def read_recipe_text(path: Path, kind: str = "recipe") -> str:
     """A recipe file's (or another YAML file's: ``kind``) text; bytes that are not UTF-8 (a binary file, a Latin-1
-    file) are one line naming the line."""
-    data = Path(path).read_bytes()
+    file) are one line naming the line; so is a file larger than any recipe (:data:`~ctxmt_cli.yaml_loader.MAX_BYTES`),
+    read no further than that."""
+    try:
+        data = read_capped(path)
+    except YamlLimitError as err:
+        raise CtxmtError(f"{path}: {err.what}, the most a {kind} may be; give the right file (a recipe is a few "
+                         "KB of YAML)") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -171,8 +178,18 @@ def copy_recipes(name: str, dest: Path) -> list[Path]:
     taken = [t for t in targets if t.exists()]
     if taken:
         raise CtxmtError(f"{taken[0]} already exists; nothing copied: remove it or choose another directory")
+    made = [p for p in (dest, *dest.parents) if not p.exists()]         # the folders this copy creates
     dest.mkdir(parents=True, exist_ok=True)
     remove_stale(dest)
-    for source, target in zip(sources, targets):
-        copy_atomic(source, target)            # a full disk leaves no empty copy behind to block a retry
+    done = []
+    try:
+        for source, target in zip(sources, targets):
+            done.append(copy_atomic(source, target))     # a full disk leaves no empty copy behind to block a retry
+    except BaseException:                  # all or nothing: no part of a folder, no empty folder left behind
+        for path in done:
+            path.unlink(missing_ok=True)
+        for folder in made:                              # the deepest first
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
     return targets

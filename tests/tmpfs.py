@@ -17,4 +17,5 @@ def mounted_tmpfs(path: Path, size: str) -> Iterator[Path]:
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.decode().strip() or 'not permitted'})")
     yield path
-    subprocess.run(["umount", str(path)], check=False)
+    if subprocess.run(["umount", str(path)], capture_output=True).returncode != 0:
+        subprocess.run(["umount", "-l", str(path)], check=False)    # still busy (a memory map not yet freed)

@@ -16,6 +16,8 @@ encoder self-attention with the dropped context tokens marked.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -26,8 +28,9 @@ import torch
 from ctxmt_cli.analysis.attention import COLUMNS, SUMMARY, AttentionStats, approximate_randomization
 from ctxmt_cli.analysis.selection import KeptShares, render_kept
 from ctxmt_cli.errors import CtxmtError, OptionError, option
-from ctxmt_cli.outputs import remove_stale, write_atomic, write_json
-from ctxmt_cli.paths import check_output_dir, check_output_file
+from ctxmt_cli.outputs import remove_stale, temp_name, write_atomic, write_json
+from ctxmt_cli.ownership import check_files_replaceable, record
+from ctxmt_cli.paths import check_not_input, check_output_dir, check_output_file
 
 OUTPUTS = ("analysis.json", "sentences.jsonl")
 
@@ -61,14 +64,15 @@ def _check(req: AttentionRequest) -> None:
                          "F, not both")
     if req.context is not None and req.context < 0:
         raise OptionError("context", req.context, "give a number of context sentences >= 0")
-    check_output_dir(req.out, option("out"))
+    check_output_dir(req.out, option("out"), inputs=[req.checkpoint, req.data, req.src, req.ref])
     for name in OUTPUTS:
-        check_output_file(Path(req.out) / name, f"{option('out')} file", make_parents=True,
+        check_output_file(Path(req.out) / name, f"{option('out')} file", force=None, make_parents=True,
                           inputs=[req.checkpoint, req.data, req.src, req.ref])
     taken = [name for name in OUTPUTS if (Path(req.out) / name).exists()]
     if taken and not req.force:
         raise CtxmtError(f"{option('out')} {req.out} already holds {', '.join(taken)}; pass {option('force')} to "
                          f"overwrite or choose another {option('out')}")
+    check_files_replaceable([Path(req.out) / name for name in OUTPUTS], f"{option('out')} file", req.force)
     if req.plots:
         from ctxmt_cli.figures import require_matplotlib
 
@@ -182,6 +186,8 @@ def run_attention(req: AttentionRequest) -> dict:
 
     _check(req)
     loaded = load_model(req.checkpoint, torch_device(req.device))
+    if req.src is None and req.data is None:          # the recipe's data folder is an input too
+        check_not_input(Path(req.out), [Path(loaded.recipe.data.path)], option("out"), replaced=False)
     split = read_split(loaded, req)
     dataset = window_dataset(loaded, split, req.context, target_concatenation(loaded, req, split))
     indices = analysed_windows(dataset, req.max_sentences, req.show)
@@ -189,17 +195,35 @@ def run_attention(req: AttentionRequest) -> dict:
     out = Path(req.out)
     out.mkdir(parents=True, exist_ok=True)
     remove_stale(out)
-    write_json(out / "analysis.json", result)
-    doc = dataset.split.doc_index
-    lines = [json.dumps({"sentence": sid, "doc": int(doc[sid]), **dict(zip(COLUMNS, row.tolist()))})
-             for sid, row in sorted(stats.sentences.items())]
-    write_atomic(out / "sentences.jsonl", "\n".join(lines) + "\n")
-    if req.plots:
-        from ctxmt_cli.analysis.attention_figures import draw_all
+    stage = temp_name(out / "analysis")          # everything drawn first: nothing replaced unless all may be
+    stage.mkdir()
+    try:
+        write_json(stage / "analysis.json", result)
+        doc = dataset.split.doc_index
+        lines = [json.dumps({"sentence": sid, "doc": int(doc[sid]), **dict(zip(COLUMNS, row.tolist()))})
+                 for sid, row in sorted(stats.sentences.items())]
+        write_atomic(stage / "sentences.jsonl", "\n".join(lines) + "\n")
+        figures = []
+        if req.plots:
+            from ctxmt_cli.analysis.attention_figures import draw_all
 
-        result["figures"] = [str(p) for p in draw_all(loaded, dataset, [(int(indices[n]), n) for n in req.show],
-                                                      result, out)]
+            figures = draw_all(loaded, dataset, [(int(indices[n]), n) for n in req.show], result, stage)
+        _install(stage, out, req.force)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    if req.plots:
+        result["figures"] = [str(out / Path(p).name) for p in figures]
     return result
+
+
+def _install(stage: Path, out: Path, force: bool) -> None:
+    """Move the files written in ``stage`` into ``out``; one that exists there is replaced only with ``force`` and
+    when an earlier analysis wrote it (checked for all before any moves)."""
+    names = sorted(p.name for p in stage.iterdir())
+    check_files_replaceable([out / name for name in names], f"{option('out')} file", force)
+    for name in names:
+        os.replace(stage / name, out / name)
+    record(out, [out / name for name in names], command="analyze-attention")
 
 
 def analysed_windows(dataset, max_sentences: Optional[int], show: tuple[int, ...] = ()) -> np.ndarray:

@@ -232,9 +232,11 @@ def plot_runs(run_dirs: list[Path], out: Optional[Path] = None, force: bool = Fa
     """``ctxmt plot``: the curves of each run's ``metrics.jsonl`` as PNGs in ``out``, runs overlaid.
 
     ``out`` defaults to ``plots/`` inside the first run directory. Every file is checked before anything is
-    drawn: an existing one is refused unless ``force``. Returns the files written.
+    drawn: an existing one is replaced only with ``force`` and when ctxmt drew it (unchanged since); every file
+    drawn is recorded in the manifest of ``out`` (or of the run above it). Returns the files written.
     """
     from ctxmt_cli.figures import require_matplotlib
+    from ctxmt_cli.ownership import check_files_replaceable, record_in_folder
     from ctxmt_cli.paths import check_output_dir, check_output_file
 
     if not run_dirs:
@@ -242,11 +244,15 @@ def plot_runs(run_dirs: list[Path], out: Optional[Path] = None, force: bool = Fa
     require_matplotlib()
     runs = dict(zip(run_labels(run_dirs), (read_metrics(d) for d in run_dirs)))
     out = Path(out) if out is not None else Path(run_dirs[0]) / "plots"
-    check_output_dir(out, option("out"))
-    for quantity in select(runs):
-        check_output_file(out / quantity.file_name, "plot", force=force, make_parents=True,
-                          inputs=[Path(d) / "metrics.jsonl" for d in run_dirs])
-    return _draw(runs, out)
+    inputs = [Path(d) / "metrics.jsonl" for d in run_dirs]
+    check_output_dir(out, option("out"), inputs=inputs)
+    paths = [out / quantity.file_name for quantity in select(runs)]
+    for path in paths:
+        check_output_file(path, "plot", force=None, make_parents=True, inputs=inputs)
+    check_files_replaceable(paths, "plot", force)
+    written = _draw(runs, out)
+    record_in_folder(out, written, command="plot")
+    return written
 
 
 def _draw(runs: dict[str, list[dict]], out_dir: Path) -> list[Path]:

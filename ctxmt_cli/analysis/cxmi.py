@@ -39,6 +39,7 @@ pronouns; matching rules in :mod:`ctxmt_cli.analysis.cxmi_words`), under ``restr
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -48,7 +49,9 @@ import numpy as np
 from ctxmt_cli.analysis.cxmi_words import check_words, render_words, word_figures
 from ctxmt_cli.errors import CtxmtError, OptionError, option
 from ctxmt_cli.outputs import remove_stale, write_atomic
-from ctxmt_cli.paths import check_output_file
+from ctxmt_cli.paths import check_not_input, check_output_file
+
+log = logging.getLogger(__name__)
 
 DEFINITION = ("CXMI = mean over sentences of log q(y|x,C) - log q(y|x) (Fernandes et al. 2021), nats; per_token: "
               "difference of the sentence's mean token log-probabilities (current target sentence + </s>), "
@@ -75,9 +78,10 @@ class CxmiRequest:
     seed: int = 1
     max_tokens: int = 4096
     device: str = "cpu"
-    out: Optional[Path] = None
-    per_sentence: Optional[Path] = None
+    out: Optional[str | Path] = None               # as given: a trailing slash names a folder, refused
+    per_sentence: Optional[str | Path] = None
     tokens: Optional[Sequence[str]] = None         # P-CXMI restricted to these target words too
+    force: bool = False                            # replace an existing --out / --per-sentence file
 
 
 @dataclass(frozen=True)
@@ -217,7 +221,7 @@ def _check_request(req: CxmiRequest) -> None:
         check_words(req.tokens)
     for path, what in ((req.out, option("out")), (req.per_sentence, option("per_sentence"))):
         if path is not None:
-            check_output_file(Path(path), what, inputs=(req.checkpoint, req.data), make_parents=True)
+            check_output_file(path, what, force=req.force, inputs=(req.checkpoint, req.data), make_parents=True)
     if req.out is not None and req.per_sentence is not None and Path(req.out).resolve() == Path(req.per_sentence).resolve():
         raise CtxmtError(f"{option('out')} and {option('per_sentence')} are the same file {req.out}; give two file "
                          "names")
@@ -237,10 +241,17 @@ def run_cxmi(req: CxmiRequest) -> dict:
         raise CtxmtError(f"{req.checkpoint} is a {loaded.recipe.model.family} model reading target context; cxmi scores source context "
                          "only and gives it no target context (first pass): use a source-context checkpoint")
     prepared = PreparedData(Path(req.data or loaded.recipe.data.path))
+    for path, what in ((req.out, option("out")), (req.per_sentence, option("per_sentence"))):
+        if path is not None:                        # the recipe's data folder, when --data did not name it
+            check_not_input(Path(path), [prepared.dir], what)
     docs = document_pairs(prepared.split(req.split))
     check_vocabulary(loaded, prepared, req.checkpoint)
     keep = cxmi_context(loaded.recipe.model, req.context, docs)
     following = next_sentences(loaded.recipe.model, req.context)
+    if max(*keep, following) == 0:          # correct, but a column of zeros without a word reads like a fault
+        why = (f"{option('context')} 0 gives no context sentences" if req.context == 0 else
+               f"{req.checkpoint} is a sentence-level model: it reads no context")
+        log.warning(f"{why}, so CXMI is 0 by construction")
     donor = random_donor(docs, max(keep), np.random.default_rng(req.seed)) if req.random_context else None
     pairs = sentence_pairs(docs, keep, loaded.recipe.data.max_window_tokens, donor, following)
     plain, contextual, tokens, *deltas = score_pairs(loaded.model, loaded.tokenizer, pairs, req.max_tokens,

@@ -62,6 +62,7 @@ finally:
     sys.path.pop(0)
 
 from ctxmt_cli.config import PRESETS, validate_recipe  # noqa: E402
+from ctxmt_cli.config_base import MAX_CONTEXT  # noqa: E402
 from ctxmt_cli.core.batch import VocabInfo  # noqa: E402
 from ctxmt_cli.data.tokenize import Tokenizer, train_sentencepiece  # noqa: E402
 from ctxmt_cli.decode.settings import DecodeSettings, TranslationStats  # noqa: E402
@@ -106,13 +107,13 @@ class Settings:
 
 
 def parse_contexts(text: str) -> tuple[int, ...]:
-    """``"1,2,4"`` -> (1, 2, 4), sorted and unique; every K between 1 and 64 (the configs' limit)."""
+    """``"1,2,4"`` -> (1, 2, 4), sorted and unique; every K between 1 and the configs' limit."""
     try:
         ks = sorted({int(part) for part in text.split(",") if part.strip()})
     except ValueError:
         raise CtxmtError(f"--contexts {text!r}: expected comma-separated integers, e.g. 1,2,4,8,16") from None
-    if not ks or ks[0] < 1 or ks[-1] > 64:
-        raise CtxmtError(f"--contexts {text!r}: give context sizes between 1 and 64")
+    if not ks or ks[0] < 1 or ks[-1] > MAX_CONTEXT:
+        raise CtxmtError(f"--contexts {text!r}: give context sizes between 1 and {MAX_CONTEXT}")
     return tuple(ks)
 
 

@@ -12,7 +12,14 @@ from typing import List, Optional
 import typer
 
 from ctxmt_cli.cli.errors import refuse_given, user_errors
-from ctxmt_cli.cli.options import Device
+from ctxmt_cli.cli.options import (
+    CONTEXT,
+    COUNT,
+    MAX_TOKENS,
+    SAMPLES,
+    SEED,
+    Device,
+)
 from ctxmt_cli.errors import CtxmtError
 
 #: command name -> function; each is registered on the app by :func:`register`
@@ -38,18 +45,18 @@ def analyze_attention(
     split: str = typer.Option("test", help="prepared split, teacher-forced over its references"),
     src: Optional[Path] = typer.Option(None, help="source documents (blank line between documents) instead of a split"),
     ref: Optional[Path] = typer.Option(None, help="their reference translations, aligned with --src"),
-    context: Optional[int] = typer.Option(None, min=0, help="K context sentences per side that has context (default: "
+    context: Optional[int] = typer.Option(None, **CONTEXT, help="K context sentences per side that has context (default: "
                                           "the model's own; for sKtoK windows of K+1 sentences; K next sentences too "
                                           "for a model reading them)"),
-    max_sentences: Optional[int] = typer.Option(None, min=1, help="analyse the first N windows only"),
+    max_sentences: Optional[int] = typer.Option(None, **COUNT, help="analyse the first N windows only"),
     show: Optional[str] = typer.Option(None, help="window numbers (comma-separated) to draw as heat maps"),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="draw the PNGs (needs matplotlib)"),
     out: Optional[Path] = typer.Option(None, help="directory for analysis.json, sentences.jsonl and the PNGs "
                                        "(default: analysis-SPLIT beside the checkpoint)"),
     force: bool = typer.Option(False, help="overwrite an earlier analysis in --out"),
-    trials: int = typer.Option(1000, min=1, help="compare: permutations of approximate randomisation"),
-    seed: int = typer.Option(1, help="compare: seed of the permutations"),
-    max_tokens: int = typer.Option(4096, min=16, help="token budget per batch"),
+    trials: int = typer.Option(1000, **SAMPLES, help="compare: permutations of approximate randomisation"),
+    seed: int = typer.Option(1, **SEED, help="compare: seed of the permutations"),
+    max_tokens: int = typer.Option(4096, **MAX_TOKENS, help="token budget per batch"),
     device: Device = "auto",
 ):
     """Attention entropy and current-sentence share per kind, layer and head (Lupo et al. 2022, Table 5 and
@@ -87,19 +94,21 @@ def cxmi(
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="model checkpoint"),
     data: Optional[Path] = typer.Option(None, help="prepared dir (default: the checkpoint recipe's data.path)"),
     split: str = typer.Option("test", help="prepared split whose reference sentences are scored"),
-    context: Optional[int] = typer.Option(None, min=0, help="K context sentences per side that has context (default: "
+    context: Optional[int] = typer.Option(None, **CONTEXT, help="K context sentences per side that has context (default: "
                                           "the model's own; K next sentences too for a model reading them, taken "
                                           "from the document); a sentence-level model reads none: its CXMI is 0"),
     random_context: bool = typer.Option(False, "--random-context", help="control: context sentences (source and "
                                         "target, aligned) drawn from another document, seeded"),
-    seed: int = typer.Option(1, help="seed of --random-context"),
-    out: Optional[Path] = typer.Option(None, help="write the figures to this JSON file"),
-    per_sentence: Optional[Path] = typer.Option(None, help="write P-CXMI (one JSON line per sentence) to this file"),
+    seed: int = typer.Option(1, **SEED, help="seed of --random-context"),
+    out: Optional[str] = typer.Option(None, metavar="PATH", help="write the figures to this JSON file"),
+    per_sentence: Optional[str] = typer.Option(None, metavar="PATH", help="write P-CXMI (one JSON line per sentence) "
+                                               "to this file"),
     tokens: Optional[str] = typer.Option(None, metavar="WORD[,WORD...]", help="also P-CXMI restricted to these "
                                          "target words (e.g. il,elle,ils,elles; case-folded, a word = its "
                                          "SentencePiece pieces, each occurrence the sum of its pieces' differences)"),
-    max_tokens: int = typer.Option(4096, min=16, help="token budget per scoring batch"),
+    max_tokens: int = typer.Option(4096, **MAX_TOKENS, help="token budget per scoring batch"),
     device: Device = "auto",
+    force: bool = typer.Option(False, help="replace an existing --out or --per-sentence file"),
 ):
     """Context usage (CXMI, Fernandes et al. 2021): log q(y|x,C) - log q(y|x) of the same model, per token and per
     sentence, over a prepared split's reference sentences; with --tokens, also over the tokens of chosen words."""
@@ -110,7 +119,7 @@ def cxmi(
         refuse_given(ctx, ("seed",), "is read with --random-context only (it draws the other documents' context)")
     request = CxmiRequest(checkpoint=checkpoint, data=data, split=split, context=context, random_context=random_context,
                           seed=seed, max_tokens=max_tokens, device=device, out=out, per_sentence=per_sentence,
-                          tokens=None if tokens is None else parse_words(tokens))
+                          tokens=None if tokens is None else parse_words(tokens), force=force)
     typer.echo(render(run_cxmi(request)))
 
 

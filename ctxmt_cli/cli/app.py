@@ -15,6 +15,7 @@ import typer
 from ctxmt_cli.cli import (
     analysis,
     benchmark,
+    convert,
     data,
     docrepair,
     evaluate,
@@ -53,7 +54,7 @@ def _root(
 
 #: command groups in the order ``ctxmt --help`` lists their commands
 GROUPS = (prepare, data, train, translate, evaluate, quickstart, benchmark, analysis, docrepair, package, serve,
-          export)
+          export, convert)
 for group in GROUPS:
     group.register(app)
 

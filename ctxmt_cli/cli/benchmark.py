@@ -15,7 +15,16 @@ from typing import Literal, Optional
 import typer
 
 from ctxmt_cli.cli.errors import given_params, user_errors
-from ctxmt_cli.cli.options import BenchCorpus, Device, LogFormat, Preset
+from ctxmt_cli.cli.options import (
+    BATCH_TOKENS,
+    BEAM,
+    COUNT,
+    THREADS,
+    BenchCorpus,
+    Device,
+    LogFormat,
+    Preset,
+)
 from ctxmt_cli.errors import CtxmtError
 
 BENCHMARKS = {"context-scaling": "context_scaling.py", "train": "train.py", "score": "score.py", "decode": "decode.py",
@@ -58,16 +67,16 @@ def benchmark(
     contexts: Optional[str] = typer.Option(None, help="context sizes K in sentences, comma-separated "
                                            "[default: 1,2,4,8,16; --quick 1,4,8]"),
     out: Path = typer.Option(CONTEXT_SCALING_OUT, "--out", help="directory for the JSON results and the PNG plot"),
-    docs: Optional[int] = typer.Option(None, min=1, help="documents timed (decoded in parallel) [default: 4; --quick 2]"),
-    sentences: Optional[int] = typer.Option(None, min=1, help="first N sentences of each timed document "
+    docs: Optional[int] = typer.Option(None, **COUNT, help="documents timed (decoded in parallel) [default: 4; --quick 2]"),
+    sentences: Optional[int] = typer.Option(None, **COUNT, help="first N sentences of each timed document "
                                             "[default: 32; --quick 16]"),
     device: Device = "auto",
     preset: Preset = typer.Option("small", help="model dims"),
-    beam: int = typer.Option(1, min=1, help="beam size (1 = greedy)"),
-    repeats: Optional[int] = typer.Option(None, min=1, help="timed runs per implementation, round-robin "
+    beam: int = typer.Option(1, **BEAM, help="beam size (1 = greedy)"),
+    repeats: Optional[int] = typer.Option(None, **COUNT, help="timed runs per implementation, round-robin "
                                            "(default: context-scaling 2, --quick 1, the fastest kept; "
                                            "train/score/decode 5, --quick 3, median; given, it wins over --quick)"),
-    threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads, same for ctxmt and peers "
+    threads: Optional[int] = typer.Option(None, **THREADS, help="torch CPU threads, same for ctxmt and peers "
                                           "(default: context-scaling 1, train/score/decode 2)"),
     quick: bool = typer.Option(False, "--quick", help="fewer repeats (context-scaling: fewer K, documents and "
                                                    "sentences): under 3 minutes"),
@@ -76,7 +85,7 @@ def benchmark(
     log_format: LogFormat = None,
     count_ops: bool = typer.Option(False, "--count-ops", help="train: count the aten ops of one update (ctxmt and "
                                    "plain torch, fp32 and bf16, small/base/big) instead of timing"),
-    batch_tokens: Optional[int] = typer.Option(None, min=1, help="train: tokens/s and MFU at batches of N target "
+    batch_tokens: Optional[int] = typer.Option(None, **BATCH_TOKENS, help="train: tokens/s and MFU at batches of N target "
                                                "tokens of real sentence lengths (e.g. 25000 with --preset base)"),
     checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="ctranslate2: an exportable checkpoint "
                                               "of the quickstart's synthetic data [default: train one here]"),

@@ -14,6 +14,20 @@ from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.paths import check_output_file
 
 
+def _dry_run_meta(meta_path: Path) -> dict:
+    """The ``meta.json`` fields a dry run reads (the vocabulary sizes); anything else there is one line."""
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        sizes = meta["vocab_size"]
+        good = all(isinstance(sizes[s], int) and not isinstance(sizes[s], bool) and sizes[s] > 0 for s in ("src", "tgt"))
+    except (ValueError, KeyError, TypeError):         # not JSON, not UTF-8, not an object, no sizes
+        good = False
+    if not good:
+        raise CtxmtError(f"{meta_path}: no readable vocab_size {{src: N, tgt: N}}; the file was changed or damaged "
+                         "since `ctxmt prepare` wrote it: prepare the dataset again (with --force)")
+    return meta
+
+
 def dry_run_report(recipe) -> str:
     """The resolved recipe and the model's parameter count; needs no prepared data."""
     from ctxmt_cli.config import dump_recipe
@@ -28,7 +42,7 @@ def dry_run_report(recipe) -> str:
         notes = f"\n# {describe_changes(changes)}" if changes else ""
     meta_path = Path(recipe.data.path) / "meta.json"
     if meta_path.is_file():
-        meta = json.loads(meta_path.read_text())
+        meta = _dry_run_meta(meta_path)
         vocab = VocabInfo(meta["vocab_size"]["src"], meta["vocab_size"]["tgt"], joint=meta.get("joint", True))
         where = f"vocabulary of {meta_path.parent}"
     else:  # no data yet: count with a nominal vocabulary and say so
@@ -56,7 +70,7 @@ def train_result_lines(result, log_format=None) -> str:
 
 
 def translate_file(input: str, output: str, checkpoint: Path, loading: Optional[dict] = None, *,
-                   input_format: str = "text", scores: bool = False, **options) -> int:
+                   input_format: str = "text", scores: bool = False, force: bool = False, **options) -> int:
     """``ctxmt translate``: translate a document file (or stdin, as it arrives) with the Python API
     (:meth:`ctxmt_cli.api.Model.translate_stream`) and write each document as soon as it is done; returns the
     number of sentences translated.
@@ -66,7 +80,7 @@ def translate_file(input: str, output: str, checkpoint: Path, loading: Optional[
     log-probabilities and with ``nbest`` N the N best translations of each sentence). ``loading``: the keyword
     arguments of :func:`ctxmt_cli.api.load` (``device``, ``first_pass``, ``repair``, ``engine``: ``ctranslate2``
     translates the folder ``checkpoint`` that ``ctxmt export ctranslate2`` wrote); ``options``: those of
-    :meth:`~ctxmt_cli.api.Model.translate`.
+    :meth:`~ctxmt_cli.api.Model.translate`. An existing ``output`` file is replaced only with ``force``.
     """
     import sys
 
@@ -81,7 +95,8 @@ def translate_file(input: str, output: str, checkpoint: Path, loading: Optional[
                          "(text output holds one translation per line)")
     extra = tuple(Path(p) for p in (loading.get("repair"), loading.get("first_pass")) if p is not None)
     if output != "-":                  # before any work: a bad -o must not cost a whole translation
-        check_output_file(Path(output), "--output", inputs=(checkpoint,) + (() if input == "-" else (input,)) + extra)
+        check_output_file(output, "--output", force=force,
+                          inputs=(checkpoint,) + (() if input == "-" else (input,)) + extra)
     documents = read_input(input, input_format)   # a file is read and checked first: a bad input costs no model load
     model = api.load(checkpoint, **loading)
     model.warn = lambda line: print(f"ctxmt: warning: {line}", file=sys.stderr)
@@ -97,12 +112,12 @@ def translate_file(input: str, output: str, checkpoint: Path, loading: Optional[
     return count
 
 
-def average_files(paths: list[Path], output: Path, *, force: bool = False) -> Path:
+def average_files(paths: list[Path], output: str | Path, *, force: bool = False) -> Path:
     """``ctxmt average``: refuse an --output that is an input or exists (without ``force``), then average."""
     from ctxmt_cli.train.checkpoint import average_checkpoints
 
     check_output_file(output, "--output", force=force, inputs=tuple(paths))
-    return average_checkpoints(paths, output)
+    return average_checkpoints(paths, Path(output))
 
 
 def synthetic_items(prepared: Path):

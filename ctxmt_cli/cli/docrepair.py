@@ -16,6 +16,7 @@ import typer
 
 from ctxmt_cli.cli.errors import given_params, option_spelling, user_errors
 from ctxmt_cli.cli.options import (
+    COUNT,
     BatchDocs,
     Beam,
     Device,
@@ -126,7 +127,7 @@ def first_pass(
                               "target → source model) | NAME (another stream of the split)"),
     beam: Beam = None,
     batch_docs: BatchDocs = None,
-    chunk_docs: int = typer.Option(1024, min=1, help="documents translated between two appends (the resume unit)"),
+    chunk_docs: int = typer.Option(1024, **COUNT, help="documents translated between two appends (the resume unit)"),
     device: Device = "auto",
     force: bool = typer.Option(False, help="replace an existing stream (finished, or unfinished from other settings)"),
     log_format: LogFormat = None,

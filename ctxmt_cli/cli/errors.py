@@ -18,8 +18,9 @@ from typing import Optional
 
 import typer
 
-from ctxmt_cli.errors import CtxmtError, OptionError, named, use_option_names
+from ctxmt_cli.errors import CtxmtError, OptionError, named, one_line, use_option_names
 from ctxmt_cli.paths import USER_ERRNOS, os_error_line
+from ctxmt_cli.signals import interruption, stop_signals
 
 # click's usage error, whether typer uses click itself or its own copy of it
 UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
@@ -57,7 +58,7 @@ def usage_error_line(err, argv: list[str]) -> str:
     else:                                                   # missing or unknown options, unknown commands
         what = err.format_message().replace("Value error, ", "").rstrip(".")
     where = f"{sub}: " if sub else ""
-    return f"ctxmt: error: {where}{what}; see ctxmt {sub + ' ' if sub else ''}--help"
+    return one_line(f"ctxmt: error: {where}{what}; see ctxmt {sub + ' ' if sub else ''}--help")
 
 
 def _warning_line(text: str) -> str:
@@ -122,7 +123,7 @@ class OneLineGroup(typer.core.TyperGroup):
         self._argv = list(sys.argv[1:] if args is None else args)
         previous = use_option_names(flag_of)               # messages name options as the running command's flags
         try:
-            with warnings_on_stderr():
+            with warnings_on_stderr(), stop_signals():     # SIGTERM and SIGHUP take Ctrl-C's path
                 return super().main(renamed_flags(self._argv), *rest, **kwargs)
         finally:
             use_option_names(previous)
@@ -144,6 +145,8 @@ class OneLineGroup(typer.core.TyperGroup):
             return super().invoke(ctx)
         except UsageError as err:                                  # the command's options
             self._one_line(err)
+        except KeyboardInterrupt as err:             # a command without user_errors: one line, not click's Aborted!
+            interrupted(err)
 
 
 def check_device(value: str) -> str:
@@ -234,8 +237,15 @@ def user_errors(fn):
                 raise
             typer.echo(f"ctxmt: error: {os_error_line(err)}", err=True)
             raise typer.Exit(code=CtxmtError.exit_code) from None
-        except KeyboardInterrupt:
-            typer.echo("ctxmt: interrupted", err=True)
-            raise typer.Exit(code=130) from None
+        except KeyboardInterrupt as err:
+            interrupted(err)
 
     return wrapper
+
+
+def interrupted(err: KeyboardInterrupt) -> None:
+    """Ctrl-C, SIGTERM or SIGHUP (:mod:`ctxmt_cli.signals`), the cleanups done: one line on stderr and exit
+    ``128 + signal`` (130, 143, 129)."""
+    stopped = interruption(err)
+    typer.echo(named(stopped.line()), err=True)
+    raise typer.Exit(code=stopped.exit_code) from None

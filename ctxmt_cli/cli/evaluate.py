@@ -9,7 +9,11 @@ import typer
 
 from ctxmt_cli.cli.errors import refuse_given, user_errors
 from ctxmt_cli.cli.options import (
+    CONTEXT,
     CONTEXT_HELP,
+    MAX_TOKENS,
+    SAMPLES,
+    SEED,
     TESTSET_HELP,
     Beam,
     Device,
@@ -34,7 +38,7 @@ def contrastive(
     runs: Optional[List[Path]] = typer.Argument(None, metavar="[RUN_A RUN_B]", help="with 'compare': two --out directories"),
     checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="model checkpoint"),
     data: Optional[Path] = typer.Option(None, help="the test set's files (folder or file) when not given as KIND:PATH"),
-    context: Optional[int] = typer.Option(None, min=0, help="context sentences per side (default: the model's)"),
+    context: Optional[int] = typer.Option(None, **CONTEXT, help="context sentences per side (default: the model's)"),
     normalize: Normalize = typer.Option("mean", help="mean (token-averaged log-prob), none (sum)"),
     score_span: ScoreSpan = typer.Option("all", help="all (every sentence of a candidate group), current (the last "
                                          "sentence)"),
@@ -48,7 +52,7 @@ def contrastive(
                                       "its context dropped, in the same pass, and report the gain in accuracy and "
                                       "balanced accuracy with McNemar's exact p (costs the rows context changes: "
                                       "none for a sentence-level model)"),
-    max_tokens: int = typer.Option(4096, min=16, help="token budget per scoring batch"),
+    max_tokens: int = typer.Option(4096, **MAX_TOKENS, help="token budget per scoring batch"),
     device: Device = "auto",
     log_format: LogFormat = None,
 ):
@@ -138,10 +142,11 @@ def evaluate(
     document_level: bool = typer.Option(False, help="also BLEU/chrF with each document's sentences joined into one segment"),
     significance: Optional[Significance] = typer.Option(None, help="paired tests of each system against the first: "
                                                         "bootstrap resampling, ar (approximate randomisation), both"),
-    samples: Optional[int] = typer.Option(None, min=1, help="bootstrap resamples / AR trials (default 1000 / 10000)"),
-    seed: int = typer.Option(12345, help="seed of the significance tests (sacrebleu's default)"),
+    samples: Optional[int] = typer.Option(None, **SAMPLES, help="bootstrap resamples / AR trials (default 1000 / 10000)"),
+    seed: int = typer.Option(12345, **SEED, help="seed of the significance tests (sacrebleu's default)"),
     comet: Optional[Path] = typer.Option(None, help="local COMET model folder or .ckpt; needs the optional unbabel-comet (extra: comet)"),
-    out: Optional[Path] = typer.Option(None, help="write every figure to this JSON file"),
+    out: Optional[str] = typer.Option(None, metavar="PATH", help="write every figure to this JSON file"),
+    force: bool = typer.Option(False, help="replace an existing --out file"),
     beam: Beam = None, lenpen: Lenpen = None, target_mode: TargetModeOption = None,   # as translate decodes
     warmup_sentences: WarmupSentences = None,
     context: Optional[str] = typer.Option(None, metavar="K[,K...]", help="with --checkpoint: translate once per K "
@@ -149,11 +154,10 @@ def evaluate(
     group_sentences: Optional[str] = typer.Option(None, metavar="N[,N...|all]", help="mbe: translate once per number "
                                                   "of sentences per group and print BLEU/chrF per N (Morishita et al. "
                                                   "2021, Figure 4; with --out also a PNG)"),
-    device: Device = "auto",
     first_pass: Optional[Path] = typer.Option(None, help="hanoit reading target context: "
                                               "its target context from this sentence-level "
                                               "checkpoint's translations (default: the split's first-pass stream)"),
-    log_format: LogFormat = None,
+    device: Device = "auto", log_format: LogFormat = None,
 ):
     """BLEU and chrF (sacrebleu, signatures printed) of checkpoints on a prepared split, or of --hyp files against --ref.
 
@@ -165,10 +169,9 @@ def evaluate(
     request = EvalRequest(
         checkpoints=list(checkpoint or []), split=split, data=data, hyps=list(hyp or []), ref=ref, src=src,
         docids=docids, lowercase=lowercase, tokenize=tokenize, document_level=document_level,
-        significance=significance, samples=samples, seed=seed, comet=comet, out=out, beam=beam, lenpen=lenpen,
-        target_mode=target_mode, warmup_sentences=warmup_sentences, device=device,
-        context=context, group_sentences=group_sentences, first_pass=first_pass,
-        log_format=log_format,
+        significance=significance, samples=samples, seed=seed, comet=comet, out=out, force=force, beam=beam,
+        lenpen=lenpen, target_mode=target_mode, warmup_sentences=warmup_sentences, device=device, context=context,
+        group_sentences=group_sentences, first_pass=first_pass, log_format=log_format,
     )
     typer.echo(run_evaluate(request))
 

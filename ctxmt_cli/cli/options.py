@@ -14,6 +14,57 @@ from typing import Annotated, Literal, Optional
 import typer
 
 from ctxmt_cli.cli.errors import check_device
+from ctxmt_cli.config import DataConfig, DecodeConfig, TrainConfig
+from ctxmt_cli.config_base import MAX_BATCH_TOKENS, MAX_CONTEXT, MAX_COUNT, MAX_POSITIONS, MAX_VOCAB
+
+
+def field_bounds(section: type, name: str) -> dict:
+    """Typer's ``min``/``max`` for an option that sets recipe field ``name`` of ``section``: the field's bounds,
+    declared once in the schema (a strict bound of an integer field becomes the next integer inside)."""
+    bounds = {}
+    for item in section.model_fields[name].metadata:
+        for key, attr, step in (("min", "ge", 0), ("min", "gt", 1), ("max", "le", 0), ("max", "lt", -1)):
+            value = getattr(item, attr, None)
+            if value is None:
+                continue
+            if step and not isinstance(value, int):
+                raise TypeError(f"{section.__name__}.{name}: a strict bound on a float has no typer equivalent")
+            bounds[key] = value + step
+    return bounds
+
+
+# The bounds of every numeric option. One that sets a recipe field takes the field's (field_bounds); the others are
+# declared here, each far above real use and low enough that a typo (1e9, a few extra zeros) is one line, not a
+# machine out of memory or a loop that never ends.
+BEAM = field_bounds(DecodeConfig, "beam")
+LENPEN = field_bounds(DecodeConfig, "lenpen")
+BATCH_DOCS = field_bounds(DecodeConfig, "batch_docs")
+WARMUP = field_bounds(DecodeConfig, "warmup_sentences")
+MAX_TOKENS = field_bounds(DataConfig, "max_tokens")
+SEED = field_bounds(TrainConfig, "seed")
+THREADS = field_bounds(TrainConfig, "threads")
+UPDATES = field_bounds(TrainConfig, "max_steps")
+#: ``--context K``: K context sentences, as a family's ``src_context_sentences``
+CONTEXT = {"min": 0, "max": MAX_CONTEXT}
+#: a count of documents, sentences, windows or trials a command reads or runs
+COUNT = {"min": 1, "max": MAX_COUNT}
+#: sentences of one group (docrepair, mbe), tokens of one sentence or window
+SENTENCES = {"min": 1, "max": MAX_POSITIONS}
+#: ``prepare synthetic --docs`` / ``quickstart --docs``: the generator's minimum to a million documents (~7 million
+#: sentence pairs, far beyond what a smoke test or a tutorial needs)
+SYNTHETIC_DOCS = {"min": 41, "max": 1_000_000}
+#: bootstrap resamples and approximate-randomisation trials (sacrebleu's defaults: 1,000 and 10,000)
+SAMPLES = {"min": 1, "max": 1_000_000}
+#: SentencePiece pieces per model
+VOCAB = {"min": 8, "max": MAX_VOCAB}
+#: tokens of a benchmark's training batch
+BATCH_TOKENS = {"min": 1, "max": MAX_BATCH_TOKENS}
+#: processes or CPU threads
+WORKERS = {"min": 0, "max": 4096}
+#: tokens of one sentence (``prepare --max-sentence-tokens``)
+SENTENCE_TOKENS = {"min": 4, "max": MAX_POSITIONS}
+#: milliseconds a server's batch waits (a minute at most: a longer wait is no batching but a stalled server)
+WAIT_MS = {"min": 0.0, "max": 60_000.0}
 
 Device = Annotated[str, typer.Option(
     "--device", metavar="[auto|cpu|cuda|cuda:N]", callback=check_device,
@@ -26,18 +77,19 @@ LogFormat = Annotated[Optional[LogFormatName], typer.Option(
          "json (the same, one object per line) [default: rich on a terminal, plain otherwise]")]
 
 # ``ctxmt prepare``'s options for real-size corpora (fields of ctxmt_cli.data.prepare.PrepareSpec)
-SpmSample = Annotated[int, typer.Option(min=1, help="SentencePiece trains on a seeded sample of about this many train "
+SpmSample = Annotated[int, typer.Option(**COUNT, help="SentencePiece trains on a seeded sample of about this many train "
                                         "pairs (sentences per side)")]
 SpmModel = Annotated[Optional[Path], typer.Option(help="reuse this SentencePiece .model (both sides) instead of "
                                                   "training one: corpora prepared with it share one vocabulary")]
-VocabFrom = Annotated[Optional[Path], typer.Option(help="reuse the SentencePiece model(s) of this prepared dataset "
-                                                   "instead of training")]
-Workers = Annotated[int, typer.Option(min=0, help="encoding processes (0: one per CPU)")]
-MinWords = Annotated[int, typer.Option(min=0, help="clean the train split: drop pairs with a side of fewer words "
+VocabFrom = Annotated[Optional[Path], typer.Option(help="reuse the SentencePiece model(s) of this prepared dataset, "
+                                                   "or of this checkpoint (an imported Marian model), instead of "
+                                                   "training")]
+Workers = Annotated[int, typer.Option(**WORKERS, help="encoding processes (0: one per CPU)")]
+MinWords = Annotated[int, typer.Option(min=0, max=MAX_POSITIONS, help="clean the train split: drop pairs with a side of fewer words "
                                        "(0: off)")]
-MaxWords = Annotated[int, typer.Option(min=0, help="clean the train split: drop pairs with a side of more words (0: "
+MaxWords = Annotated[int, typer.Option(min=0, max=MAX_POSITIONS, help="clean the train split: drop pairs with a side of more words (0: "
                                        "off; Moses clean-corpus-n is often run with 80)")]
-MaxLengthRatio = Annotated[float, typer.Option(min=0.0, help="clean the train split: drop pairs whose longer side has "
+MaxLengthRatio = Annotated[float, typer.Option(min=0.0, max=1000.0, help="clean the train split: drop pairs whose longer side has "
                                                "more than R times the words of the shorter (0: off; Moses: 9)")]
 
 #: ``ctxmt prepare FORMAT``: the corpus readers (ctxmt_cli.data.pipeline.FORMATS), then the derived formats
@@ -47,15 +99,15 @@ SpmType = Literal["unigram", "bpe"]
 TargetMode = Literal["prefix", "generate"]
 
 # the decoding options of ``translate`` and ``evaluate`` (None: the checkpoint's recipe decides)
-Beam = Annotated[Optional[int], typer.Option(min=1, show_default=False,
+Beam = Annotated[Optional[int], typer.Option(**BEAM, show_default=False,
                                              help="beam size [default: the recipe's decode.beam]")]
-Lenpen = Annotated[Optional[float], typer.Option(min=0.0, show_default=False,
+Lenpen = Annotated[Optional[float], typer.Option(**LENPEN, show_default=False,
                                                  help="length penalty [default: the recipe's decode.lenpen]")]
 BatchDocs = Annotated[Optional[int], typer.Option(
-    min=1, show_default=False, help="rows decoded in parallel: documents; pieces of documents for a model reading no "
+    **BATCH_DOCS, show_default=False, help="rows decoded in parallel: documents; pieces of documents for a model reading no "
     "earlier translation; windows in generate mode [default: the recipe's decode.batch_docs]")]
 WarmupSentences = Annotated[Optional[int], typer.Option(
-    min=0, max=64, show_default=False, help="a model reading its earlier translations: cut documents into pieces "
+    **WARMUP, show_default=False, help="a model reading its earlier translations: cut documents into pieces "
     "that translate side by side, each first translating (and dropping) N sentences before it as its target "
     "context (faster on a few long documents; the output may differ slightly from whole documents) [default: the "
     "recipe's decode.warmup_sentences; none: whole documents]")]

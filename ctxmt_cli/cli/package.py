@@ -67,9 +67,9 @@ def copy_recipe(
     dest: Path = typer.Argument(..., metavar="DIR", help="directory to copy into (created if missing)"),
 ):
     """Copy a packaged recipe (or a whole folder) into DIR to edit it; an existing file is never overwritten."""
-    from ctxmt_cli.recipe_catalog import copy_recipes
+    from ctxmt_cli.recipe_catalog import RECIPES_DIR, copy_recipes
 
-    check_output_dir(dest, "DIR")
+    check_output_dir(dest, "DIR", inputs=[RECIPES_DIR])        # never into the packaged recipes themselves
     for path in copy_recipes(name, dest):
         typer.echo(f"wrote {path}")
 
@@ -91,7 +91,13 @@ def _table(info: dict):
         ("step / epoch", f"{train['step']} / {train['epoch']}"), ("best", best),
         ("validations", str(train["validations"])), ("world size", str(train["world_size"] or "—")),
         ("resumable", "yes (optimiser state inside)" if train["resumable"] else "no (weights only)"),
+        ("tensor hashes", f"sha256 of {info['tensor_hashes']} tensors, all match" if info.get("tensor_hashes")
+         else "none (written before ctxmt recorded them)"),
     ]
+    imported = info.get("imported_from")
+    if imported:
+        rows.append(("imported from", f"{imported.get('kind')} model {imported.get('name_or_path') or '?'} "
+                                      f"({imported.get('folder')}; transformers {imported.get('transformers_version')})"))
     if train["averaged_from"]:
         rows.append(("averaged from", ", ".join(train["averaged_from"])))
     for depth, start in enumerate(train["init_from"]):

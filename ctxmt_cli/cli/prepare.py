@@ -9,6 +9,12 @@ import typer
 
 from ctxmt_cli.cli.errors import user_errors
 from ctxmt_cli.cli.options import (
+    BEAM,
+    SEED,
+    SENTENCE_TOKENS,
+    SENTENCES,
+    SYNTHETIC_DOCS,
+    VOCAB,
     Device,
     LogFormat,
     MaxLengthRatio,
@@ -39,12 +45,12 @@ def prepare(
     test: Optional[Path] = typer.Option(None, help="test PATH"),
     src_lang: str = typer.Option("src", help="source language code / file suffix"),
     tgt_lang: str = typer.Option("tgt", help="target language code / file suffix"),
-    vocab_size: int = typer.Option(8000, min=8, help="SentencePiece vocabulary size"),
+    vocab_size: int = typer.Option(8000, **VOCAB, help="SentencePiece vocabulary size"),
     joint: bool = typer.Option(True, "--joint/--separate", help="one SentencePiece model for both sides"),
     moses: bool = typer.Option(False, help="Moses-tokenize (sacremoses) before SentencePiece"),
     spm_type: SpmType = typer.Option("unigram", help="SentencePiece model type"),
-    max_sentence_tokens: int = typer.Option(250, min=4, help="longer sentences are truncated with a warning"),
-    seed: int = typer.Option(1, help="random seed"),
+    max_sentence_tokens: int = typer.Option(250, **SENTENCE_TOKENS, help="longer sentences are truncated with a warning"),
+    seed: int = typer.Option(1, **SEED, help="random seed"),
     spm_sample: SpmSample = 2_000_000,
     spm: SpmModel = None,
     vocab_from: VocabFrom = None,
@@ -52,17 +58,17 @@ def prepare(
     min_words: MinWords = 0,
     max_words: MaxWords = 0,
     max_length_ratio: MaxLengthRatio = 0.0,
-    docs: int = typer.Option(2000, min=41, help="synthetic: number of documents (>= 41)"),
+    docs: int = typer.Option(2000, **SYNTHETIC_DOCS, help="synthetic: number of documents"),
     force: bool = typer.Option(False, help="overwrite an existing output directory"),
     data: Optional[Path] = typer.Option(None, help="docrepair, reverse: the prepared dataset to read"),
     splits: str = typer.Option("train,valid", help="docrepair: splits to round-trip translate, comma-separated"),
     reverse: Optional[Path] = typer.Option(None, help="docrepair: target → source checkpoint (trained on "
                                            "`ctxmt prepare reverse`)"),
     forward: Optional[Path] = typer.Option(None, help="docrepair: source → target checkpoint"),
-    group_size: int = typer.Option(4, min=1, help="docrepair: sentences per group (Voita et al. 2019: 4)"),
-    stride: Optional[int] = typer.Option(None, min=1, help="docrepair: a group starts every N sentences "
+    group_size: int = typer.Option(4, **SENTENCES, help="docrepair: sentences per group (Voita et al. 2019: 4)"),
+    stride: Optional[int] = typer.Option(None, **SENTENCES, help="docrepair: a group starts every N sentences "
                                          "(default: the group size, disjoint groups)"),
-    beam: Optional[int] = typer.Option(None, min=1, help="docrepair: beam of the back-translation (and of the "
+    beam: Optional[int] = typer.Option(None, **BEAM, help="docrepair: beam of the back-translation (and of the "
                                        "forward one with --round-trip beam; default: each checkpoint recipe's)"),
     round_trip: RoundTripMode = typer.Option("sample", help="docrepair: the forward translation of the "
                                              "back-translations is sampled (seeded by --seed; Voita et al. 2019's "
@@ -89,6 +95,10 @@ def _prepare(ctx: typer.Context, p: dict) -> None:
     clean = CleanRules(p["min_words"], p["max_words"], p["max_length_ratio"])
     spec = {k: p[k] for k in ("src_lang", "tgt_lang", "vocab_size", "joint", "moses", "max_sentence_tokens", "seed",
                               "force", "spm_type", "spm_sample", "workers", "spm", "vocab_from")}
+    if spec["vocab_from"] is not None and Path(spec["vocab_from"]).is_file():     # a checkpoint's tokenizer
+        from ctxmt_cli.models.loading import open_checkpoint
+
+        spec["vocab_tokenizer"] = open_checkpoint(spec["vocab_from"]).tokenizer
     meta = prepare_from_cli(fmt, out, {"train": p["train"], "valid": p["valid"], "test": p["test"]}, docs=p["docs"],
                             clean=clean, **spec)
     typer.echo("\n".join(summary_lines(out, meta, clean)))

@@ -22,12 +22,20 @@ from typing import Optional
 import typer
 
 from ctxmt_cli.cli.errors import user_errors
-from ctxmt_cli.cli.options import Device, LogFormat
+from ctxmt_cli.cli.options import (
+    SEED,
+    SYNTHETIC_DOCS,
+    UPDATES,
+    Device,
+    LogFormat,
+)
 from ctxmt_cli.config import Recipe, load_recipe, recipe_to_dict, validate_recipe
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.outputs import check_new_or_replaceable, rebuilding, write_json
+from ctxmt_cli.outputs import write_json
+from ctxmt_cli.ownership import record
 from ctxmt_cli.paths import check_output_dir
 from ctxmt_cli.recipe_catalog import RECIPES_DIR
+from ctxmt_cli.replacing import check_new_or_replaceable, rebuilding
 
 #: One recipe per system the quickstart can run, packaged with ctxmt (``ctxmt recipes list quickstart``).
 RECIPE_DIR = RECIPES_DIR / "quickstart"
@@ -82,6 +90,7 @@ def _prepare(out: Path, docs: int, seed: int, console, stages: int) -> Path:
     data = out / "data"
     console.rule(f"[bold]1/{stages} synthetic benchmark")
     meta = prepare_synthetic(data, seed=seed, docs=docs, force=True, vocab_size=400)
+    record(out, [data])                              # a part done: --force may replace it even if a later one fails
     console.print(f"prepared {data}: " + ", ".join(f"{k} {v['sentences']} sentences" for k, v in meta["splits"].items()))
     return data
 
@@ -172,7 +181,7 @@ def run_quickstart(out: Path, docs: int = 2000, seed: int = 1, force: bool = Fal
     names = parse_systems(systems)
     recipes = {name: system_recipe(name, out, seed, updates) for name in names}   # every recipe checked first
     check_new_or_replaceable(out, "--out", force, kind="a quickstart folder", command="quickstart")
-    with rebuilding(out, "quickstart", ["results.json", "data", *names]):
+    with rebuilding(out, "quickstart"):
         payload = _run(out, names, recipes, docs, seed, device, log_format)
     return payload
 
@@ -215,6 +224,8 @@ def _train(name: str, recipe: Recipe, console, stage: str, device: str = "auto",
 
     console.rule(f"[bold]{stage} training {name} ({recipe.model.family}, {recipe.train.max_steps} updates)")
     result = train(recipe, device=device, log_format=log_format)
+    save_dir = Path(recipe.train.save_dir)
+    record(save_dir.parent, [save_dir])
     return {"family": recipe.model.family, "updates": result.history[-1]["step"], "seconds": result.seconds,
             "threads": torch.get_num_threads(), "checkpoint": str(result.averaged or result.best)}
 
@@ -222,12 +233,12 @@ def _train(name: str, recipe: Recipe, console, stage: str, device: str = "auto",
 @user_errors
 def quickstart_command(
     out: Path = typer.Option(Path("quickstart"), "--out", help="output directory"),
-    docs: int = typer.Option(2000, min=41, help="synthetic documents (>= 41)"),
+    docs: int = typer.Option(2000, **SYNTHETIC_DOCS, help="synthetic documents"),
     systems: Optional[str] = typer.Option(
         None, help="comma-separated systems, one packaged recipe each (`ctxmt recipes list quickstart`; "
         "default: concat,sentence)"),
-    updates: Optional[int] = typer.Option(None, min=1, help="updates per system (default: each recipe's train.max_steps)"),
-    seed: int = typer.Option(1, help="seed of the synthetic data and of every system's training"),
+    updates: Optional[int] = typer.Option(None, **UPDATES, help="updates per system (default: each recipe's train.max_steps)"),
+    seed: int = typer.Option(1, **SEED, help="seed of the synthetic data and of every system's training"),
     force: bool = typer.Option(False, help="reuse/overwrite an existing output directory"),
     device: Device = "auto",
     log_format: LogFormat = None,

@@ -13,11 +13,25 @@ import typer
 
 from ctxmt_cli.cli.errors import user_errors
 from ctxmt_cli.cli.options import (
+    BATCH_DOCS,
+    COUNT,
+    SENTENCES,
+    WAIT_MS,
     Beam,
     Device,
     Lenpen,
 )
 from ctxmt_cli.errors import CtxmtError
+
+#: --batch-wait-ms at most a minute: a longer wait would hold every answer past any client's patience
+MAX_WAIT_MS = 60_000.0
+
+
+def _finite(value: float) -> float:
+    """A number of seconds or milliseconds: finite (click's range lets NaN through)."""
+    if value != value or value in (float("inf"), float("-inf")):
+        raise typer.BadParameter("give a finite number")
+    return value
 
 
 def _check_packages() -> None:
@@ -38,20 +52,27 @@ def serve(
     host: str = typer.Option("127.0.0.1", help="address to listen on (0.0.0.0: every interface)"),
     port: int = typer.Option(8000, min=0, max=65535, help="port to listen on (0: a free one, printed)"),
     device: Device = "auto",
-    max_documents: int = typer.Option(1000, min=1, help="documents kept; a new one evicts the least recently used"),
-    max_batch_docs: int = typer.Option(16, min=1, help="requests (different documents) translated in one batch"),
-    max_sentences: int = typer.Option(64, min=1, help="sentences per request"),
-    max_sentence_chars: int = typer.Option(2000, min=1, help="characters per sentence"),
-    batch_wait_ms: float = typer.Option(10.0, min=0.0, help="how long a batch waits for more requests after its "
-                                        "first one"),
+    max_documents: int = typer.Option(1000, **COUNT, help="documents kept; a new one evicts the least recently used"),
+    max_batch_docs: int = typer.Option(16, **BATCH_DOCS, help="requests (different documents) translated in one batch"),
+    max_sentences: int = typer.Option(64, **SENTENCES, help="sentences per request"),
+    max_sentence_chars: int = typer.Option(2000, **SENTENCES, help="characters per sentence"),
+    batch_wait_ms: float = typer.Option(10.0, **WAIT_MS, callback=_finite,
+                                        help="how long a batch waits for more requests after its first one"),
+    header_timeout: float = typer.Option(10.0, min=0.001, max=3600.0, callback=_finite,
+                                         help="seconds a request's line and headers may take to arrive (a stalled "
+                                         "or trickling client is answered 408 and disconnected)"),
+    body_timeout: float = typer.Option(60.0, min=0.001, max=3600.0, callback=_finite,
+                                       help="seconds a request's body may take to arrive after its headers"),
+    max_connections: int = typer.Option(256, min=1, max=1_000_000, help="connections open at once; one more is "
+                                        "answered 503 and closed"),
     beam: Beam = None,
     lenpen: Lenpen = None,
     first_pass: Optional[Path] = typer.Option(None, help="hanoit reading target context: "
                                               "the sentence-level checkpoint whose "
                                               "translations it reads as target context"),
-    group_sentences: Optional[int] = typer.Option(None, min=1, help="mbe: groups of N consecutive sentences (the "
+    group_sentences: Optional[int] = typer.Option(None, **SENTENCES, help="mbe: groups of N consecutive sentences (the "
                                                   "server keeps the unfinished group) [default: the whole document]"),
-    max_document_sentences: Optional[int] = typer.Option(None, min=1, help="mbe without --group-sentences: the "
+    max_document_sentences: Optional[int] = typer.Option(None, **SENTENCES, help="mbe without --group-sentences: the "
                                                          "most sentences a document may hold (all are kept and "
                                                          "re-read) [default: 1024]"),
 ):
@@ -70,10 +91,17 @@ def serve(
     except BaseException:
         sock.close()
         raise
+    _serve(app, sock, line, ctx.params)
+
+
+def _serve(app, sock, line: str, options: dict) -> None:
+    """Serve ``app`` on ``sock`` with the connection limits of ``options`` until a signal stops it."""
+    from ctxmt_cli.serve.guard import ConnectionLimits
     from ctxmt_cli.serve.server import serve_forever
 
+    connections = ConnectionLimits(options["header_timeout"], options["body_timeout"], options["max_connections"])
     serve_forever(app, sock, lambda url: typer.echo(f"ctxmt: serve: listening on {url} ({line}); Ctrl-C or SIGTERM stops",
-                                                     err=True))
+                                                     err=True), connections)
 
 
 def _build(options: dict):

@@ -58,7 +58,8 @@ def train_command(
 @user_errors
 def average(
     checkpoints: List[Path] = typer.Argument(..., help="checkpoints to average"),
-    output: Path = typer.Option(..., "--output", "-o", help="averaged checkpoint to write (not one of the inputs)"),
+    output: str = typer.Option(..., "--output", "-o", metavar="PATH", help="averaged checkpoint to write (not one "
+                               "of the inputs)"),
     force: bool = typer.Option(False, help="overwrite an existing --output"),
 ):
     """Average the weights of several checkpoints of one model."""

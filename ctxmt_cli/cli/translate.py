@@ -9,7 +9,10 @@ import typer
 
 from ctxmt_cli.cli.errors import user_errors
 from ctxmt_cli.cli.options import (
+    BEAM,
+    CONTEXT,
     CONTEXT_HELP,
+    SENTENCES,
     BatchDocs,
     Beam,
     Device,
@@ -33,23 +36,24 @@ def translate(
                                   "folder (same windows and target-context forcing)"),
     output: str = typer.Option("-", "--output", "-o", help="output file, in the input's format; - = stdout, each "
                                "document written as soon as it is done"),
+    force: bool = typer.Option(False, help="replace an existing --output file"),
     input_format: InputFormat = typer.Option("text", help="text, or jsonl: one document per line "
                                              '{"doc_id": ..., "src": [...], "tgt_context": [...]} (tgt_context: '
                                              "translations of the first sentences, forced as their context); "
                                              'the output is one line {"doc_id", "translations"} per document'),
     scores: bool = typer.Option(False, "--scores", help="jsonl: add each sentence's log-probability (\"scores\")"),
-    nbest: Optional[int] = typer.Option(None, min=1, help="jsonl: add each sentence's N best translations "
+    nbest: Optional[int] = typer.Option(None, **BEAM, help="jsonl: add each sentence's N best translations "
                                         '("nbest"; N <= --beam)'),
     beam: Beam = None,
     lenpen: Lenpen = None,
     target_mode: TargetModeOption = None,
     batch_docs: BatchDocs = None,
     warmup_sentences: WarmupSentences = None,
-    context: Optional[int] = typer.Option(None, min=0, help=CONTEXT_HELP),
+    context: Optional[int] = typer.Option(None, **CONTEXT, help=CONTEXT_HELP),
     device: Device = "auto",
     repair: Optional[Path] = typer.Option(None, help="DocRepair: rewrite the translations with this repair checkpoint "
                                           "(`ctxmt prepare docrepair`), in groups of 4 consecutive sentences"),
-    group_sentences: Optional[int] = typer.Option(None, min=1, help="mbe: sentences per group (default: the whole "
+    group_sentences: Optional[int] = typer.Option(None, **SENTENCES, help="mbe: sentences per group (default: the whole "
                                                   "document is one group)"),
     group_order: GroupOrder = typer.Option("consecutive", help="mbe: consecutive, or length (groups of "
                                            "length-sorted sentences)"),
@@ -62,9 +66,9 @@ def translate(
     from ctxmt_cli.decode.settings import TranslationStats
 
     loading, stats = {"device": device, "first_pass": first_pass, "repair": repair, "engine": engine}, TranslationStats()
-    count = translate_file(input, output, checkpoint, loading, input_format=input_format, scores=scores, nbest=nbest,
-                           beam=beam, lenpen=lenpen, target_mode=target_mode, batch_docs=batch_docs, context=context,
-                           warmup_sentences=warmup_sentences,
+    count = translate_file(input, output, checkpoint, loading, input_format=input_format, scores=scores, force=force,
+                           nbest=nbest, beam=beam, lenpen=lenpen, target_mode=target_mode, batch_docs=batch_docs,
+                           context=context, warmup_sentences=warmup_sentences,
                            group_sentences=group_sentences, group_order=group_order, stats=stats)
     typer.echo(f"translated {count} sentences {stats.summary()}", err=True)
 

@@ -182,15 +182,15 @@ def fuse_model_state(model: nn.Module, state: dict) -> dict:
 
 
 class FeedForward(nn.Module):
-    """Position-wise ReLU feed-forward block."""
+    """Position-wise feed-forward block; ``activation``: relu (Vaswani et al.), gelu, or swish (SiLU, Marian's)."""
 
-    def __init__(self, d_model: int, ffn_dim: int, activation_dropout: float):
+    def __init__(self, d_model: int, ffn_dim: int, activation_dropout: float, activation: str = "relu"):
         super().__init__()
         self.fc1, self.fc2 = Linear(d_model, ffn_dim), Linear(ffn_dim, d_model)
-        self.dropout = nn.Dropout(activation_dropout)
+        self.dropout, self.act = nn.Dropout(activation_dropout), {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}[activation]
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.fc2(self.dropout(F.relu(self.fc1(x))))
+        return self.fc2(self.dropout(self.act(self.fc1(x))))
 
 
 class Sublayer(nn.Module):
@@ -209,10 +209,10 @@ class Sublayer(nn.Module):
 class EncoderLayer(nn.Module):
     """Self-attention + feed-forward."""
 
-    def __init__(self, d_model, heads, ffn_dim, dropout, attention_dropout, activation_dropout, normalize_before):
+    def __init__(self, d_model, heads, ffn_dim, dropout, attention_dropout, activation_dropout, normalize_before, activation="relu"):
         super().__init__()
         self.self_attn = MultiheadAttention(d_model, heads, attention_dropout, self_attention=True)
-        self.ffn = FeedForward(d_model, ffn_dim, activation_dropout)
+        self.ffn = FeedForward(d_model, ffn_dim, activation_dropout, activation)
         self.attn_block = Sublayer(d_model, dropout, normalize_before)
         self.ffn_block = Sublayer(d_model, dropout, normalize_before)
 
@@ -272,11 +272,11 @@ class DecoderLayer(nn.Module):
     """Causal self-attention (with an optional key/value cache) + cross-attention [+ context attention] + feed-forward."""
 
     def __init__(self, d_model, heads, ffn_dim, dropout, attention_dropout, activation_dropout, normalize_before,
-                 context: Optional[ContextAttention] = None):
+                 activation: str = "relu", context: Optional[ContextAttention] = None):
         super().__init__()
         self.self_attn = MultiheadAttention(d_model, heads, attention_dropout, self_attention=True)
         self.cross_attn = MultiheadAttention(d_model, heads, attention_dropout)
-        self.ffn = FeedForward(d_model, ffn_dim, activation_dropout)
+        self.ffn = FeedForward(d_model, ffn_dim, activation_dropout, activation)
         self.self_block = Sublayer(d_model, dropout, normalize_before)
         self.cross_block = Sublayer(d_model, dropout, normalize_before)
         self.ffn_block = Sublayer(d_model, dropout, normalize_before)

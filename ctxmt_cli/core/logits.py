@@ -40,8 +40,8 @@ def slice_width(rows: int, vocab: int, device: Optional[torch.device] = None) ->
 
 
 @torch.no_grad()
-def log_partition(states: Tensor, weight: Tensor, width: Optional[int] = None) -> Tensor:
-    """log Σ_v exp(states · weight_v) per row: (N,) float32 for ``states`` (N, C) and ``weight`` (V, C); no gradients.
+def log_partition(states: Tensor, weight: Tensor, width: Optional[int] = None, bias: Optional[Tensor] = None) -> Tensor:
+    """log Σ_v exp(states · weight_v + bias_v) per row: (N,) float32 for ``states`` (N, C), ``weight`` (V, C), ``bias`` (V,) or None.
 
     The (N, V) logits are never held. The vocabulary is projected one slice of ``width`` columns at a
     time (default :func:`slice_width`), and each slice's log-sum-exp comes from one log-softmax into a
@@ -54,7 +54,7 @@ def log_partition(states: Tensor, weight: Tensor, width: Optional[int] = None) -
     logprobs = torch.empty(n, width, dtype=torch.float32, device=states.device)   # (N, w), reused by every slice
     total = None
     for j in range(0, v, width):
-        z = linear(states, weight[j:j + width])                             # (N, w')
+        z = linear(states, weight[j:j + width], None if bias is None else bias[j:j + width])   # (N, w')
         lp = logprobs[:, :z.size(1)]
         torch.log_softmax(z, 1, dtype=torch.float32, out=lp)
         lse = z[:, 0].float() - lp[:, 0]                                    # (N,)

@@ -81,17 +81,17 @@ class EncoderDecoder(nn.Module):
         super().__init__()
         self.cfg, self.vocab = cfg, vocab
         d = cfg.d_model
-        self.scale = d ** 0.5
+        self.scale = d ** 0.5 if cfg.scale_embeddings else 1.0            # 1.0: Marian's scale_embedding false
         self.shift, self.per_window_shift = shift, per_window_shift
         self.src_embed = nn.Embedding(vocab.src_size, d, padding_idx=vocab.pad)
         share = cfg.share_embeddings
         share_all = (share == "all") or (share == "auto" and vocab.joint and vocab.src_size == vocab.tgt_size)
         self.tgt_embed = self.src_embed if share_all else nn.Embedding(vocab.tgt_size, d, padding_idx=vocab.pad)
-        self.output = Linear(d, vocab.tgt_size, bias=False)
-        self.src_pos = src_pos or PositionEncoding(d)
-        self.tgt_pos = tgt_pos or PositionEncoding(d)
+        self.output = Linear(d, vocab.tgt_size, bias=cfg.output_bias)
+        self.src_pos = src_pos or PositionEncoding(d, cfg.sinusoid)
+        self.tgt_pos = tgt_pos or PositionEncoding(d, cfg.sinusoid)
         self.dropout = nn.Dropout(cfg.dropout)
-        args = (d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout, cfg.activation_dropout, cfg.normalize_before)
+        args = (d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout, cfg.activation_dropout, cfg.normalize_before, cfg.activation)
         self.encoder_layers = nn.ModuleList(EncoderLayer(*args) for _ in range(cfg.encoder_layers))
         # context_attention = (parallel, gate[, mix]): each decoder layer gets a context-attention block (caching
         # family); mix: a factory of the module that joins a parallel block to cross-attention (HanoiT's gate)
@@ -303,9 +303,9 @@ class EncoderDecoder(nn.Module):
         states, target = hidden[where], batch.tgt_out[where]               # (N, C), (N,)
         if states.size(0) == 0:
             return result
-        weight = self.output.weight                                         # (V, C), no bias
-        picked = (states * weight.index_select(0, target)).float().sum(1)   # (N,) z_y
-        lse = torch.cat([log_partition(states[i:i + SCORE_ROWS], weight)    # (N,)
+        weight, bias = self.output.weight, self.output.bias                 # (V, C), (V,) or None
+        picked = (states * weight.index_select(0, target)).float().sum(1) + (0 if bias is None else bias[target])
+        lse = torch.cat([log_partition(states[i:i + SCORE_ROWS], weight, bias=bias)    # (N,)
                          for i in range(0, states.size(0), SCORE_ROWS)])
         return result.masked_scatter_(where, picked - lse)
 

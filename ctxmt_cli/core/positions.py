@@ -25,13 +25,14 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 
-def sinusoid(positions: Tensor, dim: int) -> Tensor:
-    """Sinusoidal codes of integer ``positions`` (...,) as (..., dim), sin and cos halves concatenated."""
-    half = dim // 2
-    scale = math.log(10000.0) / max(half - 1, 1)
-    inv_freq = torch.exp(torch.arange(half, device=positions.device, dtype=torch.float32) * -scale)
-    angles = positions.float().unsqueeze(-1) * inv_freq                     # (..., half)
-    out = torch.cat([angles.sin(), angles.cos()], dim=-1)
+def sinusoid(positions: Tensor, dim: int, layout: str = "tensor2tensor") -> Tensor:
+    """Sinusoidal codes of integer ``positions`` (...,) as (..., dim), sin and cos halves concatenated; frequencies
+    10000^(-i/(half-1)) (``tensor2tensor``), or 10000^(-2i/dim) in float64 (``marian``: Marian's, HF MarianMTModel's)."""
+    half, dtype = dim // 2, torch.float64 if layout == "marian" else torch.float32
+    scale = math.log(10000.0) / (dim / 2 if layout == "marian" else max(half - 1, 1))
+    inv_freq = torch.exp(torch.arange(half, device=positions.device, dtype=dtype) * -scale)
+    angles = positions.to(dtype).unsqueeze(-1) * inv_freq                   # (..., half)
+    out = torch.cat([angles.sin(), angles.cos()], dim=-1).float()
     return F.pad(out, (0, dim - 2 * half))                                  # odd dims: one zero column
 
 
@@ -57,14 +58,14 @@ class PositionEncoding(nn.Module):
     segment: Optional[str] = None
     persistent: bool = False
 
-    def __init__(self, d_model: int):
+    def __init__(self, d_model: int, layout: str = "tensor2tensor"):
         super().__init__()
-        self.d_model = d_model
+        self.d_model, self.layout = d_model, layout                        # layout: see sinusoid()
         self._first: Optional[Tensor] = None                               # cached codes of 0..n-1, see first()
 
     def forward(self, positions: Tensor, seg: Optional[Tensor]) -> Tensor:
         """Encoding (B, T, C) of ``positions`` (B, T); segments ``seg`` (B, T) are not read here."""
-        return sinusoid(positions, self.d_model)
+        return sinusoid(positions, self.d_model, self.layout)
 
     def first(self, length: int, device: torch.device) -> Tensor:
         """The codes of positions 0..length-1 without segments (1, length, C): what :meth:`forward` gives for a
@@ -73,7 +74,7 @@ class PositionEncoding(nn.Module):
         table = self._first
         if table is None or table.device != device or table.size(0) < length:
             n = max(length, 1024 if table is None or table.device != device else 2 * table.size(0))
-            table = self._first = sinusoid(torch.arange(n, device=device), self.d_model)   # (n, C)
+            table = self._first = sinusoid(torch.arange(n, device=device), self.d_model, self.layout)   # (n, C)
         return table[:length].unsqueeze(0)
 
     def persisted(self, positions: Tensor, seg: Optional[Tensor], encoding: Tensor) -> Optional[Tensor]:

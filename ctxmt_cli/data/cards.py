@@ -21,6 +21,7 @@ from typing import Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ctxmt_cli.config import read_yaml_file
+from ctxmt_cli.config_base import MAX_COUNT, MAX_VOCAB
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.recipe_catalog import packaged_recipes, shipped_folder
 
@@ -66,8 +67,8 @@ class Download(CardSection):
 class SplitCounts(CardSection):
     """What a correct preparation holds in one split."""
 
-    sentences: int = Field(ge=1, description="sentence pairs after preparation (and cleaning, where asked)")
-    documents: int = Field(ge=1, description="documents after preparation")
+    sentences: int = Field(ge=1, le=MAX_COUNT * 1000, description="sentence pairs after preparation (and cleaning, where asked)")
+    documents: int = Field(ge=1, le=MAX_COUNT * 1000, description="documents after preparation")
 
 
 class Check(CardSection):
@@ -86,7 +87,7 @@ class Preparation(CardSection):
     path: str = Field(min_length=1, description="the prepared directory, exactly the recipes' data.path")
     before: Optional[str] = Field(None, description="shell steps to run first (conversions, variables)")
     command: str = Field(description="the exact `ctxmt prepare ...` command, as the recipe headers give it")
-    vocab_size: Optional[int] = Field(None, ge=8, description="SentencePiece pieces per model")
+    vocab_size: Optional[int] = Field(None, ge=8, le=MAX_VOCAB, description="SentencePiece pieces per model")
     counts: dict[SplitName, SplitCounts] = Field(default_factory=dict, description="measured counts per split")
     check: Optional[Check] = Field(None, description="how the counts were verified")
     notes: Optional[str] = Field(None, description="anything else about this preparation")

@@ -49,8 +49,19 @@ def resolve_input(path: Path | str) -> Path:
     return path
 
 
-def decompression_problem(path: Path | str, err: BaseException) -> str:
-    """One line for a damaged or truncated compressed file (``err`` raised while reading it)."""
+#: the tool that tests (``-t``) a file of each compression
+_TESTER = {"gzip": "gzip", "xz": "xz", "bzip2": "bzip2"}
+
+
+def decompression_problem(path: Path | str, err: BaseException, line: int | None = None) -> str:
+    """One line for a damaged or truncated compressed file (``err`` raised while reading it, at ``line`` of the
+    decompressed text when known), with the test command of the file's own compression."""
     detail = " ".join(str(err).split()) or type(err).__name__
-    return (f"{path}: cannot decompress ({detail}); the file is damaged or truncated: download or "
-            f"compress it again (test it with e.g. `xz -t {path}`, `gzip -t`, `bzip2 -t`)")
+    where = f"{path}:{line}" if line is not None else f"{path}"
+    try:
+        tester = _TESTER.get(compression(path) or "", "")
+    except OSError:
+        tester = ""
+    test = f" (test it with `{tester} -t {path}`)" if tester else ""
+    return (f"{where}: cannot decompress ({detail}); the file is damaged or truncated: download or "
+            f"compress it again{test}")

@@ -37,10 +37,10 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from ctxmt_cli.data.prepare import DATASET_PATTERNS, check_prepare_output
+from ctxmt_cli.data.prepare import check_prepare_output
 from ctxmt_cli.data.store import FORMAT_VERSION, PreparedData, SplitWriter, choose_dtype, write_meta
 from ctxmt_cli.errors import CtxmtError, option
-from ctxmt_cli.outputs import build_dir
+from ctxmt_cli.replacing import build_dir
 
 GROUP_SIZE = 4
 
@@ -118,7 +118,7 @@ def _in_temp_dir(out: Path, force: bool, build: Callable[[Path], dict], command:
     """Run ``build(tmp)`` in a sibling temp directory and swap it in at ``out`` (the old one kept on any error);
     ``data``, the dataset read, must not be ``out`` nor lie inside it."""
     check_prepare_output(out, force, [data])
-    return build_dir(out, command, build, force=force, inputs=[data], patterns=DATASET_PATTERNS)
+    return build_dir(out, command, build, force=force, inputs=[data])
 
 
 def reverse_prepared(data: Path, out: Path, *, force: bool = False) -> dict:

@@ -25,6 +25,10 @@ _TOKEN = re.compile(
 )
 _MAX_SEG_CHARS = 1 << 20  # an unclosed <seg> must not swallow the whole file
 _OPEN_SEG = re.compile(r"<seg\b", re.IGNORECASE)
+# a tag that cannot stand inside a segment's text (a <seg> in a <seg>, a document tag): the scanner would otherwise
+# take the inner one's text as part of the outer one's and drop what follows, without a word
+_TAG_IN_SEG = re.compile(r"</?(?:seg|doc)\b", re.IGNORECASE)
+_CLOSE_SEG = re.compile(r"</seg\s*>", re.IGNORECASE)
 _LINE_BREAK = re.compile(r"\r\n|[\r\n]")
 _ATTR = re.compile(r"""([\w:-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""")
 
@@ -63,6 +67,10 @@ class _SideState:
         if not seg_id:
             raise fail(self.path, lineno, "<seg> without an id attribute",
                        'write it as <seg id="N">')
+        inner = _TAG_IN_SEG.search(text)
+        if inner:
+            raise fail(self.path, lineno, f"{inner.group()}> inside <seg id={seg_id}> (a segment holds text, not "
+                       "another segment or document)", "close each <seg> with </seg> before the next tag")
         if seg_id in self.seen:
             raise fail(self.path, lineno, f"duplicate seg id {seg_id} in doc {self.doc[0]}",
                        "give each segment of a document its own id")
@@ -84,6 +92,14 @@ class _SideState:
         return doc
 
 
+def _no_stray_close(path: Path, between: str, lineno: int) -> None:
+    """Text between the scanner's tokens holds no ``</seg>`` (the end of a segment nested in another, or one
+    never opened)."""
+    if _CLOSE_SEG.search(between):
+        raise fail(path, lineno, "</seg> without an opening <seg> (a <seg> nested in another?)",
+                   "give each segment one <seg id=N>...</seg> of its own")
+
+
 def xml_side(path: Path, role: str) -> Iterator[_XmlDoc]:
     """Stream the documents of one XML file."""
     state = _SideState(path)
@@ -93,6 +109,7 @@ def xml_side(path: Path, role: str) -> Iterator[_XmlDoc]:
         at = carry_line if carry else lineno
         pos = 0
         for m in _TOKEN.finditer(buf):
+            _no_stray_close(path, buf[pos:m.start()], lineno)
             pos = m.end()
             if m.group(0)[1] == "/":
                 yield state.close_doc(lineno)
@@ -102,6 +119,7 @@ def xml_side(path: Path, role: str) -> Iterator[_XmlDoc]:
                 state.open_doc(_attrs(m.group("doc")), lineno)
         rest = buf[pos:]
         open_seg = _OPEN_SEG.search(rest)
+        _no_stray_close(path, rest[:open_seg.start()] if open_seg else rest, lineno)
         carry = rest[open_seg.start():] if open_seg else ""
         carry_line = at if pos == 0 else lineno
         if len(carry) > _MAX_SEG_CHARS:

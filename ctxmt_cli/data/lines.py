@@ -69,7 +69,7 @@ def _line_blocks(f, path: Path, lines_done) -> Iterator[bytes]:
         try:
             data = f.read(_BLOCK_BYTES)
         except DECOMPRESSION_ERRORS as e:
-            raise CtxmtError(decompression_problem(f"{path}:{lines_done() + 1}", e)) from None
+            raise CtxmtError(decompression_problem(path, e, lines_done() + 1)) from None
         if not data:
             if carry:
                 yield carry
@@ -105,13 +105,26 @@ def _decoded(path: Path, lineno: int, raw: bytes) -> str:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise fail(path, lineno, f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1})",
-                   _ICONV_HINT.format(p=path)) from None
+                   misnamed_hint(path) or _ICONV_HINT.format(p=path)) from None
     if lineno == 1 and text.startswith("\ufeff"):
         text = text[1:]
     problem = text_problem(text)
     if problem is not None:
-        raise fail(path, lineno, f"not text: {problem}", _NUL_HINT.format(p=path))
+        raise fail(path, lineno, f"not text: {problem}", misnamed_hint(path) or _NUL_HINT.format(p=path))
     return text.rstrip("\r\n")
+
+
+def misnamed_hint(path: Path | str) -> str | None:
+    """The fix for a file named ``.gz``/``.xz``/``.bz2`` that does not start as such a file (so it was read as
+    text, and is not text): an encoding hint (``iconv``) would point the wrong way; None for any other name."""
+    kind = _NAMED_COMPRESSION.get(Path(path).suffix.lower())
+    if kind is None:
+        return None
+    return (f"its name says {kind} but it does not start like a {kind} file: it is damaged (download it again) or "
+            f"not compressed (rename it without {Path(path).suffix})")
+
+
+_NAMED_COMPRESSION = {".gz": "gzip", ".xz": "xz", ".bz2": "bzip2"}
 
 
 def count_lines(path: Path) -> int:
@@ -124,5 +137,5 @@ def count_lines(path: Path) -> int:
                 n += chunk.count(b"\n")
                 last = chunk[-1:]
     except DECOMPRESSION_ERRORS as e:
-        raise CtxmtError(decompression_problem(f"{path}:{n + 1}", e)) from None
+        raise CtxmtError(decompression_problem(path, e, n + 1)) from None
     return n + (last != b"\n")

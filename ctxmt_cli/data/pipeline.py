@@ -15,7 +15,6 @@ from typing import Callable, Optional
 from ctxmt_cli.data.clean import CleanRules
 from ctxmt_cli.data.formats import FORMATS as CORPUS_FORMATS
 from ctxmt_cli.data.prepare import (
-    DATASET_PATTERNS,
     PrepareSpec,
     SplitInput,
     check_prepare_output,
@@ -25,7 +24,7 @@ from ctxmt_cli.data.prepare import (
 )
 from ctxmt_cli.data.store import write_meta
 from ctxmt_cli.errors import CtxmtError, named, option
-from ctxmt_cli.outputs import build_dir
+from ctxmt_cli.replacing import build_dir
 
 FORMATS = ("synthetic", *CORPUS_FORMATS)
 
@@ -55,7 +54,7 @@ def prepare_synthetic(out: Path, *, seed: int = 1, docs: int = 2000, force: bool
         write_meta(tmp, meta)
         return meta
 
-    meta = build_dir(out, "prepare synthetic", build, force=force, patterns=DATASET_PATTERNS)
+    meta = build_dir(out, "prepare synthetic", build, force=force)
     if progress is not None:
         sizes = ", ".join(f"{k}: {v['sentences']} pairs" for k, v in meta["splits"].items())
         progress(f"wrote {out} ({sizes})")

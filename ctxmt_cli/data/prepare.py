@@ -30,12 +30,10 @@ from ctxmt_cli.data.store import FORMAT_VERSION, REFERENCE_FILE, SPLIT_NAME, Spl
 from ctxmt_cli.data.tokenize import BRK, SPECIAL_IDS, Tokenizer
 from ctxmt_cli.data.vocabulary import reuse_models, train_models, write_sample
 from ctxmt_cli.errors import CtxmtError, named, option
-from ctxmt_cli.outputs import build_dir, check_new_or_replaceable
 from ctxmt_cli.paths import check_input_file, check_output_dir
+from ctxmt_cli.replacing import build_dir, check_new_or_replaceable
 
 CHUNK_SENTENCES = 4096
-#: what a prepared dataset gains after `prepare` wrote it: first-pass streams (and their partial files)
-DATASET_PATTERNS = ("*.stream.*",)
 PROGRESS_EVERY = 100_000
 _CONVENTION = {
     "text": "PATH.{s} and PATH.{t} (and PATH.docids if present)",
@@ -80,7 +78,8 @@ class PrepareSpec:
     spm_sample: int = 2_000_000        # SentencePiece trains on a seeded sample of about this many pairs
     workers: int = 0                   # encoding processes; 0: one per CPU
     spm: Path | None = None            # reuse this SentencePiece model (joint) instead of training one
-    vocab_from: Path | None = None     # reuse the SentencePiece model(s) of this prepared dataset
+    vocab_from: Path | None = None     # reuse the SentencePiece model(s) of this prepared dataset (or checkpoint)
+    vocab_tokenizer: Tokenizer | None = None   # vocab_from a checkpoint: its tokenizer (the command line reads it)
     clean: CleanRules = CleanRules()   # train-split cleaning (off by default)
 
 
@@ -299,7 +298,7 @@ def check_prepare_output(out: Path, force: bool, inputs=()) -> None:
     containing none of ``inputs``, in a place we can write."""
     out = Path(out)
     if not (out.exists() or out.is_symlink()):
-        check_output_dir(out, option("out"))
+        check_output_dir(out, option("out"), inputs=inputs)
         return
     check_new_or_replaceable(out, option("out"), force, inputs, kind="a prepared dataset", command="prepare")
     check_output_dir(out.parent, f"the directory of {option('out')}")
@@ -313,7 +312,7 @@ def _callbacks(progress, warn) -> tuple[Callable[[str], None], Callable[[str], N
 def prepare_into(spec: PrepareSpec, directory: Path, progress: Callable[[str], None] | None = None,
                  warn: Callable[[str], None] | None = None) -> dict:
     """Validate ``spec`` and build the prepared dataset in the existing empty ``directory`` (a command's temp
-    directory, swapped into place by :func:`ctxmt_cli.outputs.build_dir`); its ``meta.json`` content."""
+    directory, swapped into place by :func:`ctxmt_cli.replacing.build_dir`); its ``meta.json`` content."""
     say, warn = _callbacks(progress, warn)
     _validate_spec(spec)
     lines = _validate_inputs(spec)
@@ -333,7 +332,7 @@ def prepare_corpus(spec: PrepareSpec, progress: Callable[[str], None] | None = N
     check_prepare_output(out, spec.force, spec_inputs(spec))
     lines = _validate_inputs(spec)
     meta = build_dir(out, "prepare", lambda tmp: _build(spec, tmp, say, warn, lines), force=spec.force,
-                     inputs=spec_inputs(spec), patterns=DATASET_PATTERNS)
+                     inputs=spec_inputs(spec))
     sizes = ", ".join(f"{k}: {v['sentences']} pairs" for k, v in meta["splits"].items())
     say(f"wrote {out} ({sizes})")
     return meta

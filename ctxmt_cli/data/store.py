@@ -33,6 +33,17 @@ from pathlib import Path
 
 import numpy as np
 
+from ctxmt_cli.data.store_check import (
+    DTYPES,
+    check_documents,
+    check_file_size,
+    check_meta,
+    check_offsets,
+    check_token_ids,
+    damaged,
+    load_tokenizer,
+    missing_split_fix,
+)
 from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.outputs import write_atomic
 
@@ -150,30 +161,40 @@ class SplitWriter:
 def _map(path: Path, dtype: str) -> np.ndarray:
     if not path.is_file():
         raise CtxmtError(f"prepared file missing: {path}; re-run `ctxmt prepare`")
+    check_file_size(path, np.dtype(dtype).itemsize)
     if path.stat().st_size == 0:
         return np.empty(0, dtype=dtype)
     return np.memmap(path, dtype=dtype, mode="r")
 
 
 class SplitArrays:
-    """Read-only view of one split: per-sentence token arrays and document boundaries."""
+    """Read-only view of one split: per-sentence token arrays and document boundaries, checked when opened
+    (:mod:`ctxmt_cli.data.store_check`; with ``vocab``: the token ids, with ``counts``: ``meta.json``'s counts)."""
 
-    def __init__(self, directory: Path, split: str, dtype: str):
+    def __init__(self, directory: Path, split: str, dtype: str, vocab: dict | None = None,
+                 counts: dict | None = None):
         d = Path(directory)
         self.name = split
+        if dtype not in _TYPECODES:
+            raise damaged(d / "meta.json", f"'dtype' is {dtype!r}, not one of {', '.join(DTYPES)}")
         self.src_data = _map(d / f"{split}.src.bin", dtype)
         self.tgt_data = _map(d / f"{split}.tgt.bin", dtype)
         self.src_offsets = _map(d / f"{split}.src.idx", "int64")
         self.tgt_offsets = _map(d / f"{split}.tgt.idx", "int64")
         self.doc_offsets = _map(d / f"{split}.docs", "int64")
         n = len(self.src_offsets) - 1
-        ok = (n >= 0 and len(self.tgt_offsets) == n + 1 and len(self.doc_offsets) >= 1
-              and int(self.src_offsets[-1]) == len(self.src_data)
-              and int(self.tgt_offsets[-1]) == len(self.tgt_data)
-              and int(self.doc_offsets[-1]) == n)
-        if not ok:
-            raise CtxmtError(f"prepared split {split!r} in {d} is inconsistent (sizes of its "
-                             f".bin/.idx/.docs files disagree); re-run `ctxmt prepare --force`")
+        if len(self.tgt_offsets) != n + 1:
+            raise CtxmtError(f"prepared split {split!r} in {d} is inconsistent ({split}.src.idx has {n + 1} "
+                             f"offsets, {split}.tgt.idx {len(self.tgt_offsets)}); re-run `ctxmt prepare --force`")
+        for side, data, offsets in (("src", self.src_data, self.src_offsets), ("tgt", self.tgt_data, self.tgt_offsets)):
+            check_offsets(offsets, len(data), d / f"{split}.{side}.idx",
+                          f"{split}.{side}.bin holds {len(data)} tokens")
+            if vocab is not None:
+                check_token_ids(data, vocab[side], d / f"{split}.{side}.bin")
+        check_documents(self.doc_offsets, n, d / f"{split}.docs")
+        if counts is not None and (counts["sentences"], counts["documents"]) != (n, self.n_documents):
+            raise damaged(d / "meta.json", f"split {split!r} holds {counts['sentences']} sentences in "
+                                           f"{counts['documents']} documents, its files {n} in {self.n_documents}")
 
     @property
     def n_sentences(self) -> int:
@@ -221,7 +242,7 @@ class StreamArrays:
     stand in for the split's target side; ``"src"``: a back-translation); ``info`` is its ``.stream.json``.
     """
 
-    def __init__(self, directory: Path, split: SplitArrays, name: str, dtype: str):
+    def __init__(self, directory: Path, split: SplitArrays, name: str, dtype: str, vocab: dict | None = None):
         d = Path(directory)
         info_path = d / f"{split.name}.{name}.stream.json"
         try:
@@ -229,12 +250,18 @@ class StreamArrays:
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise CtxmtError(f"{info_path} is not valid JSON ({e}); write the stream again with "
                              f"{option('force')}") from None
+        if not isinstance(self.info, dict):
+            raise CtxmtError(f"{info_path} is not a JSON object; write the stream again with {option('force')}")
         self.name, self.split, self.side = name, split.name, self.info.get("side")
         self.data = _map(d / f"{split.name}.{name}.stream.bin", dtype)
         self.offsets = _map(d / f"{split.name}.{name}.stream.idx", "int64")
         self.doc_offsets = split.doc_offsets
-        if (self.side not in ("src", "tgt") or len(self.offsets) != split.n_sentences + 1
-                or int(self.offsets[-1]) != len(self.data)):
+        if self.side in ("src", "tgt") and len(self.offsets) == split.n_sentences + 1:
+            stem = f"{split.name}.{name}.stream"
+            check_offsets(self.offsets, len(self.data), d / f"{stem}.idx", f"{stem}.bin holds {len(self.data)} tokens")
+            if vocab is not None:
+                check_token_ids(self.data, vocab[self.side], d / f"{stem}.bin")
+        else:
             raise CtxmtError(f"first-pass stream {name!r} of split {split.name!r} in {d} does not match the split "
                              f"({len(self.offsets) - 1} sentences for {split.n_sentences}); write it again with "
                              f"{option('force')}")
@@ -282,10 +309,13 @@ class PreparedData:
             self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise CtxmtError(f"{meta_path} is not valid JSON ({e}); re-run `ctxmt prepare --force`") from None
+        if not isinstance(self.meta, dict):
+            raise damaged(meta_path, f"it holds a JSON {type(self.meta).__name__}, not an object")
         version = self.meta.get("format_version")
         if version != FORMAT_VERSION:
             raise CtxmtError(f"{meta_path} has format_version {version!r}, this ctxmt reads "
                              f"{FORMAT_VERSION}; re-run `ctxmt prepare --force`")
+        check_meta(self.meta, meta_path, SPLIT_NAME)
         self._splits: dict[str, SplitArrays] = {}
 
     @property
@@ -296,11 +326,11 @@ class PreparedData:
     def split(self, name: str) -> SplitArrays:
         """Open split ``name``; an unknown name is a one-line error listing the splits."""
         if name not in self.meta["splits"]:
-            raise CtxmtError(f"split {name!r} is not in {self.dir} (available: "
-                             f"{', '.join(self.splits)}); prepare it with --{name} or pick "
-                             "another split")
+            raise CtxmtError(f"split {name!r} is not in {self.dir} (available: {', '.join(self.splits)}); "
+                             f"{missing_split_fix(name, SPLIT_NAME)}")
         if name not in self._splits:
-            self._splits[name] = SplitArrays(self.dir, name, self.meta["dtype"])
+            self._splits[name] = SplitArrays(self.dir, name, self.meta["dtype"], vocab=self.meta["vocab_size"],
+                                             counts=self.meta["splits"][name])
         return self._splits[name]
 
     def stream(self, split: str, name: str) -> StreamArrays:
@@ -310,7 +340,7 @@ class PreparedData:
             have = self.streams(split)
             raise CtxmtError(f"split {split!r} of {self.dir} has no finished first-pass stream {name!r} (streams: "
                              f"{', '.join(have) or 'none'}); write it with `ctxmt first-pass`")
-        return StreamArrays(self.dir, store, name, self.meta["dtype"])
+        return StreamArrays(self.dir, store, name, self.meta["dtype"], vocab=self.meta["vocab_size"])
 
     def streams(self, split: str) -> list[str]:
         """Names of the finished first-pass streams of ``split``, sorted."""
@@ -321,9 +351,7 @@ class PreparedData:
     @cached_property
     def tokenizer(self):
         """The dataset's :class:`~ctxmt_cli.data.tokenize.Tokenizer` (checked against meta)."""
-        from ctxmt_cli.data.tokenize import Tokenizer
-
-        tok = Tokenizer.load(self.dir)
+        tok = load_tokenizer(self.dir, self.meta)
         expected = self.meta.get("tokenizer_fingerprint")
         if expected and tok.fingerprint() != expected:
             raise CtxmtError(f"the SentencePiece model(s) in {self.dir} do not match its "

@@ -10,12 +10,14 @@ plan is refused without ``force``. Finishing renames the files into place and wr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from array import array
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ctxmt_cli import ownership
 from ctxmt_cli.data.store import _TYPECODES, STREAM_NAME
 from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.outputs import remove_stale, write_json
@@ -83,6 +85,8 @@ class StreamWriter:
                 what = "from other settings or another checkpoint" if reuse else "already"
                 raise CtxmtError(f"first-pass stream {self.name!r} of split {self.split!r} exists {what} "
                                  f"({self.info_path}); pass {option('force')} to write it again")
+            # only the files a first pass wrote, unchanged since (the dataset's manifest lists them)
+            ownership.check_files_replaceable([*self.final.values(), self.info_path], "first-pass stream file", force)
             self.remove()
         if self.progress_path.is_file():
             try:
@@ -97,12 +101,28 @@ class StreamWriter:
                                  f"{option('force')} to discard it, or re-run with its settings to resume")
             self.remove()
         self.remove()
-        for key in ("bin", "txt"):
-            self.partial[key].write_bytes(b"")
-        with open(self.partial["idx"], "wb") as f:
-            array("q", [0]).tofile(f)                                      # offsets start at 0: n+1 entries
-        self._save()
+        with self._nothing_left_on_failure(0):
+            for key in ("bin", "txt"):
+                self.partial[key].write_bytes(b"")
+            with open(self.partial["idx"], "wb") as f:
+                array("q", [0]).tofile(f)                                  # offsets start at 0: n+1 entries
+            self._save()
         return 0
+
+    @contextlib.contextmanager
+    def _nothing_left_on_failure(self, done: int):
+        """On any failure (a full disk, Ctrl-C, SIGTERM) while no document is recorded (``done`` 0), every file of
+        the stream is removed: there is nothing to resume, and empty ``.partial`` files are only litter. Once
+        documents are recorded the files stay, for the next run to resume from."""
+        try:
+            yield
+        except BaseException as err:
+            if done == 0:
+                with contextlib.suppress(OSError):
+                    self.remove()
+            if isinstance(err, OSError) and err.errno is not None and err.filename is None:
+                raise OSError(err.errno, err.strerror, str(self.dir)) from err     # a write names no file
+            raise
 
     def _resume(self, record: dict) -> int:
         """Cut the partial files back to the sizes the record vouches for (a crash may have left more)."""
@@ -134,17 +154,18 @@ class StreamWriter:
                 offsets.append(total)
                 parts.append(" ".join(line.splitlines()) + "\n")
         text = "".join(parts).encode("utf-8")
-        with open(self.partial["bin"], "ab") as f:
-            tokens.tofile(f)
-        with open(self.partial["idx"], "ab") as f:
-            offsets.tofile(f)
-        with open(self.partial["txt"], "ab") as f:
-            f.write(text)
-        self.progress["documents"] += len(ids)
-        self.progress["sentences"] += len(offsets)
-        self.progress["tokens"] = total
-        self.progress["text_bytes"] += len(text)
-        self._save()                                                       # only now do the appended bytes count
+        with self._nothing_left_on_failure(self.progress["documents"]):
+            with open(self.partial["bin"], "ab") as f:
+                tokens.tofile(f)
+            with open(self.partial["idx"], "ab") as f:
+                offsets.tofile(f)
+            with open(self.partial["txt"], "ab") as f:
+                f.write(text)
+            self.progress["documents"] += len(ids)
+            self.progress["sentences"] += len(offsets)
+            self.progress["tokens"] = total
+            self.progress["text_bytes"] += len(text)
+            self._save()                                                   # only now do the appended bytes count
 
     def finish(self, info: dict) -> dict:
         """Rename the partial files into place and write ``.stream.json`` (last); returns what was written."""
@@ -152,6 +173,13 @@ class StreamWriter:
             os.replace(self.partial[key], self.final[key])
         record = {"plan": self.plan, **info, "documents": self.progress["documents"],
                   "sentences": self.progress["sentences"], "tokens": self.progress["tokens"]}
-        _write_json(self.info_path, record)
+        try:
+            _write_json(self.info_path, record)
+        except BaseException:               # not finished after all (a full disk): the next run resumes it
+            for key in FILES:
+                os.replace(self.final[key], self.partial[key])
+            raise
         self.progress_path.unlink(missing_ok=True)
+        # listed in the dataset's manifest: a later --force (this one's, or prepare's) may replace exactly these
+        ownership.record(self.dir, [*self.final.values(), self.info_path, self.progress_path])
         return record

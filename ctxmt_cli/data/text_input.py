@@ -5,7 +5,9 @@
   character: it cannot be written out as UTF-8, nor tokenized). :func:`text_problem` says what is wrong.
 - JSON (:func:`load_json`): standard JSON only (Python's ``json`` accepts ``NaN``, ``Infinity`` and numbers
   like ``1e400`` that overflow to infinity; none of them is JSON), nested at most :data:`MAX_DEPTH` levels
-  (a line of 200,000 ``[`` would otherwise exhaust Python's recursion limit), every string and key text.
+  (a line of 200,000 ``[`` would otherwise exhaust Python's recursion limit), every string and key text, and
+  every key once per object (Python's ``json`` keeps the last of two equal keys without a word, so
+  ``{"src": "a", "src": "b"}`` would silently translate ``b``).
 
 The readers prefix :class:`JsonInputError`'s one line with ``FILE:LINE`` (the server answers it with a 4xx).
 """
@@ -52,7 +54,11 @@ def load_json(text: str):
     Malformed JSON still raises :class:`json.JSONDecodeError`, which each reader words its own way."""
     _check_depth(text)
     try:
-        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float,
+                           object_pairs_hook=_unique_keys)
+    except _DuplicateKey as dup:
+        raise JsonInputError(f"the key {_shown(dup.key)} appears twice in one object{_position(text, dup.key)}; "
+                             "a JSON object holds each key once: remove one of them") from None
     except RecursionError:                          # a backstop: the depth scan should have refused it
         raise JsonInputError(f"nested deeper than {MAX_DEPTH} levels") from None
     except (json.JSONDecodeError, JsonInputError):
@@ -65,6 +71,54 @@ def load_json(text: str):
         raise JsonInputError(f"{field or 'the value'} holds {problem}; text must hold no NUL and no unpaired "
                              "surrogate escape (\\ud800-\\udfff)", field or None)
     return value
+
+
+class _DuplicateKey(Exception):
+    """Raised inside the parser by :func:`_unique_keys` (not a ValueError, so the parser does not reword it)."""
+
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list) -> dict:
+    """``object_pairs_hook``: the object as a dict, or :class:`_DuplicateKey` for its first repeated key."""
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return value
+
+
+_KEY = re.compile(r'("[^"\\]*(?:\\.[^"\\]*)*")\s*:|[\[\]{}]|"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+def _position(text: str, key: str) -> str:
+    """`` (at line L, column C)`` of the second ``key`` in one object of ``text`` (which parsed), for the error
+    line; only run once a duplicate was found, so a good text never pays for the scan."""
+    stack: list = []                                  # per open bracket: the keys of an object, None for an array
+    for match in _KEY.finditer(text):
+        token = match.group()
+        if token in "[{":
+            stack.append(set() if token == "{" else None)
+        elif token in "]}":
+            stack.pop() if stack else None
+        elif match.group(1) is not None and stack and stack[-1] is not None:
+            name = json.loads(match.group(1))
+            if name == key and name in stack[-1]:
+                line = text.count("\n", 0, match.start()) + 1
+                column = match.start() - (text.rfind("\n", 0, match.start()) + 1) + 1
+                return f" (at line {line}, column {column})" if "\n" in text.strip() else f" (at column {column})"
+            stack[-1].add(name)
+    return ""
+
+
+def _shown(key: str) -> str:
+    """A key as the error line shows it: quoted, shortened, on one line."""
+    return json.dumps(key[:40])
 
 
 def _check_depth(text: str) -> None:

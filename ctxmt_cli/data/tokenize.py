@@ -10,6 +10,7 @@ nothing else.
 from __future__ import annotations
 
 import copy
+import errno
 import hashlib
 import json
 import os
@@ -20,6 +21,7 @@ from pathlib import Path
 import sentencepiece as spm
 
 from ctxmt_cli.errors import CtxmtError, option
+from ctxmt_cli.temps import disk_full
 
 SPECIAL_IDS = {"pad": 0, "unk": 1, "bos": 2, "eos": 3}
 BRK = "<brk>"
@@ -66,7 +68,20 @@ def train_sentencepiece(
             f"SentencePiece training on {input_file} failed ({msg}); check the training "
             f"text or change {option('vocab_size')}"
         ) from None
-    return model_prefix.with_name(model_prefix.name + ".model")
+    return _written_model(model_prefix.with_name(model_prefix.name + ".model"))
+
+
+def _written_model(path: Path) -> Path:
+    """``path``, the model SentencePiece just wrote, once it loads: SentencePiece does not check its writes, so
+    a nearly full disk leaves a truncated model (reported as the full disk it is)."""
+    try:
+        spm.SentencePieceProcessor(model_file=str(path))
+    except (RuntimeError, OSError) as e:
+        if disk_full(path.parent):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from None
+        raise CtxmtError(f"SentencePiece wrote {path}, which does not load ({' '.join(str(e).split())}); check the "
+                         "disk it is on and run again") from None
+    return path
 
 
 class MosesProcessor:

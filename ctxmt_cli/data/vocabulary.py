@@ -91,6 +91,8 @@ def reuse_models(spec, tmp: Path, say: Callable[[str], None]) -> Tokenizer:
                                          tgt_lang=spec.tgt_lang, user_symbols=spec.user_symbols), model)
         shutil.copyfile(model, tmp / "spm.model")
         return tok
+    if spec.vocab_tokenizer is not None:
+        return _checkpoint_models(spec, tmp, say)
     from ctxmt_cli.data.store import PreparedData
 
     data = PreparedData(Path(spec.vocab_from))
@@ -105,6 +107,27 @@ def reuse_models(spec, tmp: Path, say: Callable[[str], None]) -> Tokenizer:
         shutil.copyfile(data.dir / name, tmp / name)
     return Tokenizer(*(tok.to_state()[k] for k in ("src_model", "tgt_model")), moses=spec.moses,
                      src_lang=spec.src_lang, tgt_lang=spec.tgt_lang, user_symbols=tok.user_symbols)
+
+
+def _checkpoint_models(spec, tmp: Path, say: Callable[[str], None]) -> Tokenizer:
+    """The tokenizer a checkpoint carries (``spec.vocab_tokenizer``, read from ``spec.vocab_from`` by the command
+    line: an imported Marian model, or any trained model), its model file(s) written into ``tmp`` under the names
+    ``meta.json`` gives them, so documents are tokenized exactly as that model reads them."""
+    tok = spec.vocab_tokenizer
+    say(f"reusing the vocabulary of the checkpoint {spec.vocab_from}")
+    if tok.moses != spec.moses:
+        was = "with" if tok.moses else "without"
+        raise CtxmtError(f"{option('vocab_from')} {spec.vocab_from} reads text {was} Moses tokenization; "
+                         f"{'add' if tok.moses else 'drop'} {option('moses')}")
+    tok = _checked(lambda: spec.vocab_tokenizer, Path(spec.vocab_from))
+    state = tok.to_state()
+    if tok.joint:
+        (tmp / "spm.model").write_bytes(state["src_model"])
+    else:
+        (tmp / "spm.src.model").write_bytes(state["src_model"])
+        (tmp / "spm.tgt.model").write_bytes(state["tgt_model"])
+    return Tokenizer(state["src_model"], state["tgt_model"], moses=spec.moses, src_lang=spec.src_lang,
+                     tgt_lang=spec.tgt_lang, user_symbols=tok.user_symbols)
 
 
 def _checked(build: Callable[[], Tokenizer], where: Path) -> Tokenizer:

@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import IO, Iterable, Iterator, Optional, Sequence
 
+from ctxmt_cli.data.compressed import DECOMPRESSION_ERRORS, compression, decompression_problem, open_binary
+from ctxmt_cli.data.lines import misnamed_hint
 from ctxmt_cli.data.text_input import text_problem
 from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.outputs import remove_stale, temp_name
@@ -27,14 +29,15 @@ def _decode_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
         except UnicodeDecodeError as e:
             raise CtxmtError(
                 f"{name}:{lineno}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1}); "
-                f"convert it, e.g. iconv -f LATIN1 -t UTF-8"
+                f"{misnamed_hint(name) or 'convert it, e.g. iconv -f LATIN1 -t UTF-8'}"
             ) from None
         if lineno == 1 and text.startswith("\ufeff"):
             text = text[1:]
         problem = text_problem(text)
         if problem is not None:
-            raise CtxmtError(f"{name}:{lineno}: not text: {problem}; is it UTF-16 or a binary file? convert it to "
-                             "UTF-8 text, e.g. iconv -f UTF-16 -t UTF-8")
+            fix = misnamed_hint(name) or "is it UTF-16 or a binary file? convert it to UTF-8 text, e.g. iconv -f " \
+                "UTF-16 -t UTF-8"
+            raise CtxmtError(f"{name}:{lineno}: not text: {problem}; {fix}")
         yield text.rstrip("\r\n")
 
 
@@ -68,9 +71,28 @@ def input_lines(path_or_dash: str | Path) -> Iterator[str]:
     if str(path_or_dash) == "-":
         yield from _decode_lines(sys.stdin.buffer, "<stdin>")
         return
-    path = check_input_file(Path(path_or_dash), "input file", "check the path (use - for stdin)")
-    with open(path, "rb") as f:
-        yield from _decode_lines(f, str(path))
+    path = check_input_file(Path(path_or_dash), "input file", "check the path (use - for stdin)", dash=True)
+    yield from _decode_lines(file_lines(path), str(path))
+
+
+def file_lines(path: Path) -> Iterator[bytes]:
+    """The raw lines of a file, decompressed as they are read when it is gzip, xz or bzip2 (told by its first
+    bytes, as ``ctxmt prepare`` reads corpora); a damaged compressed stream is one line naming the file and line."""
+    with open_binary(path) as f:
+        if compression(path) is None:
+            yield from f
+            return
+        lines = iter(f)
+        lineno = 0
+        while True:
+            try:
+                raw = next(lines)
+            except StopIteration:
+                return
+            except DECOMPRESSION_ERRORS as err:
+                raise CtxmtError(decompression_problem(path, err, lineno + 1)) from None
+            lineno += 1
+            yield raw
 
 
 def read_documents(path_or_dash: str | Path) -> list[list[str]]:
@@ -107,7 +129,7 @@ class DocumentWriter:
 
     def __enter__(self) -> "DocumentWriter":
         if self.path is not None:
-            check_output_file(self.path, option("output"))           # again: the path may have changed meanwhile
+            check_output_file(self.path, option("output"), force=None)   # again: the path may have changed
             self._named(lambda: remove_stale(self.path.parent))            # what a killed run left here
             self.tmp = temp_name(self.path)
             self.file = self._named(lambda: open(self.tmp, "wb"))

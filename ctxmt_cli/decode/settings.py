@@ -118,6 +118,22 @@ class DecodeSettings:
         return replace(self, src_next_sentences=inputs.next_sentences(self.src_next_sentences))
 
 
+def _check_bounds(s: DecodeSettings) -> None:
+    """The numbers of ``s`` within the bounds of the recipe's ``decode`` keys (declared once, in the schema): a
+    caller of the Python API gets the refusal the command line and a recipe get (``beam=10**9``, ``lenpen=inf``)."""
+    from pydantic import ValidationError
+
+    from ctxmt_cli.config import DecodeConfig
+
+    names = ("beam", "lenpen", "max_len_a", "max_len_b", "batch_docs")
+    try:
+        DecodeConfig(**{name: getattr(s, name) for name in names})
+    except ValidationError as err:
+        first = err.errors()[0]
+        name = str(first["loc"][0])
+        raise OptionError(name, getattr(s, name), first["msg"].removeprefix("Value error, ")) from None
+
+
 def check_settings(s: DecodeSettings, documents: Sequence[Sequence[str]], given) -> list[Sequence]:
     """Refuse settings that cannot work (one line each); each document's given translations (none: empty)."""
     if s.target_mode not in MODES:
@@ -128,6 +144,7 @@ def check_settings(s: DecodeSettings, documents: Sequence[Sequence[str]], given)
         raise OptionError("warmup_sentences", s.warmup_sentences, "give 0 or more sentences (None: whole documents)")
     if s.beam < 1:                      # before the n-best check, which would blame nbest for it
         raise OptionError("beam", s.beam, "give a beam size >= 1")
+    _check_bounds(s)
     if not 1 <= s.nbest <= s.beam:
         raise OptionError("nbest", s.nbest, f"an n-best list holds at most the beam's {s.beam} translations; give "
                           f"a beam of {max(s.nbest, 1)} or more (and an n-best size >= 1)")

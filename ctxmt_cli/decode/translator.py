@@ -46,6 +46,7 @@ import torch
 
 from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.decode.encoded import Encoded, encode_document, first_pass_per_document
+from ctxmt_cli.decode.footprint import check_search_memory
 from ctxmt_cli.decode.generated import translate_generated
 from ctxmt_cli.decode.pieces import Piece, cut_pieces, lead_in, piece_input, piece_length
 from ctxmt_cli.decode.records import Candidate
@@ -179,6 +180,8 @@ def decode_documents(
     firsts = first_pass_per_document(model, documents, first_pass)           # refused where it does not fit
     encoded = [encode_document(tokenizer, doc, s.max_window_tokens, stats, f, g)
                for doc, f, g in zip(documents, firsts, given)]
+    if engine is None:                       # another engine's search keeps its own memory
+        check_search_memory(model, s, [ids for e in encoded for ids in e.ids], search.device)
     stats.documents += len(documents)
     results: list[list] = [[None if i < len(g) else [] for i in range(len(doc))] for doc, g in zip(documents, given)]
     own = isinstance(model, torch.nn.Module)                                 # another engine's model has no modes

@@ -27,6 +27,7 @@ from ctxmt_cli.evaluate.artefacts import DEFINITIONS, RecordingTokenizer, artefa
 from ctxmt_cli.evaluate.contrastive import decisions, score_contexts, summarize
 from ctxmt_cli.evaluate.testsets import TestSet, load_testsets, scores_lines
 from ctxmt_cli.outputs import file_sha256, remove_stale, write_atomic, write_json
+from ctxmt_cli.ownership import check_files_replaceable, record
 from ctxmt_cli.paths import check_output_dir, check_output_file
 
 
@@ -71,9 +72,12 @@ def run_contrastive(spec: str, checkpoint: Path, *, data: Optional[Path] = None,
 
     score_options = {k: options.pop(k) for k in ("context", "normalize", "span", "max_tokens", "context_gain")
                      if k in options}
-    if out is not None and (Path(out) / "results.json").exists() and not force:
-        raise CtxmtError(f"{out}/results.json exists; pass {option('force')} to overwrite it or choose another "
-                         f"{option('out')}")
+    if out is not None:                             # before the model loads: what can be known without the sets
+        inputs = _inputs(checkpoint, data, spec, options)
+        check_output_dir(Path(out), option("out"), inputs=inputs)
+        check_output_file(Path(out) / "results.json", f"{option('out')} file", force=None, inputs=inputs,
+                          make_parents=True)
+        check_files_replaceable([Path(out) / "results.json"], f"{option('out')} file", force)
     reader_options = {k: v for k, v in options.items() if v is not None}
     if score_options.get("context") is not None:  # readers that extract context (ContraPro documents) use K too
         reader_options["context"] = score_options["context"]
@@ -84,7 +88,7 @@ def run_contrastive(spec: str, checkpoint: Path, *, data: Optional[Path] = None,
     for ts in testsets:
         check_language_pair(ts, loaded.tokenizer, checkpoint)
     if out is not None:
-        check_outputs(Path(out), testsets, _inputs(checkpoint, data), force)
+        check_outputs(Path(out), testsets, _inputs(checkpoint, data, spec, options), force)
     with _progress(testsets, show, log_format, 2 if score_options.get("context_gain") else 1) as progress:
         scores, decided, summaries = score_sets(loaded, testsets, progress=progress, **score_options)
     results = {
@@ -98,11 +102,14 @@ def run_contrastive(spec: str, checkpoint: Path, *, data: Optional[Path] = None,
     return results
 
 
-def _inputs(checkpoint: Path, data: Optional[Path]) -> list[Path]:
-    """What ``contrastive`` reads: the checkpoint, ``--data`` and the files directly in a ``--data`` folder."""
-    inputs = [Path(checkpoint)] + ([] if data is None else [Path(data)])
-    if data is not None and Path(data).is_dir():
-        inputs += [p for p in Path(data).iterdir() if p.is_file()]
+def _inputs(checkpoint: Path, data: Optional[Path], spec: str = "", options: Optional[dict] = None) -> list[Path]:
+    """What ``contrastive`` reads: the checkpoint, the test set's folder or file (``--data`` or ``KIND:PATH``) and
+    the files directly in it, and the files its reader's options name (``--documents``, ``--json``)."""
+    named = [Path(p) for p in (data, spec.partition(":")[2] or None) if p is not None]
+    extra = [Path(v) for k, v in (options or {}).items() if k in ("documents", "json") and v not in (None, "none")]
+    inputs = [Path(checkpoint), *named, *extra]
+    for folder in (p for p in named if p.is_dir()):
+        inputs += [p for p in folder.iterdir() if p.is_file()]
     return inputs
 
 
@@ -113,11 +120,12 @@ def output_files(out: Path, testsets: list[TestSet]) -> list[Path]:
 
 
 def check_outputs(out: Path, testsets: list[TestSet], inputs: list[Path], force: bool) -> None:
-    """Before scoring: ``--out`` is a directory we may write and none of its files is an input."""
-    check_output_dir(out, option("out"))
+    """Before scoring: ``--out`` is a directory we may write, none of its files is an input, and one that exists is
+    replaced only with ``force`` and only if an earlier ``contrastive`` wrote it (unchanged since)."""
+    check_output_dir(out, option("out"), inputs=inputs)
     for path in output_files(out, testsets):
-        check_output_file(path, f"{option('out')} file", force=None if path.name != "results.json" else force,
-                          inputs=inputs, make_parents=True)
+        check_output_file(path, f"{option('out')} file", force=None, inputs=inputs, make_parents=True)
+    check_files_replaceable(output_files(out, testsets), f"{option('out')} file", force)
 
 
 def write_outputs(out: Path, results: dict, testsets: list[TestSet], scores: dict, decided: dict) -> None:
@@ -130,6 +138,7 @@ def write_outputs(out: Path, results: dict, testsets: list[TestSet], scores: dic
         rows = (json.dumps({"correct": ok, "tags": item.tags}, ensure_ascii=False) for item, ok in zip(ts.items, decided[ts.name]))
         write_atomic(out / f"{ts.name}.decisions.jsonl", "".join(r + "\n" for r in rows))
     write_json(out / "results.json", results)
+    record(out, output_files(out, testsets), command="contrastive")
 
 
 class _progress:

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ctxmt_cli.errors import CtxmtError, OptionError, option
+from ctxmt_cli.memory import check_fits
 
 TESTS = {"bootstrap": "bs", "ar": "ar"}  # our option value -> sacrebleu's test_type
 TEST_NAMES = {"bootstrap": "paired bootstrap resampling", "ar": "paired approximate randomization"}
@@ -65,6 +66,20 @@ def check_seed(seed: int) -> None:
                          f"(default {DEFAULT_SEED})")
 
 
+#: sacrebleu's sample counts when none is given
+DEFAULT_SAMPLES = {"bootstrap": 1000, "ar": 10000}
+#: bytes sacrebleu holds per sample and sentence at least: bootstrap, an int64 index and a float32 statistic
+#: (``stats[idxs]``); AR, two boolean selectors
+_BYTES_PER_DRAW = {"bootstrap": 12, "ar": 2}
+
+
+def _check_memory(test: str, samples: int | None, sentences: int) -> None:
+    """Refuse a test whose (samples x sentences) arrays cannot fit in memory: sacrebleu draws them all at once."""
+    n = samples or DEFAULT_SAMPLES[test]
+    check_fits(n * sentences * _BYTES_PER_DRAW[test], f"{TEST_NAMES[test]} with {n:,} samples of {sentences:,} "
+               "sentences", f"{option('samples')}")
+
+
 @contextmanager
 def _sacrebleu_seed(seed: int):
     # PairedTest and its baseline bootstrap read the seed from the environment, not from an argument
@@ -91,6 +106,7 @@ def paired_test(systems: Sequence[tuple[str, Sequence[str]]], references: Sequen
     from sacrebleu.significance import PairedTest
 
     check_seed(seed)
+    _check_memory(test, samples, len(references))
     metrics = make_metrics()
     named = [(name, list(hyps)) for name, hyps in systems]
     with _sacrebleu_seed(seed):

@@ -6,7 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+from ctxmt_cli.config_base import MAX_CONTEXT, MAX_POSITIONS
 from ctxmt_cli.errors import CtxmtError, option
+
+
+def _number(part: str, top: int) -> bool:
+    """``part`` is a plain decimal integer from 0 to ``top`` (``isdigit`` alone takes "²", which ``int`` refuses)."""
+    return part.isascii() and part.isdigit() and int(part) <= top
 
 
 def parse_group_sentences(text: Optional[str]) -> list[Optional[int]]:
@@ -14,9 +20,9 @@ def parse_group_sentences(text: Optional[str]) -> list[Optional[int]]:
     if text is None:
         return [None]
     parts = [p.strip() for p in str(text).split(",")]
-    if not all(p.isdigit() and int(p) > 0 or p == "all" for p in parts) or len(set(parts)) != len(parts):
-        raise CtxmtError(f"{option('group_sentences')} {text!r}: give sentences per group N >= 1 or all, each once, "
-                         "comma-separated, e.g. 1,2,4,8,all")
+    if not all(_number(p, MAX_POSITIONS) and int(p) > 0 or p == "all" for p in parts) or len(set(parts)) != len(parts):
+        raise CtxmtError(f"{option('group_sentences')} {text!r}: give sentences per group N from 1 to "
+                         f"{MAX_POSITIONS:,} or all, each once, comma-separated, e.g. 1,2,4,8,all")
     return [None if p == "all" else int(p) for p in parts]
 
 
@@ -25,9 +31,9 @@ def parse_contexts(text: Optional[str]) -> list[Optional[int]]:
     if text is None:
         return [None]
     parts = [p.strip() for p in str(text).split(",")]
-    if not all(p.isdigit() for p in parts):
-        raise CtxmtError(f"{option('context')} {text!r}: give context sizes K >= 0, comma-separated, e.g. "
-                         f"{option('context')} 1,2,3,4")
+    if not all(_number(p, MAX_CONTEXT) for p in parts):
+        raise CtxmtError(f"{option('context')} {text!r}: give context sizes K from 0 to {MAX_CONTEXT}, comma-separated, "
+                         f"e.g. {option('context')} 1,2,3,4")
     values = [int(p) for p in parts]
     if len(set(values)) != len(values):
         raise CtxmtError(f"{option('context')} {text!r}: each K once")

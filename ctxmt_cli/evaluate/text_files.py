@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ctxmt_cli.data.lines import misnamed_hint
+from ctxmt_cli.decode.documents import file_lines
 from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.paths import check_input_file
 
@@ -19,14 +21,14 @@ def read_lines(path: Path, role: str) -> list[str]:
         data = sys.stdin.buffer.read()
         path = "<stdin>"
     else:
-        path = check_input_file(Path(path), f"{role} file", "check the path")
-        data = path.read_bytes()
+        path = check_input_file(Path(path), f"{role} file", "check the path (use - for stdin)", dash=True)
+        data = b"".join(file_lines(path))              # a .gz/.xz/.bz2 file is decompressed as it is read
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
         raise CtxmtError(f"{role} {path}: not UTF-8 at byte offset {err.start} (line {line}); "
-                         "convert it, e.g. iconv -f LATIN1 -t UTF-8") from None
+                         f"{misnamed_hint(path) or 'convert it, e.g. iconv -f LATIN1 -t UTF-8'}") from None
     # split on \n only: str.splitlines() also breaks at \x0c, \u2028 ... and would misalign the files
     lines = [line.rstrip("\r") for line in text.removeprefix("\ufeff").split("\n")]
     if lines and lines[-1] == "":

@@ -51,7 +51,8 @@ class EvalRequest:
     samples: Optional[int] = None
     seed: int = 12345
     comet: Optional[Path] = None
-    out: Optional[Path] = None
+    out: Optional[str | Path] = None        # as given: a trailing slash names a folder, refused
+    force: bool = False                     # replace an existing --out (and its PNG)
     beam: Optional[int] = None              # decoding options (None: the checkpoint's recipe)
     lenpen: Optional[float] = None
     target_mode: Optional[str] = None
@@ -294,7 +295,7 @@ def _validate(req: EvalRequest) -> list[str]:
     if req.samples is not None and req.samples < 1:
         raise OptionError("samples", req.samples, "give a positive number of resamples / trials")
     if req.out is not None:                                         # before any work: a file we may write
-        check_output_file(Path(req.out), option("out"), make_parents=True, inputs=_inputs(req))
+        _check_out(req)
     if req.comet is not None:
         if req.hyps and req.src is None:
             raise CtxmtError(f"{option('comet')} needs the source sentences: give {option('src')} SOURCE_FILE (aligned "
@@ -349,6 +350,15 @@ def _significance(corpus: Corpus, req: EvalRequest, tests: list[str]) -> tuple[d
         results[test] = res.to_json()
         lines += format_paired(res)
     return results, lines
+
+
+def _check_out(req: EvalRequest) -> None:
+    """``--out`` (and the PNG beside it with ``group_sentences``): no input, no folder, not existing unless
+    ``force``."""
+    check_output_file(req.out, option("out"), force=req.force, make_parents=True, inputs=_inputs(req))
+    if req.group_sentences is not None:
+        check_output_file(Path(req.out).with_suffix(".group_sentences.png"), option("out"), force=req.force,
+                          inputs=_inputs(req))
 
 
 def _inputs(req: EvalRequest) -> list:

@@ -23,8 +23,9 @@ from typing import Optional
 
 from ctxmt_cli.errors import CtxmtError, OptionError
 from ctxmt_cli.export.ct2_folder import META_FILE, metadata, spm_files
-from ctxmt_cli.outputs import build_dir, check_new_or_replaceable, write_atomic, write_json
+from ctxmt_cli.outputs import write_atomic, write_json
 from ctxmt_cli.paths import check_not_input, check_output_dir
+from ctxmt_cli.replacing import build_dir, check_new_or_replaceable
 
 #: ``--quantization``: the weight types CTranslate2 stores
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "float16", "bfloat16")

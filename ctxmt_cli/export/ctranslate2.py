@@ -4,9 +4,10 @@ Shared by ``ctxmt export ctranslate2`` (:mod:`ctxmt_cli.export.ct2_export`) and 
 CTranslate2 peer (``ctxmt_cli/benchmarks/peer_ct2.py``), so the exported model is the very one the peer times.
 
 CTranslate2's Transformer and ctxmt's core (:mod:`ctxmt_cli.core.model`) compute the same function when the
-model has: ReLU feed-forward layers, embeddings scaled by sqrt(d_model), position codes *added once* at the input
-and indexed by the token's place in its sequence (a table: ctxmt's sinusoids written out for ``max_positions``
-places), pre- or post-LayerNorm (the final LayerNorm of a pre-norm stack), an output projection without bias.
+model has: ReLU, GELU or swish feed-forward layers, embeddings scaled by sqrt(d_model) or not, position codes *added
+once* at the input and indexed by the token's place in its sequence (a table: ctxmt's sinusoids, in either layout,
+written out for ``max_positions`` places), pre- or post-LayerNorm (the final LayerNorm of a pre-norm stack), an
+output projection with or without a bias.
 The query, key and value projections are fused into one matrix (self-attention) or key and value (cross-
 attention), as CTranslate2 stores them. Which models qualify is decided by :func:`ctxmt_cli.export.ct2_export.
 refusal`; this module maps weights and imports ``ctranslate2`` only inside :func:`transformer_spec`.
@@ -74,6 +75,8 @@ def _decoder(spec, model, max_positions: int, pre_norm: bool) -> None:
     if pre_norm:
         _norm(spec.layer_norm, model.decoder_norm)
     spec.projection.weight = _np(model.output.weight)
+    if model.output.bias is not None:                   # model.output_bias (Marian's final logits bias)
+        spec.projection.bias = _np(model.output.bias)
 
 
 def transformer_spec(model, max_positions: int):
@@ -82,11 +85,17 @@ def transformer_spec(model, max_positions: int):
 
     Vocabularies are not registered here: the caller adds the token strings of its ids.
     """
+    from ctranslate2.specs import common_spec
     from ctranslate2.specs import transformer_spec as ts
 
     cfg = model.cfg
     pre_norm = bool(cfg.normalize_before)
-    spec = ts.TransformerSpec.from_config((cfg.encoder_layers, cfg.decoder_layers), cfg.heads, pre_norm=pre_norm)
+    activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,
+                  "swish": common_spec.Activation.SWISH}[cfg.activation]
+    spec = ts.TransformerSpec.from_config((cfg.encoder_layers, cfg.decoder_layers), cfg.heads, pre_norm=pre_norm,
+                                          activation=activation)
+    if not cfg.scale_embeddings:                        # model.scale_embeddings false (Marian's scale_embedding)
+        spec.encoder.scale_embeddings = spec.decoder.scale_embeddings = False
     spec.config.layer_norm_epsilon = model.encoder_layers[0].attn_block.norm.eps
     _encoder(spec.encoder, model, max_positions, pre_norm)
     _decoder(spec.decoder, model, max_positions, pre_norm)

@@ -3,7 +3,8 @@
 ``torch.load(weights_only=True)`` and the safetensors reader guarantee that a file holds plain values and
 tensors, not that it holds *ctxmt's* values: a file crafted or damaged by hand can lack its vocabulary, carry a
 vocabulary of the wrong type, a corrupt SentencePiece model, a recipe this version no longer accepts, or
-weights that do not fit the model its recipe builds. Every command that reads a checkpoint goes through
+weights that do not fit the model its recipe builds, or weights whose bytes changed since ctxmt wrote them (each
+tensor's hash, :mod:`ctxmt_cli.models.tensor_hashes`). Every command that reads a checkpoint goes through
 :func:`check_checkpoint` (via :func:`ctxmt_cli.models.loading.read_checkpoint`), which turns each of these into
 one line naming the file, what is missing or wrong, and what to do, before any of it is used.
 """
@@ -21,6 +22,7 @@ from ctxmt_cli.config import Recipe, validate_recipe
 from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.core.layers import fuse_model_state
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.models.tensor_hashes import first_damaged
 
 #: the checkpoint layout this version writes and reads (``format`` in the file)
 CHECKPOINT_FORMAT = 1
@@ -32,7 +34,7 @@ REQUIRED = {"model": "the model weights", "recipe": "the resolved recipe", "voca
 #: optional fields and the types they must have when present (None is always allowed)
 OPTIONAL = {"format": int, "version": str, "family": str, "vocab_fingerprint": str, "meta": dict, "state": dict,
             "optimizer": dict, "scaler": dict, "rng": (list, tuple), "world_size": int, "averaged_from": (list, tuple),
-            "init_from": dict}
+            "init_from": dict, "tensor_hashes": dict, "imported_from": dict}
 #: TrainState counters ``ctxmt inspect`` and ``--resume`` read, and their types
 STATE_FIELDS = {"step": int, "epoch": int, "position": int, "best": numbers.Real, "best_step": int, "bad": int,
                 "last_valid_step": int, "elapsed": numbers.Real, "history": (list, tuple),
@@ -202,6 +204,9 @@ def check_checkpoint(ckpt: Any, path: Path) -> CheckedCheckpoint:
     """Check everything a loader reads from a checkpoint (see the module docstring); the parts, built."""
     path = Path(path)
     _check_fields(path, ckpt)
+    damage = first_damaged(ckpt)           # the numbers themselves, before any of them is used
+    if damage is not None:
+        raise _fail(path, f"it is damaged: {damage[1]}")
     recipe = _check_recipe(path, ckpt)
     vocab = _check_vocab(path, ckpt)
     tokenizer = _check_tokenizer(path, ckpt, vocab)

@@ -95,7 +95,9 @@ def checkpoint_info(path: Path) -> dict:
     ckpt, recipe, vocab = checked.raw, checked.recipe, checked.vocab
     return {
         "path": str(path), "container": container(path), "format": ckpt.get("format"), "ctxmt_version": ckpt.get("version"),
+        "tensor_hashes": len((ckpt.get("tensor_hashes") or {}).get("tensors") or {}) or None,   # checked at open
         "name": recipe.name, "family": recipe.model.family, "parameters": count_parameters(recipe, vocab),
         "vocabulary": vocabulary_info(ckpt), "training": training_info(ckpt, recipe),
+        "imported_from": ckpt.get("imported_from"),                       # `ctxmt import`: the folder and its files
         "recipe": recipe_to_dict(recipe),
     }

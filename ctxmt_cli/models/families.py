@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.core.model import EncoderDecoder
+from ctxmt_cli.memory import check_fits
 from ctxmt_cli.models.caching.inputs import CachingInputs
 from ctxmt_cli.models.caching.model import Caching
 from ctxmt_cli.models.concat.inputs import ConcatInputs
@@ -59,8 +60,19 @@ def remove_family(name: str) -> None:
 
 
 def build_model(cfg, vocab: VocabInfo) -> EncoderDecoder:
-    """Instantiate the family named by ``cfg.family`` (``cfg`` already resolved)."""
+    """Instantiate the family named by ``cfg.family`` (``cfg`` already resolved); dimensions whose weights cannot
+    fit in host memory are refused first (one line), not found out by the kernel's OOM killer."""
+    check_fits(4 * least_parameters(cfg, vocab), f"a model of d_model {cfg.d_model}, ffn_dim {cfg.ffn_dim}, "
+               f"{cfg.encoder_layers}+{cfg.decoder_layers} layers", "model.d_model, model.ffn_dim or the layers")
     return FAMILIES[cfg.family].model(cfg, vocab)
+
+
+def least_parameters(cfg, vocab: VocabInfo) -> int:
+    """The parameters every family's model of ``cfg``'s dimensions has at least: each encoder layer's attention and
+    feed-forward block, each decoder layer's two attentions and feed-forward block, one embedding table."""
+    d, f = cfg.d_model, cfg.ffn_dim
+    return (cfg.encoder_layers * (4 * d * d + 2 * d * f) + cfg.decoder_layers * (8 * d * d + 2 * d * f)
+            + max(vocab.src_size, vocab.tgt_size) * d)
 
 
 def resolve_model_config(cfg, meta: dict):

@@ -36,6 +36,8 @@ def _load(path: Path, device: str | torch.device) -> Any:
         with warnings.catch_warnings():     # torch's own warning about a foreign file would be a second line
             warnings.simplefilter("ignore")
             return torch.load(path, map_location=device, weights_only=True)
+    except PermissionError:             # unreadable is not damaged: the CLI words it as a permission problem
+        raise
     except Exception as err:  # noqa: BLE001 - any unpickling failure means "not our file"
         raise CtxmtError(f"{path} is not a readable ctxmt checkpoint ({type(err).__name__}); "
                          "it may be truncated or from another tool") from None

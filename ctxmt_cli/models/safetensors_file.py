@@ -5,7 +5,7 @@ A ``.safetensors`` checkpoint holds what inference needs and nothing a pickle co
 model(s) as ``uint8`` tensors under :data:`TOKENIZER_PREFIX`, and in the header's metadata (a str → str map)
 one JSON object under the key ``ctxmt``: format, version, family, resolved recipe, vocabulary record,
 fingerprint, the kept ``meta.json`` subset, the rest of the tokenizer state, the training counters ``ctxmt
-inspect`` shows, and the alias map. No optimiser state: such a file is for translating and sharing, not for
+inspect`` shows, the alias map and the SHA-256 of every weight (:mod:`ctxmt_cli.models.tensor_hashes`). No optimiser state: such a file is for translating and sharing, not for
 ``--resume``. Reading one gives the same dict a ``.pt`` checkpoint gives, checked by the same function.
 """
 
@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.models.tensor_hashes import tensor_hashes
 
 #: tensor names of the SentencePiece models (never a parameter name: those have no leading underscore)
 TOKENIZER_PREFIX = "__ctxmt__.tokenizer."
@@ -24,7 +25,7 @@ TOKENIZER_PREFIX = "__ctxmt__.tokenizer."
 METADATA_KEY = "ctxmt"
 #: the checkpoint fields a safetensors file keeps beside the weights
 KEPT = ("format", "version", "family", "recipe", "vocab", "vocab_fingerprint", "meta", "state", "averaged_from",
-        "world_size", "init_from")
+        "world_size", "init_from", "imported_from")
 _PROTOS = ("src_model", "tgt_model")
 
 
@@ -62,7 +63,8 @@ def safetensors_bytes(ckpt: dict) -> bytes:
         if proto is not None:
             tensors[TOKENIZER_PREFIX + name] = torch.frombuffer(bytearray(proto), dtype=torch.uint8).clone()
     fields = {k: ckpt[k] for k in KEPT if ckpt.get(k) is not None}
-    fields.update(tokenizer=tokenizer, aliases=aliases)
+    # the hashes of the weights this file holds (what a reader finds under "model", aliases included)
+    fields.update(tokenizer=tokenizer, aliases=aliases, tensor_hashes=tensor_hashes({"model": ckpt["model"]}))
     return save(tensors, metadata={"format": "pt", METADATA_KEY: json.dumps(fields)})
 
 
@@ -93,6 +95,8 @@ def read_safetensors(path: Path, device: str | torch.device = "cpu") -> dict:
         with safe_open(str(path), framework="pt", device=str(device)) as fh:
             metadata = fh.metadata()
             tensors = {name: fh.get_tensor(name) for name in fh.keys()}
+    except PermissionError:             # unreadable is not damaged: the CLI words it as a permission problem
+        raise
     except Exception as err:  # noqa: BLE001 - SafetensorError, OSError: a damaged or foreign file
         raise _unreadable(path, f"it cannot be read ({type(err).__name__}); it may be truncated") from None
     fields = _fields(path, metadata)

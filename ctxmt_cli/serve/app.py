@@ -11,8 +11,11 @@ Routes:
 Every error is ``{"error": "one line"}``: 400 malformed or non-standard JSON (NaN, Infinity, nested deeper than
 :data:`~ctxmt_cli.data.text_input.MAX_DEPTH`), 422 a body of the wrong shape (not an object, unknown or missing
 fields, wrong types, an empty list, a string that is not text: a NUL or a lone surrogate), 413 too many sentences,
-too long a sentence or too big a body, 404 an unknown route or document, 405 a method a route does not take, 500 a
-translation that failed (the server goes on). Requests are queued to the
+too long a sentence or too big a body (sentences are counted in characters of the decoded text), 415 a POST that
+is not ``application/json`` (:class:`JsonOnly`), 404 an unknown route or document, 405 a method a route does not
+take, 500 a translation that failed (the server goes on), 503 a server stopping or whose worker stopped on an
+error (then ``/health`` too); 408 and 503 also come from the connection limits (:mod:`~ctxmt_cli.serve.guard`).
+Requests are queued to the
 :class:`~ctxmt_cli.serve.batcher.Batcher`, whose worker thread runs the model, so the event loop never waits for
 it; a request whose client disconnects while it waits is dropped from the queue, never translated (``/health``
 counts it as ``dropped``).
@@ -27,7 +30,7 @@ import logging
 from dataclasses import dataclass
 
 from ctxmt_cli.data.text_input import JsonInputError, json_kind, load_json, text_problem
-from ctxmt_cli.serve.batcher import Batcher, Job, ShuttingDown
+from ctxmt_cli.serve.batcher import Batcher, Job, ShuttingDown, WorkerFailed
 from ctxmt_cli.serve.engine import Engine, RequestRefused, TranslateRequest
 
 log = logging.getLogger(__name__)
@@ -45,8 +48,10 @@ class Limits:
 
     @property
     def max_body_bytes(self) -> int:
-        """The largest body such sentences make (every character escaped as ``\\uXXXX``, plus the fields)."""
-        return self.max_sentences * (6 * self.max_sentence_chars + 8) + 2 * MAX_DOC_ID + 1024
+        """The largest body such sentences make: every character escaped as a surrogate pair (``\\ud83d\\ude00``,
+        12 bytes: what JSON writers that escape all non-ASCII write for an emoji), some whitespace around each,
+        and the other fields. The limits themselves are counted in characters of the decoded text."""
+        return self.max_sentences * (12 * self.max_sentence_chars + 64) + 12 * MAX_DOC_ID + 4096
 
 
 def build_app(engine: Engine, *, limits: Limits = Limits(), max_batch_docs: int = 16, batch_wait_ms: float = 10.0):
@@ -61,7 +66,9 @@ def build_app(engine: Engine, *, limits: Limits = Limits(), max_batch_docs: int 
               Route("/documents", handlers.documents, methods=["GET"]),
               Route("/documents/{doc_id:path}", handlers.delete, methods=["DELETE"]),
               Route("/health", handlers.health, methods=["GET"])]
-    app = Starlette(routes=routes, lifespan=handlers.lifespan, exception_handlers={
+    from starlette.middleware import Middleware
+
+    app = Starlette(routes=routes, lifespan=handlers.lifespan, middleware=[Middleware(JsonOnly)], exception_handlers={
         HTTPException: handlers.http_error, RequestRefused: handlers.refused, Exception: handlers.crashed})
     app.state.batcher, app.state.engine = handlers.batcher, engine
     return app
@@ -90,7 +97,7 @@ class _Handlers:
         queued = Job(job.doc_id, job, settle)
         try:
             self.batcher.submit(queued)
-        except ShuttingDown as err:
+        except (ShuttingDown, WorkerFailed) as err:
             return _error(503, str(err))
         if not await _answered_before_disconnect(request, future):
             queued.gone = True                      # still queued: the batcher drops it, nothing is translated
@@ -98,7 +105,7 @@ class _Handlers:
         result = future.result()
         if isinstance(result, RequestRefused):
             return _error(result.status, str(result))
-        if isinstance(result, ShuttingDown):
+        if isinstance(result, (ShuttingDown, WorkerFailed)):
             return _error(503, str(result))
         if isinstance(result, Exception):
             log.warning("translating document %r failed: %s", job.doc_id, _one_line(result))
@@ -120,6 +127,8 @@ class _Handlers:
     async def health(self, request):
         """``GET /health``: the model, the documents kept and the batch counters."""
         store, stats = self.engine.store, self.batcher.stats
+        if self.batcher.failed is not None:
+            return _error(503, str(self.batcher.failed))
         model = self.engine.model
         return _json({"status": "ok", "family": model.family, "checkpoint": str(model.checkpoint),
                       "documents": len(store), "max_documents": store.max_documents, "keeps": store.rule.describe(),
@@ -143,6 +152,38 @@ class _Handlers:
     async def crashed(self, request, exc: Exception):
         log.warning("%s %s failed: %s", request.method, request.url.path, _one_line(exc))
         return _error(500, f"internal error: {_one_line(exc)}")
+
+
+class JsonOnly:
+    """ASGI middleware: a POST whose Content-Type is not ``application/json`` (UTF-8) gets a 415 before anything
+    reads it. A web page can send another site a ``text/plain`` or form POST without asking; a JSON one needs
+    the browser's CORS preflight, which this server never grants, so no page can drive it cross-site."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["method"] == "POST":
+            given = dict(scope["headers"]).get(b"content-type", b"").decode("latin-1")
+            if not json_content_type(given):
+                shown = repr(given) if given else "none"
+                response = _error(415, f"POST needs Content-Type: application/json (UTF-8), not {shown}; send the "
+                                  "body as JSON with that header")
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def json_content_type(value: str) -> bool:
+    """Whether a Content-Type header says JSON: ``application/json``, with no charset or UTF-8's."""
+    kind, *params = [part.strip() for part in value.split(";")]
+    if kind.lower() != "application/json":
+        return False
+    for param in params:
+        name, _, given = param.partition("=")
+        if name.strip().lower() == "charset" and given.strip().strip('"').lower() not in ("utf-8", "utf8"):
+            return False
+    return True
 
 
 def _settle(future: asyncio.Future, result) -> None:

@@ -9,15 +9,26 @@ are kept, so each document's requests are translated in arrival order with the c
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import math
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Optional
 
+log = logging.getLogger(__name__)
+#: the longest a batch may wait for more requests (seconds): beyond it a request's answer would wait too long
+MAX_WAIT_S = 60.0
+
 
 class ShuttingDown(RuntimeError):
     """A job submitted while the batcher stops, or still queued when it stopped."""
+
+
+class WorkerFailed(RuntimeError):
+    """The worker thread stopped on an error of its own (not a translation's): every job gets this one."""
 
 
 @dataclass
@@ -54,13 +65,15 @@ class Batcher:
     on batches of submitted :class:`Job`; :meth:`start` and :meth:`stop` it around the server's life."""
 
     def __init__(self, translate: Callable[[list[Any]], list[Any]], *, max_docs: int, wait_s: float):
-        if max_docs < 1 or wait_s < 0:
-            raise ValueError("max_docs must be >= 1 and wait_s >= 0")
+        if max_docs < 1 or not (math.isfinite(wait_s) and 0 <= wait_s <= MAX_WAIT_S):
+            raise ValueError(f"max_docs must be >= 1 and wait_s in [0, {MAX_WAIT_S:g}]")
         self.translate, self.max_docs, self.wait_s = translate, max_docs, wait_s
         self.stats = BatchStats()
         self._pending: deque[Job] = deque()
         self._cond = threading.Condition()
         self._stopping = False
+        self._failed: Optional[WorkerFailed] = None
+        self._current: list[Job] = []                 # the batch being translated, until each job is answered
         self._thread: Optional[threading.Thread] = None
 
     def start(self) -> None:
@@ -82,8 +95,10 @@ class Batcher:
             job.done(ShuttingDown("the server is shutting down; send the request again once it is back"))
 
     def submit(self, job: Job) -> None:
-        """Queue ``job`` (any thread)."""
+        """Queue ``job`` (any thread); :class:`WorkerFailed` once the worker has stopped on an error."""
         with self._cond:
+            if self._failed is not None:
+                raise self._failed
             if self._stopping:
                 raise ShuttingDown("the server is shutting down; send the request again once it is back")
             self._pending.append(job)
@@ -95,20 +110,52 @@ class Batcher:
         with self._cond:
             return sum(not job.gone for job in self._pending)
 
+    @property
+    def failed(self) -> Optional[WorkerFailed]:
+        """Why the worker thread stopped on an error of its own, or None while it works."""
+        return self._failed
+
     def _work(self) -> None:
-        while True:
-            batch = self._next_batch()
-            if batch is None:
-                return
-            if not batch:                       # every waiting job was dropped
-                continue
+        """The worker thread: batches until stopped. It never dies silently: an error of its own (not a
+        translation's, which fails that batch only) fails every waiting job and every later submit with a
+        :class:`WorkerFailed`, and is logged."""
+        try:
+            while self._one_batch():
+                pass
+        except BaseException as err:  # noqa: BLE001 - reported to every job, waiting or to come
+            self._fail(err)
+
+    def _one_batch(self) -> bool:
+        """Translate the next batch and answer its jobs; False when stopping."""
+        batch = self._next_batch()
+        if batch is None:
+            return False
+        if not batch:                           # every waiting job was dropped
+            return True
+        self._current = list(batch)
+        try:
+            results = self.translate([job.payload for job in batch])
+        except Exception as err:  # noqa: BLE001 - every job of the batch gets the error; the worker goes on
+            results = [err] * len(batch)
+        self.stats.add(len(batch))
+        for job, result in zip(batch, results):
+            self._current.remove(job)
             try:
-                results = self.translate([job.payload for job in batch])
-            except Exception as err:  # noqa: BLE001 - every job of the batch gets the error; the worker goes on
-                results = [err] * len(batch)
-            self.stats.add(len(batch))
-            for job, result in zip(batch, results):
                 job.done(result)
+            except Exception as err:  # noqa: BLE001 - one answer that cannot be delivered stops no other
+                log.warning("could not answer a request: %s: %s", type(err).__name__, err)
+        return True
+
+    def _fail(self, err: BaseException) -> None:
+        failed = WorkerFailed(f"the translation worker stopped on an error ({type(err).__name__}: "
+                              f"{' '.join(str(err).split()) or 'no message'}); restart the server")
+        log.error("%s", failed)
+        with self._cond:
+            self._failed, left, self._pending = failed, self._current + list(self._pending), deque()
+            self._current = []
+        for job in left:
+            with contextlib.suppress(Exception):
+                job.done(failed)
 
     def _next_batch(self) -> Optional[list[Job]]:
         """Wait for a job, then up to ``wait_s`` for others (less once ``max_docs`` documents wait); take the

@@ -16,6 +16,11 @@ import time
 from typing import Callable, Optional
 
 from ctxmt_cli.errors import OptionError
+from ctxmt_cli.serve.guard import ConnectionLimits, guarded_protocol
+
+#: the signals that stop the server gracefully (the requests in flight answered, then exit 0): uvicorn's own
+#: (SIGINT, SIGTERM) and SIGHUP, which a closing terminal sends
+STOPPING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -45,17 +50,20 @@ def url_of(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def make_server(app, log_level: str = "warning"):
-    """A uvicorn server for ``app`` (no access log; uvicorn's own warnings and errors only)."""
+def make_server(app, log_level: str = "warning", connections: ConnectionLimits = ConnectionLimits()):
+    """A uvicorn server for ``app`` (no access log; uvicorn's own warnings and errors only) whose connections
+    keep ``connections``' read timeouts and cap (:mod:`ctxmt_cli.serve.guard`)."""
     import uvicorn
 
-    return uvicorn.Server(uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on"))
+    return uvicorn.Server(uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on",
+                                         http=guarded_protocol(connections)))
 
 
-def serve_forever(app, sock: socket.socket, announce: Callable[[str], None]) -> None:
-    """Serve ``app`` on ``sock`` until Ctrl-C or SIGTERM (a graceful stop: the requests in flight are answered,
-    then the process exits with status 0); ``announce(url)`` once it is listening."""
-    server = make_server(app)
+def serve_forever(app, sock: socket.socket, announce: Callable[[str], None],
+                  connections: ConnectionLimits = ConnectionLimits()) -> None:
+    """Serve ``app`` on ``sock`` until Ctrl-C, SIGTERM or SIGHUP (a graceful stop: the requests in flight are
+    answered, then the process exits with status 0); ``announce(url)`` once it is listening."""
+    server = make_server(app, connections=connections)
 
     async def run() -> None:
         task = asyncio.ensure_future(server.serve(sockets=[sock]))
@@ -76,30 +84,33 @@ def serve_forever(app, sock: socket.socket, announce: Callable[[str], None]) -> 
 
 @contextlib.contextmanager
 def _sigterm_stops(server):
-    """SIGTERM stops ``server`` gracefully and the process then exits with status 0.
+    """SIGTERM and SIGHUP stop ``server`` gracefully and the process then exits with status 0.
 
     uvicorn catches SIGTERM to stop gracefully (in-flight requests finish), then restores the handler it found
     and raises the signal again: with the default handler found, that kills the process (status -15) after the
     clean stop. So the handler it finds is this one, which asks the server to stop (also before uvicorn's own
-    is installed) and is harmless when raised again after the stop."""
+    is installed) and is harmless when raised again after the stop. SIGHUP, which uvicorn leaves alone, does
+    the same."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: setattr(server, "should_exit", True))
+    previous = {signum: signal.signal(signum, lambda signum, frame: setattr(server, "should_exit", True))
+                for signum in STOPPING}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 class ServerThread:
     """``app`` served on ``host``:``port`` (0: a free one) by uvicorn in a background thread, for tests and
     embedding: ``with ServerThread(app) as server: urlopen(server.url + "/health")``."""
 
-    def __init__(self, app, host: str = "127.0.0.1", port: int = 0):
+    def __init__(self, app, host: str = "127.0.0.1", port: int = 0, connections: ConnectionLimits = ConnectionLimits()):
         self.sock = bind(host, port)
         self.url = url_of(self.sock)
-        self.server = make_server(app)
+        self.server = make_server(app, connections=connections)
         self._thread = threading.Thread(target=self._run, name="ctxmt-serve", daemon=True)
         self._error: Optional[BaseException] = None
 

@@ -7,7 +7,8 @@ prepared data at hand: the resolved recipe, the tokenizer's state (its
 SentencePiece models), the :class:`VocabInfo`, a subset of ``meta.json``, the
 family name and the ctxmt version. Files are written through :mod:`ctxmt_cli.outputs`
 (a temp file in the same directory, renamed over the target), so a crash never
-leaves a half-written checkpoint behind a valid name.
+leaves a half-written checkpoint behind a valid name; each carries the hash of every tensor in it
+(:mod:`ctxmt_cli.models.tensor_hashes`), so a file damaged later is refused when read.
 
 Payloads hold only tensors and plain Python values, so they load with
 ``torch.load(weights_only=True)`` (no arbitrary unpickling).
@@ -30,11 +31,10 @@ from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.checkpoint_check import CHECKPOINT_FORMAT
 from ctxmt_cli.models.loading import read_checkpoint
+from ctxmt_cli.models.tensor_hashes import with_tensor_hashes
 from ctxmt_cli.outputs import copy_atomic, remove_stale, torch_save, write_atomic
 
 STEP_FILE = re.compile(r"^checkpoint_(\d+)\.pt$")
-#: what a training run writes into its save_dir (its manifest claims these names, see ctxmt_cli.outputs)
-RUN_FILES = ("checkpoint_*.pt", "metrics.jsonl", "tensorboard", "tensorboard/*", "plots", "plots/*.png")
 TMP_PREFIX = ".tmp-"          # the temp files of earlier ctxmt builds (removed when found)
 #: meta.json keys a checkpoint keeps (no local paths, no file names of the prepared dir)
 META_KEYS = ("src_lang", "tgt_lang", "joint", "moses", "vocab_size", "specials", "max_sentence_tokens",
@@ -44,13 +44,14 @@ META_KEYS = ("src_lang", "tgt_lang", "joint", "moses", "vocab_size", "specials",
 # ---- writing ------------------------------------------------------------------------------------
 def save_checkpoint(payload: dict, path: Path) -> Path:
     """Write a checkpoint atomically: safetensors when ``path`` ends in ``.safetensors`` (weights, recipe and
-    tokenizer only: :mod:`ctxmt_cli.models.safetensors_file`), else ``torch.save``."""
+    tokenizer only: :mod:`ctxmt_cli.models.safetensors_file`), else ``torch.save``. Either carries the hash of
+    every tensor it holds (:mod:`ctxmt_cli.models.tensor_hashes`), checked when it is read."""
     if Path(path).suffix == ".safetensors":
         from ctxmt_cli.models.safetensors_file import safetensors_bytes
 
         data = safetensors_bytes(payload)
         return write_atomic(path, data)
-    return torch_save(payload, path)
+    return torch_save(with_tensor_hashes(payload), path)
 
 
 # ---- RNG state -----------------------------------------------------------------------------------
@@ -215,3 +216,15 @@ def _check_same_model(a: dict, b: dict, path_a: Path, path_b: Path) -> None:
     shapes_b = {k: tuple(v.shape) for k, v in b["model"].items()}
     if shapes_a != shapes_b:
         raise CtxmtError(f"cannot average {path_b} with {path_a}: the models' parameters differ")
+
+
+def average_run(save_dir: Path, *, best_step: Optional[int], around_best: int, last: int) -> Optional[tuple]:
+    """A run's ``checkpoint_avg.pt``: from the best and the ``around_best`` step checkpoints after it
+    (``train.average_checkpoints``), or from the ``last`` step checkpoints (``train.average_last``). Returns
+    (the file, the steps averaged), or None when the recipe averages nothing."""
+    if (around_best == 0 or best_step is None) and last == 0:
+        return None
+    found = step_checkpoints(save_dir)
+    steps = last_steps(list(found), last) if last else averaging_steps(list(found), best_step, around_best)
+    paths = [found.get(s, save_dir / "checkpoint_best.pt") for s in steps]
+    return average_checkpoints(paths, save_dir / "checkpoint_avg.pt"), steps

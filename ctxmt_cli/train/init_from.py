@@ -34,7 +34,7 @@ from ctxmt_cli.outputs import file_sha256
 
 #: the model fields that make the architecture: they come from the checkpoint, never from the recipe
 ARCHITECTURE = ("d_model", "ffn_dim", "heads", "encoder_layers", "decoder_layers", "max_positions",
-                "normalize_before", "share_embeddings")
+                "normalize_before", "share_embeddings", "activation", "scale_embeddings", "sinusoid", "output_bias")
 
 
 @dataclass

@@ -64,6 +64,10 @@ class Reporter:
     def record_message(self, step: int, text: str, **fields) -> None: ...
     def close(self) -> None: ...
 
+    def files(self) -> list[Path]:
+        """The files this reporter wrote in the run's folder (none here)."""
+        return []
+
 
 class Clock:
     """Elapsed training time (a resumed run's earlier time included) and the ETA from the update budget
@@ -176,6 +180,10 @@ class LineView:
 
     def close(self) -> None: ...
 
+    def files(self) -> list[Path]:
+        """The files this reporter wrote in the run's folder (none here)."""
+        return []
+
 
 class MainReporter(Reporter):
     """Rank 0: ``metrics.jsonl``, TensorBoard and (when ``show``) the progress in ``log_format``: ``rich`` (a live
@@ -186,7 +194,11 @@ class MainReporter(Reporter):
         self.save_dir, self.max_steps, self.terms = Path(save_dir), max_steps, tuple(terms)
         self.clock = Clock(max_steps, max_minutes)
         self._jsonl = open(self.save_dir / "metrics.jsonl", "a", encoding="utf-8")
-        self._tb = _tensorboard(self.save_dir / "tensorboard")
+        board = self.save_dir / "tensorboard"
+        there = set(os.listdir(board)) if board.is_dir() else set()
+        self._tb = _tensorboard(board)
+        # exactly the event file this writer opened (the run's manifest lists it; a user's file there stays foreign)
+        self._tb_files = [board / n for n in os.listdir(board) if n not in there] if self._tb and board.is_dir() else []
         self._view = None
         if show:
             self._view = RichView(max_steps, self.terms) if log_format == "rich" else LineView(log_format, self.terms)
@@ -229,6 +241,12 @@ class MainReporter(Reporter):
         metrics.jsonl, and shown as :meth:`message` is."""
         self._write({"step": step, "kind": "message", "text": text, **fields}, durable=True)
         self.message(text)
+
+    def files(self) -> list[Path]:
+        """``metrics.jsonl`` and this sitting's TensorBoard event file, flushed: what the run's manifest lists."""
+        if self._tb is not None and not self._jsonl.closed:
+            self._tb.flush()
+        return [self.save_dir / "metrics.jsonl", *self._tb_files]
 
     def close(self) -> None:
         """Stop the bar and close the files."""

@@ -68,7 +68,8 @@ class _ProjectedCrossEntropy(torch.autograd.Function):
     """Per-row label-smoothed cross-entropy of ``hidden @ weightᵀ`` (see the module docstring)."""
 
     @staticmethod
-    def forward(ctx, hidden: Tensor, weight: Tensor, target: Tensor, pad: int, smoothing: float) -> Tensor:
+    def forward(ctx, hidden: Tensor, weight: Tensor, target: Tensor, pad: int, smoothing: float,
+                bias: Optional[Tensor] = None) -> Tensor:
         dtype, kind = compute_dtype(hidden), hidden.device.type
         h, w = hidden.to(dtype), weight.to(dtype)                          # (N, C), (V, C): cast once, kept cast
         n, v = h.size(0), w.size(0)
@@ -84,6 +85,8 @@ class _ProjectedCrossEntropy(torch.autograd.Function):
                     torch.mm(h[i:i + rows], w.t(), out=z)
                 else:
                     z.copy_(h[i:i + rows] @ w.t())                         # low-precision matmul, fp32 statistics
+                if bias is not None:                                       # an output bias (Marian's), added in fp32
+                    z.add_(bias.float())
                 picked = z.gather(1, target[i:i + rows, None]).squeeze(1)  # (r,)
                 mean = z.mean(1)                                           # (r,)
                 lse, total = exp_shift_(z)                                 # z now holds exp(z - max z)
@@ -92,6 +95,7 @@ class _ProjectedCrossEntropy(torch.autograd.Function):
         losses.masked_fill_(target == pad, 0.0)
         ctx.save_for_backward(h, w, target, probs)
         ctx.rows, ctx.smoothing, ctx.pad, ctx.dtypes = rows, smoothing, pad, (hidden.dtype, weight.dtype)
+        ctx.bias_dtype = None if bias is None else bias.dtype
         return losses
 
     @staticmethod
@@ -101,24 +105,31 @@ class _ProjectedCrossEntropy(torch.autograd.Function):
         grad = grad.float().masked_fill(target == ctx.pad, 0.0)[:, None]  # (N, 1): padding has no gradient
         onehot = torch.full((n, 1), eps - 1.0, dtype=torch.float32, device=h.device)  # (N, 1)
         grad_hidden, grad_weight = torch.empty_like(h), None              # (N, C) in the compute dtype
+        grad_bias = torch.zeros(v, dtype=torch.float32, device=h.device) if ctx.bias_dtype is not None else None
         for i in range(0, n, rows):
             g = probs[i:i + rows].sub_(eps / v)                            # (r, V) softmax -> dloss/dz in place
             g.scatter_add_(1, target[i:i + rows, None], onehot[i:i + rows])
-            g = g.mul_(grad[i:i + rows]).to(h.dtype)                       # no-op in float32
+            g = g.mul_(grad[i:i + rows])
+            if grad_bias is not None:                                      # dloss/dbias: the rows' dloss/dz summed
+                grad_bias.add_(g.sum(0))
+            g = g.to(h.dtype)                                              # no-op in float32
             torch.mm(g, w, out=grad_hidden[i:i + rows])                    # (r, C)
             part = g.t() @ h[i:i + rows]                                   # (V, C)
             # float32 accumulation over blocks; one block (a GPU's usual case) casts once at the end
             grad_weight = part if grad_weight is None else grad_weight.float().add_(part)
         if grad_weight is None:                                            # no rows at all
             grad_weight = torch.zeros_like(w)
-        return grad_hidden.to(ctx.dtypes[0]), grad_weight.to(ctx.dtypes[1]), None, None, None
+        if grad_bias is not None:
+            grad_bias = grad_bias.to(ctx.bias_dtype)
+        return grad_hidden.to(ctx.dtypes[0]), grad_weight.to(ctx.dtypes[1]), None, None, None, grad_bias
 
 
-def projected_token_losses(hidden: Tensor, weight: Tensor, target: Tensor, pad: int, smoothing: float) -> Tensor:
+def projected_token_losses(hidden: Tensor, weight: Tensor, target: Tensor, pad: int, smoothing: float,
+                           bias: Optional[Tensor] = None) -> Tensor:
     """Label-smoothed cross-entropy per target token (B, T) of ``hidden`` (B, T, C) projected by ``weight``
-    (V, C); 0 at padding. Equal to ``F.cross_entropy(hidden @ weightᵀ, target, ignore_index=pad,
+    (V, C) and ``bias`` (V,) if any; 0 at padding. Equal to ``F.cross_entropy(hidden @ weightᵀ + bias, target, ignore_index=pad,
     label_smoothing=smoothing, reduction="none")`` (under autocast: of the autocast ``F.linear``), with a
     fraction of its memory."""
     flat = hidden.reshape(-1, hidden.size(-1))                             # (B*T, C)
-    losses = _ProjectedCrossEntropy.apply(flat, weight, target.reshape(-1), pad, float(smoothing))  # (B*T,)
+    losses = _ProjectedCrossEntropy.apply(flat, weight, target.reshape(-1), pad, float(smoothing), bias)  # (B*T,)
     return losses.view(target.shape)

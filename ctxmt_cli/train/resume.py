@@ -96,3 +96,16 @@ def check_changes(changes: dict[str, tuple[Any, Any]], allowed: Iterable[str], p
         raise CtxmtError(f"{path} was trained with other recipe values: {describe(refused)}; resume with the "
                          f"values it was trained with, or accept the change with {option('allow_changed')} "
                          f"{','.join(refused)} (recorded in the run)")
+
+
+def record_changes(reporter, history: list, step: int, changes: dict) -> None:
+    """Recipe changes accepted with ``--allow-changed`` at ``step``: printed, a ``message`` row in metrics.jsonl
+    (through ``reporter``), and appended to ``history`` (the run's ``state.recipe_history``, so every later
+    checkpoint carries them)."""
+    if not changes:
+        return
+    changed = {k: list(v) for k, v in changes.items()}
+    history.append({"step": step, "changed": changed})
+    # a flag as data: the training log records the command line's permission
+    reporter.record_message(step, f"resumed at step {step} with changed recipe values (--allow-changed): "
+                                  f"{describe(changes)}", changed=changed)

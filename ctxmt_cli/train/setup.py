@@ -112,10 +112,10 @@ def window_dataset(data, split: str, recipe: Recipe, vocab: VocabInfo, role: str
 def _preflight(save_dir: Path, resume: bool, data: Path) -> tuple[Optional[str], Optional[Path]]:
     """(error message, checkpoint to resume from) — decided on rank 0 only."""
     try:                               # a file or an unwritable place: say so before the first update
-        check_output_dir(save_dir, "train.save_dir")
         if save_dir.is_dir() and Path(data).is_dir() and os.path.samefile(save_dir, data):
             raise CtxmtError(f"train.save_dir {save_dir} is the prepared dataset data.path {data}; checkpoints "
                              "go in a directory of their own: set another train.save_dir")
+        check_output_dir(save_dir, "train.save_dir", inputs=[data])
     except CtxmtError as err:
         return str(err), None
     existing = step_checkpoints(save_dir) if save_dir.is_dir() else {}

@@ -90,7 +90,8 @@ def batch_loss(model: nn.Module, batch: Batch, loss: LossSettings, amp: str,
     with autocast_for(amp, device):
         output = model(batch, project=False)
         target = batch.pack(batch.tgt_out) if chunked else batch.tgt_out    # (N,) or (B, T)
-        token = projected_token_losses(output.hidden, inner.output.weight, target, loss.pad, loss.label_smoothing)
+        token = projected_token_losses(output.hidden, inner.output.weight, target, loss.pad, loss.label_smoothing,
+                                       bias=inner.output.bias)
         if chunked:
             token = batch.unpack(token, batch.tgt_out.size(1))              # (B, T), 0 at padding
         terms = inner.loss_terms(batch, token, output)

@@ -13,6 +13,7 @@ schedule is a function of the step). The update itself lives in
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
@@ -29,23 +30,21 @@ from ctxmt_cli.config import Recipe, recipe_to_dict
 from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.data.batching import shard_batches
 from ctxmt_cli.data.noise import replace_tokens
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.models.families import build_model, inputs_of
 from ctxmt_cli.models.loading import load_state_strict
-from ctxmt_cli.outputs import claim, copy_atomic, torch_save
+from ctxmt_cli.outputs import copy_atomic
+from ctxmt_cli.signals import act_on_pending, deferred, pending
 from ctxmt_cli.train import setup as S
 from ctxmt_cli.train.checkpoint import (
-    RUN_FILES,
-    average_checkpoints,
-    averaging_steps,
+    average_run,
     capture_rng,
-    last_steps,
     model_payload,
     prune_checkpoints,
     remove_stale_temps,
     restore_copies,
     restore_rng,
-    step_checkpoints,
+    save_checkpoint,
 )
 from ctxmt_cli.train.distributed import (
     DistEnv,
@@ -59,7 +58,8 @@ from ctxmt_cli.train.distributed import (
 )
 from ctxmt_cli.train.init_from import InitRecord, describe_changes, start_from
 from ctxmt_cli.train.progress import make_reporter
-from ctxmt_cli.train.resume import describe
+from ctxmt_cli.train.resume import record_changes
+from ctxmt_cli.train.run_folder import RunFolder
 from ctxmt_cli.train.schedule import InverseSqrtSchedule
 from ctxmt_cli.train.step import LossSettings, Updater, make_optimizer, make_scaler
 from ctxmt_cli.train.telemetry import TrainLog
@@ -103,8 +103,16 @@ def train(recipe: Recipe, resume: bool = False, show_progress: bool = True, *, d
 class Trainer:
     """State and steps of one training run (one instance per process)."""
 
-    def __init__(self, recipe: Recipe, env: DistEnv, resume: bool, show_progress: bool,
-                 log_format: Optional[str] = None, allow_changed: tuple = ()):
+    def __init__(self, *args, **kwargs):
+        self.folder: Optional[RunFolder] = None           # rank 0's lock on save_dir, released on any failure
+        try:
+            self._setup(*args, **kwargs)
+        except BaseException:
+            self.close()
+            raise
+
+    def _setup(self, recipe: Recipe, env: DistEnv, resume: bool, show_progress: bool,
+               log_format: Optional[str] = None, allow_changed: tuple = ()):
         self.env, self.cfg = env, recipe.train
         if self.cfg.threads:
             torch.set_num_threads(self.cfg.threads)
@@ -124,11 +132,11 @@ class Trainer:
         self.updater = Updater(self.model, self.optimizer, self.scaler, env, self.loss, self.cfg.amp, self.cfg.clip_norm,
                                self.cfg.compile)
         if env.is_main:
-            self.save_dir.mkdir(parents=True, exist_ok=True)
-            claim(self.save_dir, "train", RUN_FILES, {"init_from": self.init_record})
+            self.folder = RunFolder.take(self.save_dir, fresh=ckpt is None)    # before anything is written
+            self.folder.claim({"init_from": self.init_record})
             remove_stale_temps(self.save_dir)
             if ckpt is not None:
-                restore_copies(self.save_dir, Path(ckpt["_path"]), self.state.best_step)
+                self.folder.record(restore_copies(self.save_dir, Path(ckpt["_path"]), self.state.best_step))
         barrier(env)
         # metrics.jsonl keeps only lines up to the start step (0: a fresh run starts a fresh file)
         self.reporter = make_reporter(env.is_main, self.save_dir, self.cfg, show_progress, self.state.step,
@@ -136,7 +144,7 @@ class Trainer:
         self.log = TrainLog(self.cfg, env, self.scaler is not None, self.loss.layout)
         if ckpt is not None:
             self.reporter.message(f"resumed from {ckpt['_path']} at step {self.state.step}")
-            self._record_changes(ckpt.get("_changes") or {})
+            record_changes(self.reporter, self.state.recipe_history, self.state.step, ckpt.get("_changes") or {})
         elif resume:
             self.reporter.message(f"no checkpoint in {self.save_dir} to resume from; starting a fresh run")
         if ckpt is None and self.parent is not None:
@@ -144,17 +152,6 @@ class Trainer:
         self.t0 = time.monotonic() - self.state.elapsed
         self.stop_reason: Optional[str] = None
         self._epoch_cache: tuple[int, list] = (-1, [])
-
-    def _record_changes(self, changes: dict) -> None:
-        """Recipe changes accepted with ``--allow-changed``: printed, a ``message`` row in metrics.jsonl, and in
-        ``state.recipe_history`` (so every later checkpoint of the run carries them)."""
-        if not changes:
-            return
-        step = self.state.step
-        self.state.recipe_history.append({"step": step, "changed": {k: list(v) for k, v in changes.items()}})
-        # a flag as data: the training log records the command line's permission
-        self.reporter.record_message(step, f"resumed at step {step} with changed recipe values (--allow-changed): "
-                                           f"{describe(changes)}", changed={k: list(v) for k, v in changes.items()})
 
     def _report_init(self) -> None:
         """Print the init_from lines (architecture values overridden; tensors loaded, new, skipped) and record
@@ -242,9 +239,11 @@ class Trainer:
         self.reporter.start(self.state.step, self.state.elapsed)
         if self.state.step >= self.cfg.max_steps or self.state.epoch >= self.cfg.max_epochs:
             self.stop_reason = "done"
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxmt-collate") as pool:
+        with deferred(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxmt-collate") as pool:
             while self.stop_reason is None:
                 self._run_epoch(pool)
+            if self.stop_reason == "signal":
+                self._save_resumable()
         self.log.flush(self.state.step, self.reporter, self.save_dir)
         if self.state.last_valid_step != self.state.step or self.state.best_step is None:
             self._validate_and_save()
@@ -299,6 +298,8 @@ class Trainer:
             self._validate_and_save()
         if step >= self.cfg.max_steps and self.stop_reason is None:
             self.stop_reason = "max_steps"
+        if any_rank(pending() is not None, self.env):              # every rank stops after the same update
+            self.stop_reason = "signal"
 
     def _check_time(self, at_sync_point: bool) -> None:
         """``max_minutes``: every update alone; at log points in a job, where ranks agree on it."""
@@ -342,8 +343,9 @@ class Trainer:
         if os.environ.get(KILL_ENV) == str(st.step):
             os.kill(os.getpid(), signal.SIGKILL)
 
-    def _save(self, improved: bool) -> None:
-        """checkpoint_{step}.pt, then _best (if improved) and _last as atomic copies; prune old ones."""
+    def _save(self, improved: bool, step_file: bool = True) -> None:
+        """checkpoint_{step}.pt, then _best (if improved) and _last as atomic copies; prune old ones. Without
+        ``step_file``, checkpoint_last.pt alone (a run stopped between validations: averaging sees validated steps)."""
         self.state.elapsed = time.monotonic() - self.t0
         rng = gather_objects(capture_rng(), self.env)              # collective: every rank takes part
         if not self.env.is_main:
@@ -353,24 +355,38 @@ class Trainer:
             optimizer=self.optimizer.state_dict(), scaler=self.scaler.state_dict() if self.scaler else None,
             state=self.state.to_dict(), rng=rng, world_size=self.env.world, init_from=self.init_record,
         )
-        step_path = torch_save(payload, self.save_dir / f"checkpoint_{self.state.step}.pt")
-        if improved:
-            copy_atomic(step_path, self.save_dir / "checkpoint_best.pt")
-        copy_atomic(step_path, self.save_dir / "checkpoint_last.pt")
-        prune_checkpoints(self.save_dir, self.cfg.keep_checkpoints, self.state.best_step, self.cfg.average_checkpoints)
+        if not step_file:
+            last = save_checkpoint(payload, self.save_dir / "checkpoint_last.pt")
+            self.folder.record([last, *self.reporter.files()])
+            return
+        step_path = save_checkpoint(payload, self.save_dir / f"checkpoint_{self.state.step}.pt")   # hashed
+        copies = [copy_atomic(step_path, self.save_dir / name) for name in
+                  (["checkpoint_best.pt"] if improved else []) + ["checkpoint_last.pt"]]
+        pruned = prune_checkpoints(self.save_dir, self.cfg.keep_checkpoints, self.state.best_step,
+                                   self.cfg.average_checkpoints)
+        self.folder.saved(step_path, copies, pruned, self.reporter.files())
+
+    def _save_resumable(self) -> None:
+        """Stopped by a signal (Ctrl-C, SIGTERM, SIGHUP: a Slurm preemption) after an update: its train row logged,
+        checkpoint_last.pt written for ``--resume``, then the interruption raised, saying so (on every rank)."""
+        step = self.state.step
+        self.log.flush(step, self.reporter, self.save_dir)
+        if step > self.state.last_valid_step:                      # else checkpoint_last.pt holds this step
+            self._save(improved=False, step_file=False)
+        barrier(self.env)
+        act_on_pending(f"saved {self.save_dir / 'checkpoint_last.pt'} at step {step}; continue it with "
+                       f"{option('resume')}", fallback=signal.SIGTERM)
 
     def _average(self) -> Optional[Path]:
-        """checkpoint_avg.pt from the best and the ``average_checkpoints`` step checkpoints after it, or from the
-        last ``average_last`` step checkpoints."""
-        n, last, out = self.cfg.average_checkpoints, self.cfg.average_last, self.save_dir / "checkpoint_avg.pt"
-        if (n == 0 or self.state.best_step is None) and last == 0:
+        """checkpoint_avg.pt as the recipe says (:func:`~ctxmt_cli.train.checkpoint.average_run`), on rank 0."""
+        if (self.cfg.average_checkpoints == 0 or self.state.best_step is None) and self.cfg.average_last == 0:
             return None
+        out = self.save_dir / "checkpoint_avg.pt"
         if self.env.is_main:
-            found = step_checkpoints(self.save_dir)
-            steps = last_steps(list(found), last) if last else averaging_steps(list(found), self.state.best_step, n)
-            paths = [found.get(s, self.save_dir / "checkpoint_best.pt") for s in steps]
-            average_checkpoints(paths, out)
-            self.reporter.message(f"averaged {len(paths)} checkpoints (steps {steps}) into {out}")
+            out, steps = average_run(self.save_dir, best_step=self.state.best_step,
+                                     around_best=self.cfg.average_checkpoints, last=self.cfg.average_last)
+            self.folder.record([out])
+            self.reporter.message(f"averaged {len(steps)} checkpoints (steps {steps}) into {out}")
         return out
 
     def close(self) -> None:
@@ -378,3 +394,7 @@ class Trainer:
         reporter = getattr(self, "reporter", None)
         if reporter is not None:
             reporter.close()
+        if self.folder is not None:                      # the logs as the run leaves them, then the next run may start
+            with contextlib.suppress(OSError):           # not listed: a later --force refuses them, as it should
+                self.folder.record(reporter.files() if reporter is not None else [])
+            self.folder.release()

@@ -8,15 +8,18 @@ rest are files of a scratch directory the command runs in (see :func:`ws`). The 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from ctxmt_cli.models.loading import read_checkpoint
-from tests.integration.conftest import QUICKSTART, TINY_SETS, assert_user_error, run_cli
+from tests.integration.conftest import QUICKSTART, ROOT, TINY_SETS, assert_user_error, run_cli
 
 
 @pytest.fixture
@@ -82,7 +85,7 @@ PREPARE = [
     (["prepare", "text", "--train", "folder", "--src-lang", "en", "--tgt-lang", "de", "--out", "p"],
      ["folder.en", "is a directory, not a file"]),
     (["prepare", "text", "--train", "small", "--src-lang", "en", "--tgt-lang", "de", "--out", "notprep",
-      "--force"], ["notprep", "not a prepared dataset", "meta.json"]),
+      "--force"], ["notprep", "not a prepared dataset", ".ctxmt-output.json"]),
     (["prepare", "text", "--train", "small", "--src-lang", "en", "--tgt-lang", "de", "--out", "afile",
       "--force"], ["afile", "not a prepared dataset"]),
     (["prepare", "text", "--train", "small", "--src-lang", "en", "--tgt-lang", "de", "--out", "afile/sub/p"],
@@ -328,9 +331,23 @@ def test_full_disk_while_training_keeps_the_last_checkpoint(synthetic_dir, conca
     assert_user_error(run_cli("train", QUICKSTART, "--resume", "--allow-changed", "train.max_steps", *sets),
                       "no space left on device", str(run))
     monkeypatch.undo()
-    after = {p: b for p, b in snapshot(run).items() if not p.endswith("metrics.jsonl")}
-    assert after == {p: b for p, b in before.items() if not p.endswith("metrics.jsonl")}
+    after = snapshot(run)
+    assert _without_metrics(after) == _without_metrics(before)    # the log grew; nothing else changed
     assert read_checkpoint(run / "checkpoint_last.pt")["state"]["step"] == 4
+
+
+def _without_metrics(listing: dict) -> dict:
+    """A run folder's snapshot less metrics.jsonl, and less its size and hash in the manifest (which follows it)."""
+    kept = {}
+    for path, data in listing.items():
+        if path.endswith("metrics.jsonl"):
+            continue
+        if path.endswith(".ctxmt-output.json"):
+            record = json.loads(data)
+            record["files"].pop("metrics.jsonl", None)
+            data = record
+        kept[path] = data
+    return kept
 
 
 def _interrupted(path) -> None:
@@ -347,7 +364,7 @@ def test_failed_translation_write_keeps_the_old_output(concat_checkpoint, ws, mo
     from ctxmt_cli.decode.documents import DocumentWriter
     # the translation is streamed into a temporary file beside out.txt: its first write fails
     monkeypatch.setattr(DocumentWriter, "write", lambda self, text: self._named(lambda: failure(self.tmp)))
-    result = run_cli("translate", "doc.txt", "-c", concat_checkpoint, "-o", "out.txt")
+    result = run_cli("translate", "doc.txt", "-c", concat_checkpoint, "-o", "out.txt", "--force")
     monkeypatch.undo()
     assert result.exit_code == code and "Traceback" not in result.output
     assert len(result.stderr.strip().splitlines()) == 1 and line in result.stderr
@@ -362,3 +379,96 @@ def test_full_disk_while_preparing_keeps_the_old_dataset(ws, monkeypatch):
     assert_user_error(run_cli(*args, "--force"), "no space left on device")
     monkeypatch.undo()
     assert snapshot(ws) == before
+
+
+# ---- inputs that are not regular files: a named pipe, a device, a directory (never opened: a pipe would block) ---
+NOT_REGULAR = [
+    (["translate", "fifo", "-c", "{ckpt}", "-o", "out.txt"],
+     ["input file is not a regular file (a named pipe): fifo", "give a file (use - for stdin)"]),
+    (["translate", "doc.txt", "-c", "fifo", "-o", "out.txt"], ["checkpoint is not a regular file (a named pipe): fifo"]),
+    (["translate", "doc.txt", "-c", "/dev/null", "-o", "out.txt"], ["checkpoint is not a regular file (a character"]),
+    (["translate", "doc.txt", "-c", "{ckpt}", "--repair", "fifo"], ["checkpoint is not a regular file", "fifo"]),
+    (["evaluate", "--hyp", "fifo", "--ref", "doc.txt"], ["hyp file is not a regular file (a named pipe): fifo",
+                                                          "(use - for stdin)"]),
+    (["evaluate", "--hyp", "doc.txt", "--ref", "/dev/null"], ["is not a regular file (a character device): /dev/null"]),
+    (["prepare", "text", "--train", "pipe", "--src-lang", "en", "--tgt-lang", "de", "--out", "p"],
+     ["pipe.en", "not a regular file (a named pipe)"]),
+    (["prepare", "jsonl", "--train", "fifo", "--out", "p"], ["not a regular file (a named pipe): fifo"]),
+    (["contrastive", "jsonl:fifo", "-c", "{ckpt}", "--out", "res"], ["jsonl test set is not a regular file", "fifo"]),
+    (["contrastive", "jsonl:adir", "-c", "{ckpt}", "--out", "res"], ["jsonl test set is a directory, not a file"]),
+    (["contrastive", "voita:fifo", "-c", "{ckpt}", "--out", "res"], ["Voita test set is not a regular file", "fifo"]),
+    (["cxmi", "-c", "fifo"], ["checkpoint is not a regular file (a named pipe): fifo"]),
+    (["inspect", "fifo"], ["not a regular file", "fifo"]),
+    (["train", "fifo", "--dry-run"], ["recipe is not a regular file: fifo"]),
+]
+
+
+@pytest.mark.parametrize("args,needles", NOT_REGULAR)
+def test_not_a_regular_file_is_said_so(args, needles, ws, concat_checkpoint):
+    os.mkfifo(ws / "fifo")
+    os.mkfifo(ws / "pipe.en")
+    (ws / "pipe.de").write_text("x\n")
+    check_bad_input(args, needles, ws, placeholders(ckpt=concat_checkpoint))
+
+
+def _ctxmt(*args: str, stdin=None, privileged: bool = True) -> subprocess.CompletedProcess:
+    """``python -m ctxmt_cli ARGS`` in a process of its own (``privileged=False``: root without the capabilities that
+    let it read any file, so a chmod 000 file is unreadable as for any user)."""
+    command = [sys.executable, "-m", "ctxmt_cli", *args]
+    if not privileged:
+        command = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", *command]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(command, input=stdin, capture_output=True, timeout=600, env=env)
+
+
+def test_dev_stdin_as_a_path_points_to_dash(ws, concat_checkpoint):
+    """``/dev/stdin`` is a pipe here: reading it as a file would take the input away from ``-``'s reader."""
+    done = _ctxmt("translate", "/dev/stdin", "-c", str(concat_checkpoint), "-o", "out.txt", stdin=b"Hello.\n")
+    lines = done.stderr.decode().strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "input file is not a regular file (a named pipe): /dev/stdin; give a file (use - for stdin)" in lines[0]
+    assert not (ws / "out.txt").exists()
+
+
+@pytest.mark.parametrize("args,needles", [
+    (["translate", "locked.txt", "-c", "{ckpt}", "-o", "out.txt"],
+     ["input file cannot be read (permission denied): locked.txt", "chmod u+r"]),
+    (["translate", "doc.txt", "-c", "locked.pt", "-o", "out.txt"], ["locked.pt", "is not readable"]),   # click's check
+    (["train", "{recipe}", "--dry-run", "--set", "train.init_from=locked.pt"],
+     ["train.init_from: checkpoint cannot be read (permission denied): locked.pt"]),
+    (["cxmi", "-c", "{ckpt}", "--data", "pd", "--out", "c.json"], ["permission denied", "pd/spm.model"]),
+])
+def test_an_unreadable_file_is_a_permission_problem_not_damage(args, needles, ws, synthetic_dir, concat_checkpoint):
+    (ws / "locked.txt").write_text("Hello.\n")
+    shutil.copyfile(concat_checkpoint, ws / "locked.pt")
+    shutil.copytree(synthetic_dir, ws / "pd", ignore=shutil.ignore_patterns("raw"))
+    for name in ("locked.txt", "locked.pt", "pd/spm.model"):
+        os.chmod(ws / name, 0)
+    names = sorted(ws.rglob("*"))
+    before = snapshot(ws) if os.access(ws / "locked.txt", os.R_OK) else None   # a snapshot reads every file
+    args = [a.format(**placeholders(ckpt=concat_checkpoint)) for a in args]
+    if os.access(ws / "locked.txt", os.R_OK):           # root: run without the capabilities that bypass chmod
+        if shutil.which("setpriv") is None:
+            pytest.skip("this user reads any file, and setpriv is not here to drop that")
+        done = _ctxmt(*args, privileged=False)
+        code, text = done.returncode, done.stderr.decode()
+    else:
+        result = run_cli(*args)
+        code, text = result.exit_code, result.stderr
+    assert code == 2 and len(text.strip().splitlines()) == 1 and "Traceback" not in text, text
+    assert all(needle in text for needle in needles) and "damaged" not in text and "truncated" not in text, text
+    assert sorted(ws.rglob("*")) == names and (before is None or snapshot(ws) == before)
+
+
+SPLIT_NAMES = [
+    (["first-pass", "-c", "{ckpt}", "--data", "{data}", "--split", "../test"],
+     ["split '../test' is not in", "a split is a name such as test, not a path"]),
+    (["cxmi", "-c", "{ckpt}", "--data", "{data}", "--split", "test/"], ["a split is a name such as test, not a path"]),
+    (["first-pass", "-c", "{ckpt}", "--data", "{data}", "--split", "dev"],
+     ["split 'dev' is not in", "pick one of the available splits"]),
+]
+
+
+@pytest.mark.parametrize("args,needles", SPLIT_NAMES)
+def test_a_split_is_a_name_not_a_path(args, needles, ws, synthetic_dir, concat_checkpoint):
+    check_bad_input(args, needles, ws, placeholders(data=synthetic_dir, ckpt=concat_checkpoint))

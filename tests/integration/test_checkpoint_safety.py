@@ -20,9 +20,12 @@ from safetensors.torch import save_file
 from ctxmt_cli import api
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.loading import read_checkpoint
+from ctxmt_cli.models.tensor_hashes import FIELD
+from ctxmt_cli.train.checkpoint import save_checkpoint
 from tests.integration import test_bad_inputs
 from tests.integration.conftest import QUICKSTART, TINY_SETS, run_cli
 from tests.integration.test_bad_inputs import check_bad_input, placeholders
+from tests.unit.test_tensor_hashes import flip_bytes
 
 ws = test_bad_inputs.ws            # the scratch directory fixture of the bad-input battery
 
@@ -33,12 +36,46 @@ def _edit(good: Path, change) -> dict:
     return ckpt
 
 
+def _first_state(ckpt: dict) -> torch.Tensor:
+    return next(t for state in ckpt["optimizer"]["state"].values() for t in state.values() if t.numel() > 1)
+
+
 def _safetensors_with(path: Path, metadata: dict | None) -> None:
     save_file({"w": torch.zeros(2)}, str(path), metadata=metadata)
 
 
+def _flipped_pt(good: Path, path: Path) -> None:
+    """The good checkpoint with 16 bytes flipped in every tensor's storage, the zip around them intact."""
+    shutil.copyfile(good, path)
+    assert flip_bytes(path)
+
+
+def _flipped_safetensors(good: Path, path: Path) -> None:
+    """The good checkpoint exported to safetensors, then 16 bytes flipped in the middle of every weight."""
+    save_checkpoint(read_checkpoint(good), path)
+    data = bytearray(path.read_bytes())
+    header_len = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + header_len])
+    for name, entry in header.items():
+        begin, end = entry["data_offsets"] if name != "__metadata__" else (0, 0)
+        if end - begin >= 16 and not name.startswith("__ctxmt__"):
+            at = 8 + header_len + (begin + end - 16) // 2
+            data[at:at + 16] = bytes(b ^ 0xFF for b in data[at:at + 16])
+    path.write_bytes(bytes(data))
+
+
+DAMAGED = ["it is damaged: tensor '", "does not match the sha256 recorded when ctxmt wrote it"]
+
 #: name → (how to build it from the good checkpoint into a folder, fragments its error line must hold)
 CRAFTED = {
+    "flipped.pt": (_flipped_pt, DAMAGED),
+    "flipped.safetensors": (_flipped_safetensors, DAMAGED),
+    "one_value.pt": (lambda g, p: torch.save(_edit(g, lambda c: next(iter(c["model"].values())).view(-1)[0].add_(1)), p),
+                     DAMAGED),
+    "optimizer_value.pt": (lambda g, p: torch.save(_edit(g, lambda c: _first_state(c).add_(1)), p),
+                           ["it is damaged: tensor 'optimizer/state/", "does not match the sha256"]),
+    "bad_hashes.pt": (lambda g, p: torch.save(_edit(g, lambda c: c.update(tensor_hashes={"tensors": []})), p),
+                      ["its 'tensor_hashes' record is not {algorithm, tensors"]),
     "no_vocab.pt": (lambda g, p: torch.save(_edit(g, lambda c: c.pop("vocab")), p), ["no 'vocab'"]),
     "vocab_list.pt": (lambda g, p: torch.save(_edit(g, lambda c: c.update(vocab=[400, 400])), p),
                       ["'vocab' is a list"]),
@@ -96,7 +133,8 @@ def crafted(concat_checkpoint, tmp_path_factory) -> Path:
 
 #: run by default: every crafted file through inspect and translate, every loader with three files; the rest
 #: of the matrix (each loader goes through the same check at load) is marked slow (``pytest -m slow``)
-EVERY_FILE_THROUGH, EVERY_LOADER_WITH = ("inspect", "translate"), ("no_vocab.pt", "wider.pt", "truncated.pt")
+EVERY_FILE_THROUGH = ("inspect", "translate")
+EVERY_LOADER_WITH = ("no_vocab.pt", "wider.pt", "truncated.pt", "flipped.pt")
 MATRIX = [pytest.param(name, command, id=f"{name}-{command}",
                        marks=() if command in EVERY_FILE_THROUGH or name in EVERY_LOADER_WITH else pytest.mark.slow)
           for name in CRAFTED for command in LOADERS]
@@ -118,6 +156,29 @@ def test_api_load_refuses_a_crafted_checkpoint_in_one_line(name, crafted):
     assert "\n" not in str(err.value) and name in str(err.value)
     assert all(needle in str(err.value) for needle in CRAFTED[name][1]), str(err.value)
     assert (crafted / name).read_bytes() == before
+
+
+def test_every_checkpoint_ctxmt_writes_carries_its_hashes(concat_checkpoint, tmp_path):
+    for path in sorted(concat_checkpoint.parent.glob("checkpoint_*.pt")):
+        record = torch.load(path, map_location="cpu", weights_only=True)[FIELD]
+        assert record["algorithm"] == "sha256" and any(k.startswith("optimizer/") for k in record["tensors"]), path
+    shown = json.loads(run_cli("inspect", concat_checkpoint, "--json").stdout)["tensor_hashes"]
+    assert shown == len(torch.load(concat_checkpoint, weights_only=True)[FIELD]["tensors"])
+    assert run_cli("average", concat_checkpoint, concat_checkpoint, "-o", tmp_path / "avg.pt").exit_code == 0
+    assert set(torch.load(tmp_path / "avg.pt", weights_only=True)[FIELD]["tensors"]) >= {
+        f"model/{k}" for k in read_checkpoint(concat_checkpoint)["model"]}
+
+
+def test_a_checkpoint_from_before_hashes_still_loads_and_translates(concat_checkpoint, ws):
+    old = torch.load(concat_checkpoint, map_location="cpu", weights_only=True)
+    del old[FIELD]
+    torch.save(old, ws / "old.pt")
+    result = run_cli("translate", "doc.txt", "-c", "old.pt", "-o", "out.txt", "--device", "cpu")
+    assert result.exit_code == 0 and "warning" not in result.stderr and "damaged" not in result.stderr, result.output
+    reference = run_cli("translate", "doc.txt", "-c", concat_checkpoint, "-o", "ref.txt", "--device", "cpu")
+    assert reference.exit_code == 0 and (ws / "out.txt").read_text() == (ws / "ref.txt").read_text()
+    assert json.loads(run_cli("inspect", "old.pt", "--json").stdout)["tensor_hashes"] is None
+    assert "tensor hashes" in run_cli("inspect", "old.pt").stdout
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")     # torch.jit.script itself is deprecated

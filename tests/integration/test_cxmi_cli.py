@@ -17,8 +17,18 @@ def cxmi(tmp_path, checkpoint, *args, name="cxmi"):
     return result.stdout, json.loads(out.read_text()), [json.loads(x) for x in lines.read_text().splitlines()]
 
 
+def cxmi_stderr(tmp_path, checkpoint, *args) -> str:
+    result = run_cli("cxmi", "-c", checkpoint, "--out", tmp_path / "note.json", *args)
+    assert result.exit_code == 0, result.output
+    return result.stderr
+
+
 def test_sentence_level_model_gives_exactly_zero(sentence_level_checkpoint, synthetic_dir, tmp_path):
     printed, result, lines = cxmi(tmp_path, sentence_level_checkpoint, "--data", synthetic_dir)
+    # the zeros are right, and said to be so: one note on stderr, stdout the table alone
+    note = cxmi_stderr(tmp_path, sentence_level_checkpoint, "--data", synthetic_dir).strip().splitlines()
+    assert note == [f"ctxmt: warning: {sentence_level_checkpoint} is a sentence-level model: it reads no context, "
+                    "so CXMI is 0 by construction"]
     assert result["cxmi_per_token"] == 0.0 and result["cxmi_per_sentence"] == 0.0
     assert result["context_sentences"] == {"src": 0, "tgt": 0, "src_next": 0} and result["n_with_context"] == 0
     assert len(lines) == result["n"] > 0 and all(x["p_cxmi_per_sentence"] == 0.0 for x in lines)
@@ -67,5 +77,15 @@ def test_tokens_restrict_cxmi_to_chosen_words(concat_checkpoint, synthetic_dir, 
 def test_bad_inputs_are_one_line_errors(concat_checkpoint, tmp_path, args, needle):
     out = tmp_path / "keep.json"
     out.write_text("kept\n")
-    assert_user_error(run_cli("cxmi", "-c", concat_checkpoint, "--out", out, *args), needle)
-    assert out.read_text() == "kept\n"                                            # nothing overwritten
+    assert_user_error(run_cli("cxmi", "-c", concat_checkpoint, "--out", out, "--force", *args), needle)
+    assert out.read_text() == "kept\n"                           # nothing overwritten, even with --force
+
+
+def test_context_zero_gives_zero_with_a_note(concat_checkpoint, synthetic_dir, tmp_path):
+    note = cxmi_stderr(tmp_path, concat_checkpoint, "--data", synthetic_dir, "--context", 0).strip().splitlines()
+    assert note == ["ctxmt: warning: --context 0 gives no context sentences, so CXMI is 0 by construction"]
+    assert json.loads((tmp_path / "note.json").read_text())["cxmi_per_sentence"] == 0.0
+
+
+def test_a_context_model_gets_no_note(concat_checkpoint, synthetic_dir, tmp_path):
+    assert cxmi_stderr(tmp_path, concat_checkpoint, "--data", synthetic_dir) == ""

@@ -188,5 +188,5 @@ def test_translate_with_repair_keeps_lines_and_documents(pipeline, repair_corpus
     src, hyp = docs.read_text().splitlines(), out.read_text().splitlines()
     assert len(hyp) == len(src)
     assert [i for i, s in enumerate(src) if not s.strip()] == [i for i, h in enumerate(hyp) if not h.strip()]
-    result = run_cli("translate", docs, "-c", pipeline.forward, "--repair", pipeline.forward, "-o", out)
+    result = run_cli("translate", docs, "-c", pipeline.forward, "--repair", pipeline.forward, "-o", out, "--force")
     assert result.exit_code == 2 and "not a DocRepair model" in result.stderr

@@ -176,5 +176,5 @@ def test_error_leaves_existing_out_untouched(files):
     out.write_text('{"old": true}\n')
     short = files["dir"] / "short.txt"
     short.write_text("one line\n")
-    assert_user_error(run_cli("evaluate", "--hyp", short, "--ref", files["ref"], "--out", out), "short.txt")
+    assert_user_error(run_cli("evaluate", "--hyp", short, "--ref", files["ref"], "--out", out, "--force"), "short.txt")
     assert out.read_text() == '{"old": true}\n'

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from ctxmt_cli.outputs import ASIDE_TAG, MANIFEST, TEMP_TAG
+from ctxmt_cli.outputs import ASIDE_TAG, TEMP_TAG
+from ctxmt_cli.ownership import MANIFEST, record
 from ctxmt_cli.recipe_catalog import RECIPES_DIR
 from tests.integration.conftest import assert_user_error, run_cli
 from tests.integration.test_bad_inputs import check_bad_input, placeholders, snapshot, tiny, ws  # noqa: F401
@@ -73,7 +74,7 @@ OUTPUT_IS_INPUT = [
     ([*PREP, "--out", ".", "--force"], ["holds the input"]),
     (["prepare", "reverse", "--data", "{data}", "--out", "{data}", "--force"], ["is the --data directory"]),
     (["export", "ctranslate2", "{ckpt}", "{run}", "--force"], ["holds the input"]),
-    (["recipes", "copy", "quickstart/concat.yaml", str(RECIPES_DIR / "quickstart")], ["already exists"]),
+    (["recipes", "copy", "quickstart/concat.yaml", str(RECIPES_DIR / "quickstart")], ["lies inside the input folder"]),
     (["train", "{recipe}", *tiny("{data}")], ["is the prepared dataset data.path"]),
     (["prepare", "docrepair", "--data", "{data}", "--reverse", "{ckpt}", "--forward", "{ckpt}", "--out", "{data}",
       "--force"], ["is also an input"]),
@@ -216,8 +217,8 @@ def test_full_disk_translate_evaluate_average_recipes(disk, concat_checkpoint, t
         (disk / name).write_text("the previous output\n")
     run = concat_checkpoint.parent
     fill(disk)
-    full_disk_error(["translate", doc, "-c", concat_checkpoint, "-o", disk / "out.txt"], disk)
-    full_disk_error(["evaluate", "--hyp", doc, "--ref", doc, "--out", disk / "bleu.json"], disk)
+    full_disk_error(["translate", doc, "-c", concat_checkpoint, "-o", disk / "out.txt", "--force"], disk)
+    full_disk_error(["evaluate", "--hyp", doc, "--ref", doc, "--out", disk / "bleu.json", "--force"], disk)
     full_disk_error(["average", run / "checkpoint_2.pt", run / "checkpoint_4.pt", "-o", disk / "avg.pt", "--force"],
                     disk)
     (disk / "recipes" / "concat.yaml").unlink()
@@ -257,6 +258,7 @@ def test_full_disk_prepare_contrastive(disk, synthetic_dir, concat_checkpoint, w
     assert run_cli(*PREP, "--out", disk / "p").exit_code == 0
     (disk / "res").mkdir()
     (disk / "res" / "results.json").write_text("{}\n")
+    record(disk / "res", [disk / "res" / "results.json"], command="contrastive")     # an earlier run's, untouched
     fill(disk)
     full_disk_error([*PREP, "--out", disk / "p", "--force"], disk)
     full_disk_error(["contrastive", f"synthetic:{synthetic_dir}", "-c", concat_checkpoint, "--out", disk / "res",
@@ -282,3 +284,52 @@ def test_full_disk_plot_and_analyze_attention(disk, synthetic_dir, concat_checkp
     fill(disk)
     full_disk_error(["plot", run, "--out", disk / "plots", "--force"], disk)
     full_disk_error([*args, "--force"], disk)
+
+
+def no_partial(root: Path) -> None:
+    left = [p for p in root.rglob("*") if ".partial" in p.name]
+    assert left == [], left
+
+
+def test_full_disk_quickstart_leaves_no_half_built_folder(disk):
+    fill(disk, 256 * 1024)
+    full_disk_error(["quickstart", "--out", disk / "qs", "--docs", "41", "--updates", "1", "--systems", "concat",
+                     "--device", "cpu"], disk, progress=True)
+    assert sorted(p.name for p in disk.iterdir()) == ["filler"]
+
+
+def test_full_disk_recipes_copy_of_a_folder_is_all_or_nothing(disk):
+    fill(disk, 8 * 1024)                                   # a file or two fit, not the folder
+    full_disk_error(["recipes", "copy", "quickstart", disk / "new" / "recipes"], disk)
+    assert sorted(p.name for p in disk.iterdir()) == ["filler"]
+
+
+def test_full_disk_first_pass_leaves_no_partial_stream(disk, synthetic_dir, sentence_level_checkpoint):
+    shutil.copytree(synthetic_dir, disk / "data", ignore=shutil.ignore_patterns("raw"))
+    fill(disk)
+    full_disk_error(["first-pass", "-c", sentence_level_checkpoint, "--data", disk / "data", "--split", "test",
+                     "--name", "fp"], disk, progress=True)
+    no_partial(disk)
+
+
+def test_full_disk_prepare_never_gives_sentencepiece_s_traceback(disk, tmp_path):
+    """A disk nearly full when SentencePiece writes its model (it does not check its writes: the model comes out
+    truncated, and loading it failed with a traceback), at several margins: one line naming the disk."""
+    import random
+
+    rng = random.Random(1)
+    words = [f"w{i}" for i in range(3000)]
+    for side in ("en", "de"):
+        (tmp_path / f"c.{side}").write_text("".join(" ".join(rng.choice(words) for _ in range(12)) + "\n"
+                                                    for _ in range(3000)))
+    args = ["prepare", "text", "--train", tmp_path / "c", "--src-lang", "en", "--tgt-lang", "de", "--vocab-size", "500",
+            "--out", disk / "p"]
+    for leave in (300_000, 400_000, 450_000, 500_000, 550_000, 700_000):
+        fill(disk, leave)
+        result = run_cli(*args)
+        if result.exit_code == 0:                         # it fitted: the next margin is for another size
+            shutil.rmtree(disk / "p")
+        else:
+            assert_user_error(result, "no space left on device", str(disk))
+        assert sorted(p.name for p in disk.iterdir()) == ["filler"]
+        (disk / "filler").unlink()

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from ctxmt_cli.outputs import MANIFEST, file_sha256
+from ctxmt_cli.outputs import file_sha256
+from ctxmt_cli.ownership import MANIFEST
 from tests.integration.conftest import ROOT, assert_user_error, run_cli, tiny_sets
 
 QUICKSTART = ROOT / "recipes" / "quickstart"

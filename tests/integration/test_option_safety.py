@@ -45,7 +45,32 @@ def files(ws: Path) -> Path:  # noqa: F811 (the imported fixture)
     (ws / "nod.de").write_text("eins\nzwei\n")
     (ws / "exported").mkdir()
     (ws / "exported" / "ctxmt.json").write_text("{}\n")
+    for name, text in BEYOND.items():
+        (ws / name).write_text(text)
     return ws
+
+
+def alias_bomb(levels: int = 9, fan: int = 9) -> str:
+    """YAML of ``levels`` anchors, each aliasing the previous one ``fan`` times: fan^levels values once expanded."""
+    lines = [f"a0: &a0 [{', '.join(['x'] * fan)}]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * fan)}]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+#: recipes beyond the loader's bounds, or holding values beyond the schema's (issue 35's cases)
+BEYOND = {
+    "bomb.yaml": alias_bomb() + "train:\n  betas: *a8\n",
+    "deep.yaml": "train: " + "[" * 3000 + "]" * 3000 + "\n",
+    "selfref.yaml": "train: &t\n  betas: [*t, 0.9]\n",
+    "big.yaml": "# a recipe padded past any size a recipe has\n" * 30_000,
+    "inf_lr.yaml": "train:\n  lr: .inf\n",
+    "nan_betas.yaml": "train:\n  betas: [.nan, .inf]\n",
+    "seed_neg.yaml": "train:\n  seed: -1\n",
+    "seed_huge.yaml": "train:\n  seed: 36893488147419103232\n",
+    "d_model.yaml": "model:\n  family: sentence\n  d_model: 1e9\n",
+    "d_model_int.yaml": "model:\n  family: sentence\n  preset: null\n  d_model: 1000000000\n",
+    "shift.yaml": "model:\n  family: concat\n  shift: -3\n",
+}
 
 
 RECIPES = [
@@ -67,6 +92,29 @@ RECIPES = [
     (["recipes", "show", ""], ["the recipe name is empty"]),
     (["recipes", "copy", "", "adir"], ["the recipe name is empty"]),
     (["train", "/dev/null", "--dry-run"], ["recipe is not a regular file: /dev/null"]),
+    (["train", "bomb.yaml", "--dry-run"], ["bomb.yaml:", "more than 100,000 values once its aliases are expanded"]),
+    (["train", "deep.yaml", "--dry-run"], ["deep.yaml:1:", "nested more than 64 levels deep"]),
+    (["train", "selfref.yaml", "--dry-run"], ["selfref.yaml:", "contains itself through an alias"]),
+    (["train", "big.yaml", "--dry-run"], ["big.yaml:", "larger than 1,024 KiB", "the most a recipe may be"]),
+    (["recipes", "show", "big.yaml"], ["big.yaml:", "larger than 1,024 KiB"]),
+    (["train", "{recipe}", "--dry-run", "--set", "train.betas=" + "[" * 3000 + "]" * 3000],
+     ["--set 'train.betas=[[[", "nested more than 64 levels deep"]),
+    (["train", "{recipe}", "--dry-run", "--set", "train.betas=[" + alias_bomb().replace("\n", ", ").replace(": ", "_: ")
+      + "]"], ["--set 'train.betas=[a0_: &a0", "more than 100,000 values"]),
+    (["train", "{recipe}", "--dry-run", "--set", "train.betas=&a [*a]"], ["--set", "contains itself"]),
+    (["train", "{recipe}", "--dry-run", "--set", ".".join(["x"] * 3000) + "=1"], ["a key path of 3000 parts"]),
+    (["train", "inf_lr.yaml", "--dry-run"], ["inf_lr.yaml: train.lr: Input should be a finite number (got inf)"]),
+    (["train", "{recipe}", "--dry-run", "--set", "train.lr=.inf"], ["--set 'train.lr=.inf'", "finite number"]),
+    (["train", "nan_betas.yaml", "--dry-run"], ["nan_betas.yaml: train.betas.0: Input should be a finite number"]),
+    (["train", "seed_neg.yaml", "--dry-run"], ["seed_neg.yaml: train.seed", "greater than or equal to 0 (got -1)"]),
+    (["train", "seed_huge.yaml", "--dry-run"], ["train.seed: Input should be less than or equal to 4294967295"]),
+    (["train", "{recipe}", "--dry-run", "--set", "train.seed=36893488147419103232"], ["--set", "4294967295"]),
+    (["train", "d_model.yaml", "--dry-run"], ["d_model.yaml: model.d_model", "valid integer", "'1e9'"]),
+    (["train", "d_model_int.yaml", "--dry-run"], ["model.d_model: Input should be less than or equal to 16384"]),
+    (["train", "{recipe}", "--dry-run", "--set", "decode.beam=1000000000"], ["decode.beam", "less than or equal to 1024"]),
+    (["train", "{recipe}", "--dry-run", "--set", "decode.lenpen=1e308"], ["decode.lenpen", "less than or equal to 5"]),
+    (["train", "shift.yaml", "--dry-run"], ["shift.yaml: model.shift: Input should be greater than or equal to 0"]),
+    (["train", "{recipe}", "--dry-run", "--set", "0\x1e0=1"], ["unknown key '0\\x1e0'"]),   # a line break, shown
 ]
 
 UNREAD = [
@@ -113,6 +161,27 @@ VALUES = [  # the same bounds on every command that takes the option
     (["analyze-attention", "-c", "model.pt", "--context", "-1"], ["--context -1", "greater than or equal to 0"]),
     (["contrastive", "synthetic", "-c", "model.pt", "--context", "-1"], ["--context -1", "greater than or equal to 0"]),
     (["cxmi", "-c", "model.pt", "--max-tokens", "0"], ["cxmi: --max-tokens 0", "greater than or equal to 16"]),
+    # issue 35: no number without an upper bound, no float that is not finite
+    (["translate", "doc.txt", "-c", "model.pt", "--beam", "1000000000"],
+     ["translate: --beam 1000000000", "less than or equal to 1024"]),
+    (["translate", "doc.txt", "-c", "model.pt", "--beam", "1e9"], ["translate: --beam 1e9", "valid integer"]),
+    (["translate", "doc.txt", "-c", "model.pt", "--lenpen", "inf"], ["--lenpen inf", "less than or equal to 5"]),
+    (["translate", "doc.txt", "-c", "model.pt", "--lenpen", "nan"], ["--lenpen nan"]),
+    (["translate", "doc.txt", "-c", "model.pt", "--batch-docs", "1000000000"], ["--batch-docs 1000000000"]),
+    (["translate", "doc.txt", "-c", "model.pt", "--nbest", "99999"], ["--nbest 99999", "less than or equal to 1024"]),
+    (["quickstart", "--docs", "36893488147419103232", "--out", "q"],
+     ["quickstart: --docs 36893488147419103232", "less than or equal to 1000000"]),
+    (["prepare", "synthetic", "--docs", "36893488147419103232", "--out", "p"], ["--docs", "1000000"]),
+    (["evaluate", "--hyp", "doc.txt", "--ref", "doc.txt", "--significance", "ar", "--samples", "1000000000"],
+     ["evaluate: --samples 1000000000", "less than or equal to 1000000"]),
+    (["evaluate", "-c", "model.pt", "--lenpen", "1e308"], ["evaluate: --lenpen 1e308", "less than or equal to 5"]),
+    (["evaluate", "-c", "model.pt", "--context", "1,100"], ["--context '1,100'", "from 0 to 64"]),
+    (["evaluate", "-c", "model.pt", "--context", "²"], ["--context '²'", "from 0 to 64"]),
+    (["evaluate", "--hyp", "doc.txt", "--ref", "doc.txt", "--significance", "ar", "--seed", "-1"], ["--seed -1"]),
+    (["serve", "-c", "model.pt", "--batch-wait-ms", "1e308"], ["--batch-wait-ms 1e308", "less than or equal to 60000"]),
+    (["contrastive", "synthetic", "-c", "model.pt", "--max-tokens", "99999999999"], ["--max-tokens 99999999999"]),
+    (["cxmi", "-c", "model.pt", "--context", "65"], ["cxmi: --context 65", "less than or equal to 64"]),
+    (["prepare", "text", "--train", "small", "--vocab-size", "99999999999", "--out", "p"], ["--vocab-size"]),
 ]
 
 MESSAGES = [
@@ -185,3 +254,26 @@ def test_every_option_an_error_message_names_exists():
                                     for flag in _FLAG.findall(part.value) if flag not in known]
     assert not missing, missing
     assert {"--beam", "--set", "--docs", "--separate"} <= known     # the walk found the commands' options
+
+
+#: beams, batches, models and tests that cannot fit in the memory the rows grant (CTXMT_MEMORY_LIMIT), refused
+#: before they start; the same rows with the defaults translate (tests/integration/test_cli.py)
+MEMORY = [
+    (["translate", "doc.txt", "-c", "{ckpt}", "--beam", "1024", "-o", "out.txt"],
+     ["a beam search of 2 rows x beam 1024", "more than the 16.0 MiB free in host memory (CTXMT_MEMORY_LIMIT)",
+      "lower --beam (now 1024) or --batch-docs (now 128)"]),
+    (["translate", "doc.txt", "-c", "{ckpt}", "--beam", "1024", "--batch-docs", "1"],
+     ["a beam search of 1 rows x beam 1024", "lower --beam (now 1024)"]),
+    (["evaluate", "-c", "{ckpt}", "--data", "{data}", "--beam", "1024", "--out", "e.json"],
+     ["a beam search of", "x beam 1024", "lower --beam"]),
+    (["train", "{recipe}", "--dry-run", "--set", "model.d_model=1024", "--set", "model.ffn_dim=4096", "--set",
+      "model.heads=16", "--set", "model.encoder_layers=6", "--set", "model.decoder_layers=6"],
+     ["a model of d_model 1024, ffn_dim 4096, 6+6 layers", "lower model.d_model, model.ffn_dim or the layers"]),
+]
+
+
+@pytest.mark.parametrize("args,needles", MEMORY, ids=_ids(MEMORY))
+def test_what_cannot_fit_in_memory_is_refused_before_it_starts(args, needles, files, monkeypatch, synthetic_dir,
+                                                               concat_checkpoint):
+    monkeypatch.setenv("CTXMT_MEMORY_LIMIT", "16M")
+    check_bad_input(args, needles, files, placeholders(data=synthetic_dir, ckpt=concat_checkpoint))

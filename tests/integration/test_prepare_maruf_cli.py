@@ -100,6 +100,6 @@ def test_tokenized_bleu_scores_moses_tokens_on_both_sides(tmp_path):
     assert expected > 0
     assert payload["metrics"][str(ckpt)]["BLEU"] == pytest.approx(expected)
 
-    detok = run_cli("evaluate", "-c", ckpt, "--split", "valid", "--out", out)         # 13a: detokenized as before
+    detok = run_cli("evaluate", "-c", ckpt, "--split", "valid", "--out", out, "--force")  # 13a: detokenized as before
     assert detok.exit_code == 0 and "Moses-tokenized" not in detok.stdout
     assert json.loads(out.read_text())["moses_tokenized"] is False

@@ -74,7 +74,8 @@ def test_a_server_process_translates_and_stops_on_ctrl_c(models):
         assert found, line
         url = found.group(1)
         request = urllib.request.Request(url + "/translate", method="POST",
-                                         data=json.dumps({"doc_id": "d", "sentences": ["a b", "c"]}).encode())
+                                         data=json.dumps({"doc_id": "d", "sentences": ["a b", "c"]}).encode(),
+                                         headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=60) as response:
             body = json.loads(response.read())
         assert len(body["translations"]) == 2 and body["context"] == "new"

@@ -78,3 +78,39 @@ def test_truncated_archive_is_one_line_with_its_place(tmp_path):
     assert "\n" not in str(err.value)
     with pytest.raises(CtxmtError, match="cannot decompress"):
         count_lines(cut)
+
+
+@pytest.mark.parametrize("suffix,tool", [(".gz", "gzip"), (".xz", "xz"), (".bz2", "bzip2")])
+def test_a_damaged_archive_is_tested_with_its_own_tool_on_its_own_name(tmp_path, suffix, tool):
+    """The hint names the file's compression and the file, never ``xz -t c.en.gz:1``."""
+    whole = compress(FIX / "text/news.en", tmp_path / f"whole{suffix}").read_bytes()
+    cut = tmp_path / f"c.en{suffix}"
+    cut.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(CtxmtError) as err:
+        list(read_lines(cut))
+    assert f"`{tool} -t {cut}`)" in str(err.value) and f"{cut}:" in str(err.value)
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".xz", ".bz2"])
+def test_a_file_named_compressed_that_is_not_gets_no_encoding_hint(tmp_path, suffix):
+    fake = tmp_path / f"c.en{suffix}"
+    fake.write_bytes(b"\x00\x9a\xff garbage")
+    with pytest.raises(CtxmtError) as err:
+        list(read_lines(fake))
+    assert "iconv" not in str(err.value) and "does not start like a" in str(err.value)
+
+
+@pytest.mark.parametrize("suffix", list(OPENERS))
+def test_translate_and_evaluate_inputs_read_compressed_files(tmp_path, suffix):
+    from ctxmt_cli.decode.documents import read_documents
+    from ctxmt_cli.evaluate.text_files import read_lines as evaluate_lines
+
+    plain = tmp_path / "doc.txt"
+    plain.write_text("Hello there.\n\nAnother one.\n")
+    packed = compress(plain, tmp_path / f"doc.txt{suffix}")
+    assert read_documents(packed) == read_documents(plain) == [["Hello there."], ["Another one."]]
+    assert evaluate_lines(packed, "hyp") == evaluate_lines(plain, "hyp")
+    cut = tmp_path / f"cut{suffix}"
+    cut.write_bytes(packed.read_bytes()[:-12])
+    with pytest.raises(CtxmtError, match=r"cut\.\w+:\d+: cannot decompress"):
+        read_documents(cut)

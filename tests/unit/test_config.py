@@ -200,8 +200,8 @@ def test_a_boolean_is_never_a_number_and_the_error_names_the_set(override, needl
 
 def test_booleans_stay_booleans_and_numbers_numbers(tmp_path):
     recipe = validate_recipe({"model": {"family": "concat", "persistent": True, "dropout": 0, "shift": 3},
-                              "train": {"threads": 2, "betas": [0.9, 1], "compile": False}})
-    assert recipe.model.persistent is True and recipe.model.shift == 3 and recipe.train.betas == (0.9, 1.0)
+                              "train": {"threads": 2, "betas": [0, 0.98], "compile": False}})
+    assert recipe.model.persistent is True and recipe.model.shift == 3 and recipe.train.betas == (0.0, 0.98)
     with pytest.raises(ValidationError, match="expected an integer, not true/false"):
         recipe.train.threads = True                                  # assignment is validated too
     with pytest.raises(CtxmtError, match=r"r\.yaml: model\.heads: expected an integer"):

@@ -51,16 +51,18 @@ def test_every_family_declares_variants():
         assert importlib.import_module(cls.model.__module__).VARIANTS, f"{family} has no contract variants"
 
 
-def recipe_of(variant: str):
+def recipe_of(variant: str, extra: dict | None = None):
     family, spec = VARIANTS[variant]
-    recipe = validate_recipe({"model": {**TINY, "family": family, **spec}})
+    recipe = validate_recipe({"model": {**TINY, "family": family, **spec, **(extra or {})}})
     return recipe.model_copy(update={"model": resolve_model_config(recipe.model, META)})
 
 
-def make_model(variant: str, vocab: VocabInfo = VOCAB, seed: int = 0, scale: float | None = None):
-    """The variant's model (eval mode); ``scale``: redraw matrices with this std (peaked, varied outputs)."""
+def make_model(variant: str, vocab: VocabInfo = VOCAB, seed: int = 0, scale: float | None = None,
+               extra: dict | None = None):
+    """The variant's model (eval mode); ``scale``: redraw matrices with this std (peaked, varied outputs); ``extra``:
+    more model fields (an imported architecture)."""
     torch.manual_seed(seed)
-    model = build_model(recipe_of(variant).model, vocab).eval()
+    model = build_model(recipe_of(variant, extra).model, vocab).eval()
     if scale is not None:
         with torch.no_grad():
             for p in model.parameters():
@@ -406,16 +408,33 @@ def kl_per_token(p_log: torch.Tensor, q_log: torch.Tensor) -> float:
     return (p_log.exp() * (p_log - q_log)).sum(-1).mean().item()
 
 
+#: the architecture `ctxmt import marian` gives an OPUS-MT model (swish, scaled embeddings as their configs set them,
+#: Marian's sinusoids, an output bias)
+IMPORTED = {"normalize_before": False, "activation": "swish", "scale_embeddings": True, "sinusoid": "marian",
+            "output_bias": True}
+
+
+#: variants whose fresh additions move an imported (post-norm, swish) start further than the KL bound allows: the
+#: additions are sized for ctxmt's pre-norm default; found by this test, left for a follow-up (strict: a fix shows)
+IMPORTED_FAR = {"caching-pooling-linear", "concat-persistent-learned"}
+
+
+@pytest.mark.parametrize("start", ["trained", "imported"])
 @pytest.mark.parametrize("variant", IDS)
-def test_start_from_sentence_model(variant):
+def test_start_from_sentence_model(variant, start, request):
     """What each family declares (``EXACT_FROM_SENTENCE`` in its model module) holds at update 0 on a one-sentence
     window: its exact variants give the sentence model's logits; the others start closer to the sentence model
     than a fresh model of the variant is (KL below 3/4 of the fresh model's), and not on it (the declaration is
-    not loose)."""
+    not loose). ``imported``: the sentence model has an imported Marian model's architecture and output bias (pad
+    and ``<brk>`` muted, as ``ctxmt import marian`` writes them), and the family takes it from the checkpoint."""
+    from ctxmt_cli.convert.marian_vocab import MUTED_BIAS
     from ctxmt_cli.train.init_from import ARCHITECTURE, load_matching
 
+    if start == "imported" and variant in IMPORTED_FAR:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="fresh additions too large for a post-norm start"))
     family, name = VARIANTS[variant][0], variant.split("-", 1)[1]
-    started, fresh = make_model(variant, seed=1), make_model(variant, seed=1)
+    extra = IMPORTED if start == "imported" else None
+    started, fresh = make_model(variant, seed=1, extra=extra), make_model(variant, seed=1, extra=extra)
     arch = {key: getattr(started.cfg, key) for key in ARCHITECTURE}
     torch.manual_seed(0)
     sentence_model = build_model(validate_recipe({"model": {**TINY, "family": "sentence", **arch}}).model, VOCAB)
@@ -423,6 +442,8 @@ def test_start_from_sentence_model(variant):
         for p in sentence_model.parameters():
             if p.dim() >= 2:
                 p.normal_(0.0, 0.3)
+        if start == "imported":
+            sentence_model.output.bias.normal_(0.0, 1.0)[[VOCAB.pad, VOCAB.brk]] = MUTED_BIAS
     loaded, new, _ = load_matching(started, sentence_model.state_dict(), "sentence.pt")
     assert loaded == len(sentence_model.state_dict())
     with torch.no_grad():

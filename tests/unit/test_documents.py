@@ -4,9 +4,11 @@ import io
 import sys
 
 import pytest
+from hypothesis import given
 
 from ctxmt_cli.decode.documents import format_documents, read_documents, write_documents
 from ctxmt_cli.errors import CtxmtError
+from tests.hostile_inputs import text_files
 
 
 def test_read_write_round_trip_with_blank_lines_and_dash(tmp_path, monkeypatch, capsys):
@@ -70,3 +72,17 @@ def test_document_writer_replaces_the_file_only_when_done(tmp_path):
         assert temp.read_text() == "new 1\n" and path.read_text() == "old\n"   # flushed, not yet in place
         out.write("new 2\n")
     assert path.read_text() == "new 1\nnew 2\n" and not temp.exists()
+
+
+# ---- property: a hostile text file reads, or is refused in one line, unchanged --------------------------------------
+@given(text_files())
+def test_any_text_file_reads_or_is_refused_in_one_line(tmp_path_factory, data):
+    path = tmp_path_factory.mktemp("d") / "in.txt"
+    path.write_bytes(data)
+    try:
+        docs = read_documents(path)
+    except CtxmtError as err:
+        assert "\n" not in str(err)
+    else:
+        assert sum(len(d) for d in docs) + len(docs) - 1 <= data.count(b"\n") + data.count(b"\r") + 1
+    assert path.read_bytes() == data

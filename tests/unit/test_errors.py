@@ -52,3 +52,13 @@ def test_the_command_line_shows_its_flags(tmp_path, argv, flags):
     line = run.stderr.strip()
     assert "\n" not in line and all(f in line for f in flags), line
     assert "`" not in line.partition("error:")[2].split(";")[0] and "\ue000" not in line
+
+
+def test_a_message_is_one_line_whatever_line_breaks_its_parts_hold():
+    from ctxmt_cli.errors import one_line
+
+    for brk in "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029":
+        text = str(CtxmtError(f"key 'a{brk}b' unknown"))
+        assert len(text.splitlines()) == 1 and ascii(brk)[1:-1] in text, repr(text)
+        assert len(OptionError("beam", f"1{brk}2", f"no{brk}good").with_flag("--beam").splitlines()) == 1
+    assert one_line("a\nb") == "a b"

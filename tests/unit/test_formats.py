@@ -8,6 +8,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given
 
 from ctxmt_cli.data.formats import (
     count_lines,
@@ -16,6 +17,7 @@ from ctxmt_cli.data.formats import (
     iter_source_documents,
 )
 from ctxmt_cli.errors import CtxmtError
+from tests.hostile_inputs import jsonl_files, text_files, xml_files
 
 FIX = Path(__file__).parents[1] / "fixtures" / "corpora"
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -331,3 +333,49 @@ def test_an_error_of_the_text_itself_does_not_blame_the_docids(tmp_path):
     with pytest.raises(CtxmtError, match=r"a\.en:2: not valid UTF-8") as err:
         list(iter_parallel_documents("text", en, de, docids))
     assert "docids" not in str(err.value)
+
+
+@pytest.mark.parametrize("body, words", [
+    ('<seg id="1">a <seg id="2">b</seg> c</seg>', r'x\.xml:2: <seg> inside <seg id=1>'),
+    ('<seg id="1">a\n<seg id="2">b</seg>\n</seg>', r'x\.xml:2: <seg> inside <seg id=1>'),
+    ('<seg id="1">a</seg> c</seg>', r'x\.xml:2: </seg> without an opening <seg>'),
+    ('<seg id="1">a</seg>\n</seg>', r'x\.xml:3: </seg> without an opening <seg>'),
+    ('<seg id="1">a </doc> b</seg>', r'x\.xml:2: </doc> inside <seg id=1>'),
+])
+def test_iwslt_xml_refuses_a_seg_nested_in_another(tmp_path, body, words):
+    """The scanner would take an inner <seg>'s text into the outer one and drop the rest without a word."""
+    en = write(tmp_path / "x.xml", f'<doc docid="1">\n{body}\n</doc>\n')
+    with pytest.raises(CtxmtError, match=words):
+        list(iter_source_documents("iwslt-xml", en))
+
+
+# ---- properties: every reader reads a hostile file or refuses it in one line, and never changes it -------------
+def reads_or_refuses(read, *paths: Path) -> None:
+    """``read()`` consumes every document or raises a one-line CtxmtError; the files are byte-identical after."""
+    before = [p.read_bytes() for p in paths]
+    try:
+        for _ in read():
+            pass
+    except CtxmtError as err:
+        assert "\n" not in str(err) and str(err).strip()
+    assert [p.read_bytes() for p in paths] == before
+
+
+@given(jsonl_files(["doc_id", "src", "tgt"], '{"doc_id": "d", "src": "a b", "tgt": "c d"}'))
+def test_prepare_jsonl_reader_property(tmp_path_factory, data):
+    path = write(tmp_path_factory.mktemp("p") / "c.jsonl", data)
+    reads_or_refuses(lambda: iter_parallel_documents("jsonl", path, path), path)
+
+
+@given(text_files(), text_files())
+def test_prepare_text_reader_property(tmp_path_factory, src, tgt):
+    folder = tmp_path_factory.mktemp("p")
+    en, de = write(folder / "c.en", src), write(folder / "c.de", tgt)
+    reads_or_refuses(lambda: iter_parallel_documents("text", en, de), en, de)
+
+
+@given(xml_files())
+def test_prepare_xml_reader_property(tmp_path_factory, pair):
+    folder = tmp_path_factory.mktemp("p")
+    en, de = write(folder / "x.en.xml", pair[0]), write(folder / "x.de.xml", pair[1])
+    reads_or_refuses(lambda: iter_parallel_documents("iwslt-xml", en, de), en, de)

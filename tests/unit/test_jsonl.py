@@ -3,10 +3,12 @@
 import json
 
 import pytest
+from hypothesis import given
 
 from ctxmt_cli.decode.jsonl import format_translation, parse_document, parse_documents
 from ctxmt_cli.decode.records import Candidate, Document, DocumentTranslation, SentenceTranslation
 from ctxmt_cli.errors import CtxmtError
+from tests.hostile_inputs import jsonl_files
 
 
 def test_documents_with_and_without_their_optional_fields():
@@ -50,3 +52,15 @@ def test_output_lines_carry_what_was_asked_for():
     assert full["nbest"] == [[{"translation": "Hallo ü .", "logprob": -1.5, "score": -0.9},
                               {"translation": "Hallo .", "logprob": -2.0, "score": -1.2}], []]
     assert parse_document('{"src": ["x"]}', "f:1", 1) == Document(["x"], [], 1)
+
+
+# ---- property: a hostile JSONL line is a document or a one-line refusal ------------------------------------------
+@given(jsonl_files(["doc_id", "src", "tgt_context"], '{"doc_id": "d", "src": ["a ."], "tgt_context": []}'))
+def test_any_jsonl_input_is_documents_or_one_line(data):
+    lines = data.decode("utf-8", "replace").split("\n")
+    try:
+        docs = list(parse_documents(lines, "in.jsonl"))
+    except CtxmtError as err:
+        assert "\n" not in str(err) and str(err).startswith("in.jsonl:")
+    else:
+        assert all(isinstance(s, str) for doc in docs for s in doc.src)

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ctxmt_cli.config import recipe_to_dict
-from ctxmt_cli.core.layers import MultiheadAttention, additive_mask, fuse_separate_projections
+from ctxmt_cli.core.layers import FeedForward, MultiheadAttention, additive_mask, fuse_separate_projections
 from ctxmt_cli.core.linear import Linear, xavier_
 from ctxmt_cli.models.loading import load_model
 from ctxmt_cli.outputs import torch_save
@@ -165,3 +165,14 @@ def test_one_update_dispatches_fewer_ops_than_a_plain_torch_transformer_and_conv
         F.cross_entropy(F.linear(hidden, model.output.weight).flatten(0, 1), batch.tgt_out.flatten()).backward()
     assert counter.ops["aten.where"] == 0 and counter.ops["aten.sin"] == 0  # no mask conversion, no positions
     assert sum(counter.ops.values()) < 0.8 * sum(_plain_transformer_ops(batch, 32, 2).values())
+
+
+@pytest.mark.parametrize("activation, fn", [("relu", F.relu), ("gelu", F.gelu), ("swish", F.silu)])
+def test_feed_forward_activation(activation, fn):
+    """``model.activation``: the feed-forward block is fc2(act(fc1(x))) with ReLU (the default), exact GELU, or
+    swish (SiLU, Marian's)."""
+    torch.manual_seed(0)
+    ffn = FeedForward(8, 16, 0.0, activation).eval()
+    x = torch.randn(2, 3, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(ffn(x), ffn.fc2(fn(ffn.fc1(x))), atol=0, rtol=0)

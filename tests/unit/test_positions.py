@@ -113,3 +113,17 @@ def test_learned_table_is_standard_normal_and_can_be_shared():
     enc = SegmentPositionEncoding(512, "learned", 3)
     dec = SegmentPositionEncoding(512, "learned", 3, decoder=True, table=enc.table)
     assert dec.table is enc.table
+
+
+def test_marian_layout_is_hugging_face_marians_table():
+    """``sinusoid: marian``: MarianSinusoidalPositionalEmbedding's table (pos / 10000^(2*(j//2)/d), sin of the even
+    columns in the first half, cos of the odd ones in the second, no offset), here written out with numpy."""
+    import numpy as np
+
+    n, d = 40, 16
+    enc = np.array([[pos / np.power(10000, 2 * (j // 2) / d) for j in range(d)] for pos in range(n)])
+    want = torch.from_numpy(np.concatenate([np.sin(enc[:, 0::2]), np.cos(enc[:, 1::2])], axis=1)).float()
+    table = PositionEncoding(d, "marian")
+    torch.testing.assert_close(table.first(n, torch.device("cpu"))[0], want, atol=1e-6, rtol=0)
+    torch.testing.assert_close(table(torch.arange(n)[None], None)[0], want, atol=1e-6, rtol=0)
+    assert not torch.allclose(sinusoid(torch.arange(n), d), want, atol=1e-3)   # the default layout differs

@@ -166,16 +166,21 @@ def test_refuses_existing_dir_and_force_replaces_only_a_prepared_dataset(tmp_pat
     (out / "keep.txt").write_text("precious")
     with pytest.raises(CtxmtError, match=r"prep already exists; pass `force` to overwrite"):
         prepare_corpus(spec_for("text", out))
-    with pytest.raises(CtxmtError, match=r"prep is not a prepared dataset \(no .ctxmt-output.json nor a prepared "
-                                         r"dataset's meta.json\)"):
+    with pytest.raises(CtxmtError, match=r"prep is not a prepared dataset \(no .ctxmt-output.json listing the files "
+                                         r"ctxmt wrote\)"):
         prepare_corpus(spec_for("text", out, force=True))
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
     assert (out / "keep.txt").read_text() == "precious"
     prepared = tmp_path / "prepared"
     prepare_corpus(spec_for("text", prepared))
-    (prepared / "train.src.bin").write_bytes(b"from an older run")
     prepare_corpus(spec_for("text", prepared, force=True))               # a prepared dataset is replaced whole
-    assert (prepared / "train.src.bin").read_bytes() != b"from an older run"
+    (prepared / "train.src.bin").write_bytes(b"edited since")             # a file changed since is not ctxmt's
+    with pytest.raises(CtxmtError, match=r"holds .*train.src.bin, which has changed since ctxmt wrote it"):
+        prepare_corpus(spec_for("text", prepared, force=True))
+    assert (prepared / "train.src.bin").read_bytes() == b"edited since"
+    (prepared / "train.src.bin").unlink()                                 # one it wrote and that is gone: fine
+    prepare_corpus(spec_for("text", prepared, force=True))
+    assert (prepared / "train.src.bin").stat().st_size > 0
     (prepared / "notes.bin").write_bytes(b"a user's file")              # anything ctxmt did not write stops it
     with pytest.raises(CtxmtError, match=r"holds .*notes.bin, which is not a file ctxmt wrote"):
         prepare_corpus(spec_for("text", prepared, force=True))

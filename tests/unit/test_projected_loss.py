@@ -127,3 +127,26 @@ def test_gpu_blocks_make_the_op_count_independent_of_the_batch(monkeypatch):
     with projected_loss.blocks_as_on("cuda"):
         assert ops(40) == ops(400)
     assert ops(400) > ops(40)
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 1000])
+def test_an_output_bias_enters_values_and_gradients(monkeypatch, chunk_rows):
+    """Marian's final logits bias (``model.output_bias``): the fused loss of hidden @ Wᵀ + b and its gradients,
+    the bias's included, equal the plain path's."""
+    monkeypatch.setattr(core_logits, "LOGIT_CHUNK_BYTES", chunk_rows * 4 * 50)
+    hidden, weight, target = case(seed=2)
+    bias = torch.randn(50, generator=torch.Generator().manual_seed(3))
+
+    def run(fused):
+        h, w, b = hidden.clone().requires_grad_(), weight.clone().requires_grad_(), bias.clone().requires_grad_()
+        if fused:
+            loss = projected_token_losses(h, w, target, PAD, 0.1, bias=b)
+        else:
+            logits = (F.linear(h, w) + b).reshape(-1, 50)
+            loss = F.cross_entropy(logits, target.reshape(-1), ignore_index=PAD, label_smoothing=0.1,
+                                   reduction="none").view(target.shape)
+        (loss * torch.linspace(0.5, 2.0, loss.numel()).view_as(loss)).sum().backward()
+        return loss.detach(), h.grad, w.grad, b.grad
+
+    for got, want in zip(run(True), run(False)):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)

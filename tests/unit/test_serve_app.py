@@ -13,11 +13,13 @@ import urllib.error
 import urllib.request
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from ctxmt_cli import api
 from ctxmt_cli.cli import app as cli_app
-from ctxmt_cli.serve.app import Limits, build_app
+from ctxmt_cli.serve.app import Limits, build_app, json_content_type
 from ctxmt_cli.serve.documents import DocumentStore
 from ctxmt_cli.serve.engine import Engine, keep_rule
 from ctxmt_cli.serve.server import ServerThread
@@ -252,3 +254,17 @@ def test_a_failing_translation_is_a_500_and_other_requests_still_translate(check
     assert answers["good"][0] == 200 and after["context"] == "continued"       # tried alone, kept
     assert ids == ["good"]                                                   # the failed new document is not kept
     assert answers["good"][1]["translations"] + after["translations"] == translate([documents[0][:2]])[0].translations
+
+
+# ---- only JSON is read: a property over generated Content-Type headers ------------------------------------------
+MEDIA = st.sampled_from(["application/json", "APPLICATION/Json", "text/plain", "application/x-www-form-urlencoded",
+                         "multipart/form-data", "application/jsonp", "application/json+x", "", "json"])
+CHARSET = st.sampled_from([None, "utf-8", "UTF8", '"utf-8"', "latin-1", "utf-16", ""])
+
+
+@given(media=MEDIA, charset=CHARSET, spaces=st.sampled_from(["", " ", "  "]), extra=st.booleans())
+def test_only_a_json_content_type_in_utf_8_is_read(media, charset, spaces, extra):
+    value = media + ("" if charset is None else f";{spaces}charset={charset}") + ("; boundary=x" if extra else "")
+    json_kind = media.lower() == "application/json"
+    utf8 = charset is None or charset.strip('"').lower() in ("utf-8", "utf8")
+    assert json_content_type(value) == (json_kind and utf8), value

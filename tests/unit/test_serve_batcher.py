@@ -137,3 +137,30 @@ def test_a_job_nobody_waits_for_is_dropped_before_its_turn():
         batcher.stop()
     assert [p for batch in rec.batches for p in batch] == ["x0", "k1", "k2"]
     assert (batcher.stats.dropped, batcher.stats.requests) == (2, 3)
+
+
+class Fatal(BaseException):
+    """An error the per-batch handling does not catch (as a bug in the worker itself would be)."""
+
+
+def test_a_worker_that_fails_answers_every_job_and_refuses_new_ones():
+    from ctxmt_cli.serve.batcher import WorkerFailed
+
+    def broken(payloads):
+        raise Fatal("broken")
+
+    batcher = Batcher(broken, max_docs=1, wait_s=0.05)
+    events = submit_all(batcher, [("a", "x"), ("b", "y")])          # queued before the worker starts
+    batcher.start()
+    assert all(e.wait(10) for e in events)
+    assert all(isinstance(e.result, WorkerFailed) and "Fatal: broken" in str(e.result) for e in events)
+    with pytest.raises(WorkerFailed):
+        batcher.submit(Job("c", "z", lambda result: None))
+    assert isinstance(batcher.failed, WorkerFailed)
+    batcher.stop(timeout=10)
+
+
+@pytest.mark.parametrize("wait_s", [float("nan"), float("inf"), 1e305, -0.001, 60.001])
+def test_a_wait_beyond_its_bound_is_refused(wait_s):
+    with pytest.raises(ValueError, match="wait_s"):
+        Batcher(lambda payloads: payloads, max_docs=1, wait_s=wait_s)

@@ -100,3 +100,49 @@ def test_missing_or_mismatched_streams_are_one_line_errors(data):
     for bad in ("a.b", "", "-x", "a b"):
         with pytest.raises(CtxmtError, match="`name`"):
             check_stream_name(bad)
+
+
+class Full(OSError):
+    """A full disk, raised by the stand-in writer below."""
+
+
+def test_a_failure_before_any_recorded_document_leaves_no_partial_file(data, monkeypatch):
+    docs = fake_translation(data)
+    writer = StreamWriter(data.dir, "valid", "fp", data.meta["dtype"], PLAN)
+    real = StreamWriter._save
+    monkeypatch.setattr(StreamWriter, "_save", lambda self: (_ for _ in ()).throw(Full(28, "No space left")))
+    with pytest.raises(OSError, match=f"No space left: '{data.dir}'"):     # the record of a fresh stream
+        writer.start(force=False)
+    assert not list(data.dir.glob("valid.fp.*"))
+    monkeypatch.setattr(StreamWriter, "_save", real)
+    writer.start(force=False)
+    monkeypatch.setattr(StreamWriter, "_save", lambda self: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):                            # the first chunk: nothing to resume
+        writer.append([ids for ids, _ in docs[:3]], [text for _, text in docs[:3]])
+    assert not list(data.dir.glob("valid.fp.*"))
+
+
+def test_a_failure_after_recorded_documents_keeps_the_stream_resumable(data, monkeypatch):
+    docs = fake_translation(data)
+    write(data, docs, stop_after=1)
+    writer = StreamWriter(data.dir, "valid", "fp", data.meta["dtype"], PLAN)
+    assert writer.start(force=False) == 3
+    monkeypatch.setattr(StreamWriter, "_save", lambda self: (_ for _ in ()).throw(Full(28, "No space left")))
+    with pytest.raises(OSError, match="No space left"):
+        writer.append([ids for ids, _ in docs[3:6]], [text for _, text in docs[3:6]])
+    assert StreamWriter(data.dir, "valid", "fp", data.meta["dtype"], PLAN).start(force=False) == 3
+
+
+def test_a_stream_whose_record_cannot_be_written_is_not_finished(data, monkeypatch):
+    import ctxmt_cli.data.streams as streams
+
+    docs = fake_translation(data)
+    writer = StreamWriter(data.dir, "valid", "fp", data.meta["dtype"], PLAN)
+    writer.start(force=False)
+    writer.append([ids for ids, _ in docs], [text for _, text in docs])     # every document, not finished
+    monkeypatch.setattr(streams, "_write_json", lambda path, value: (_ for _ in ()).throw(Full(28, "No space")))
+    with pytest.raises(Full):
+        writer.finish({"side": "tgt", "language": "tgt"})
+    monkeypatch.undo()
+    assert writer.finished_info() is None and not list(data.dir.glob("valid.fp.stream.bin"))
+    assert StreamWriter(data.dir, "valid", "fp", data.meta["dtype"], PLAN).start(force=False) == len(docs)

@@ -222,7 +222,7 @@ def _kill_at(monkeypatch, what: str) -> None:
     """Kill the run at step 6 while writing ``what``: the step file itself, or its copy to best or last."""
     from ctxmt_cli.train import trainer as trainer_module
 
-    real_save, real_copy = trainer_module.torch_save, trainer_module.copy_atomic
+    real_save, real_copy = trainer_module.save_checkpoint, trainer_module.copy_atomic
 
     def save(obj, path):
         if what == "step" and Path(path).name == "checkpoint_6.pt":
@@ -234,7 +234,7 @@ def _kill_at(monkeypatch, what: str) -> None:
             raise Killed
         return real_copy(src, dst)
 
-    monkeypatch.setattr(trainer_module, "torch_save", save)
+    monkeypatch.setattr(trainer_module, "save_checkpoint", save)
     monkeypatch.setattr(trainer_module, "copy_atomic", copy)
 
 

@@ -23,6 +23,7 @@ from ctxmt_cli.data.lines import read_lines
 from ctxmt_cli.data.text_input import JsonInputError, json_kind, load_json
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet
+from ctxmt_cli.paths import check_input_file
 
 FIELDS = {"src_context", "src", "tgt_context", "candidates", "correct", "tags", "candidate_contexts"}
 #: the tags that name a generic item's class (balanced accuracy), the first one present
@@ -109,8 +110,7 @@ def read_items(path: Path) -> list[ContrastiveItem]:
 
 def read_jsonl(path: Path, **options) -> list[TestSet]:
     """A user's set in the generic layout; reported by every tag key present."""
-    if not path.is_file():
-        raise CtxmtError(f"jsonl test set must be a file: {path}")
+    check_input_file(path, "jsonl test set", "give a JSONL file, one item per line")
     items = read_items(path)
     keys = sorted({key for item in items for key in item.tags})
     return [TestSet(name=path.stem, kind="jsonl", items=items, groupings=tuple(keys), classes=class_key(keys),

@@ -38,6 +38,7 @@ from pathlib import Path
 from ctxmt_cli.data.text_input import JsonInputError, load_json
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet
+from ctxmt_cli.paths import check_input_file
 
 EOS = "_eos"
 TEST_SETS = ("deixis_test", "lex_cohesion_test", "ellipsis_infl", "ellipsis_vp")
@@ -67,9 +68,7 @@ def read_voita(path: Path, **options) -> list[TestSet]:
     path = Path(path)
     if path.is_dir():
         return [read_voita_file(f) for f in _folder_files(path, bool(options.get("dev", False)))]
-    if not path.is_file():
-        raise CtxmtError(f"Voita test set not found: {path} (give a .json file or the consistency_testsets/ "
-                         f"folder from {DOWNLOAD})")
+    check_input_file(path, "Voita test set", f"give a .json file or the consistency_testsets/ folder from {DOWNLOAD}")
     return [read_voita_file(path)]
 
 

@@ -6,7 +6,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, model_validator
 
-from ctxmt_cli.config_base import ModelBase, TargetContextOptions
+from ctxmt_cli.config_base import MAX_CONTEXT, MAX_HIDDEN, MAX_POSITIONS, ModelBase, TargetContextOptions
 
 #: the reprs that cache one aggregate per sentence (or a shortened sequence)
 AGGREGATING = ("sentence", "pooling", "grouping", "selecting")
@@ -21,15 +21,15 @@ class CachingConfig(ModelBase, TargetContextOptions):
     """
 
     family: Literal["caching"] = Field("caching", description="the family this section configures")
-    src_context_sentences: int = Field(1, ge=0, le=64, description="previous source sentences used as context")
+    src_context_sentences: int = Field(1, ge=0, le=MAX_CONTEXT, description="previous source sentences used as context")
     repr: Literal["tokens", "sentence", "pooling", "grouping", "selecting"] = Field(
         "tokens", description="what is cached per sentence: every token, the mean, or a shortened sequence")
     pooling: Optional[Literal["max", "avg", "linear"]] = Field(None, description="repr: pooling only")
-    pool_size: int = Field(2, ge=1, description="pooling: tokens per pooled group (k)")
-    groups: Optional[int] = Field(None, ge=1, description="grouping/selecting: number of groups (K)")
+    pool_size: int = Field(2, ge=1, le=MAX_POSITIONS, description="pooling: tokens per pooled group (k)")
+    groups: Optional[int] = Field(None, ge=1, le=MAX_POSITIONS, description="grouping/selecting: number of groups (K)")
     normalizer: Literal["softmax", "sparsemax"] = Field(
         "sparsemax", description="grouping/selecting: how token scores become group weights")
-    categorizer_hidden: int = Field(512, ge=1, description="grouping/selecting: hidden units of the categorising FFN")
+    categorizer_hidden: int = Field(512, ge=1, le=MAX_HIDDEN, description="grouping/selecting: hidden units of the categorising FFN")
     include_current: Optional[bool] = Field(
         None, description="add the current sentence's own representation to the context (default: aggregating reprs)")
     integration: Literal["sequential", "parallel", "concat"] = Field(
@@ -37,10 +37,10 @@ class CachingConfig(ModelBase, TargetContextOptions):
     gate: bool = Field(False, description="sigmoid gate on the context-attention branch (eq. 5)")
     encoder: Literal["shared", "separate"] = Field("shared", description="separate = unshared context encoder (multi-encoder)")
     grad_context_sentences: int = Field(
-        0, ge=0, description="nearest context sentences whose *encoder* pass gets gradient; 0 (the paper's code): "
+        0, ge=0, le=MAX_CONTEXT, description="nearest context sentences whose *encoder* pass gets gradient; 0 (the paper's code): "
         "every context sentence is encoded without autograd, the encoder learns from the current sentence only")
     shortening_grad_context_sentences: Optional[int] = Field(
-        None, ge=0, description="pooling/grouping/selecting: nearest context sentences whose shortening gets gradient, "
+        None, ge=0, le=MAX_CONTEXT, description="pooling/grouping/selecting: nearest context sentences whose shortening gets gradient, "
         "detached beyond (the paper: 2 for grouping, 1 for selecting); null = every context sentence")
     shortening_dropout: float = Field(
         0.0, ge=0.0, lt=1.0, description="dropout on the attention branch of eq. 2 (the paper's code has none)")

@@ -61,7 +61,7 @@ class Caching(EncoderDecoder):
         self.context_layers = self.context_norm = None
         if cfg.encoder == "separate":
             args = (d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout, cfg.activation_dropout, cfg.normalize_before)
-            self.context_layers = nn.ModuleList(EncoderLayer(*args) for _ in range(cfg.encoder_layers))
+            self.context_layers = nn.ModuleList(EncoderLayer(*args, cfg.activation) for _ in range(cfg.encoder_layers))
             self.context_norm = nn.LayerNorm(d) if cfg.normalize_before else nn.Identity()
         for emb in (self.segment, self.context_pos):
             if emb is not None:

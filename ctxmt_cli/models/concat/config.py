@@ -2,40 +2,44 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional, Union
+from typing import Annotated, Literal, Optional, Union
 
 from pydantic import Field, model_validator
 
-from ctxmt_cli.config_base import ModelBase, Section, TargetContextOptions
+from ctxmt_cli.config_base import MAX_CONTEXT, MAX_POSITIONS, MAX_WIDTH, ModelBase, Section, TargetContextOptions
 
 
 class ShiftPair(Section):
     """A resolved segment shift per side (``shift: auto`` becomes one of these)."""
 
-    src: int = Field(ge=0, description="position shift per sentence of the source window")
-    tgt: int = Field(ge=0, description="position shift per sentence of the target window")
+    src: int = Field(ge=0, le=MAX_POSITIONS, description="position shift per sentence of the source window")
+    tgt: int = Field(ge=0, le=MAX_POSITIONS, description="position shift per sentence of the target window")
 
 
 class PSEConfig(Section):
     """Position-segment embedding: concatenate a (d_model - d_se) position code with a d_se segment code."""
 
-    d_se: int = Field(ge=1, description="width of the segment code (smaller than d_model)")
+    d_se: int = Field(ge=1, le=MAX_WIDTH, description="width of the segment code (smaller than d_model)")
+
+
+#: one shift for both sides, in tokens per sentence
+_Shift = Annotated[int, Field(ge=0, le=MAX_POSITIONS)]
 
 
 class ConcatConfig(ModelBase, TargetContextOptions):
     """Sliding-window concatenation sKtoK / sKto1 (Lupo et al. 2022, 2023)."""
 
     family: Literal["concat"] = Field("concat", description="the family this section configures")
-    src_context_sentences: int = Field(3, ge=0, le=64, description="previous source sentences in the window (K-1)")
-    tgt_context_sentences: int = Field(3, ge=0, le=64, description="previous target sentences (0 = sKto1)")
-    src_next_sentences: int = Field(0, ge=0, le=64, description="next source sentences in the window, after the "
+    src_context_sentences: int = Field(3, ge=0, le=MAX_CONTEXT, description="previous source sentences in the window (K-1)")
+    tgt_context_sentences: int = Field(3, ge=0, le=MAX_CONTEXT, description="previous target sentences (0 = sKto1)")
+    src_next_sentences: int = Field(0, ge=0, le=MAX_CONTEXT, description="next source sentences in the window, after the "
                                     "previous ones and before the current one (sKto1 only; Yang et al. give their "
                                     "ECT baseline 1 previous + 1 next)")
     cd: float = Field(1.0, ge=0.0, le=1.0, description="context discount: L = cd * L_context + L_current")
     cd_normalize: Literal["window_tokens", "weight_sum"] = Field(
         "window_tokens", description="the discounted loss's divisor: the window's target tokens (the authors' code) "
         "or the sum of the token weights")
-    shift: Union[None, Literal["auto", "per-window"], int, ShiftPair] = Field(
+    shift: Union[None, Literal["auto", "per-window"], _Shift, ShiftPair] = Field(
         None, description="segment-shifted positions: auto (mean sentence length), an int, per-window"
     )
     segment: Optional[Literal["onehot", "sinusoidal", "learned"]] = Field(

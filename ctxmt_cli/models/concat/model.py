@@ -51,7 +51,8 @@ class Concat(EncoderDecoder):
 
         def positions(side: int, table=None) -> SegmentPositionEncoding:
             return SegmentPositionEncoding(cfg.d_model, cfg.segment, cfg.max_segments, d_se, cfg.persistent,
-                                    shifted=per_window or shift[side] != 0, decoder=side == 1, table=table)
+                                    shifted=per_window or shift[side] != 0, decoder=side == 1, table=table,
+                                           layout=cfg.sinusoid)
 
         src_pos = positions(0)
         # one learned segment table for encoder and decoder, as the authors' code (Lupo et al. 2023)

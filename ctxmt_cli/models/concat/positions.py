@@ -30,9 +30,9 @@ class SegmentPositionEncoding(PositionEncoding):
     def __init__(
         self, d_model: int, segment: Optional[str] = None, max_segments: int = 1,
         d_se: Optional[int] = None, persistent: bool = False, shifted: bool = False, decoder: bool = False,
-        table: Optional[nn.Embedding] = None,
+        table: Optional[nn.Embedding] = None, layout: str = "tensor2tensor",
     ):
-        super().__init__(d_model)
+        super().__init__(d_model, layout)
         self.segment, self.max_segments = segment, max_segments
         self.d_se, self.persistent, self.shifted, self.decoder = d_se, persistent, shifted, decoder
         seg_dim = d_se if d_se is not None else d_model
@@ -66,11 +66,11 @@ class SegmentPositionEncoding(PositionEncoding):
     def forward(self, positions: Tensor, seg: Optional[Tensor]) -> Tensor:
         """Encoding (B, T, C) of ``positions`` (B, T) and segments ``seg`` (B, T) or None."""
         if self.segment is None or seg is None:
-            return sinusoid(positions, self.d_model)
+            return sinusoid(positions, self.d_model, self.layout)
         codes = self.segment_codes(self.segments(positions, seg))              # (B, T, seg_dim)
         if self.d_se is not None:  # PSE: [PE_t (d_model - d_se), SE_k (d_se)]
-            return torch.cat([sinusoid(positions, self.d_model - self.d_se), codes], dim=-1)
-        return sinusoid(positions, self.d_model) + codes
+            return torch.cat([sinusoid(positions, self.d_model - self.d_se, self.layout), codes], dim=-1)
+        return sinusoid(positions, self.d_model, self.layout) + codes
 
     def persisted(self, positions: Tensor, seg: Optional[Tensor], encoding: Tensor) -> Optional[Tensor]:
         """What is re-added to the input of every layer after the first (B, T, C); None when not persistent.

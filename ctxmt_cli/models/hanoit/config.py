@@ -14,7 +14,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, model_validator
 
-from ctxmt_cli.config_base import ModelBase, TargetContextOptions
+from ctxmt_cli.config_base import MAX_CONTEXT, MAX_LAYERS, ModelBase, TargetContextOptions
 
 #: the bilingual options and the value each takes when a bilingual recipe leaves it out
 BILINGUAL_DEFAULTS = {"target_context_from": "first_pass", "share_encoder": True, "gate": "vector", "gate_scale": 1.0,
@@ -29,12 +29,12 @@ class HanoiTConfig(ModelBase, TargetContextOptions):
     a second stream [target context; current source] and a gated second cross-attention (§2.3, eqs. 8-13)."""
 
     family: Literal["hanoit"] = Field("hanoit", description="the family this section configures")
-    src_context_sentences: int = Field(1, ge=0, le=64, description="previous source sentences in the window")
-    src_next_sentences: int = Field(1, ge=0, le=64, description="next source sentences in the window (offline "
+    src_context_sentences: int = Field(1, ge=0, le=MAX_CONTEXT, description="previous source sentences in the window")
+    src_next_sentences: int = Field(1, ge=0, le=MAX_CONTEXT, description="next source sentences in the window (offline "
                                     "context, the paper's default; 0 = online)")
-    unified_layers: Optional[int] = Field(None, ge=0, description="N1, the bottom encoder layers that read every "
+    unified_layers: Optional[int] = Field(None, ge=0, le=MAX_LAYERS, description="N1, the bottom encoder layers that read every "
                                           "token (default: 1, or encoder_layers - selection_layers)")
-    selection_layers: Optional[int] = Field(None, ge=0, description="N2, the top encoder layers that each select "
+    selection_layers: Optional[int] = Field(None, ge=0, le=MAX_LAYERS, description="N2, the top encoder layers that each select "
                                             "context tokens for the layers above (default: encoder_layers - N1)")
     q: float = Field(0.2, gt=0.0, le=1.0, description="eq. 7: a context token stays when at least q * p of the p "
                      "current-sentence tokens attend to it at or above their average (the paper: 0.1-0.5, "

@@ -202,7 +202,7 @@ class HanoiT(EncoderDecoder):
         if bilingual and not cfg.share_encoder:
             args = (d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout, cfg.activation_dropout,
                     cfg.normalize_before)
-            self.target_layers = nn.ModuleList(EncoderLayer(*args) for _ in range(cfg.encoder_layers))
+            self.target_layers = nn.ModuleList(EncoderLayer(*args, cfg.activation) for _ in range(cfg.encoder_layers))
             self.target_norm = nn.LayerNorm(d) if cfg.normalize_before else nn.Identity()
             for module in self.target_layers.modules():                     # initialised as the core's encoder
                 if isinstance(module, nn.Linear):

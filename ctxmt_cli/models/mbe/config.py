@@ -6,7 +6,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, model_validator
 
-from ctxmt_cli.config_base import ModelBase
+from ctxmt_cli.config_base import MAX_BATCH_TOKENS, ModelBase
 
 
 class MbeConfig(ModelBase):
@@ -23,14 +23,14 @@ class MbeConfig(ModelBase):
     prefix_norm: bool = Field(False, description="the public code's LayerNorm over every input position of the side "
                               "z is placed on, z's and the tokens' (its doc-encoder/decoder-layer-norm; not in the "
                               "paper): it cancels the gate's scale alpha")
-    classifier_weight: float = Field(1.0, ge=0.0, description="lambda of eq. 7: L = L_NMT + lambda * L_MB")
+    classifier_weight: float = Field(1.0, ge=0.0, le=1000.0, description="lambda of eq. 7: L = L_NMT + lambda * L_MB")
     classifier_loss: Literal["per_sentence", "per_group"] = Field(
         "per_sentence", description="the classifier's loss per sentence, label-smoothed (the public code), or per group")
     classifier_label_smoothing: float = Field(0.1, ge=0.0, lt=1.0, description="per_sentence: label smoothing")
     mixed_groups: float = Field(
         0.5, ge=0.0, lt=1.0, description="gate: share of the training groups that mix documents (the paper's 'same "
         "ratio' of the two kinds of mini-batch: 1:1 = 0.5)")
-    group_tokens: int = Field(3000, ge=8, description="a training group's budget (padded tokens); larger "
+    group_tokens: int = Field(3000, ge=8, le=MAX_BATCH_TOKENS, description="a training group's budget (padded tokens); larger "
                               "documents are length-sorted and split into several groups")
     summary_dropout: Optional[float] = Field(None, ge=0.0, lt=1.0, description="dropout on z (default: dropout)")
 

@@ -22,6 +22,9 @@ class Sentence(EncoderDecoder):
 VARIANTS: dict[str, dict] = {
     "pre-norm": {},
     "post-norm": {"normalize_before": False},
+    # the architecture of an imported Marian / OPUS-MT model (`ctxmt import marian`)
+    "marian": {"normalize_before": False, "activation": "swish", "scale_embeddings": False, "sinusoid": "marian",
+               "output_bias": True},
 }
 
 #: A sentence-level model started from another (``train.init_from``) is that model.

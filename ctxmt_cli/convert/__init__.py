@@ -1,0 +1,1 @@
+"""Models of other toolkits as ctxmt checkpoints (``ctxmt import``): Marian / OPUS-MT in Hugging Face's format."""
