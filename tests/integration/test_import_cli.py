@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import json
 import random
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
 
 import pytest
 
-from tests.integration.conftest import assert_user_error, run_cli
+from tests.integration.conftest import ROOT, assert_user_error, run_cli
 from tests.unit.marian_fixture import SRC_WORDS, TGT_WORDS, build_marian, sentence
 
 pytest.importorskip("transformers")
@@ -67,19 +72,72 @@ def test_translate_gives_transformers_greedy_output(imported, marian, tmp_path):
     assert compared >= len(lines) // 3
 
 
-def test_prepare_with_the_imported_tokenizer(imported, tmp_path):
+def prepare_with(imported, out):
+    """Documents in xx and en prepared with the imported model's tokenizer (``prepare --vocab-from``)."""
+    for split, seed in (("train", 0), ("valid", 1000)):
+        for lang, words in (("xx", SRC_WORDS), ("en", TGT_WORDS)):
+            rows = [sentence(random.Random(seed + k), words) for k in range(40 if split == "train" else 16)]
+            (out.parent / f"{split}.{lang}").write_text("".join(r + ("\n\n" if k % 8 == 7 else "\n") for k, r in
+                                                                 enumerate(rows)), encoding="utf-8")
+    return run_cli("prepare", "text", "--train", out.parent / "train", "--valid", out.parent / "valid",
+                   "--src-lang", "xx", "--tgt-lang", "en", "--vocab-from", imported, "--workers", 1, "--out", out)
+
+
+@pytest.fixture(scope="module")
+def imported_data(imported, tmp_path_factory):
+    out = tmp_path_factory.mktemp("prepared") / "data"
+    result = prepare_with(imported, out)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_prepare_with_the_imported_tokenizer(imported, imported_data):
     from ctxmt_cli.models.loading import open_checkpoint
 
-    for lang, words in (("xx", SRC_WORDS), ("en", TGT_WORDS)):
-        rows = [sentence(random.Random(k), words) for k in range(40)]
-        (tmp_path / f"train.{lang}").write_text("".join(r + ("\n\n" if k % 8 == 7 else "\n") for k, r in
-                                                         enumerate(rows)), encoding="utf-8")
-    result = run_cli("prepare", "text", "--train", tmp_path / "train", "--src-lang", "xx", "--tgt-lang", "en",
-                     "--vocab-from", imported, "--workers", 1, "--out", tmp_path / "data")
-    assert result.exit_code == 0, result.output
-    meta = json.loads((tmp_path / "data" / "meta.json").read_text())
+    meta = json.loads((imported_data / "meta.json").read_text())
     assert meta["tokenizer_fingerprint"] == open_checkpoint(imported).raw["vocab_fingerprint"]
     assert meta["joint"] is False and meta["vocabulary"]["option"] == "--vocab-from"
+
+
+@pytest.mark.parametrize("recipe", ["sentence", "concat", "caching_tokens", "mbe", "hanoit"])
+def test_every_family_fine_tunes_from_an_imported_model(recipe, imported, imported_data, tmp_path):
+    """Two updates of each family from the imported model on data prepared with its tokenizer: every tensor of
+    the Marian model loads, the architecture (swish, unscaled embeddings, output bias) is the checkpoint's."""
+    import torch
+
+    parent = torch.load(imported, map_location="cpu", weights_only=True)
+    sets = [f"data.path={imported_data}", f"train.save_dir={tmp_path / 'run'}", "train.max_steps=2",
+            "train.valid_every=2", "train.warmup_steps=1", "data.max_tokens=400"]
+    result = run_cli("train", ROOT / "recipes" / "quickstart" / f"{recipe}.yaml", "--init-from", imported,
+                     *[a for s in sets for a in ("--set", s)], "--log-format", "plain")
+    assert result.exit_code == 0, result.output
+    report = [line for line in result.output.splitlines() if line.startswith(f"init_from {imported}")]
+    assert len(report) == 1 and f"loaded {len(parent['model'])} tensors" in report[0] and "skipped 0" in report[0]
+    child = torch.load(tmp_path / "run" / "checkpoint_last.pt", map_location="cpu", weights_only=True)
+    for key in ("activation", "scale_embeddings", "sinusoid", "output_bias", "d_model"):
+        assert child["recipe"]["model"][key] == parent["recipe"]["model"][key], key
+
+
+def test_serve_translates_as_translate_does(imported, tmp_path):
+    """A real server process on loopback answers a document with what ``ctxmt translate`` writes for it."""
+    lines = documents(tmp_path / "docs.txt")
+    result = run_cli("translate", tmp_path / "docs.txt", "-c", imported, "--beam", 1, "-o", tmp_path / "out.txt")
+    assert result.exit_code == 0, result.output
+    expected = (tmp_path / "out.txt").read_text(encoding="utf-8").split("\n\n")[0].split("\n")
+    process = subprocess.Popen([sys.executable, "-m", "ctxmt_cli", "serve", "-c", str(imported), "--port", "0",
+                                "--device", "cpu", "--beam", "1"], stderr=subprocess.PIPE, text=True)
+    try:
+        found = re.search(r"listening on (http://127\.0\.0\.1:\d+)", process.stderr.readline())
+        assert found
+        request = urllib.request.Request(found.group(1) + "/translate", method="POST",
+                                         data=json.dumps({"doc_id": "d", "sentences": lines[:6]}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as response:
+            assert json.loads(response.read())["translations"] == expected
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, rest = process.communicate(timeout=60)
+    assert process.returncode == 0 and "Traceback" not in rest, rest
 
 
 def test_ctranslate2_export_translates_as_the_torch_path(imported, tmp_path):
