@@ -98,9 +98,8 @@ def build_dir(out: Path, command: str, build: Callable[[Path], T], *, what: str 
     swap it into place; any failure removes the new directory and keeps the old ``out``. Returns what ``build``
     returns."""
     out, inputs = Path(out), list(inputs)
-    check_new_or_replaceable(out, what, force, inputs, command=command)
+    check_new_or_replaceable(out, what, force, inputs, command=command)      # (it cleans up after killed runs)
     out.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale(out.parent)
     tmp = temp_name(out)
     tmp.mkdir()
     try:

@@ -218,11 +218,16 @@ def _check_same_model(a: dict, b: dict, path_a: Path, path_b: Path) -> None:
         raise CtxmtError(f"cannot average {path_b} with {path_a}: the models' parameters differ")
 
 
+def averages(*, best_step: Optional[int], around_best: int, last: int) -> bool:
+    """Whether a run's recipe averages checkpoints: around a best step it has, or its last ones."""
+    return (around_best > 0 and best_step is not None) or last > 0
+
+
 def average_run(save_dir: Path, *, best_step: Optional[int], around_best: int, last: int) -> Optional[tuple]:
     """A run's ``checkpoint_avg.pt``: from the best and the ``around_best`` step checkpoints after it
     (``train.average_checkpoints``), or from the ``last`` step checkpoints (``train.average_last``). Returns
     (the file, the steps averaged), or None when the recipe averages nothing."""
-    if (around_best == 0 or best_step is None) and last == 0:
+    if not averages(best_step=best_step, around_best=around_best, last=last):
         return None
     found = step_checkpoints(save_dir)
     steps = last_steps(list(found), last) if last else averaging_steps(list(found), best_step, around_best)

@@ -38,6 +38,7 @@ from ctxmt_cli.signals import act_on_pending, deferred, pending
 from ctxmt_cli.train import setup as S
 from ctxmt_cli.train.checkpoint import (
     average_run,
+    averages,
     capture_rng,
     model_payload,
     prune_checkpoints,
@@ -379,15 +380,14 @@ class Trainer:
 
     def _average(self) -> Optional[Path]:
         """checkpoint_avg.pt as the recipe says (:func:`~ctxmt_cli.train.checkpoint.average_run`), on rank 0."""
-        if (self.cfg.average_checkpoints == 0 or self.state.best_step is None) and self.cfg.average_last == 0:
+        plan = dict(best_step=self.state.best_step, around_best=self.cfg.average_checkpoints, last=self.cfg.average_last)
+        if not averages(**plan):
             return None
-        out = self.save_dir / "checkpoint_avg.pt"
         if self.env.is_main:
-            out, steps = average_run(self.save_dir, best_step=self.state.best_step,
-                                     around_best=self.cfg.average_checkpoints, last=self.cfg.average_last)
+            out, steps = average_run(self.save_dir, **plan)
             self.folder.record([out])
             self.reporter.message(f"averaged {len(steps)} checkpoints (steps {steps}) into {out}")
-        return out
+        return self.save_dir / "checkpoint_avg.pt"
 
     def close(self) -> None:
         """Stop the progress bar and close log files (also after an error)."""
