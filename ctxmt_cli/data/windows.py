@@ -24,6 +24,7 @@ the windows an uninterrupted one would.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Literal, Optional, Sequence
 
 import numpy as np
@@ -102,13 +103,29 @@ def fit_window(previous: Sequence[int], following: Sequence[int], wanted: int, w
                budget: int) -> tuple[int, int]:
     """:func:`two_sided_sizes` for one sentence: (previous, next) context sentences whose lengths plus one
     separator each stay within ``budget``; ``previous`` are the lengths before it (oldest first), ``following``
-    those after it (nearest first), both already inside its document."""
+    those after it (nearest first), both already inside its document.
+
+    The window grows by one sentence with each added context sentence (:func:`split_context`'s order), so its
+    size is increasing in the count and the largest count that fits is found by bisection over prefix sums:
+    O(log n) sizes, where trying every count from the largest down cost O(n^2) on a long document (a model
+    that reads every previous sentence the window limit holds, as mbe's scoring does)."""
     p_avail, n_avail = min(wanted, len(previous)), min(wanted_next, len(following))
-    for c in range(p_avail + n_avail, 0, -1):
-        p, m = (int(x) for x in split_context(c, p_avail, n_avail))
-        if sum(previous[len(previous) - p:]) + sum(following[:m]) + c <= budget:
-            return p, m
-    return 0, 0
+    nearest_before = [0, *accumulate(reversed(previous[len(previous) - p_avail:]))]  # the k nearest previous
+    nearest_after = [0, *accumulate(following[:n_avail])]
+
+    def size(c: int) -> int:
+        p, m = split_context(c, p_avail, n_avail)
+        return nearest_before[int(p)] + nearest_after[int(m)] + c
+
+    lo, hi = 0, p_avail + n_avail                    # invariant: every count <= lo fits (0 counts as fitting)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if size(mid) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    p, m = split_context(lo, p_avail, n_avail)
+    return int(p), int(m)
 
 
 def random_context(doc_start: np.ndarray, doc_end: np.ndarray, wanted: int, rng: np.random.Generator) -> np.ndarray:

@@ -192,6 +192,21 @@ def test_one_sentence_rule_equals_the_array_rule():
             assert np.array_equal(prev, context_sizes(lengths, start, wanted, limit)) and not nxt.any()
 
 
+def test_fit_window_on_long_documents_matches_training():
+    """The bisection of fit_window keeps what training keeps also where a window could hold dozens of sentences
+    (a model reading every previous sentence the window limit holds)."""
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        n = int(rng.integers(20, 80))
+        lengths = rng.integers(1, 30, n)
+        start, end = np.zeros(n, np.int64), np.full(n, n, np.int64)
+        wanted, wanted_next, limit = int(rng.integers(0, n)), int(rng.integers(0, 6)), int(rng.integers(30, 600))
+        prev, nxt = two_sided_sizes(lengths, start, end, wanted, wanted_next, limit)
+        for j in np.flatnonzero(prev >= 0):
+            before, after = lengths[:j].tolist(), lengths[j + 1:].tolist()
+            assert fit_window(before, after, wanted, wanted_next, limit - lengths[j] - 1) == (prev[j], nxt[j])
+
+
 def test_random_context_order_refuses_next_sentences():
     with pytest.raises(CtxmtError, match="context_order random.*src_next_sentences=1"):
         WindowSpec(2, 1, context_order="random", src_next_sentences=1)
