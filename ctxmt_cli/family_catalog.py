@@ -117,7 +117,8 @@ def path_of(cls: type) -> str:
 
 def join(entry: FamilyEntry, *, classes: Optional[Mapping[Role, type]] = None) -> None:
     """Add a family's line at run time (``classes``: those already at hand, for a class no path imports, one
-    defined in a function). The same line again changes nothing; another family of a taken name is refused."""
+    defined in a function). The same line again changes nothing; another family of a taken name is refused, and a
+    line whose config class does not import leaves the catalog as it was."""
     classes = dict(classes or {})
     if entry.name in CATALOG:
         if CATALOG[entry.name] == entry and all(_classes.get((entry.name, r), c) is c for r, c in classes.items()):
@@ -126,7 +127,11 @@ def join(entry: FamilyEntry, *, classes: Optional[Mapping[Role, type]] = None) -
     CATALOG[entry.name] = entry
     for role, cls in classes.items():
         _classes[(entry.name, role)] = cls
-    _changed()
+    try:
+        _changed()
+    except CtxmtError:
+        _forget(entry.name)
+        raise
 
 
 def leave(name: str) -> None:
@@ -134,10 +139,15 @@ def leave(name: str) -> None:
     if name in PACKAGED:
         raise CtxmtError(f"family {name!r} ships with ctxmt and stays in the catalog; only a family joined at run "
                          "time (add_family) can be removed")
-    if CATALOG.pop(name, None) is not None:
-        for role in ROLES:
-            _classes.pop((name, role), None)
+    if name in CATALOG:
+        _forget(name)
         _changed()
+
+
+def _forget(name: str) -> None:
+    del CATALOG[name]
+    for role in ROLES:
+        _classes.pop((name, role), None)
 
 
 def when_changed(callback: Callable[[], None]) -> None:

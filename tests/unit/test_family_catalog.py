@@ -99,6 +99,9 @@ def test_a_taken_name_a_packaged_family_and_a_wrong_path_are_one_line_each(toy_l
     assert "sentence" in FAMILIES
     add_family(PrevSrcConfig, PrevSrc)                                  # the classes of the line: the same family
     leave("prevsrc")
+    with pytest.raises(CtxmtError, match="its config class 'tests.toy_family.config:Missing' does not import"):
+        join(FamilyEntry("prevsrc", config="tests.toy_family.config:Missing", model=TOY_LINE.model))
+    assert "prevsrc" not in CATALOG and schema_families() == set(PACKAGED)
     join(FamilyEntry("prevsrc", config=TOY_LINE.config, model="tests.toy_family.model:Missing"))
     with pytest.raises(CtxmtError) as err:
         FAMILIES["prevsrc"]
