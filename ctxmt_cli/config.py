@@ -3,8 +3,8 @@
 A recipe has four sections — ``data``, ``model``, ``train``, ``decode`` — each a
 pydantic model with ``extra="forbid"``, so a misspelt key is an error that names
 the file and the key path. ``--set a.b=c`` overrides go through the same schema.
-The model section is a union discriminated by ``family``; a family's config class lives in its folder
-(``ctxmt_cli/models/<family>/config.py``) and joins :data:`ModelConfig` here.
+The model section is a union discriminated by ``family``: one config class per line of the family catalog
+(:mod:`ctxmt_cli.family_catalog`), each in its family's folder (``ctxmt_cli/models/<family>/config.py``).
 
 This module must not import torch: ``ctxmt --help`` and ``--dry-run`` stay fast.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 
@@ -20,6 +21,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 from pydantic.fields import FieldInfo
 
+from ctxmt_cli import family_catalog
 from ctxmt_cli.config_base import (  # noqa: F401 (re-exported)
     MAX_BATCH_TOKENS,
     MAX_CHECKPOINTS,
@@ -31,11 +33,6 @@ from ctxmt_cli.config_base import (  # noqa: F401 (re-exported)
     Section,
 )
 from ctxmt_cli.errors import CtxmtError, named, option
-from ctxmt_cli.models.caching.config import CachingConfig
-from ctxmt_cli.models.concat.config import ConcatConfig, PSEConfig, ShiftPair  # noqa: F401 (re-exported)
-from ctxmt_cli.models.hanoit.config import HanoiTConfig
-from ctxmt_cli.models.mbe.config import MbeConfig
-from ctxmt_cli.models.sentence.config import SentenceConfig
 from ctxmt_cli.recipe_catalog import read_recipe_text, resolve_recipe
 from ctxmt_cli.yaml_loader import (  # noqa: F401 (re-exported)
     MAX_DEPTH,
@@ -67,11 +64,10 @@ class DataConfig(Section):
                                "clean sources")
 
 
-#: family name -> its config class: the model section is the one its ``family`` names
-FAMILY_CONFIGS: dict[str, type[ModelBase]] = {
-    cls.model_fields["family"].default: cls
-    for cls in (SentenceConfig, ConcatConfig, CachingConfig, MbeConfig, HanoiTConfig)
-}
+#: family name -> its config class (a view of the family catalog): the model section is the one its ``family`` names
+FAMILY_CONFIGS: Mapping[str, type[ModelBase]] = family_catalog.classes_of("config")
+#: the family of a recipe that names none
+DEFAULT_FAMILY = "sentence"
 
 
 def _model_config():
@@ -79,9 +75,12 @@ def _model_config():
     return Annotated[Union[tuple(FAMILY_CONFIGS.values())], Field(discriminator="family")]
 
 
+def _default_model() -> ModelBase:
+    return FAMILY_CONFIGS[DEFAULT_FAMILY]()
+
+
 #: The model section: one config class per family, chosen by ``family``.
 ModelConfig = _model_config()
-
 
 
 #: one of Adam's betas: a decay rate in [0, 1)
@@ -160,40 +159,28 @@ class DecodeConfig(Section):
 class Recipe(Section):
     """A complete, validated system description."""
 
-    #: the model field's description (kept when a family joins the schema: :func:`add_family_config`)
+    #: the model field's description (kept when a family joins the catalog and the schema follows: :func:`_rebuild`)
     MODEL_HELP: ClassVar[str] = "the family (model.family) and its options"
 
     name: str = Field("model", description="the system's name (reports, quickstart tables)")
     description: str = Field("", description="one line on the system")
     data: DataConfig = Field(default_factory=DataConfig, description="prepared data and batching")
-    model: ModelConfig = Field(default_factory=SentenceConfig, description=MODEL_HELP)
+    model: ModelConfig = Field(default_factory=_default_model, description=MODEL_HELP)
     train: TrainConfig = Field(default_factory=TrainConfig, description="optimisation, validation, checkpoints")
     decode: DecodeConfig = Field(default_factory=DecodeConfig, description="translation defaults")
 
 
-def add_family_config(config: type[ModelBase]) -> None:
-    """Join a family defined outside this package (a plugin, a test) to the schema: recipes may then name it as
-    ``model.family``. Its config class subclasses ``ModelBase`` with a ``family`` literal of its own name."""
-    name = config.model_fields["family"].default
-    if not isinstance(name, str) or name in FAMILY_CONFIGS and FAMILY_CONFIGS[name] is not config:
-        raise CtxmtError(f"family {name!r}: a family of that name is already in the schema; choose another name")
-    FAMILY_CONFIGS[name] = config
-    _rebuild()
-
-
-def remove_family_config(name: str) -> None:
-    """Take a family that :func:`add_family_config` joined out of the schema again."""
-    if FAMILY_CONFIGS.pop(name, None) is not None:
-        _rebuild()
-
-
 def _rebuild() -> None:
-    """The recipe schema with the model union of :data:`FAMILY_CONFIGS` (pydantic rebuilds the validator)."""
+    """The recipe schema with the model union of the catalog as it now is (a family joined or left at run time:
+    :func:`ctxmt_cli.models.families.add_family`); pydantic rebuilds the validator."""
     global ModelConfig
     ModelConfig = _model_config()
     Recipe.model_fields["model"] = FieldInfo.from_annotated_attribute(
-        ModelConfig, Field(default_factory=SentenceConfig, description=Recipe.MODEL_HELP))
+        ModelConfig, Field(default_factory=_default_model, description=Recipe.MODEL_HELP))
     Recipe.model_rebuild(force=True)
+
+
+family_catalog.when_changed(_rebuild)
 
 
 #: recipe keys that were renamed: old name -> new name (an old recipe gets told the new one)

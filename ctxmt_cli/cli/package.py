@@ -14,17 +14,11 @@ from typing import Optional
 import typer
 
 from ctxmt_cli.cli.errors import OneLineGroup, user_errors
+from ctxmt_cli.family_catalog import PACKAGED
 from ctxmt_cli.paths import check_output_dir
 
-
-class Family(str, Enum):
-    """The model families a recipe can name (``model.family``; a unit test keeps this equal to the schema's)."""
-
-    sentence = "sentence"
-    concat = "concat"
-    caching = "caching"
-    mbe = "mbe"
-    hanoit = "hanoit"
+#: The model families a packaged recipe can name (``model.family``): the family catalog's
+Family = Enum("Family", [(name, name) for name in PACKAGED], type=str)
 
 
 recipes_app = typer.Typer(

@@ -1,28 +1,22 @@
-"""The families: one line each in :data:`FAMILIES`, a model class and its inputs (:mod:`ctxmt_cli.models.inputs`).
+"""The families as the models read them: :data:`FAMILIES`, a model class and its inputs
+(:mod:`ctxmt_cli.models.inputs`) per line of the family catalog (:mod:`ctxmt_cli.family_catalog`).
 
-Adding a family: a folder ``models/<family>/`` with its recipe schema (``config.py``, joined to
-:data:`ctxmt_cli.config.ModelConfig`), its model, its inputs where they are not the plain Transformer's, its
-recipes and contract variants, and one line here. A family kept outside the package (a plugin, a test) joins at
-run time with :func:`add_family`.
+Adding a family: a folder ``models/<family>/`` with its recipe schema (``config.py``), its model, its inputs where
+they are not the plain Transformer's, its recipes and contract variants, and one line in the catalog. A family kept
+outside the package (a plugin, a test) joins the catalog at run time with :func:`add_family`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.core.model import EncoderDecoder
+from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.family_catalog import CatalogView, FamilyEntry, family_class, join, leave, path_of
 from ctxmt_cli.memory import check_fits
-from ctxmt_cli.models.caching.inputs import CachingInputs
-from ctxmt_cli.models.caching.model import Caching
-from ctxmt_cli.models.concat.inputs import ConcatInputs
-from ctxmt_cli.models.concat.model import Concat
-from ctxmt_cli.models.hanoit.inputs import HanoiTInputs
-from ctxmt_cli.models.hanoit.model import HanoiT
 from ctxmt_cli.models.inputs import Inputs
-from ctxmt_cli.models.mbe.inputs import MbeInputs
-from ctxmt_cli.models.mbe.model import Mbe
-from ctxmt_cli.models.sentence.model import Sentence
 
 
 class Family(NamedTuple):
@@ -32,31 +26,31 @@ class Family(NamedTuple):
     inputs: type[Inputs]
 
 
-FAMILIES: dict[str, Family] = {
-    "sentence": Family(Sentence, Inputs),
-    "concat": Family(Concat, ConcatInputs),
-    "caching": Family(Caching, CachingInputs),
-    "mbe": Family(Mbe, MbeInputs),
-    "hanoit": Family(HanoiT, HanoiTInputs),
-}
+def _family(name: str) -> Family:
+    return Family(family_class(name, "model"), family_class(name, "inputs"))
+
+
+#: name -> (model class, inputs class) of every family in the catalog, a live view; a family's model module is
+#: imported when its classes are first asked for
+FAMILIES: Mapping[str, Family] = CatalogView(_family)
 
 
 def add_family(config, model: type[EncoderDecoder], inputs: type[Inputs] = Inputs) -> None:
-    """Join a family defined outside this package (a plugin, a test): its recipe section to the schema
-    (:func:`ctxmt_cli.config.add_family_config`) and its model and inputs classes to :data:`FAMILIES`; every
-    command then trains, translates, scores and serves it. ``config``: its ``ModelBase`` subclass."""
-    from ctxmt_cli.config import add_family_config
-
-    add_family_config(config)
-    FAMILIES[config.model_fields["family"].default] = Family(model, inputs)
+    """Join a family defined outside this package (a plugin, a test) to the family catalog: the recipe schema then
+    reads its section (``model.family``) and :data:`FAMILIES` its model and inputs classes; every command trains,
+    translates, scores and serves it. ``config``: its ``ModelBase`` subclass, whose ``family`` literal names it."""
+    field = config.model_fields.get("family")
+    name = None if field is None else field.default
+    if not isinstance(name, str):
+        raise CtxmtError(f"{config.__name__}: its 'family' field has no default; give it the family's name, "
+                         f"family: Literal['name'] = 'name'")
+    classes = {"config": config, "model": model, "inputs": inputs}
+    join(FamilyEntry(name, **{role: path_of(cls) for role, cls in classes.items()}), classes=classes)
 
 
 def remove_family(name: str) -> None:
-    """Take a family :func:`add_family` joined out again (the schema and :data:`FAMILIES`)."""
-    from ctxmt_cli.config import remove_family_config
-
-    remove_family_config(name)
-    FAMILIES.pop(name, None)
+    """Take a family :func:`add_family` joined out of the catalog again (the schema and :data:`FAMILIES`)."""
+    leave(name)
 
 
 def build_model(cfg, vocab: VocabInfo) -> EncoderDecoder:

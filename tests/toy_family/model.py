@@ -23,3 +23,6 @@ class PrevSrc(EncoderDecoder):
 
 
 VARIANTS = {"c1": {}, "c2": {"src_context_sentences": 2}}
+#: started from a sentence-level model (train.init_from), it is that model on a one-sentence window: it adds no
+#: parameter, and its statistic has no weight
+EXACT_FROM_SENTENCE = frozenset(VARIANTS)

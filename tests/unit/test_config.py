@@ -5,8 +5,9 @@ import warnings
 import pytest
 from pydantic import ValidationError
 
-from ctxmt_cli.config import ShiftPair, apply_overrides, dump_recipe, load_recipe, validate_recipe
+from ctxmt_cli.config import apply_overrides, dump_recipe, load_recipe, validate_recipe
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.models.concat.config import ShiftPair
 
 
 def check_error(raw, *needles):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ctxmt_cli.config import HanoiTConfig, recipe_to_dict, validate_recipe
+from ctxmt_cli.config import recipe_to_dict, validate_recipe
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.models.hanoit.config import HanoiTConfig
 
 
 def hanoit(**model):

@@ -1,8 +1,9 @@
 """The core contract, checked on every family and every variant in ``FAMILIES``.
 
-A family joins by its line in ``ctxmt_cli.models.families.FAMILIES`` and the ``VARIANTS`` dict of its module (tiny
-config overrides); every test here then runs on it, with ids like ``caching-grouping``. The contract is
-written in ``ctxmt_cli/core/model.py``'s docstring and docs/architecture.md.
+A family joins by its line in the family catalog (``ctxmt_cli.family_catalog``) and the ``VARIANTS`` dict of its
+model module (tiny config overrides); every test here then runs on it, with ids like ``caching-grouping``. A
+family kept outside the package joins as a plugin does (``add_family``, :data:`PLUGINS`: the toy family of
+tests/toy_family/). The contract is written in ``ctxmt_cli/core/model.py``'s docstring and docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -24,12 +25,21 @@ from ctxmt_cli.data.batching import collate
 from ctxmt_cli.decode.search import beam_search, greedy_search
 from ctxmt_cli.evaluate.contrastive import score_contexts, score_rows, score_testset
 from ctxmt_cli.evaluate.testsets import ContrastiveItem, TestSet
-from ctxmt_cli.models.families import FAMILIES, build_model, inputs_of, resolve_model_config
+from ctxmt_cli.models.families import (
+    FAMILIES,
+    add_family,
+    build_model,
+    inputs_of,
+    remove_family,
+    resolve_model_config,
+)
 from ctxmt_cli.models.hanoit.bilingual import TargetConcatRows
 from ctxmt_cli.models.loading import load_model
 from ctxmt_cli.outputs import torch_save
 from ctxmt_cli.train.checkpoint import model_payload
 from ctxmt_cli.train.step import LossSettings, batch_loss
+from tests.toy_family.config import PrevSrcConfig
+from tests.toy_family.model import PrevSrc
 from tests.unit.biased_model import Biased
 from tests.unit.tiny_text import sentence
 
@@ -41,14 +51,35 @@ TINY = {"preset": None, "d_model": 32, "ffn_dim": 64, "heads": 4, "encoder_layer
         "dropout": 0.0}
 #: what the prepared data's meta.json would give ``resolve`` (concat: shift: auto)
 META = {"mean_sentence_length": {"src": 6.4, "tgt": 7.6}}
-VARIANTS = {f"{family}-{name}": (family, spec) for family, cls in FAMILIES.items()
-            for name, spec in importlib.import_module(cls.model.__module__).VARIANTS.items()}
+#: families kept outside the package (name -> config and model class), joined with ``add_family`` while this module
+#: runs, as a plugin joins: every test here runs on them too
+PLUGINS = {"prevsrc": (PrevSrcConfig, PrevSrc)}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def plugins():
+    for config, model in PLUGINS.values():
+        add_family(config, model)
+    yield
+    for name in PLUGINS:
+        remove_family(name)
+
+
+def model_module(family: str):
+    """The module of a family's model class: it lists the family's ``VARIANTS`` and ``EXACT_FROM_SENTENCE``."""
+    model = PLUGINS[family][1] if family in PLUGINS else FAMILIES[family].model
+    return importlib.import_module(model.__module__)
+
+
+VARIANTS = {f"{family}-{name}": (family, spec) for family in [*FAMILIES, *PLUGINS]
+            for name, spec in model_module(family).VARIANTS.items()}
 IDS = sorted(VARIANTS)
 
 
 def test_every_family_declares_variants():
-    for family, cls in FAMILIES.items():
-        assert importlib.import_module(cls.model.__module__).VARIANTS, f"{family} has no contract variants"
+    assert set(PLUGINS) <= set(FAMILIES)
+    for family in FAMILIES:
+        assert model_module(family).VARIANTS, f"{family} has no contract variants"
 
 
 def recipe_of(variant: str, extra: dict | None = None):
@@ -450,7 +481,7 @@ def test_start_from_sentence_model(variant, start, request):
         reference = sentence_model.eval()(sample(sentence_model, rows=(1,))).logits.log_softmax(-1)   # (1, T, V)
         start = started(sample(started, rows=(1,))).logits.log_softmax(-1)
         scratch = fresh(sample(fresh, rows=(1,))).logits.log_softmax(-1)
-    exact = importlib.import_module(FAMILIES[family].model.__module__).EXACT_FROM_SENTENCE
+    exact = model_module(family).EXACT_FROM_SENTENCE
     if name in exact:
         torch.testing.assert_close(start, reference, atol=1e-5, rtol=1e-5)
         return

@@ -12,10 +12,10 @@ import pytest
 import sentencepiece as spm
 
 from ctxmt_cli import api
-from ctxmt_cli.config import ConcatConfig
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.export.ct2_export import export_ctranslate2, position_table, refusal
 from ctxmt_cli.export.ct2_folder import read_metadata
+from ctxmt_cli.models.concat.config import ConcatConfig
 from tests.unit.ct2_fixtures import CONCAT, SENTENCE, TINY, prepare_per_side, read_documents, write_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/unit/conftest.py

@@ -42,7 +42,8 @@ def test_cli_reference_has_every_command(reference):
 
 
 def test_recipe_reference_has_every_field(reference):
-    from ctxmt_cli.config import FAMILY_CONFIGS, DataConfig, DecodeConfig, PSEConfig, Recipe, ShiftPair, TrainConfig
+    from ctxmt_cli.config import FAMILY_CONFIGS, DataConfig, DecodeConfig, Recipe, TrainConfig
+    from ctxmt_cli.models.concat.config import PSEConfig, ShiftPair
 
     classes = reference.recipe_classes()
     for cls in (Recipe, DataConfig, TrainConfig, DecodeConfig, ShiftPair, PSEConfig, *FAMILY_CONFIGS.values()):

@@ -1,7 +1,5 @@
-"""The recipe schema of the ``hanoit`` family (Yang et al., HanoiT), monolingual and bilingual.
-
-Its own module because the bilingual options (§2.3-2.4) and their cross-field checks would push
-:mod:`ctxmt_cli.config` past its size; ``from ctxmt_cli.config import HanoiTConfig`` keeps working. No torch.
+"""The recipe schema of the ``hanoit`` family (Yang et al., HanoiT), monolingual and bilingual: its section joins
+the recipe schema by its line in :mod:`ctxmt_cli.family_catalog`. No torch.
 
 The bilingual options are ``None`` in a recipe that leaves them out; for a bilingual model the validator fills
 in their defaults, for a monolingual one any of them given is an error (an option that would be silently
