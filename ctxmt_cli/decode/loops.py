@@ -3,8 +3,8 @@
 
 * ``slots``: sentence by sentence, ``batch_docs`` pieces of documents in parallel slots
   (:mod:`ctxmt_cli.decode.slots`), each source window re-encoded; how the documents are cut into pieces is
-  :func:`~ctxmt_cli.decode.pieces.plan_pieces`. Generate mode translates every window at once instead
-  (:mod:`ctxmt_cli.decode.generated`): no window reads an earlier output.
+  :func:`~ctxmt_cli.decode.pieces.plan_pieces`. Generate mode without a memory translates every window at once
+  instead (:mod:`ctxmt_cli.decode.generated`): no window reads an earlier output.
 * ``first_pass``: the same loop; each step's rows also read the document's first pass, laid out by the family's
   :meth:`~ctxmt_cli.models.inputs.Inputs.step_rows`.
 * ``memory``: the same loop with a per-document memory: each sentence encoded once and its entry
@@ -17,6 +17,7 @@ The loops call the family's hooks, never its name; the family never calls back i
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable, Optional, Sequence
 
@@ -29,7 +30,7 @@ from ctxmt_cli.decode.records import Candidate
 from ctxmt_cli.decode.search import Hypothesis
 from ctxmt_cli.decode.settings import DecodeSettings, TranslationStats
 from ctxmt_cli.decode.slots import Search, SlotTranslator
-from ctxmt_cli.models.inputs import TRANSLATIONS
+from ctxmt_cli.models.inputs import TRANSLATIONS, Inputs
 
 #: sentences per search of groups, per document decoded in parallel (``batch_docs``)
 SENTENCES_PER_DOCUMENT = 8
@@ -41,20 +42,29 @@ def _candidates(tokenizer, hyp: Hypothesis) -> list[Candidate]:
             for h in (hyp, *hyp.alternatives)]
 
 
+@dataclass
 class DocumentCall:
     """One :func:`~ctxmt_cli.decode.translator.decode_documents` call as its loop sees it: the model, its inputs
-    contract, the encoded documents, the results to fill, the resolved settings, whose search runs, the counters
-    and the progress callback."""
+    contract, the encoded documents, the results to fill (per document and input line), the resolved settings,
+    whose search runs (``searcher``), the counters and the progress callback."""
 
-    def __init__(self, model, tokenizer, inputs, encoded: list[Encoded], results, settings: DecodeSettings,
-                 search: Search, stats: TranslationStats, progress: Optional[Callable[[TranslationStats], None]]):
-        self.model, self.tokenizer, self.inputs, self.encoded, self.results = model, tokenizer, inputs, encoded, results
-        self.settings, self.search_on, self.stats, self.progress = settings, search, stats, progress
-        self.vocab = VocabInfo.of(tokenizer)
+    model: object
+    tokenizer: object
+    inputs: Inputs
+    encoded: list[Encoded]
+    results: list[list]
+    settings: DecodeSettings
+    searcher: Search
+    stats: TranslationStats
+    progress: Optional[Callable[[TranslationStats], None]] = None
+    vocab: VocabInfo = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.vocab = VocabInfo.of(self.tokenizer)
 
     def search(self, batch, max_len, banned: Sequence[int]) -> list[Hypothesis]:
         """One batched beam search with the call's settings (``max_len``: (B,) longest output per row)."""
-        return self.stats.count(self.search_on.rows(self.model, batch, self.settings, max_len, banned))
+        return self.stats.count(self.searcher.rows(self.model, batch, self.settings, max_len, banned))
 
     def step_done(self, sentences: int) -> None:
         """Count a finished search of ``sentences`` sentences (statistics, progress)."""
@@ -76,7 +86,7 @@ def in_slots(call: DocumentCall, *, memory: bool = False) -> None:
     :func:`~ctxmt_cli.decode.pieces.plan_pieces`); ``memory``: with a per-document memory of cached entries (unless
     the call's ``cache`` is off). Generate mode without a memory translates every window at once instead."""
     s, encoded, stats = call.settings, call.encoded, call.stats
-    slots = SlotTranslator(call.model, s, call.vocab, call.search_on, call.inputs, s.cache and memory, stats,
+    slots = SlotTranslator(call.model, s, call.vocab, call.searcher, call.inputs, s.cache and memory, stats,
                            call.progress)
     stats.total += sum(len(e.ids) - len(e.given) for e in encoded)
     if s.target_mode == "generate" and s.tgt_context_sentences > 0 and not slots.memory:

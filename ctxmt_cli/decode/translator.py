@@ -105,7 +105,8 @@ def decode_documents(
     if own:
         model.eval()
     try:
-        translate_call(DocumentCall(model, tokenizer, inputs, encoded, results, s, search, stats, progress))
+        translate_call(DocumentCall(model=model, tokenizer=tokenizer, inputs=inputs, encoded=encoded,
+                                    results=results, settings=s, searcher=search, stats=stats, progress=progress))
     finally:
         if own:
             model.train(was_training)

@@ -32,8 +32,8 @@ class Windows(Inputs):
 
 def test_a_way_no_loop_runs_is_refused_naming_it(tokenizer):
     model = make_model(tokenizer, family="sentence")
-    call = DocumentCall(model, tokenizer, Windows(model.cfg), [], [], DecodeSettings(), Search(torch.device("cpu")),
-                        TranslationStats(), None)
+    call = DocumentCall(model=model, tokenizer=tokenizer, inputs=Windows(model.cfg), encoded=[], results=[],
+                        settings=DecodeSettings(), searcher=Search(torch.device("cpu")), stats=TranslationStats())
     with pytest.raises(ValueError, match="Windows.translation.. declares 'windows'; declare one of slots, memory"):
         translate_call(call)
 
