@@ -15,7 +15,7 @@ of the work changes, so the translations are the ones slots give.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 from ctxmt_cli.decode.search import Hypothesis
 from ctxmt_cli.decode.slots import SlotTranslator
@@ -27,7 +27,8 @@ def _batches(rows: list, size: int):
         yield rows[start:start + size]
 
 
-def _generate_all(slots: SlotTranslator, sources: list, run) -> list[list[Optional[Hypothesis]]]:
+def _generate_all(slots: SlotTranslator, sources: list,
+                  step_done: Callable[[int], None]) -> list[list[Optional[Hypothesis]]]:
     """Every window generated; per document and sentence the kept sentence (None: wrong separator count)."""
     s, vocab = slots.s, slots.vocab
     following = s.src_next_sentences or 0
@@ -40,7 +41,7 @@ def _generate_all(slots: SlotTranslator, sources: list, run) -> list[list[Option
         step = step_batch(docs, [[]] * len(chunk), js, s, vocab, "generate", slots.inputs)
         for (d, j), hyp, c in zip(chunk, slots.decode(step, ()), step.expected):
             found[d][j] = generated_sentence(hyp, c, vocab.brk)
-        run.step_done(len(chunk))
+        step_done(len(chunk))
     return found
 
 
@@ -60,10 +61,11 @@ def _retry(slots: SlotTranslator, sources: list, found: list[list[Optional[Hypot
     return sum(map(len, failed))
 
 
-def translate_generated(slots: SlotTranslator, sources: list, run) -> list[list[Optional[Hypothesis]]]:
+def translate_generated(slots: SlotTranslator, sources: list,
+                        step_done: Callable[[int], None]) -> list[list[Optional[Hypothesis]]]:
     """Translate documents ``sources`` (their sentence ids) in generate mode, all windows at once (module
-    docstring); each document's hypothesis per sentence. ``run``: the call's
-    :class:`~ctxmt_cli.models.inputs.DocumentRun` (steps and progress)."""
-    found = _generate_all(slots, sources, run)
+    docstring); each document's hypothesis per sentence. ``step_done(sentences)`` after each search (the call's
+    counters and progress)."""
+    found = _generate_all(slots, sources, step_done)
     slots.stats.fallbacks += _retry(slots, sources, found)
     return found

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ctxmt_cli.decode.encoded import DocumentIds, Encoded
+from ctxmt_cli.decode.settings import DecodeSettings
 
 #: a piece with a lead-in translates at least this many kept sentences per dropped one (at most 1 in 5 dropped)
 LEAD_SHARE = 4
@@ -47,6 +48,22 @@ class Piece:
     @property
     def size(self) -> int:
         return self.hi - self.lo
+
+
+def plan_pieces(encoded: list[Encoded], settings: DecodeSettings) -> list[Piece]:
+    """The pieces the slot loop translates ``encoded`` documents in: the one decision of how a call's documents are
+    cut. A model reading no earlier translation (no target context) in pieces that fill the ``batch_docs`` slots,
+    each with the source context its first window reads before it; a document-memory model is cut so too, each
+    piece encoding again the sentences its memory holds at its start. A model reading its earlier translations:
+    whole documents, or pieces with a lead-in of ``warmup_sentences`` (at least its source context) where the call
+    asks for it."""
+    s, after = settings, settings.src_next_sentences or 0
+    if s.tgt_context_sentences == 0:
+        return cut_pieces(encoded, s.src_context_sentences, after, piece_length(encoded, s.batch_docs))
+    if s.warmup_sentences is None:
+        return cut_pieces(encoded, 0, after, None)
+    lead = max(s.warmup_sentences, s.src_context_sentences)
+    return cut_pieces(encoded, lead, after, piece_length(encoded, s.batch_docs, lead), lead=True)
 
 
 def cut_pieces(encoded: list[Encoded], before: int, after: int, length: Optional[int], *,

@@ -1,4 +1,5 @@
-"""Sentence-by-sentence translation of documents in parallel *slots*, the plain inputs' way to translate.
+"""Sentence-by-sentence translation of documents in parallel *slots*: what the ``slots``, ``first_pass`` and
+``memory`` loops of :mod:`ctxmt_cli.decode.loops` run.
 
 Step j translates sentence j of every document that still has one, in one batched beam search. Documents are
 sorted by length first, so the active documents of a step are a prefix of the group and slots stay full until the

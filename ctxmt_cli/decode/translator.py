@@ -1,6 +1,7 @@
-"""Document translation: the family's way of translating a document (its inputs contract's ``translate``: by
-default sentence by sentence in parallel slots, :mod:`ctxmt_cli.decode.slots`; a document memory; sentence
-groups), several documents at once, with the settings of :mod:`ctxmt_cli.decode.settings`.
+"""Document translation: several documents at once, with the settings of :mod:`ctxmt_cli.decode.settings`, in
+the way the family declares (its inputs contract's ``translation()``: sentence by sentence in parallel slots, the
+same with a first pass, slots with a document memory, or sentence groups), each run by its loop in
+:mod:`ctxmt_cli.decode.loops`.
 
 Target context:
 
@@ -44,15 +45,12 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from ctxmt_cli.core.batch import VocabInfo
-from ctxmt_cli.decode.encoded import Encoded, encode_document, first_pass_per_document
+from ctxmt_cli.decode.encoded import encode_document, first_pass_per_document
 from ctxmt_cli.decode.footprint import check_search_memory
-from ctxmt_cli.decode.generated import translate_generated
-from ctxmt_cli.decode.pieces import Piece, cut_pieces, lead_in, piece_input, piece_length
+from ctxmt_cli.decode.loops import DocumentCall, translate_call
 from ctxmt_cli.decode.records import Candidate
-from ctxmt_cli.decode.search import Hypothesis
 from ctxmt_cli.decode.settings import DecodeSettings, TranslationStats, check_settings
-from ctxmt_cli.decode.slots import Search, SlotTranslator, StepSearch
+from ctxmt_cli.decode.slots import Search, StepSearch
 from ctxmt_cli.errors import OptionError
 from ctxmt_cli.models.families import inputs_of
 
@@ -72,88 +70,6 @@ def _search(model, engine: Optional[StepSearch], s: DecodeSettings) -> Search:
     device = _model_device(model)
     generator = None if s.sample_seed is None else torch.Generator(device).manual_seed(s.sample_seed)
     return Search(device, None, generator)
-
-
-def _candidates(tokenizer, hyp: Hypothesis) -> list[Candidate]:
-    """The n-best list of a hypothesis as texts, best first."""
-    return [Candidate(tokenizer.decode_tgt(h.tokens), h.logprob, h.score, tuple(h.tokens))
-            for h in (hyp, *hyp.alternatives)]
-
-
-class _Run:
-    """One :func:`decode_documents` call as a family's :meth:`~ctxmt_cli.models.inputs.Inputs.translate` sees it
-    (:class:`~ctxmt_cli.models.inputs.DocumentRun`): the encoded documents, the results to fill, and the ways to
-    translate them."""
-
-    def __init__(self, model, tokenizer, encoded: list[Encoded], results, settings: DecodeSettings, search: Search,
-                 stats: TranslationStats, progress):
-        self.model, self.tokenizer, self.encoded, self.results = model, tokenizer, encoded, results
-        self.settings, self.search_on, self.stats, self.progress = settings, search, stats, progress
-        self.vocab = VocabInfo.of(tokenizer)
-
-    def in_slots(self, memory: bool = False) -> None:
-        """Translate every document sentence by sentence, ``batch_docs`` pieces in parallel slots: whole documents
-        for a model that reads its earlier translations, else pieces of about equal length
-        (:mod:`ctxmt_cli.decode.pieces`); ``memory``: with a per-document memory of cached entries (unless the
-        call's ``cache`` is off). Generate mode without a memory translates every window at once instead
-        (:mod:`ctxmt_cli.decode.generated`)."""
-        s, encoded = self.settings, self.encoded
-        slots = SlotTranslator(self.model, s, self.vocab, self.search_on, inputs_of(self.model.cfg),
-                               s.cache and memory, self.stats, self.progress)
-        self.stats.total += sum(len(e.ids) - len(e.given) for e in encoded)
-        if s.target_mode == "generate" and s.tgt_context_sentences > 0 and not slots.memory:
-            # no window reads an earlier output: all of them at once (given context is refused in this mode)
-            self._fill(encoded, translate_generated(slots, [e.ids for e in encoded], self), self.results)
-            return
-        pieces = self._pieces()
-        dropped = sum(lead_in(encoded[p.doc], p) for p in pieces)
-        self.stats.total += dropped                                                 # translated, then dropped
-        self.stats.dropped += dropped
-        order = sorted(pieces, key=lambda p: -p.size)                              # stable: ties keep input order
-        found: list[list[Optional[Hypothesis]]] = [[None] * len(e.ids) for e in encoded]
-        for start in range(0, len(order), s.batch_docs):
-            chosen = order[start:start + s.batch_docs]
-            ids, given, tails = zip(*(piece_input(encoded[p.doc], p) for p in chosen))
-            for p, hyps in zip(chosen, slots.translate(list(ids), list(given), list(tails))):
-                found[p.doc][p.first:p.end] = hyps[p.first - p.lo:p.end - p.lo]
-        self._fill(encoded, found, self.results)
-
-    def _pieces(self) -> list[Piece]:
-        """The call's documents cut into pieces (:mod:`ctxmt_cli.decode.pieces`): a model reading no earlier
-        translation, in pieces that fill the slots; one reading them, whole documents, or pieces with a lead-in of
-        ``warmup_sentences`` (at least its source context) where the call asks for it."""
-        s, encoded, after = self.settings, self.encoded, self.settings.src_next_sentences or 0
-        if s.tgt_context_sentences == 0:
-            return cut_pieces(encoded, s.src_context_sentences, after, piece_length(encoded, s.batch_docs))
-        if s.warmup_sentences is None:
-            return cut_pieces(encoded, 0, after, None)
-        lead = max(s.warmup_sentences, s.src_context_sentences)
-        return cut_pieces(encoded, lead, after, piece_length(encoded, s.batch_docs, lead), lead=True)
-
-    def encoded_ids(self) -> list[list[list[int]]]:
-        """Each document's non-empty sentences as source ids; all of them counted as to translate."""
-        self.stats.total += sum(len(e.ids) for e in self.encoded)
-        return [e.ids for e in self.encoded]
-
-    def search(self, batch, max_len, banned: Sequence[int]) -> list[Hypothesis]:
-        """One batched beam search with the call's settings (``max_len``: (B,) longest output per row)."""
-        return self.stats.count(self.search_on.rows(self.model, batch, self.settings, max_len, banned))
-
-    def record(self, hypotheses: list[list[Hypothesis]]) -> None:
-        """Each document's hypothesis per encoded sentence into the results (given translations left out)."""
-        self._fill(self.encoded, hypotheses, self.results)
-
-    def step_done(self, sentences: int) -> None:
-        self.stats.sentences += sentences
-        self.stats.steps += 1
-        if self.progress is not None:
-            self.progress(self.stats)
-
-    def _fill(self, encoded: list[Encoded], found, results) -> None:
-        for e, doc_found, doc_results in zip(encoded, found, results):
-            for line, hyp in zip(e.lines, doc_found):
-                if hyp is not None and doc_results[line] is not None:
-                    doc_results[line] = _candidates(self.tokenizer, hyp)
 
 
 def decode_documents(
@@ -189,7 +105,8 @@ def decode_documents(
     if own:
         model.eval()
     try:
-        inputs.translate(_Run(model, tokenizer, encoded, results, s, search, stats, progress))
+        translate_call(DocumentCall(model=model, tokenizer=tokenizer, inputs=inputs, encoded=encoded,
+                                    results=results, settings=s, searcher=search, stats=stats, progress=progress))
     finally:
         if own:
             model.train(was_training)

@@ -8,14 +8,15 @@ server ask these methods and never which family they run. :class:`Inputs` is the
 answer to each; a family overrides what it reads differently, in ``models/<family>/inputs.py``, and names
 its class in :data:`~ctxmt_cli.models.families.FAMILIES`.
 
-Translation strategies need the decoder's search, which lives above this layer: :meth:`Inputs.translate`
-gets it inside a :class:`DocumentRun` (``run.in_slots()``, ``run.search(...)``), so a family's way of
-translating a document is written in its folder without importing the decoder.
+A family does not translate documents itself: it *declares* how a document is translated
+(:meth:`Inputs.translation`, one of :data:`TRANSLATIONS`), and the decoder, which sits above this layer, runs the
+loop of that name (:mod:`ctxmt_cli.decode.loops`), calling this contract's hooks where a step or a group needs the
+family's rows (:meth:`Inputs.step_rows`, :meth:`Inputs.grouped`).
 """
 
 from __future__ import annotations
 
-from typing import Optional, Protocol, Sequence, Union
+from typing import Literal, Optional, Sequence, Union, get_args
 
 import numpy as np
 
@@ -24,29 +25,9 @@ from ctxmt_cli.data.batching import GroupedBatch, token_batches, window_batch
 from ctxmt_cli.data.windows import WindowDataset, WindowSpec
 from ctxmt_cli.errors import CtxmtError, OptionError, option
 
-
-class DocumentRun(Protocol):
-    """What the translator hands :meth:`Inputs.translate`: the encoded documents and the ways to translate them."""
-
-    settings: object                             # the call's DecodeSettings
-    vocab: VocabInfo
-
-    def in_slots(self, memory: bool = False) -> None:
-        """Translate every document sentence by sentence in parallel slots: each sentence's source window
-        re-encoded, or (``memory``) each sentence encoded once and its ``EncoderOut.entry`` kept in a per-document
-        context memory passed back as ``Batch.memory`` (unless the call turned the cache off)."""
-
-    def encoded_ids(self) -> list[list[list[int]]]:
-        """Each document's non-empty sentences as source ids."""
-
-    def search(self, batch: Batch, max_len, banned: Sequence[int]) -> list:
-        """One batched beam search of ``batch`` (rows' ``max_len``); the best hypothesis of every row."""
-
-    def record(self, hypotheses: list[list]) -> None:
-        """Each document's hypotheses, one per encoded sentence, into the results."""
-
-    def step_done(self, sentences: int) -> None:
-        """Count a finished search of ``sentences`` sentences (statistics, progress)."""
+#: how a family translates a document (:meth:`Inputs.translation`), each run by the decoder's loop of that name
+Translation = Literal["slots", "memory", "groups", "first_pass"]
+TRANSLATIONS: tuple[str, ...] = get_args(Translation)
 
 
 class Inputs:
@@ -129,7 +110,9 @@ class Inputs:
 
     def grouped(self, batch: Batch, groups, mixed=None) -> Batch:
         """``batch`` with its rows in sentence groups (``groups`` (B,): the group of each row; ``mixed`` (G,):
-        whether each group mixes documents), for a family that reads its group; rows read alone here (as it is)."""
+        whether each group mixes documents; None when translating), for a family that reads its group: training
+        and validation batches of groups, and each search of the ``groups`` translation; rows read alone here (as
+        it is)."""
         return batch
 
     # ---- translation -----------------------------------------------------------------------------
@@ -160,11 +143,14 @@ class Inputs:
             raise OptionError(option, value, f"this {self.cfg.family} model does not read sentence groups (only a "
                               "family like mbe does); leave it out")
 
-    def translate(self, run: DocumentRun) -> None:
-        """Translate the documents of ``run``: sentence by sentence, in parallel slots, each source window
-        re-encoded."""
-        self.check_groups(run.settings.group_sentences, run.settings.group_order)
-        run.in_slots(memory=False)
+    def translation(self) -> Translation:
+        """How a document is translated: ``slots``, sentence by sentence in parallel slots, each source window
+        re-encoded; ``first_pass``, the same for a model reading target context (:attr:`target_concat`), each
+        step's rows also reading the document's first pass (:meth:`step_rows`). The other ways a family may
+        declare: ``memory``, slots with a per-document memory (each sentence encoded once, its
+        ``EncoderOut.entry`` read by the next ones as ``Batch.memory``); ``groups``, group by group, the rows of
+        each group laid out by :meth:`grouped`."""
+        return "first_pass" if self.target_concat else "slots"
 
     def step_rows(self, batch: Batch, sources: Sequence, j, plan, vocab: VocabInfo) -> None:
         """Complete the batch translating sentence ``j`` (one index, or one per row) of each document of

@@ -1,4 +1,4 @@
-"""Translation in sentence groups (ctxmt_cli/models/mbe/decoding.py) for a model that reads its group (mbe)."""
+"""Translation in sentence groups (ctxmt_cli/decode/groups.py) for a model that declares it (mbe)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import torch
 
 from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.batch import VocabInfo
+from ctxmt_cli.decode.groups import document_groups, group_hypotheses
 from ctxmt_cli.decode.search import beam_search
 from ctxmt_cli.errors import CtxmtError
-from ctxmt_cli.models.families import build_model
-from ctxmt_cli.models.mbe.decoding import document_groups, group_hypotheses
+from ctxmt_cli.models.families import build_model, inputs_of
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -45,7 +45,7 @@ def run(net, docs, **options):
     def search(batch, limit):
         return beam_search(net, batch, beam=2, lenpen=0.6, max_len=limit, banned=[4])
 
-    found = group_hypotheses(search, docs, VOCAB, max_len=lambda n: n + 4, **options)
+    found = group_hypotheses(search, docs, VOCAB, max_len=lambda n: n + 4, inputs=inputs_of(net.cfg), **options)
     return [[hyp.tokens for hyp in doc] for doc in found]
 
 

@@ -17,7 +17,7 @@ from ctxmt_cli.data.store import MemorySplit
 from ctxmt_cli.data.windows import WindowDataset, WindowSpec
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.models.families import FAMILIES, inputs_of
-from ctxmt_cli.models.inputs import Inputs
+from ctxmt_cli.models.inputs import TRANSLATIONS, Inputs
 
 TINY = {"preset": None, "d_model": 32, "ffn_dim": 64, "heads": 4, "encoder_layers": 2, "decoder_layers": 1}
 
@@ -77,6 +77,15 @@ def test_first_pass_is_read_by_the_bilingual_model_alone():
         assert not inputs_of(cfg(name)).target_concat
         with pytest.raises(CtxmtError, match="reads no target context"):
             inputs_of(cfg(name)).check_first_pass([["a"]], [["b"]])
+
+
+def test_each_family_declares_how_it_translates_a_document():
+    for name in FAMILIES:
+        assert inputs_of(cfg(name)).translation() in TRANSLATIONS, name
+    declared = {"sentence": "slots", "concat": "slots", "hanoit": "slots", "caching": "memory", "mbe": "groups"}
+    assert {name: inputs_of(cfg(name)).translation() for name in declared} == declared
+    assert inputs_of(cfg("hanoit", bilingual=True)).translation() == "first_pass"
+    assert inputs_of(cfg("caching", bilingual=True)).translation() == "first_pass"   # its memory would need one too
 
 
 def dataset(pairs_per_doc=(5, 3, 6)):

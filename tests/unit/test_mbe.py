@@ -170,7 +170,7 @@ def test_group_batches_keep_groups_whole_and_depend_on_seed_and_epoch_only():
 
 
 def test_scoring_windows_become_groups_decoded_from_the_current_sentence():
-    from ctxmt_cli.models.mbe.decoding import windows_as_groups
+    from ctxmt_cli.models.mbe.inputs import windows_as_groups
 
     src = torch.tensor([[5, 6, 4, 7, 4, 8, 9, EOS], [10, EOS, PAD, PAD, PAD, PAD, PAD, PAD]])
     batch = windows_as_groups(Batch(src=src, src_index=torch.tensor([0, 0, 1])), VOCAB)

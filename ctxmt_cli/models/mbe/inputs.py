@@ -1,9 +1,10 @@
 """The ``mbe`` family's inputs (Morishita et al. 2021): a sentence reads the summary of its group, not its
-neighbours. Documents are translated group by group (:mod:`ctxmt_cli.models.mbe.decoding`), a scored test item's
-context sentences join its group, and a server keeps a document's unfinished group (or the whole document).
+neighbours. Documents are translated group by group (it declares ``groups``, which the decoder runs,
+:mod:`ctxmt_cli.decode.groups`; :meth:`grouped` lays out each search's rows), a scored test item's context
+sentences join its group, and a server keeps a document's unfinished group (or the whole document).
 Overrides :meth:`Inputs.plan_batches` (whole groups, mixed ones for the gate), :meth:`Inputs.grouped` (the
 groups into ``Batch.extras``, :class:`~ctxmt_cli.models.mbe.model.SentenceGroups`), :meth:`Inputs.check_groups`,
-:meth:`Inputs.translate`, :meth:`Inputs.kept_sentences`,
+:meth:`Inputs.translation`, :meth:`Inputs.kept_sentences`,
 :meth:`Inputs.scoring_context` and :meth:`Inputs.scoring_batch`."""
 
 from __future__ import annotations
@@ -14,16 +15,13 @@ import numpy as np
 import torch
 
 from ctxmt_cli.core.batch import Batch, VocabInfo
-from ctxmt_cli.data.batching import group_batches
+from ctxmt_cli.data.batching import group_batches, pad_rows
 from ctxmt_cli.errors import OptionError
-from ctxmt_cli.models.inputs import DocumentRun, Inputs
-from ctxmt_cli.models.mbe.decoding import group_hypotheses, windows_as_groups
+from ctxmt_cli.models.inputs import Inputs, Translation
 from ctxmt_cli.models.mbe.model import SentenceGroups
 
 #: a document the server keeps whole holds at most this many sentences unless the server is told otherwise
 DOCUMENT_SENTENCES = 1024
-#: sentences per search of groups, per document decoded in parallel
-SENTENCES_PER_DOCUMENT = 8
 
 
 class MbeInputs(Inputs):
@@ -54,15 +52,9 @@ class MbeInputs(Inputs):
     def check_groups(self, group_sentences: Union[None, int, str], group_order: str = "consecutive") -> None:
         """Any group size and order is read (checked where the groups are cut)."""
 
-    def translate(self, run: DocumentRun) -> None:
-        """Translate every document group by group; a sentence whose translation is given is decoded with its
-        group (its summary reads it) and left out by ``run.record``."""
-        s, vocab = run.settings, run.vocab
-        out = group_hypotheses(lambda batch, limit: run.search(batch, limit, [vocab.brk]), run.encoded_ids(), vocab,
-                               max_len=lambda n: int(s.max_len_a * n + s.max_len_b), group_sentences=s.group_sentences,
-                               group_order=s.group_order, max_sentences=max(s.batch_docs, 1) * SENTENCES_PER_DOCUMENT,
-                               progress=run.step_done)
-        run.record(out)
+    def translation(self) -> Translation:
+        """``groups``: every document group by group."""
+        return "groups"
 
     def kept_sentences(self, group_sentences: Optional[int], max_document_sentences: Optional[int]) -> dict:
         """The unfinished group of ``group_sentences`` consecutive sentences, or the whole document."""
@@ -79,3 +71,20 @@ class MbeInputs(Inputs):
         """Each source window becomes one group of sentences."""
         return windows_as_groups(batch, vocab)
 
+
+def windows_as_groups(batch: Batch, vocab: VocabInfo) -> Batch:
+    """A scoring batch whose source windows ``c1 <brk> c2 <brk> s </s>`` become groups of sentences (each closed by
+    ``</s>``, as when translated): every target row is decoded from its window's last sentence, which reads the
+    summary of the whole window."""
+    sentences, groups, last = [], [], []
+    for g, row in enumerate(batch.src.tolist()):
+        ids = [t for t in row if t != vocab.pad][:-1]                                   # drop the final </s>
+        cuts = [i for i, t in enumerate(ids) if t == vocab.brk]
+        for start, end in zip([0] + [c + 1 for c in cuts], cuts + [len(ids)]):
+            sentences.append(np.asarray(ids[start:end] + [vocab.eos], dtype=np.int64))
+            groups.append(g)
+        last.append(len(sentences) - 1)
+    index = torch.arange(batch.src.size(0)) if batch.src_index is None else batch.src_index
+    batch.src, batch.extras = pad_rows(sentences, vocab.pad), SentenceGroups(torch.tensor(groups))
+    batch.src_index = torch.tensor(last)[index]
+    return batch

@@ -1,25 +1,24 @@
-"""Translation and scoring in sentence groups, for the ``mbe`` family (Morishita et al. 2021).
+"""Translation in sentence groups, the ``groups`` way a family may declare (mbe: Morishita et al. 2021).
 
 Such a model reads no neighbouring sentence: it reads one summary of the sentences it is translated
 with. A document is one group (Morishita et al. 2021, Table 1: the whole document in one mini-batch),
 or, with ``group_sentences`` = N, groups of N sentences: N consecutive ones (``consecutive``), or N
 of the document's sentences after sorting them by length (``length``: what the public code's
 length-bucketed decoding gives). Figure 4 of the paper varies N. Groups of several documents share
-one beam search (:class:`~ctxmt_cli.models.mbe.model.SentenceGroups` keeps each group's summary its own); outputs
-come back in document order. The search itself is the translator's, handed in (this layer sits below the decoder).
+one beam search: the family's :meth:`~ctxmt_cli.models.inputs.Inputs.grouped` hook lays out the rows of each
+search in their groups (mbe's ``SentenceGroups`` keeps each group's summary its own); outputs come back in
+document order.
 """
 
 from __future__ import annotations
 
 from typing import Callable, Optional, Sequence
 
-import numpy as np
 import torch
 
 from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.data.batching import pad_rows
 from ctxmt_cli.errors import OptionError
-from ctxmt_cli.models.mbe.model import SentenceGroups
 
 GROUP_ORDERS = ("consecutive", "length")
 #: one batched beam search: (batch, each row's longest output (B,)) -> the best hypothesis of every row
@@ -55,16 +54,17 @@ def _packed(docs: list[list[list[int]]], group_sentences: Optional[int], order: 
 
 
 def group_hypotheses(search: Search, docs: list[list[list[int]]], vocab: VocabInfo, max_len: Callable[[int], int],
-                     group_sentences: Optional[int] = None, group_order: str = "consecutive",
+                     *, inputs, group_sentences: Optional[int] = None, group_order: str = "consecutive",
                      max_sentences: int = 256, progress: Optional[Callable[[int], None]] = None) -> list[list]:
     """Translate documents of token ids (document, sentence, ids) group by group with ``search``; the best
-    hypothesis per sentence, same nesting. ``max_len(source length)`` bounds each output;
-    ``progress(sentences done)`` after each search."""
+    hypothesis per sentence, same nesting. ``inputs``: the family's inputs contract, whose
+    :meth:`~ctxmt_cli.models.inputs.Inputs.grouped` puts each search's rows in their groups; ``max_len(source
+    length)`` bounds each output; ``progress(sentences done)`` after each search."""
     outs: list[list] = [[None for _ in doc] for doc in docs]
     for batch_groups in _packed(docs, group_sentences, group_order, max_sentences):
         rows = [(d, i, g) for g, (d, members) in enumerate(batch_groups) for i in members]
         src = pad_rows([docs[d][i] + [vocab.eos] for d, i, _ in rows], vocab.pad)        # (B, S)
-        batch = Batch(src=src, extras=SentenceGroups(torch.tensor([g for _, _, g in rows])))     # groups: (B,)
+        batch = inputs.grouped(Batch(src=src), torch.tensor([g for _, _, g in rows]))   # groups: (B,)
         limit = torch.tensor([max_len(len(docs[d][i])) for d, i, _ in rows])            # (B,)
         with torch.no_grad():
             hyps = search(batch, limit)
@@ -73,21 +73,3 @@ def group_hypotheses(search: Search, docs: list[list[list[int]]], vocab: VocabIn
         if progress is not None:
             progress(len(rows))
     return outs
-
-
-def windows_as_groups(batch: Batch, vocab: VocabInfo) -> Batch:
-    """A scoring batch whose source windows ``c1 <brk> c2 <brk> s </s>`` become groups of sentences (each closed by
-    ``</s>``, as when translated): every target row is decoded from its window's last sentence, which reads the
-    summary of the whole window."""
-    sentences, groups, last = [], [], []
-    for g, row in enumerate(batch.src.tolist()):
-        ids = [t for t in row if t != vocab.pad][:-1]                                   # drop the final </s>
-        cuts = [i for i, t in enumerate(ids) if t == vocab.brk]
-        for start, end in zip([0] + [c + 1 for c in cuts], cuts + [len(ids)]):
-            sentences.append(np.asarray(ids[start:end] + [vocab.eos], dtype=np.int64))
-            groups.append(g)
-        last.append(len(sentences) - 1)
-    index = torch.arange(batch.src.size(0)) if batch.src_index is None else batch.src_index
-    batch.src, batch.extras = pad_rows(sentences, vocab.pad), SentenceGroups(torch.tensor(groups))
-    batch.src_index = torch.tensor(last)[index]
-    return batch
