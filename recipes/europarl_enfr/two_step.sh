@@ -15,7 +15,8 @@
 #   -> OUT/table.md (and OUT/table.json): every figure of README's Europarl table.
 #
 # Every step writes into OUT and is skipped when its output is already there, so the table can be built over
-# several sittings (a killed training resumes with --resume). Each step's wall time goes to OUT/times.tsv; a step
+# several sittings (a killed training resumes with --resume; a finished one is continued when its number of updates
+# is raised). Each step's wall time goes to OUT/times.tsv; a step
 # stopped by hand for a while (SIGSTOP, e.g. while a test suite runs) gets a line "NAME SECONDS WHY" in
 # OUT/pauses.tsv, which the table subtracts.
 # Measured on 2 CPU cores (x86-64, 2 threads; see README for the figures of the last full run):
@@ -80,11 +81,14 @@ timed() {  # timed NAME COMMAND...: run, append "NAME seconds" to times.tsv
 train_run() {  # train_run NAME RECIPE UPDATES [ARGS...]: train (or resume) into OUT/NAME
   local name=$1 recipe=$2 updates=$3; shift 3
   local save=$OUT/$name resume=()
-  [ -f "$save/done" ] && return 0
-  [ -f "$save/checkpoint_last.pt" ] && resume=(--resume)
+  # done holds the updates the step was trained to; a larger number now continues it (the inverse square-root
+  # schedule does not depend on max_steps, so 2,000 updates continued to 4,000 are 4,000 updates); data.path
+  # follows OUT, which may have moved between sittings
+  [ -f "$save/done" ] && [ "$(cat "$save/done")" = "$updates" ] && return 0
+  [ -f "$save/checkpoint_last.pt" ] && resume=(--resume --allow-changed train.max_steps,data.path)
   timed "train_$name" "$CTXMT" train "$HERE/$recipe.yaml" "${resume[@]}" --log-format plain \
     --set "data.path=$DATA" --set "train.save_dir=$save" --set "train.max_steps=$updates" "$@"
-  touch "$save/done"
+  echo "$updates" > "$save/done"
 }
 
 train_run sentence sentence_small "$SENTENCE_UPDATES"
