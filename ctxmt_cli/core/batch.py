@@ -15,7 +15,7 @@ per layer).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from typing import Callable, ClassVar, Optional
+from typing import Callable, ClassVar, NamedTuple, Optional
 
 import torch
 from torch import Tensor
@@ -204,14 +204,40 @@ class EncoderOut:
     entry: Optional[Memory] = None               # what this sentence leaves in a document memory, (B, M, C)
 
 
+class Fold(NamedTuple):
+    """How decoder rows (B) sit on the key/value rows they share (G, :class:`SharedRows`): in ``size`` slots per
+    shared row, the slots of one shared row attended as one query block. ``slots`` (B,): each row's slot in that
+    (G * size) layout, where some slots are empty (a group that left the search, its rows not yet compacted away);
+    None: the rows are that layout. ``Fold()``: one row per shared row."""
+
+    size: int = 1
+    slots: Optional[Tensor] = None
+
+    def spread(self, x: Tensor, groups: int) -> Tensor:
+        """Rows ``x`` (B, ...) in the slot layout (G * size, ...), empty slots zero."""
+        if self.slots is None:
+            return x
+        out = x.new_zeros((groups * self.size, *x.shape[1:]))
+        return out.index_copy_(0, self.slots, x)
+
+    def gather(self, x: Tensor) -> Tensor:
+        """The rows (B, ...) of ``x`` in the slot layout (G * size, ...)."""
+        return x if self.slots is None else x.index_select(0, self.slots)
+
+
+#: stored rows are compacted once at most this share of them is still used: copying every layer's keys and values
+#: each time a sentence finishes cost more than the empty slots that attention reads until then
+COMPACT_AT = 0.5
+
+
 @dataclass
 class SharedRows:
     """Per-layer attention keys/values that groups of decoder rows share (the beams of one sentence).
 
-    Beam search keeps the beams of a sentence in adjacent rows; their cross-attention (and context)
-    keys/values are identical, so they are stored once per group and ``group`` maps every row to its
-    stored row. Reordering beams inside a group copies nothing; stored rows are compacted only when a
-    whole group leaves the search.
+    Beam search keeps the beams of a sentence in adjacent rows; their cross-attention (and context, and forced
+    target prefix) keys/values are identical, so they are stored once per group and ``group`` maps every row to its
+    stored row. Reordering beams inside a group copies nothing; stored rows are compacted only when at most
+    :data:`COMPACT_AT` of them are still used (until then the groups that left are empty slots, :class:`Fold`).
     """
 
     k: list[Tensor]                              # per layer (G, H, M, D)
@@ -226,25 +252,32 @@ class SharedRows:
                    torch.arange(mask.size(0), device=mask.device))
 
     def index_select(self, index: Tensor) -> "SharedRows":
-        """Rows ``index`` (reordering, expansion, removal); stored rows are kept unless no row uses them."""
+        """Rows ``index`` (reordering, expansion, removal); stored rows are copied only to compact them."""
         group = self.group.index_select(0, index)                           # (B',)
         used, remapped = torch.unique(group, return_inverse=True)           # sorted stored rows still in use
-        if used.numel() == self.mask.size(0):
+        if used.numel() > COMPACT_AT * self.mask.size(0):
             return replace(self, group=group)
         pick = lambda t: t.index_select(0, used)  # noqa: E731
         return SharedRows([pick(t) for t in self.k], [pick(t) for t in self.v], pick(self.mask), remapped.reshape(-1))
 
-    def for_rows(self) -> tuple[list[Tensor], list[Tensor], Tensor, int]:
-        """Keys, values and mask laid out for the rows, and the fold factor f.
+    def for_rows(self) -> tuple[list[Tensor], list[Tensor], Tensor, Fold]:
+        """Keys, values and mask laid out for the rows, and how the rows fold onto them.
 
-        f >= 1: row r uses stored row r // f (groups of f adjacent rows, as beam search keeps them), so
-        attention folds the f rows into one query block; otherwise the stored rows are gathered per row (f = 1).
+        Where every used stored row has the same number f of adjacent rows, in order (as beam search keeps them),
+        the stored rows are read as they are (:class:`Fold` of size f, with slots where some stored rows are no
+        longer used); otherwise the stored rows are gathered per row (``Fold()``).
         """
         g, b = self.mask.size(0), self.group.numel()
-        if b % g == 0 and torch.equal(self.group, torch.arange(g, device=self.group.device).repeat_interleave(b // g)):
-            return self.k, self.v, self.mask, b // g
+        device = self.group.device
+        if b % g == 0 and torch.equal(self.group, torch.arange(g, device=device).repeat_interleave(b // g)):
+            return self.k, self.v, self.mask, Fold(b // g)
+        counts = torch.bincount(self.group, minlength=g)                    # (G,) rows per stored row
+        f = int(counts.max()) if b else 1
+        in_order = b == 0 or bool((self.group[1:] >= self.group[:-1]).all())
+        if in_order and bool(((counts == 0) | (counts == f)).all()):
+            return self.k, self.v, self.mask, Fold(f, self.group * f + torch.arange(b, device=device) % f)
         pick = lambda t: t.index_select(0, self.group)  # noqa: E731
-        return [pick(t) for t in self.k], [pick(t) for t in self.v], pick(self.mask), 1
+        return [pick(t) for t in self.k], [pick(t) for t in self.v], pick(self.mask), Fold()
 
 
 @dataclass
@@ -265,6 +298,8 @@ class DecoderState:
     shift: Tensor                                # (B,) long
     pending: Tensor                              # (B,) long
     context: Optional[SharedRows] = None         # context-memory keys/values per layer, once per sentence
+    prefix: Optional[SharedRows] = None          # per layer (G, H, P, D): the forced target prefix's self-attention
+                                                 # keys/values, once per sentence; self_k/self_v follow them
 
     def index_select(self, index: Tensor) -> "DecoderState":
         """Rows ``index`` of every tensor (beam search reordering / expansion); shared rows are not copied."""
@@ -277,4 +312,5 @@ class DecoderState:
             sent_idx=pick(self.sent_idx), n_sent=pick(self.n_sent), shift=pick(self.shift),
             pending=pick(self.pending),
             context=None if self.context is None else self.context.index_select(index),
+            prefix=None if self.prefix is None else self.prefix.index_select(index),
         )

@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ctxmt_cli.core.batch import Fold
 from ctxmt_cli.core.linear import Linear
 
 
@@ -68,16 +69,25 @@ class MultiheadAttention(nn.Module):
 
     def self_attend(
         self, x: Tensor, past: Optional[tuple[Tensor, Tensor]] = None, mask: Optional[Tensor] = None,
-        causal: bool = False, need_weights: bool = False,
+        causal: bool = False, need_weights: bool = False, shared: Optional[tuple] = None,
     ) -> tuple[Tensor, Optional[Tensor], tuple[Tensor, Tensor]]:
         """Self-attention of ``x`` (B, T, C) after the cached keys/values ``past`` (B, H, Tp, D) each, if any.
 
-        Returns the output (B, T, C), the optional weights (B, H, T, Tp + T) and the keys/values (B, H, Tp + T, D).
+        ``shared``: keys/values before ``past`` that groups of rows share (a forced target prefix, identical for the
+        beams of one sentence): ``((k, v) (G, H, P, D), additive mask (G, 1, 1, P), fold)`` (:class:`Fold`); the
+        keys a row sees are then its group's P shared ones followed by its own, and ``mask`` (additive) covers its
+        own. Returns the output (B, T, C), the optional weights (B, H, T, [P +] Tp + T) and the row's own keys/values
+        (B, H, Tp + T, D): what the next step's ``past`` is.
         """
         q, k, v = self._split(self.qkv_proj(x), 3)                          # (B, H, T, D) each
         if past is not None:
             k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
-        out, weights = self._attend(q, k, v, mask, causal, need_weights)
+        if shared is None:
+            out, weights = self._attend(q, k, v, mask, causal, need_weights)
+        elif self._small_step(q, causal, need_weights):
+            out, weights = self._project(self._small_query_shared(q, k, v, mask, shared)), None
+        else:                                           # weights asked for, or not a CPU step: the plain layout
+            out, weights = self._attend(q, *joined_keys(shared, k, v, mask), False, need_weights)
         return out, weights, (k, v)
 
     def attend(
@@ -94,21 +104,44 @@ class MultiheadAttention(nn.Module):
         p = self.dropout if self.training else 0.0
         if need_weights:
             out, weights = self._explicit(q, k, v, mask, causal, p)
-        elif q.size(2) <= SMALL_QUERY and not causal and p == 0.0 and q.device.type == "cpu" and not torch.is_grad_enabled():
+        elif self._small_step(q, causal, need_weights):
             out, weights = self._small_query(q, k, v, mask), None
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal)
             weights = None
-        b, h, t, d = out.shape
-        return self.out_proj(out.transpose(1, 2).reshape(b, t, h * d)), weights
+        return self._project(out), weights
 
-    def attend_folded(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor, fold: int = 1,
+    def _small_step(self, q: Tensor, causal: bool, need_weights: bool) -> bool:
+        """Whether queries ``q`` (B, H, Tq, D) are a CPU decoding step: a few queries, inference, no weights kept."""
+        p = self.dropout if self.training else 0.0
+        return (q.size(2) <= SMALL_QUERY and not causal and not need_weights and p == 0.0 and q.device.type == "cpu"
+                and not torch.is_grad_enabled())
+
+    def _project(self, out: Tensor) -> Tensor:
+        """Heads (B, H, T, D) joined and through the output projection: (B, T, C)."""
+        b, h, t, d = out.shape
+        return self.out_proj(out.transpose(1, 2).reshape(b, t, h * d))
+
+    def attend_folded(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor, fold: Fold = Fold(),
                       need_weights: bool = False) -> tuple[Tensor, Optional[Tensor]]:
-        """Like :meth:`attend`, where each group of ``fold`` adjacent rows of ``x`` (B, T, C) shares one
-        key/value row (B/fold, H, M, D) and mask row (B/fold, 1, 1, M): the group's queries form one block."""
-        b, t, c = x.shape
-        out, weights = self.attend(x.reshape(b // fold, fold * t, c), k, v, mask, need_weights=need_weights)
-        return out.reshape(b, t, c), weights                                # (B, T, C)
+        """Like :meth:`attend`, where the rows of ``x`` (B, T, C) sit in ``fold.size`` slots per key/value row
+        (G, H, M, D) and mask row (G, 1, 1, M) (:class:`~ctxmt_cli.core.batch.Fold`): the queries of one row's
+        slots form one block, so the keys are never copied per row; weights (G, H, size*T, M)."""
+        b, t, _ = x.shape
+        g, f = k.size(0), fold.size
+        (q,) = self._split(self.q_proj(x), 1)                               # (B, H, T, D)
+        q = fold.spread(q, g)                                               # (G*f, H, T, D)
+        h, d = q.size(1), q.size(3)
+        q = q.reshape(g, f, h, t, d).transpose(1, 2).reshape(g, h, f * t, d)   # (G, H, f*T, D)
+        p = self.dropout if self.training else 0.0
+        if need_weights:
+            out, weights = self._explicit(q, k, v, mask, False, p)
+        elif self._small_step(q, False, need_weights):
+            out, weights = self._small_query(q, k, v, mask), None
+        else:
+            out, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p), None
+        out = out.reshape(g, h, f, t, d).transpose(1, 2).reshape(g * f, h, t, d)  # (G*f, H, T, D)
+        return self._project(fold.gather(out)), weights                     # (B, T, C)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         fuse_separate_projections(state_dict, prefix, self.self_attention)
@@ -127,6 +160,27 @@ class MultiheadAttention(nn.Module):
         weights = torch.nan_to_num_(scores.softmax(-1), nan=0.0)           # all-masked rows: 0/0 -> 0
         return torch.matmul(weights, v)                                     # (B, H, Tq, D)
 
+    def _small_query_shared(self, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], shared: tuple) -> Tensor:
+        """:meth:`_small_query` over a group's shared keys followed by each row's own (:meth:`self_attend`), with
+        one softmax over both: the shared keys are read once per group (its rows' queries folded into one block),
+        never copied per row, so a long forced prefix costs a beam search step no copy at all."""
+        (k_shared, v_shared), shared_mask, fold = shared                    # (G, H, P, D), (G, 1, 1, P)
+        b, h, tq, d = q.shape
+        g, f, n = k_shared.size(0), fold.size, k_shared.size(2)
+        folded = fold.spread(q, g).reshape(g, f, h, tq, d).transpose(1, 2).reshape(g, h, f * tq, d)  # (G, H, f*Tq, D)
+        before = torch.matmul(folded, k_shared.transpose(-1, -2)).mul_(d ** -0.5).add_(shared_mask)  # (G, H, f*Tq, P)
+        before = fold.gather(before.reshape(g, h, f, tq, n).transpose(1, 2).reshape(g * f, h, tq, n))  # (B, H, Tq, P)
+        own = torch.matmul(q, k.transpose(-1, -2)).mul_(d ** -0.5)                              # (B, H, Tq, Tk)
+        if mask is not None and mask.dtype == torch.bool:
+            own.masked_fill_(~mask, float("-inf"))
+        elif mask is not None:
+            own.add_(mask)
+        weights = torch.nan_to_num_(torch.cat([before, own], -1).softmax(-1), nan=0.0)          # (B, H, Tq, P+Tk)
+        w_before = fold.spread(weights[..., :n], g)                                            # (G*f, H, Tq, P)
+        w_before = w_before.reshape(g, f, h, tq, n).transpose(1, 2).reshape(g, h, f * tq, n)
+        out = torch.matmul(w_before, v_shared).reshape(g, h, f, tq, d).transpose(1, 2).reshape(g * f, h, tq, d)
+        return fold.gather(out) + torch.matmul(weights[..., n:], v)                              # (B, H, Tq, D)
+
     def _explicit(self, q, k, v, mask, causal, p):
         # The same computation as SDPA, keeping the weights for analysis.
         scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)        # (B, H, Tq, Tk)
@@ -139,6 +193,21 @@ class MultiheadAttention(nn.Module):
             scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
         weights = scores.softmax(-1)
         return F.dropout(weights, p) @ v, weights
+
+
+def joined_keys(shared: tuple, k: Tensor, v: Tensor, mask: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+    """A group's shared keys/values copied to each of its rows and put before the row's own ``k``/``v``
+    (B, H, T, D), with the masks joined likewise (additive; ``mask`` None: every own key visible): the layout
+    :meth:`MultiheadAttention.self_attend` reads without ``shared``."""
+    (k_shared, v_shared), shared_mask, fold = shared
+    rows = lambda t: fold.gather(t.repeat_interleave(fold.size, dim=0))  # noqa: E731   (G, ...) -> (B, ...)
+    if mask is None:
+        mask = torch.zeros((k.size(0), 1, 1, k.size(2)), dtype=shared_mask.dtype, device=k.device)
+    elif mask.dtype == torch.bool:
+        mask = additive_mask(mask, shared_mask.dtype)
+    before = rows(shared_mask).expand(-1, -1, mask.size(2), -1)                    # (B, 1, Tq, P)
+    return (torch.cat([rows(k_shared), k], 2), torch.cat([rows(v_shared), v], 2),  # (B, H, P+T, D)
+            torch.cat([before, mask], -1))
 
 
 def additive_mask(keep: Tensor, dtype: torch.dtype) -> Tensor:
@@ -247,11 +316,12 @@ class ContextAttention(nn.Module):
         self.parallel = parallel
         self.mix = mix
 
-    def forward(self, h: Tensor, kv: tuple[Tensor, Tensor], mask: Tensor, fold: int = 1, need_weights: bool = False):
-        """``h`` (B, T, C) attends to context keys/values (B/fold, H, Mc, D) under ``mask`` (B/fold, 1, 1, Mc).
+    def forward(self, h: Tensor, kv: tuple[Tensor, Tensor], mask: Tensor, fold: Fold = Fold(),
+                need_weights: bool = False):
+        """``h`` (B, T, C) attends to context keys/values (G, H, Mc, D) under ``mask`` (G, 1, 1, Mc).
 
-        ``fold`` > 1: each group of ``fold`` adjacent rows (the beams of one document) shares one context row;
-        their queries are attended as one block instead of copying the context per beam.
+        ``fold``: how the rows sit on the context rows (the beams of one document share one context row; their
+        queries are attended as one block instead of copying the context per beam, :class:`Fold`).
         """
         if self.mix is not None:                                                   # an empty memory: finite, unused
             mask = mask | ~mask.any(-1, keepdim=True)
@@ -260,11 +330,11 @@ class ContextAttention(nn.Module):
             out = torch.sigmoid(self.gate(out)) * out                              # eq. 5: lambda_i * h_i
         return out, weights
 
-    def join(self, cross: Tensor, context: Tensor, mask: Tensor, fold: int = 1) -> Tensor:
-        """The parallel branch joined to the cross-attention output, both (B, T, C); ``mask`` (B/fold, 1, 1, Mc)."""
+    def join(self, cross: Tensor, context: Tensor, mask: Tensor, fold: Fold = Fold()) -> Tensor:
+        """The parallel branch joined to the cross-attention output, both (B, T, C); ``mask`` (G, 1, 1, Mc)."""
         if self.mix is None:
             return cross + context
-        on = mask.reshape(mask.size(0), -1).any(1).repeat_interleave(fold)         # (B,) rows with a memory
+        on = fold.gather(mask.reshape(mask.size(0), -1).any(1).repeat_interleave(fold.size))  # (B,) rows with a memory
         return self.mix(cross, context, on)
 
 
@@ -286,6 +356,7 @@ class DecoderLayer(nn.Module):
     def forward(
         self, x: Tensor, cross: tuple, past: Optional[tuple[Tensor, Tensor]] = None,
         self_mask: Optional[Tensor] = None, need_weights: bool = False, context: Optional[tuple] = None,
+        shared: Optional[tuple] = None,
     ) -> tuple[Tensor, tuple[Tensor, Tensor], dict]:
         """One decoder layer.
 
@@ -293,15 +364,18 @@ class DecoderLayer(nn.Module):
         ``past`` (cached keys/values) ``x`` holds new positions only and
         ``self_mask`` (B, 1, Tq, Tpast+Tq) says which keys each query may see.
         ``cross`` = (encoder keys/values (G, H, S, D), mask (G, 1, 1, S), bool or additive, fold) and, when the layer has
-        context attention, ``context`` = (context keys/values, mask (G, 1, 1, Mc), fold): groups of
-        ``fold`` adjacent rows share one key/value row (see :meth:`MultiheadAttention.attend_folded`).
-        Returns the output, this layer's full keys/values, and attention weights.
+        context attention, ``context`` = (context keys/values, mask (G, 1, 1, Mc), fold): ``fold`` (:class:`Fold`)
+        says how the rows share those key/value rows (see :meth:`MultiheadAttention.attend_folded`).
+        ``shared``: self-attention keys/values before ``past`` that groups of rows share (a forced target prefix:
+        :meth:`MultiheadAttention.self_attend`). Returns the output, this layer's keys/values (the rows' own), and
+        attention weights.
         """
         kv: dict = {}
 
         def self_attention(h):
             causal = past is None
-            out, w, kv["self"] = self.self_attn.self_attend(h, past, None if causal else self_mask, causal, need_weights)
+            out, w, kv["self"] = self.self_attn.self_attend(h, past, None if causal else self_mask, causal, need_weights,
+                                                            shared=shared)
             return out, w
 
         weights = {"context": None}

@@ -53,7 +53,7 @@ from typing import ClassVar, Optional
 import torch
 from torch import Tensor, nn
 
-from ctxmt_cli.core.batch import Batch, DecoderState, EncoderOut, LossTerm, ModelOutput, SharedRows, VocabInfo
+from ctxmt_cli.core.batch import Batch, DecoderState, EncoderOut, Fold, LossTerm, ModelOutput, SharedRows, VocabInfo
 from ctxmt_cli.core.chunked import chunked_hidden
 from ctxmt_cli.core.layers import ContextAttention, DecoderLayer, EncoderLayer, additive_mask, compute_dtype
 from ctxmt_cli.core.linear import Linear, xavier_
@@ -253,8 +253,8 @@ class EncoderDecoder(nn.Module):
         for i, layer in enumerate(self.decoder_layers):
             if i > 0 and again is not None:
                 x = x + again
-            layer_context = None if context is None else (context[0][i], context[1][:, None, None, :], 1)
-            x, kv, w = layer(x, (cross_kv[i], enc_mask, 1), need_weights=probe is not None, context=layer_context)
+            layer_context = None if context is None else (context[0][i], context[1][:, None, None, :], Fold())
+            x, kv, w = layer(x, (cross_kv[i], enc_mask, Fold()), need_weights=probe is not None, context=layer_context)
             kvs.append(kv)
             if probe is not None:
                 report_decoder(probe, i, w, real, current, enc, keys)
@@ -344,16 +344,16 @@ class EncoderDecoder(nn.Module):
         cross, context = self.cross_kv(enc), self.context_kv(enc)
         if enc.prefix is not None:                                          # the prefix is cached from the first step
             valid = torch.cat([valid.new_ones(b, enc.prefix.size(1)), valid], 1)
-        if cached.size(1) > 0 or enc.prefix is not None:
+        shared = None
+        if cached.size(1) > 0 or enc.prefix is not None:   # the prefix's keys/values, once per sentence, not per beam
             _, kvs = self._decode_full(cached.masked_fill(~valid[:, valid.size(1) - cached.size(1):], self.vocab.pad),
                                        enc, cross, n_sent, context=context)
-        else:
-            h, dh = self.cfg.heads, self.cfg.d_model // self.cfg.heads
-            empty = enc.states.new_zeros(b, h, 0, dh)
-            kvs = [(empty, empty) for _ in self.decoder_layers]
+            shared = SharedRows.one_per_row(kvs, valid)
+        h, dh = self.cfg.heads, self.cfg.d_model // self.cfg.heads
+        empty = enc.states.new_zeros(b, h, 0, dh)                           # (B, H, 0, D): the rows' own keys
         return DecoderState(
-            self_k=[k for k, _ in kvs], self_v=[v for _, v in kvs], cross=SharedRows.one_per_row(cross, enc.mask),
-            self_mask=valid, pos=lengths - 1,
+            self_k=[empty] * len(self.decoder_layers), self_v=[empty] * len(self.decoder_layers),
+            cross=SharedRows.one_per_row(cross, enc.mask), prefix=shared, self_mask=valid[:, :0], pos=lengths - 1,
             sent_idx=(cached == self.vocab.brk).logical_and(valid[:, valid.size(1) - cached.size(1):]).sum(1),
             n_sent=n_sent, shift=enc.shift,
             pending=prefix.gather(1, (lengths - 1).unsqueeze(1)).squeeze(1),
@@ -374,13 +374,17 @@ class EncoderDecoder(nn.Module):
         cross_mask = additive_mask(cross_mask[:, None, None, :], dtype)   # (G, 1, 1, S)
         if state.context is not None:
             ctx_k, ctx_v, ctx_mask, ctx_fold = state.context.for_rows()
+        if state.prefix is not None:
+            pre_k, pre_v, pre_mask, pre_fold = state.prefix.for_rows()
+            pre_mask = additive_mask(pre_mask[:, None, None, :], dtype)     # (G, 1, 1, P)
         for i, layer in enumerate(self.decoder_layers):
             if i > 0 and again is not None:
                 x = x + again
             past = (state.self_k[i], state.self_v[i])
             cross = ((cross_k[i], cross_v[i]), cross_mask, cross_fold)
             context = None if state.context is None else ((ctx_k[i], ctx_v[i]), ctx_mask[:, None, None, :], ctx_fold)
-            x, (k, v), _ = layer(x, cross, past=past, self_mask=mask4, context=context)
+            shared = None if state.prefix is None else ((pre_k[i], pre_v[i]), pre_mask, pre_fold)
+            x, (k, v), _ = layer(x, cross, past=past, self_mask=mask4, context=context, shared=shared)
             new_k.append(k)
             new_v.append(v)
         logits = self.output(self.decoder_norm(x))[:, 0]                   # (B, V)

@@ -15,7 +15,7 @@ import torch
 
 from ctxmt_cli.train.checkpoint import step_checkpoints
 from tests.integration.conftest import prepare_recipe_corpus, run_cli, tiny_sets
-from tests.unit.test_contract import IDS, make_model, n_target_sentences, real_positions, sample
+from tests.unit.test_contract import IDS, make_model, n_target_sentences, plugins, real_positions, sample  # noqa: F401 (plugins: autouse, joins the toy family)
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")]

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from ctxmt_cli.config import validate_recipe
-from ctxmt_cli.core.batch import Batch, VocabInfo
+from ctxmt_cli.core.batch import Batch, Fold, VocabInfo
 from ctxmt_cli.core.probe import Collect
 from ctxmt_cli.data.batching import collate, pad_rows
 from ctxmt_cli.decode.search import beam_search, greedy_search
@@ -713,16 +713,17 @@ def test_context_state_is_shared_by_beams_and_gathered_when_permuted():
         logits, _ = model.decode_step(state.pending, state)                  # (B, V)
         beams = state.index_select(torch.arange(b).repeat_interleave(3))
         assert beams.context.k[0] is state.context.k[0]                      # beams share the rows: no copy
-        assert beams.context.for_rows()[3] == 3
+        assert beams.context.for_rows()[3] == Fold(3)
         beam_logits, _ = model.decode_step(beams.pending, beams)
         close(beam_logits, logits.repeat_interleave(3, dim=0))
         perm = torch.tensor([2, 0, 1])[:b] if b == 3 else torch.randperm(b)
         permuted = state.index_select(perm)
-        assert permuted.context.for_rows()[3] == 1                           # permuted rows: gathered per row
+        assert permuted.context.for_rows()[3] == Fold()                         # permuted rows: gathered per row
         perm_logits, _ = model.decode_step(permuted.pending, permuted)
         close(perm_logits, logits[perm])
         dropped = beams.index_select(torch.arange(3, 3 * b))                 # the first document leaves the search
-        assert dropped.context.k[0].size(0) == b - 1
+        assert dropped.context.k[0] is beams.context.k[0]                    # its rows stay, an empty slot: no copy
+        assert dropped.context.for_rows()[3].slots.tolist() == list(range(3, 3 * b))
         drop_logits, _ = model.decode_step(dropped.pending, dropped)
         close(drop_logits, logits[1:].repeat_interleave(3, dim=0))
 

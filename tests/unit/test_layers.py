@@ -11,12 +11,13 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ctxmt_cli.config import recipe_to_dict
-from ctxmt_cli.core.layers import FeedForward, MultiheadAttention, additive_mask, fuse_separate_projections
+from ctxmt_cli.core.batch import Fold
+from ctxmt_cli.core.layers import FeedForward, MultiheadAttention, additive_mask, fuse_separate_projections, joined_keys
 from ctxmt_cli.core.linear import Linear, xavier_
 from ctxmt_cli.models.loading import load_model
 from ctxmt_cli.outputs import torch_save
 from ctxmt_cli.train.checkpoint import model_payload
-from tests.unit.test_contract import IDS, META, make_model, recipe_of, sample, tok_vocab
+from tests.unit.test_contract import IDS, META, make_model, plugins, recipe_of, sample, tok_vocab  # noqa: F401 (plugins: autouse, joins the toy family)
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/unit/conftest.py
 
@@ -176,3 +177,50 @@ def test_feed_forward_activation(activation, fn):
     x = torch.randn(2, 3, 8)
     with torch.no_grad():
         torch.testing.assert_close(ffn(x), ffn.fc2(fn(ffn.fc1(x))), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("fold,prefix_len,own_len,empty", [(1, 5, 1, False), (4, 7, 3, False), (3, 0, 2, False),
+                                                       (2, 6, 1, True), (4, 5, 2, True)])
+def test_shared_prefix_keys_attend_as_the_joined_layout(fold, prefix_len, own_len, empty):
+    """A CPU decoding step over a group's shared prefix keys (folded, never copied per row) gives what attention over
+    the prefix copied before each row's own keys gives, with padded prefix positions, a row whose whole prefix is
+    padding and (``empty``) a stored group no row uses any more (an empty slot of the fold)."""
+    torch.manual_seed(0)
+    attn, groups = MultiheadAttention(16, 4, self_attention=True).eval(), 3
+    used = [0, 2] if empty else list(range(groups))
+    b = len(used) * fold
+    slots = torch.tensor([g * fold + i for g in used for i in range(fold)]) if empty else None
+    shared_k, shared_v = torch.randn(groups, 4, prefix_len, 4), torch.randn(groups, 4, prefix_len, 4)
+    keep = torch.rand(groups, prefix_len) > 0.3
+    keep[0] = False                                                       # a group with no prefix at all
+    shared = ((shared_k, shared_v), additive_mask(keep[:, None, None, :], torch.float32), Fold(fold, slots))
+    past = (torch.randn(b, 4, own_len - 1, 4), torch.randn(b, 4, own_len - 1, 4))
+    own = additive_mask(torch.ones(b, 1, 1, own_len, dtype=torch.bool), torch.float32)
+    x = torch.randn(b, 1, 16)
+    with torch.no_grad():
+        fast, _, (k, v) = attn.self_attend(x, past, own, shared=shared)
+        with torch.enable_grad():                                         # not a CPU inference step: joined layout
+            slow, _, (k2, _) = attn.self_attend(x, past, own, shared=shared)
+        joined_k, _, joined_mask = joined_keys(shared, k, v, own)
+    torch.testing.assert_close(fast, slow.detach(), rtol=1e-5, atol=1e-5)
+    assert torch.equal(k, k2) and k.size(2) == own_len                    # the rows' own keys only
+    assert joined_k.size(2) == prefix_len + own_len and joined_mask.shape == (b, 1, 1, prefix_len + own_len)
+    rows = [g for g in used for _ in range(fold)]
+    assert torch.equal(joined_k[:, :, :prefix_len], shared_k[rows])      # each row reads its own group's prefix
+
+
+@pytest.mark.parametrize("empty", [False, True])
+def test_folded_cross_attention_equals_keys_copied_per_row(empty):
+    """attend_folded over shared key rows, with or without empty slots, equals attention to keys copied per row."""
+    torch.manual_seed(1)
+    attn, groups, fold = MultiheadAttention(16, 4).eval(), 4, 3
+    used = [1, 3] if empty else list(range(groups))
+    slots = torch.tensor([g * fold + i for g in used for i in range(fold)]) if empty else None
+    rows = [g for g in used for _ in range(fold)]
+    k, v = torch.randn(groups, 4, 6, 4), torch.randn(groups, 4, 6, 4)
+    mask = additive_mask(torch.rand(groups, 1, 1, 6) > 0.2, torch.float32)
+    x = torch.randn(len(rows), 1, 16)
+    with torch.no_grad():
+        folded, _ = attn.attend_folded(x, k, v, mask, Fold(fold, slots))
+        copied, _ = attn.attend(x, k[rows], v[rows], mask[rows])
+    torch.testing.assert_close(folded, copied, rtol=1e-5, atol=1e-5)

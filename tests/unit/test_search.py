@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from ctxmt_cli.config import validate_recipe
-from ctxmt_cli.core.batch import Batch, VocabInfo
+from ctxmt_cli.core.batch import Batch, Fold, VocabInfo
 from ctxmt_cli.decode.search import beam_search, greedy_search
 from ctxmt_cli.models.families import build_model
 from tests.unit.biased_model import Biased
@@ -170,12 +170,32 @@ def test_beams_share_cross_attention_rows_and_decode_as_copies():
     with torch.no_grad():
         state = model.init_state(model.encode(batch), batch)
         beams = model.reorder_state(state, torch.arange(2).repeat_interleave(3))
-        assert beams.cross.k[0] is state.cross.k[0] and beams.cross.for_rows()[3] == 3
+        assert beams.cross.k[0] is state.cross.k[0] and beams.cross.for_rows()[3] == Fold(3)
         folded, _ = model.decode_step(beams.pending, beams)                 # (6, V)
         swapped = model.reorder_state(beams, torch.tensor([3, 4, 5, 0, 1, 2]))  # sentences swap places
-        assert swapped.cross.for_rows()[3] == 1                             # gathered per row
+        assert swapped.cross.for_rows()[3] == Fold()                        # gathered per row
         gathered, _ = model.decode_step(swapped.pending, swapped)
     torch.testing.assert_close(gathered, folded[[3, 4, 5, 0, 1, 2]], atol=1e-5, rtol=1e-5)
+
+
+def test_a_finished_sentence_leaves_an_empty_slot_not_a_copy():
+    """A sentence leaving the search leaves its stored keys as an empty slot until at most COMPACT_AT of the stored
+    rows are used (nothing copied); the remaining beams decode exactly as before, and once compacted too."""
+    torch.manual_seed(0)
+    model = build_model(validate_recipe({"model": {**TINY, "family": "sentence"}}).model, VOCAB).eval()
+    batch = Batch(src=torch.tensor([[7, 8, 9, EOS], [10, 11, EOS, PAD], [12, EOS, PAD, PAD]]))
+    with torch.no_grad():
+        beams = model.reorder_state(model.init_state(model.encode(batch), batch), torch.arange(3).repeat_interleave(2))
+        full, _ = model.decode_step(beams.pending, beams)                     # (6, V)
+        holed = model.reorder_state(beams, torch.tensor([0, 1, 4, 5]))        # the second sentence leaves
+        fold = holed.cross.for_rows()[3]
+        assert holed.cross.k[0] is beams.cross.k[0] and fold.size == 2 and fold.slots.tolist() == [0, 1, 4, 5]
+        kept, _ = model.decode_step(holed.pending, holed)
+        compact = model.reorder_state(holed, torch.tensor([2, 3]))            # 1 of 3 stored rows used: compacted
+        assert compact.cross.k[0].size(0) == 1 and compact.cross.for_rows()[3] == Fold(2)
+        last, _ = model.decode_step(compact.pending, compact)
+    torch.testing.assert_close(kept, full[[0, 1, 4, 5]], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(last, full[[4, 5]], atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
