@@ -84,7 +84,8 @@ def test_translate_equals_the_cli_and_the_translator(family, checkpoints, docume
     assert [len(d.translations) for d in out] == [len(d) for d in documents]
     assert [d.translations for d in out] == cli_translate(checkpoints[family], documents, tmp_path)
     src_ctx, tgt_ctx = context_sentences(model.recipe.model)
-    settings = DecodeSettings(src_ctx, tgt_ctx, beam=3, max_len_a=1.0, max_len_b=3)
+    settings = DecodeSettings(src_context_sentences=src_ctx, tgt_context_sentences=tgt_ctx, beam=3, max_len_a=1.0,
+                              max_len_b=3)
     plain = translate_documents(model.loaded.model, model.loaded.tokenizer, documents, settings)
     assert [d.translations for d in out] == plain
     assert all(s.logprob is None and s.nbest is None for d in out for s in d.sentences)   # not asked for

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from ctxmt_cli.data.batching import collate, shard_batches, token_batches
+from ctxmt_cli.data.batching import BatchBudget, collate, shard_batches, token_batches
 
 
 def lengths(n=500, seed=0):
@@ -14,7 +14,7 @@ def lengths(n=500, seed=0):
 
 def test_budget_and_coverage():
     src, tgt = lengths()
-    batches = token_batches(src, tgt, np.arange(len(src)), max_tokens=400)
+    batches = token_batches(src, tgt, np.arange(len(src)), budget=BatchBudget(max_tokens=400))
     seen = np.concatenate(batches)
     assert sorted(seen.tolist()) == list(range(len(src)))
     for b in batches:
@@ -40,14 +40,15 @@ def test_packing_equals_the_item_by_item_definition(bucket_width, max_tokens):
     """Batches are cut once per run of equal widths; the cuts are those of packing item by item, also where
     buckets mix widths and where one item alone exceeds the budget."""
     src, tgt = lengths(2000, seed=bucket_width + max_tokens)
-    batches = token_batches(src, tgt, np.arange(len(src)), max_tokens, bucket_width, shuffle=False)
+    budget = BatchBudget(max_tokens=max_tokens, bucket_width=bucket_width)
+    batches = token_batches(src, tgt, np.arange(len(src)), budget=budget, shuffle=False)
     expected = greedy_by_item(src, tgt, np.concatenate(batches), max_tokens)
     assert [b.tolist() for b in batches] == expected
     noise = np.random.default_rng([1, 0]).random(len(src))        # shuffled: ties in random order, then batches
     order = np.lexsort((noise, (src + tgt) // bucket_width, np.maximum(src, tgt) // bucket_width))
-    shuffled = token_batches(src, tgt, np.arange(len(src)), max_tokens, bucket_width, seed=1, epoch=0)
+    shuffled = token_batches(src, tgt, np.arange(len(src)), budget=budget, seed=1, epoch=0)
     assert sorted(b.tolist() for b in shuffled) == sorted(greedy_by_item(src, tgt, order, max_tokens))
-    assert token_batches(src, tgt, np.arange(0), max_tokens) == []
+    assert token_batches(src, tgt, np.arange(0), budget=budget) == []
 
 
 def padding(lens, batches) -> float:
@@ -59,15 +60,15 @@ def test_bucketing_keeps_padding_low_on_both_sides():
     rng = np.random.default_rng(0)
     src = rng.integers(3, 60, 4000)
     tgt = np.maximum(2, (src * rng.normal(1.1, 0.1, len(src))).astype(int))
-    batches = token_batches(src, tgt, np.arange(len(src)), max_tokens=4096)
+    batches = token_batches(src, tgt, np.arange(len(src)), budget=BatchBudget(max_tokens=4096))
     assert padding(tgt, batches) < 0.10 and padding(src, batches) < 0.12
 
 
 def test_deterministic_per_epoch_and_different_across_epochs():
     src, tgt = lengths()
-    a = token_batches(src, tgt, np.arange(len(src)), 400, seed=3, epoch=1)
-    b = token_batches(src, tgt, np.arange(len(src)), 400, seed=3, epoch=1)
-    c = token_batches(src, tgt, np.arange(len(src)), 400, seed=3, epoch=2)
+    a = token_batches(src, tgt, np.arange(len(src)), budget=BatchBudget(max_tokens=400), seed=3, epoch=1)
+    b = token_batches(src, tgt, np.arange(len(src)), budget=BatchBudget(max_tokens=400), seed=3, epoch=1)
+    c = token_batches(src, tgt, np.arange(len(src)), budget=BatchBudget(max_tokens=400), seed=3, epoch=2)
     assert all(np.array_equal(x, y) for x, y in zip(a, b))
     assert not all(len(x) == len(y) and np.array_equal(x, y) for x, y in zip(a, c))
 
@@ -96,7 +97,8 @@ def test_groups_are_packed_by_length():
     docs = np.repeat(np.arange(300), rng.integers(2, 12, 300))            # document of each sentence
     src, tgt = rng.integers(3, 30, len(docs)), rng.integers(3, 30, len(docs))
     size = np.maximum(src, tgt)
-    batches = group_batches(docs, src, tgt, np.arange(len(docs)), 600, 120, mixed_share=0.5, seed=2, epoch=1)
+    batches = group_batches(docs, src, tgt, np.arange(len(docs)), budget=BatchBudget(max_tokens=600), group_tokens=120,
+                            mixed_share=0.5, seed=2, epoch=1)
     assert np.mean([len(b.ends) for b in batches]) <= 8
     groups = [b.indices[b.groups == g] for b in batches for g in range(len(b.mixed))]
     inside = padding(size, groups)                                         # one padded tensor per group
@@ -129,18 +131,18 @@ def test_window_batch_counts_next_sentences_only_where_windows_hold_them(tmp_pat
 
 @pytest.mark.parametrize("side", ["source", "target", "longer"])
 def test_the_budget_counts_the_side_it_names(side):
-    """``budget_of`` target: padded rows × the longest *target* row stays within the budget, and windows with long
-    source context (3× the target here) fill a batch with about 3× the sentences the longer-side budget takes."""
+    """A budget of the target side: padded rows × the longest *target* row stays within the budget, and windows with
+    long source context (3× the target here) fill a batch with about 3× the sentences the longer-side budget takes."""
     rng = np.random.default_rng(3)
     tgt = rng.integers(5, 30, 2000)
     src = 3 * tgt + rng.integers(0, 5, 2000)                         # a window: context sentences + the current one
-    batches = token_batches(src, tgt, np.arange(2000), 600, seed=1, budget_of=side)
+    batches = token_batches(src, tgt, np.arange(2000), budget=BatchBudget(max_tokens=600, side=side), seed=1)
     width = {"source": src, "target": tgt, "longer": np.maximum(src, tgt)}[side]
     assert sorted(np.concatenate(batches).tolist()) == list(range(2000))
     assert all(len(b) * width[b].max() <= 600 for b in batches)
     assert sum(len(b) * width[b].max() for b in batches) > 0.9 * 600 * len(batches)    # batches are full
     if side == "target":
-        longer = token_batches(src, tgt, np.arange(2000), 600, seed=1)
+        longer = token_batches(src, tgt, np.arange(2000), budget=BatchBudget(max_tokens=600), seed=1)
         assert len(longer) / len(batches) > 2.5                       # about 3× the sentences per batch
 
 
@@ -151,4 +153,4 @@ def test_an_mbe_model_refuses_a_one_sided_budget():
 
     cfg = validate_recipe({"model": {"family": "mbe", "preset": "small"}}).model
     with pytest.raises(OptionError, match="max_tokens_of='target'"):
-        inputs_of(cfg).plan_batches(None, np.arange(3), 100, budget_of="target")
+        inputs_of(cfg).plan_batches(None, np.arange(3), budget=BatchBudget(max_tokens=100, side="target"))
