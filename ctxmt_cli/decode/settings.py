@@ -98,13 +98,13 @@ class DecodeSettings:
                     lenpen: Optional[float] = None, target_mode: Optional[str] = None,
                     batch_docs: Optional[int] = None, nbest: Optional[int] = None,
                     warmup_sentences: Optional[int] = None, group_sentences: Optional[int] = None,
-                    group_order: Optional[str] = None, cache: Optional[bool] = None) -> "DecodeSettings":
+                    group_order: Optional[str] = None) -> "DecodeSettings":
         """The settings of a checkpoint's ``recipe`` (its decode section, window limit and family context), with
         the user's choices where given: None is "not given" (the recipe's value, or this class's default for
-        ``nbest``, ``group_order`` and ``cache``, which no recipe key holds); any other value is taken as it is,
-        0 included, and refused by :func:`check_settings` where it cannot work. ``context`` K: K context sentences
-        (and K next ones for a model reading them) instead of the model's own; ``group_sentences``: None = the
-        whole document is one group."""
+        ``nbest`` and ``group_order``, which no recipe key holds); any other value is taken as it is, 0 included,
+        and refused by :func:`check_settings` where it cannot work. ``context`` K: K context sentences (and K next
+        ones for a model reading them) instead of the model's own; ``group_sentences``: None = the whole document
+        is one group. The other fields keep their defaults (``dataclasses.replace`` changes them)."""
         from ctxmt_cli.models.families import inputs_of
 
         dec, inputs = recipe.decode, inputs_of(recipe.model)
@@ -118,7 +118,7 @@ class DecodeSettings:
             warmup_sentences=_given_or(warmup_sentences, dec.warmup_sentences),
             max_window_tokens=recipe.data.max_window_tokens,
             nbest=_given_or(nbest, cls.nbest), group_sentences=group_sentences,   # cls.x: the field's default
-            group_order=_given_or(group_order, cls.group_order), cache=_given_or(cache, cls.cache),
+            group_order=_given_or(group_order, cls.group_order),
         )
 
     def resolved(self, inputs) -> "DecodeSettings":

@@ -3,6 +3,8 @@
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxmt_cli.data.batching import BatchBudget, collate, shard_batches, token_batches
 
@@ -154,3 +156,81 @@ def test_an_mbe_model_refuses_a_one_sided_budget():
     cfg = validate_recipe({"model": {"family": "mbe", "preset": "small"}}).model
     with pytest.raises(OptionError, match="max_tokens_of='target'"):
         inputs_of(cfg).plan_batches(None, np.arange(3), budget=BatchBudget(max_tokens=100, side="target"))
+
+
+@settings(max_examples=50, deadline=None)
+@given(max_tokens=st.integers(16, 100_000), bucket_width=st.integers(1, 64),
+       side=st.sampled_from(["longer", "source", "target"]))
+def test_the_budget_of_a_recipe_is_the_recipes_data_section(max_tokens, bucket_width, side):
+    from ctxmt_cli.config import validate_recipe
+
+    data = {"max_tokens": max_tokens, "bucket_width": bucket_width, "max_tokens_of": side}
+    budget = BatchBudget.of(validate_recipe({"data": data}).data)
+    assert (budget.max_tokens, budget.bucket_width, budget.side) == (max_tokens, bucket_width, side)
+
+
+def test_the_default_budget_is_the_schemas():
+    from ctxmt_cli.config import DataConfig
+
+    data = DataConfig()
+    assert BatchBudget() == BatchBudget.of(data)
+    assert BatchBudget().max_tokens == data.max_tokens == DataConfig.model_fields["max_tokens"].default
+
+
+@pytest.mark.parametrize("fields, message", [({"side": "both"}, "budget side 'both'"),
+                                             ({"max_tokens": 0}, "give 1 or more"),
+                                             ({"bucket_width": 0}, "give 1 or more")])
+def test_a_budget_that_cannot_work_is_refused(fields, message):
+    with pytest.raises(ValueError, match=message):
+        BatchBudget(**fields)
+
+
+def test_the_planners_take_their_settings_by_name():
+    """max_tokens, bucket width, seed and epoch are all numbers: passed by position they could be swapped without
+    an error, so every planner takes them by name (the data arrays alone by position)."""
+    from ctxmt_cli.data.batching import group_batches, sentence_groups
+    from ctxmt_cli.data.store import MemorySplit
+    from ctxmt_cli.data.windows import WindowDataset, WindowSpec
+    from ctxmt_cli.evaluate.contrastive import shared_source_batches
+    from ctxmt_cli.models.families import inputs_of
+    from tests.unit.test_inputs import cfg
+
+    src, tgt = lengths(40)
+    docs, items, budget = np.repeat(np.arange(8), 5), np.arange(40), BatchBudget(max_tokens=400)
+    ds = WindowDataset(MemorySplit([[([5, 6], [7, 8])] * 3]), WindowSpec(1, 1, 64), 4, 3)
+    calls = {
+        "token_batches": (lambda: token_batches(src, tgt, items, budget, 1, 3, 0),
+                          lambda: token_batches(src, tgt, items, budget=budget, seed=3, epoch=0)),
+        "group_batches": (lambda: group_batches(docs, src, tgt, items, budget, 120),
+                          lambda: group_batches(docs, src, tgt, items, budget=budget, group_tokens=120)),
+        "sentence_groups": (lambda: sentence_groups(docs, src, items, 120, 0.5, np.random.default_rng(0), True),
+                            lambda: sentence_groups(docs, src, items, group_tokens=120, mixed_share=0.5,
+                                                    rng=np.random.default_rng(0), shuffle=True)),
+        "shared_source_batches": (lambda: shared_source_batches(items, src, tgt, 400),
+                                  lambda: shared_source_batches(items, src, tgt, max_tokens=400)),
+        "plan_batches": (lambda: inputs_of(cfg("sentence")).plan_batches(ds, ds.indices, budget, 1, 0),
+                         lambda: inputs_of(cfg("sentence")).plan_batches(ds, ds.indices, budget=budget, seed=1)),
+        "plan_batches (mbe)": (lambda: inputs_of(cfg("mbe")).plan_batches(ds, ds.indices, budget),
+                               lambda: inputs_of(cfg("mbe")).plan_batches(ds, ds.indices, budget=budget)),
+    }
+    for name, (by_position, by_name) in calls.items():
+        with pytest.raises(TypeError, match="positional argument"):
+            by_position()
+        assert len(by_name()), name
+
+
+def test_group_batches_read_the_bucket_width():
+    """Groups are sorted by their widths in buckets, as sentences are: a bucket wider than every group leaves the
+    order to the random draw alone, so the batches change (and still hold every group whole)."""
+    from ctxmt_cli.data.batching import group_batches
+
+    rng = np.random.default_rng(0)
+    docs = np.repeat(np.arange(100), rng.integers(2, 8, 100))
+    src, tgt = rng.integers(3, 30, len(docs)), rng.integers(3, 30, len(docs))
+    plans = {width: group_batches(docs, src, tgt, np.arange(len(docs)), group_tokens=120, seed=2,
+                                  budget=BatchBudget(max_tokens=600, bucket_width=width)) for width in (1, 64)}
+    for batches in plans.values():
+        assert sorted(np.concatenate([b.indices for b in batches]).tolist()) == list(range(len(docs)))
+    assert [b.indices.tolist() for b in plans[1]] != [b.indices.tolist() for b in plans[64]]
+    assert group_batches(docs, src, tgt, np.arange(len(docs)), group_tokens=120, seed=2,
+                         budget=BatchBudget(max_tokens=600))[0].indices.tolist() == plans[1][0].indices.tolist()
