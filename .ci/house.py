@@ -3,13 +3,13 @@
     python .ci/house.py            # print every measure and what breaks its goal
     python .ci/house.py --check    # the same, exit 1 when a goal is missed (CI)
 
-Goals: no module over 400 lines; no function over 50 lines or 10 parameters (a Typer command's parameters are
-its command-line options, which Typer reads from the signature: they are not counted; nor are the keyword-only
-options of the Python API's calls in ``API_OPTIONS``, the same options by their library names); the core
-(``ctxmt_cli/core``) under 1,400 lines; no code outside a family's own folder (``ctxmt_cli/models/<family>/``) asks which family it
-runs through a family's flag (the attributes in ``FAMILY_FLAGS``); no library message spells a command-line flag
-(outside the command line's own rooms: it names the option with ``ctxmt_cli.errors.option``, and the command line
-shows its flag). Lines are physical lines, as ``wc -l``.
+Goals: no module over 400 lines; no function over 50 lines or 10 parameters (a Typer command's parameters are its
+command-line options, which Typer reads from the signature: they are not counted; nor are the keyword-only options
+of the Python API's calls in ``API_OPTIONS``, the same options by their library names); the core
+(``ctxmt_cli/core``) under 1,400 lines; no code outside a family's own folder (``ctxmt_cli/models/<family>/``) asks
+which family it runs through a family's flag (the attributes in ``FAMILY_FLAGS``); no library message spells a
+command-line flag (outside the command line's own rooms: it names the option with ``ctxmt_cli.errors.option``, and
+the command line shows its flag). Lines are physical lines, as ``wc -l``.
 """
 
 from __future__ import annotations
