@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 
+from ctxmt_cli.config_base import DEFAULT_MAX_TOKENS
 from ctxmt_cli.decode.records import Candidate, Document, DocumentTranslation, Given, SentenceTranslation
 from ctxmt_cli.errors import CtxmtError, OptionError, named, option
 
@@ -124,50 +125,68 @@ class Model:
 
     def translate(
         self, documents: Sequence[DocumentLike], *, tgt_context: Optional[Sequence[Sequence[Given]]] = None,
-        scores: bool = False, progress: Optional[Callable] = None, stats=None, **options,
+        scores: bool = False, beam: Optional[int] = None, lenpen: Optional[float] = None,
+        nbest: Optional[int] = None, target_mode: Optional[str] = None, context: Optional[int] = None,
+        batch_docs: Optional[int] = None, group_sentences: Optional[int] = None, group_order: Optional[str] = None,
+        warmup_sentences: Optional[int] = None, progress: Optional[Callable] = None, stats=None,
+        mode: Optional[str] = None, target_context: Optional[Sequence[Sequence[Given]]] = None,
     ) -> list[DocumentTranslation]:
         """Translate ``documents``; one :class:`DocumentTranslation` per document, of the sentences after its
         given target context.
 
         ``tgt_context[d]``: translations of document d's first sentences (text, or a :class:`Candidate`'s
         ``tokens`` to continue a document exactly; or give :class:`Document` objects). ``scores``: each
-        sentence's log-probability (summed over its tokens and ``</s>``, given its context); ``progress(stats)``
-        after every decoding step. ``options`` (default: the recipe's), as
-        :meth:`~ctxmt_cli.decode.settings.DecodeSettings.from_recipe`: ``beam``, ``lenpen``, ``nbest`` N (each
-        sentence's N best translations, N <= beam), ``target_mode`` (``prefix`` or ``generate``; n-best lists,
-        scores and given target context need ``prefix``), ``context`` K (K context sentences instead of the
-        model's own), ``batch_docs``, ``group_sentences`` / ``group_order`` (how an mbe model groups a document).
-        The names of earlier versions (``mode``, ``target_context``) still work, with a warning.
+        sentence's log-probability (summed over its tokens and ``</s>``, given its context). The decoding
+        settings, None meaning "not given: the recipe's" (its ``decode`` section, as
+        :meth:`~ctxmt_cli.decode.settings.DecodeSettings.from_recipe`): ``beam``, ``lenpen``, ``nbest`` N (each
+        sentence's N best translations, N <= beam; not given: the best alone), ``target_mode`` (``prefix`` or
+        ``generate``; n-best lists, scores and given target context need ``prefix``), ``context`` K (K context
+        sentences instead of the model's own), ``batch_docs`` (documents decoded in parallel), ``group_sentences``
+        / ``group_order`` (how an mbe model groups a document: not given, the whole document in sentence order),
+        ``warmup_sentences`` (pieces side by side, :mod:`ctxmt_cli.decode.pieces`). A value the recipe could not
+        hold is refused in one line (``beam=0: give a beam size >= 1``). ``progress(stats)`` after every decoding
+        step; ``stats``: a :class:`~ctxmt_cli.decode.settings.TranslationStats` to read afterwards. The names of
+        earlier versions, ``mode`` (``target_mode``) and ``target_context`` (``tgt_context``), still work, with
+        a FutureWarning.
         """
-        from ctxmt_cli.decode.translator import decode_documents
+        from ctxmt_cli.decode.settings import DecodeSettings
 
-        options = _renamed(options)
-        docs = _documents(documents, options.pop("tgt_context", tgt_context))
-        nbest = options.get("nbest")
-        settings = self._settings(scores, **options)
-        engine = None if self.engine is None else self.engine.search(scores or nbest is not None)
-        found = decode_documents(self.loaded.model, self.loaded.tokenizer, [d.src for d in docs], settings,
-                                 given=[d.tgt_context for d in docs],
-                                 first_pass=self._first_pass(docs, options.get("batch_docs")),
-                                 progress=progress, stats=stats, engine=engine)
-        if self.repairer is not None:
-            found = self._repair(docs, found)
-        return [_result(doc, sentences, scores, nbest is not None) for doc, sentences in zip(docs, found)]
+        target_mode = _renamed("mode", mode, "target_mode", target_mode)
+        tgt_context = _renamed("target_context", target_context, "tgt_context", tgt_context)
+        settings = self._checked(DecodeSettings.from_recipe(
+            self.loaded.recipe, beam=beam, lenpen=lenpen, nbest=nbest, target_mode=target_mode, context=context,
+            batch_docs=batch_docs, group_sentences=group_sentences, group_order=group_order,
+            warmup_sentences=warmup_sentences), scores=scores, listed=nbest is not None)
+        return self._translate(_documents(documents, tgt_context), settings, scores=scores,
+                               nbest=nbest is not None, batch_docs=batch_docs, progress=progress, stats=stats)
 
-    def translate_stream(self, documents: Iterable[DocumentLike], **options) -> Iterator[DocumentTranslation]:
-        """:meth:`translate` (same keyword arguments except ``tgt_context``) over documents that may still be
+    def translate_stream(
+        self, documents: Iterable[DocumentLike], *, scores: bool = False, beam: Optional[int] = None,
+        lenpen: Optional[float] = None, nbest: Optional[int] = None, target_mode: Optional[str] = None,
+        context: Optional[int] = None, batch_docs: Optional[int] = None, group_sentences: Optional[int] = None,
+        group_order: Optional[str] = None, warmup_sentences: Optional[int] = None,
+        progress: Optional[Callable] = None, stats=None, mode: Optional[str] = None, tgt_context=None,
+    ) -> Iterator[DocumentTranslation]:
+        """:meth:`translate` (the same keyword arguments except ``tgt_context``) over documents that may still be
         arriving: each result is yielded as soon as its batch is done, a batch being the documents ready at
-        that moment (at most ``batch_docs``); a list is translated ``batch_docs`` documents at a time."""
+        that moment (at most ``batch_docs``); a list is translated ``batch_docs`` documents at a time. The
+        settings are checked before the first document is read."""
+        from ctxmt_cli.decode.settings import DecodeSettings
         from ctxmt_cli.decode.streaming import ready_chunks
 
-        if options.get("tgt_context") is not None or options.get("target_context") is not None:
+        if tgt_context is not None:
             raise CtxmtError("translate_stream: give each document's target context as Document(tgt_context=...)")
-        size = options.get("batch_docs") or self.loaded.recipe.decode.batch_docs
-        for chunk in ready_chunks(documents, size):
-            yield from self.translate(chunk, **options)
+        target_mode = _renamed("mode", mode, "target_mode", target_mode)
+        settings = self._checked(DecodeSettings.from_recipe(
+            self.loaded.recipe, beam=beam, lenpen=lenpen, nbest=nbest, target_mode=target_mode, context=context,
+            batch_docs=batch_docs, group_sentences=group_sentences, group_order=group_order,
+            warmup_sentences=warmup_sentences), scores=scores, listed=nbest is not None)
+        for chunk in ready_chunks(documents, settings.batch_docs):
+            yield from self._translate(_documents(chunk, None), settings, scores=scores, nbest=nbest is not None,
+                                       batch_docs=batch_docs, progress=progress, stats=stats)
 
     def score(self, items: Sequence[ScoreItem], *, normalize: str = "none", context: Optional[int] = None,
-              span: str = "all", max_tokens: int = 4096, pretokenized: bool = False) -> list[list[float]]:
+              span: str = "all", max_tokens: int = DEFAULT_MAX_TOKENS, pretokenized: bool = False) -> list[list[float]]:
         """Forced-decoding scores of every candidate of every item (higher = better), as ``ctxmt contrastive``
         computes them (an item may also be a :class:`~ctxmt_cli.evaluate.testsets.base.ContrastiveItem`, whose
         sentences may be token-id tuples): ``normalize="none"`` the summed log-probability of the candidate's
@@ -190,7 +209,7 @@ class Model:
                              normalize=normalize, span=span, context=context)
 
     def analyze(self, src: Sequence[Sequence[str]], ref: Sequence[Sequence[str]], *, context: Optional[int] = None,
-                max_sentences: Optional[int] = None, max_tokens: int = 4096) -> dict:
+                max_sentences: Optional[int] = None, max_tokens: int = DEFAULT_MAX_TOKENS) -> dict:
         """Attention statistics teacher-forced over aligned source and reference documents: what ``ctxmt
         analyze-attention --src --ref`` writes to ``analysis.json`` (entropy and current-sentence share per
         kind, layer and head, group usage, kept context shares), without files or figures."""
@@ -207,21 +226,33 @@ class Model:
             raise CtxmtError(f"Model.{what} runs ctxmt's own network: load the checkpoint ({self.checkpoint} is an "
                              "exported CTranslate2 folder, which only translates)")
 
-    def _settings(self, scores: bool, *, nbest: Optional[int] = None, target_mode: Optional[str] = None, **options):
-        """The decoding settings of one call: the options given, the recipe's for the others."""
-        from ctxmt_cli.decode.settings import MODES, DecodeSettings
+    def _checked(self, settings, *, scores: bool, listed: bool):
+        """The decoding ``settings`` of one call, refused before any document is read where they cannot work
+        (``listed``: n-best lists were asked for)."""
+        from ctxmt_cli.decode.settings import check_settings
 
-        recipe = self.loaded.recipe
-        mode = target_mode or recipe.decode.target_mode
-        if mode not in MODES:
-            raise OptionError("target_mode", mode, "choose prefix or generate")
-        if (scores or nbest is not None) and mode != "prefix":
-            raise OptionError("target_mode", mode, "scores and n-best lists need the prefix mode: generate mode "
-                              "writes the context too, so a sentence has no log-probability of its own")
-        if (scores or nbest is not None) and self.repairer is not None:
+        check_settings(settings, [], None)
+        if (scores or listed) and settings.target_mode != "prefix":
+            raise OptionError("target_mode", settings.target_mode, "scores and n-best lists need the prefix mode: "
+                              "generate mode writes the context too, so a sentence has no log-probability of its own")
+        if (scores or listed) and self.repairer is not None:
             raise OptionError("repair", None, "scores and n-best lists describe the first translation, which the "
                               "repair rewrites; leave out the repair or them")
-        return DecodeSettings.from_recipe(recipe, nbest=nbest, target_mode=mode, **options)
+        return settings
+
+    def _translate(self, docs: list[Document], settings, *, scores: bool, nbest: bool, batch_docs: Optional[int],
+                   progress: Optional[Callable], stats) -> list[DocumentTranslation]:
+        """:meth:`translate` of ``docs`` with checked ``settings``; ``nbest``: keep each sentence's n-best list;
+        ``batch_docs``: the caller's (None: each model's own), for the first-pass model."""
+        from ctxmt_cli.decode.translator import decode_documents
+
+        engine = None if self.engine is None else self.engine.search(scores or nbest)
+        found = decode_documents(self.loaded.model, self.loaded.tokenizer, [d.src for d in docs], settings,
+                                 given=[d.tgt_context for d in docs], first_pass=self._first_pass(docs, batch_docs),
+                                 progress=progress, stats=stats, engine=engine)
+        if self.repairer is not None:
+            found = self._repair(docs, found)
+        return [_result(doc, sentences, scores, nbest) for doc, sentences in zip(docs, found)]
 
     def _first_pass(self, docs: list[Document], batch_docs: Optional[int]) -> Optional[list[list[str]]]:
         """Each document's first pass for a bilingual model (the given one, completed by the first-pass model);
@@ -269,20 +300,15 @@ class Model:
         return out
 
 
-#: keyword arguments of :meth:`Model.translate` that were renamed: old -> new (the old name still works, warned)
-RENAMED_ARGS = {"mode": "target_mode", "target_context": "tgt_context"}
-
-
-def _renamed(options: dict) -> dict:
-    """``options`` under their current names; an old name is read as the new one, with a FutureWarning."""
-    options = dict(options)
-    for old, new in RENAMED_ARGS.items():
-        if old in options:
-            if new in options:
-                raise TypeError(f"translate() got both {old}= and {new}=; {old} is the old name of {new}: give one")
-            warnings.warn(f"Model.translate({old}=...) is now {new}=...", FutureWarning, stacklevel=3)
-            options[new] = options.pop(old)
-    return options
+def _renamed(old: str, old_value, new: str, new_value):
+    """The value of the keyword argument ``new``, given under its earlier name ``old`` (with a FutureWarning) or
+    its own (not both)."""
+    if old_value is None:
+        return new_value
+    if new_value is not None:
+        raise OptionError(old, None, f"{old} is the earlier name of {new}: give {new} alone")
+    warnings.warn(f"Model.translate({old}=...) is now {new}=...", FutureWarning, stacklevel=3)
+    return old_value
 
 
 def _documents(documents: Sequence[DocumentLike], target_context) -> list[Document]:
@@ -300,7 +326,7 @@ def _documents(documents: Sequence[DocumentLike], target_context) -> list[Docume
         raise CtxmtError(f"tgt_context has {len(target_context)} entries for {len(docs)} documents; give one "
                          "list of translations per document")
     if any(doc.tgt_context for doc in docs):
-        raise CtxmtError("give the target context once: in target_context or in Document.tgt_context")
+        raise CtxmtError("give the target context once: in tgt_context or in Document.tgt_context")
     return [Document(doc.src, list(given), doc.doc_id, doc.first_pass) for doc, given in zip(docs, target_context)]
 
 

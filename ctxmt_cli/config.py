@@ -23,6 +23,7 @@ from pydantic.fields import FieldInfo
 
 from ctxmt_cli import family_catalog
 from ctxmt_cli.config_base import (  # noqa: F401 (re-exported)
+    DEFAULT_MAX_TOKENS,
     MAX_BATCH_TOKENS,
     MAX_CHECKPOINTS,
     MAX_COUNT,
@@ -49,8 +50,8 @@ class DataConfig(Section):
     path: str = Field("data/prepared", description="prepared dataset directory (ctxmt prepare)")
     train_split: str = Field("train", description="prepared split trained on")
     valid_split: str = Field("valid", description="prepared split validated on (loss, early stopping, best checkpoint)")
-    max_tokens: int = Field(4096, ge=16, le=MAX_BATCH_TOKENS, description="token budget per batch: rows x the widest row of the side "
-                            "data.max_tokens_of names, padding included")
+    max_tokens: int = Field(DEFAULT_MAX_TOKENS, ge=16, le=MAX_BATCH_TOKENS, description="token budget per batch: rows "
+                            "x the widest row of the side data.max_tokens_of names, padding included")
     max_tokens_of: Literal["longer", "source", "target"] = Field(
         "longer", description="the side data.max_tokens counts: longer (each row's longer side, as fairseq's "
         "max_tokens does), source (the source windows) or target (the target windows: a paper's 'N target tokens')")

@@ -38,6 +38,8 @@ MAX_CONTEXT = 64
 MAX_POSITIONS = 65_536
 #: tokens of a batch or a training group (a large GPU's batches: ~100,000)
 MAX_BATCH_TOKENS = 10_000_000
+#: a batch's token budget where none is given: ``data.max_tokens``' default, and the scorer's and analyses'
+DEFAULT_MAX_TOKENS = 4096
 #: SentencePiece pieces of a vocabulary (NLLB's 256,000 fit)
 MAX_VOCAB = 1_048_576
 #: updates, epochs, intervals and other counts of a run

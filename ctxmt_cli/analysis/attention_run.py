@@ -27,6 +27,7 @@ import torch
 
 from ctxmt_cli.analysis.attention import COLUMNS, SUMMARY, AttentionStats, approximate_randomization
 from ctxmt_cli.analysis.selection import KeptShares, render_kept
+from ctxmt_cli.config_base import DEFAULT_MAX_TOKENS
 from ctxmt_cli.errors import CtxmtError, OptionError, option
 from ctxmt_cli.outputs import remove_stale, temp_name, write_atomic, write_json
 from ctxmt_cli.ownership import check_files_replaceable, record
@@ -49,7 +50,7 @@ class AttentionRequest:
     max_sentences: Optional[int] = None
     show: tuple[int, ...] = ()
     plots: bool = True
-    max_tokens: int = 4096
+    max_tokens: int = DEFAULT_MAX_TOKENS
     device: str = "cpu"
     force: bool = False
 
@@ -163,17 +164,19 @@ def reference_concatenation(loaded, split, name: str):
 
 
 @torch.no_grad()
-def collect_statistics(model, dataset, indices: np.ndarray, max_tokens: int,
+def collect_statistics(model, dataset, indices: np.ndarray, *, max_tokens: int,
                        device) -> tuple[AttentionStats, KeptShares]:
     """Run every window of ``indices`` through ``model`` with a statistics probe, batch by batch; the kept shares
     of a model that selects context tokens are pooled from each pass's loss terms."""
+    from ctxmt_cli.data.batching import BatchBudget
     from ctxmt_cli.models.families import inputs_of
 
     stats, kept = AttentionStats(), KeptShares()
     listen = kept.probe(model, stats)                                       # stats, and the rule's control (HanoiT)
     vocab = model.vocab
     inputs = inputs_of(model.cfg)
-    for plan in inputs.plan_batches(dataset, indices, max_tokens, shuffle=False, mixed=False):   # real documents
+    budget = BatchBudget(max_tokens=max_tokens)
+    for plan in inputs.plan_batches(dataset, indices, budget=budget, shuffle=False, mixed=False):  # real documents
         batch = inputs.collate(dataset, plan, vocab).to(device)
         stats.rows = [int(j) for j in batch.ids]
         kept.add(model(batch, probe=listen, project=False).loss_terms)
@@ -240,7 +243,8 @@ def analysed_windows(dataset, max_sentences: Optional[int], show: tuple[int, ...
 def attention_result(loaded, dataset, indices: np.ndarray, max_tokens: int,
                      checkpoint: Optional[str] = None) -> tuple[AttentionStats, dict]:
     """The statistics of ``indices`` and ``analysis.json``'s content (``checkpoint``: the path it names)."""
-    stats, kept = collect_statistics(loaded.model, dataset, indices, max_tokens, next(loaded.model.parameters()).device)
+    device = next(loaded.model.parameters()).device
+    stats, kept = collect_statistics(loaded.model, dataset, indices, max_tokens=max_tokens, device=device)
     result = stats.to_json()
     if kept.to_json() is not None:
         result["kept_context"] = kept.to_json()
@@ -255,7 +259,7 @@ def attention_result(loaded, dataset, indices: np.ndarray, max_tokens: int,
 
 
 def analyze_documents(loaded, src: list[list[str]], ref: list[list[str]], *, context: Optional[int] = None,
-                      max_sentences: Optional[int] = None, max_tokens: int = 4096) -> dict:
+                      max_sentences: Optional[int] = None, max_tokens: int = DEFAULT_MAX_TOKENS) -> dict:
     """``analysis.json``'s content for aligned source and reference documents (what ``--src``/``--ref`` files
     give), computed without writing anything (the Python API's ``Model.analyze``)."""
     split = documents_split(loaded, src, ref, "documents")

@@ -47,6 +47,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from ctxmt_cli.analysis.cxmi_words import check_words, render_words, word_figures
+from ctxmt_cli.config_base import DEFAULT_MAX_TOKENS
 from ctxmt_cli.errors import CtxmtError, OptionError, option
 from ctxmt_cli.outputs import remove_stale, write_atomic
 from ctxmt_cli.paths import check_not_input, check_output_file
@@ -76,7 +77,7 @@ class CxmiRequest:
     context: Optional[int] = None
     random_context: bool = False
     seed: int = 1
-    max_tokens: int = 4096
+    max_tokens: int = DEFAULT_MAX_TOKENS
     device: str = "cpu"
     out: Optional[str | Path] = None               # as given: a trailing slash names a folder, refused
     per_sentence: Optional[str | Path] = None

@@ -184,7 +184,8 @@ def translate(model, tok, docs, *, name: str, k: int, beam: int) -> TranslationS
     """Translate ``docs`` in parallel slots with ``name``'s context at size ``k``; the call's counters."""
     src, tgt = {"concat": (k, k), "sentence": (0, 0)}.get(name, (k, 0))  # caching has no target context
     stats = TranslationStats()
-    settings = DecodeSettings(src, tgt, beam=beam, max_len_a=MAX_LEN_A, max_len_b=MAX_LEN_B, cache=True)
+    settings = DecodeSettings(src_context_sentences=src, tgt_context_sentences=tgt, beam=beam, max_len_a=MAX_LEN_A,
+                              max_len_b=MAX_LEN_B, cache=True)
     translate_documents(model, tok, docs, settings, stats=stats)
     return stats
 

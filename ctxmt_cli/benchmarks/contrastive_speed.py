@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ctxmt_cli.config import validate_recipe
+from ctxmt_cli.config import DEFAULT_MAX_TOKENS, validate_recipe
 from ctxmt_cli.core.batch import VocabInfo
-from ctxmt_cli.data.batching import collate, token_batches
+from ctxmt_cli.data.batching import BatchBudget, collate, token_batches
 from ctxmt_cli.data.tokenize import Tokenizer, train_sentencepiece
 from ctxmt_cli.evaluate.contrastive import _Encoder, candidate_rows, score_testset
 from ctxmt_cli.evaluate.testsets import load_testsets
@@ -59,7 +59,7 @@ def plain_batches(testset, tok, model, max_tokens: int):
     src = [enc.window("src", r[0]) for r in rows]
     tgt = [enc.window("tgt", r[1]) for r in rows]
     lens = np.array([len(s) for s in src]), np.array([len(t) + 1 for t in tgt])
-    ids = token_batches(*lens, np.arange(len(rows)), max_tokens, shuffle=False)
+    ids = token_batches(*lens, np.arange(len(rows)), budget=BatchBudget(max_tokens=max_tokens), shuffle=False)
     return [collate([src[j] for j in b], [tgt[j] for j in b], tok.pad_id, tok.bos_id) for b in ids], src, tgt
 
 
@@ -75,7 +75,7 @@ def main() -> None:
     parser.add_argument("--set", default="deixis_test")
     parser.add_argument("--preset", default="small")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--max-tokens", type=int, default=4096)
+    parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
     parser.add_argument("--per-example", type=int, default=200, help="items timed for the one-batch-per-item peer")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)

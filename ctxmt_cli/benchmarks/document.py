@@ -127,8 +127,9 @@ def runs(docs, tok, settings: Settings, counted: dict) -> dict:
         # document and step, the schedule of a model reading its earlier translations; the pieces rows and generate
         # mode (no window reads an earlier output) get SLOTS rows
         stats = TranslationStats()
-        settings = DecodeSettings(context, context, beam=4, target_mode=mode, max_len_a=1.0, max_len_b=2,
-                                  batch_docs=rows, warmup_sentences=warmup)
+        settings = DecodeSettings(src_context_sentences=context, tgt_context_sentences=context, beam=4,
+                                  target_mode=mode, max_len_a=1.0, max_len_b=2, batch_docs=rows,
+                                  warmup_sentences=warmup)
         translate_documents(model, tok, docs, settings, stats=stats)
         assert stats.fallbacks == 0, "the copying model must write every separator"
         counted[name] = stats

@@ -47,7 +47,7 @@ try:
 finally:
     sys.path.pop(0)
 
-from ctxmt_cli.config import validate_recipe  # noqa: E402
+from ctxmt_cli.config import DEFAULT_MAX_TOKENS, validate_recipe  # noqa: E402
 from ctxmt_cli.data.batching import GroupedBatch  # noqa: E402
 from ctxmt_cli.errors import CtxmtError  # noqa: E402
 from ctxmt_cli.train.distributed import DistEnv  # noqa: E402
@@ -72,7 +72,7 @@ GROUP_TOKENS = 1000               # the quickstart's MBE recipe: a synthetic doc
 #                                   takes a few (3000, the paper's, would leave 4096-token batches one group each)
 DOCS = {"tiny": 60}               # synthetic documents; 2000 (the quickstart's corpus) unless listed
 SYNTHETIC_SEED = 1                # the quickstart's corpus
-MAX_TOKENS = {"tiny": 384}        # padded tokens per batch; 4096 (the recipe default) unless listed
+MAX_TOKENS = {"tiny": 384}        # padded tokens per batch; the recipe's default unless listed
 NEVER = 10 ** 9                   # no validation, log line or stop inside the benchmark
 #: the benchmarked recipe of each family beyond the preset (sentence: none): MBE Enc with the gate
 FAMILY_OPTIONS = {"mbe": {"placement": "encoder", "gate": True, "mixed_groups": 0.5, "group_tokens": GROUP_TOKENS}}
@@ -84,7 +84,7 @@ def recipe(family: str, preset: str, data: Path, save_dir: Path, threads: int):
     model.update(FAMILY_OPTIONS.get(family, {}))
     train = {"save_dir": str(save_dir), "max_steps": NEVER, "valid_every": NEVER, "log_every": NEVER,
              "threads": threads, "patience": 0, "average_checkpoints": 0}
-    return validate_recipe({"data": {"path": str(data), "max_tokens": MAX_TOKENS.get(preset, 4096)},
+    return validate_recipe({"data": {"path": str(data), "max_tokens": MAX_TOKENS.get(preset, DEFAULT_MAX_TOKENS)},
                             "model": model, "train": train}, "mbe benchmark")
 
 

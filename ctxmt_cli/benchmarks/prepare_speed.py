@@ -210,6 +210,7 @@ def loader_vs_trainer(data: Path, quick: bool, threads: int, repeats: int) -> tu
 
     from ctxmt_cli.config import load_recipe
     from ctxmt_cli.core.batch import VocabInfo
+    from ctxmt_cli.data.batching import BatchBudget
     from ctxmt_cli.data.store import PreparedData
     from ctxmt_cli.models.families import inputs_of
     from ctxmt_cli.recipe_catalog import resolve_recipe
@@ -222,7 +223,7 @@ def loader_vs_trainer(data: Path, quick: bool, threads: int, repeats: int) -> tu
     dataset = window_dataset(prepared, "train", recipe, vocab, "train")
     start = time.perf_counter()
     inputs = inputs_of(recipe.model)                         # the sentence family's: length-bucketed rows
-    plans = inputs.plan_batches(dataset, dataset.indices, recipe.data.max_tokens, recipe.data.bucket_width)
+    plans = inputs.plan_batches(dataset, dataset.indices, budget=BatchBudget.of(recipe.data))
     planned = time.perf_counter() - start
     chosen = [plans[int(k)] for k in np.random.default_rng(0).choice(len(plans), 50, replace=False)]
     start = time.perf_counter()

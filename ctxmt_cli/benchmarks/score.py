@@ -32,11 +32,12 @@ try:
 finally:
     sys.path.pop(0)
 
+from ctxmt_cli.config_base import DEFAULT_MAX_TOKENS  # noqa: E402
 from ctxmt_cli.evaluate.contrastive import _score_rows  # noqa: E402
 
 Settings = bu.Settings
 PAIRS, LENGTH = 64, 25
-MAX_TOKENS = 4096              # the scorer's default token budget: all 64 pairs fit one batch
+MAX_TOKENS = DEFAULT_MAX_TOKENS  # the scorer's default token budget: all 64 pairs fit one batch
 
 
 def ctxmt_scorer(model, batch):

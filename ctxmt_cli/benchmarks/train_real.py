@@ -27,7 +27,7 @@ import bench_util as bu  # a sibling: train.py puts this folder on the path
 import numpy as np
 
 from ctxmt_cli.core.batch import Batch
-from ctxmt_cli.data.batching import collate, token_batches
+from ctxmt_cli.data.batching import BatchBudget, collate, token_batches
 from ctxmt_cli.data.tokenize import Tokenizer, train_sentencepiece
 
 SCAT = bu.shared_data("scat")
@@ -75,7 +75,7 @@ def random_rows(lens: np.ndarray, vocab: int, seed: int) -> list[np.ndarray]:
 
 def ctxmt_batches(src: list, tgt: list, src_len, tgt_len, seed: int) -> list[Batch]:
     """ctxmt's trainer batching: length-bucketed, token budget on the padded size."""
-    ids = token_batches(src_len, tgt_len + 1, np.arange(len(src)), BUDGET, seed=seed)
+    ids = token_batches(src_len, tgt_len + 1, np.arange(len(src)), budget=BatchBudget(max_tokens=BUDGET), seed=seed)
     return [collate([src[j] for j in b], [tgt[j] for j in b], 0, 2) for b in ids]
 
 

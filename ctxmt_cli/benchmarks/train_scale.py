@@ -86,9 +86,9 @@ def batches(dims: bu.Dims, pairs, budget: int, seed: int) -> list:
     src_len, tgt_len = train_real.lengths(pairs, dims.max_positions)
     src = train_real.random_rows(src_len, dims.vocab, seed)
     tgt = train_real.random_rows(tgt_len, dims.vocab, seed + 1)
-    from ctxmt_cli.data.batching import collate, token_batches
+    from ctxmt_cli.data.batching import BatchBudget, collate, token_batches
 
-    ids = token_batches(src_len, tgt_len + 1, np.arange(len(src)), budget, seed=seed)
+    ids = token_batches(src_len, tgt_len + 1, np.arange(len(src)), budget=BatchBudget(max_tokens=budget), seed=seed)
     out = [collate([src[j] for j in b], [tgt[j] for j in b], bu.PAD, bu.BOS) for b in ids]
     return sorted(out, key=lambda b: -int((b.tgt_out != bu.PAD).sum()))  # the fullest batches first
 

@@ -20,6 +20,7 @@ from ctxmt_cli.cli.options import (
     SEED,
     Device,
 )
+from ctxmt_cli.config_base import DEFAULT_MAX_TOKENS
 from ctxmt_cli.errors import CtxmtError
 
 #: command name -> function; each is registered on the app by :func:`register`
@@ -56,7 +57,7 @@ def analyze_attention(
     force: bool = typer.Option(False, help="overwrite an earlier analysis in --out"),
     trials: int = typer.Option(1000, **SAMPLES, help="compare: permutations of approximate randomisation"),
     seed: int = typer.Option(1, **SEED, help="compare: seed of the permutations"),
-    max_tokens: int = typer.Option(4096, **MAX_TOKENS, help="token budget per batch"),
+    max_tokens: int = typer.Option(DEFAULT_MAX_TOKENS, **MAX_TOKENS, help="token budget per batch"),
     device: Device = "auto",
 ):
     """Attention entropy and current-sentence share per kind, layer and head (Lupo et al. 2022, Table 5 and
@@ -106,7 +107,7 @@ def cxmi(
     tokens: Optional[str] = typer.Option(None, metavar="WORD[,WORD...]", help="also P-CXMI restricted to these "
                                          "target words (e.g. il,elle,ils,elles; case-folded, a word = its "
                                          "SentencePiece pieces, each occurrence the sum of its pieces' differences)"),
-    max_tokens: int = typer.Option(4096, **MAX_TOKENS, help="token budget per scoring batch"),
+    max_tokens: int = typer.Option(DEFAULT_MAX_TOKENS, **MAX_TOKENS, help="token budget per scoring batch"),
     device: Device = "auto",
     force: bool = typer.Option(False, help="replace an existing --out or --per-sentence file"),
 ):

@@ -28,6 +28,7 @@ from ctxmt_cli.cli.options import (
     WarmupSentences,
     check_testset,
 )
+from ctxmt_cli.config_base import DEFAULT_MAX_TOKENS
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.paths import check_output_dir
 
@@ -52,7 +53,7 @@ def contrastive(
                                       "its context dropped, in the same pass, and report the gain in accuracy and "
                                       "balanced accuracy with McNemar's exact p (costs the rows context changes: "
                                       "none for a sentence-level model)"),
-    max_tokens: int = typer.Option(4096, **MAX_TOKENS, help="token budget per scoring batch"),
+    max_tokens: int = typer.Option(DEFAULT_MAX_TOKENS, **MAX_TOKENS, help="token budget per scoring batch"),
     device: Device = "auto",
     log_format: LogFormat = None,
 ):

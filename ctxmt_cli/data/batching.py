@@ -12,10 +12,35 @@ from typing import Iterable, Sequence
 import numpy as np
 import torch
 
+from ctxmt_cli.config_base import DEFAULT_MAX_TOKENS
 from ctxmt_cli.core.batch import Batch
 
 #: what ``data.max_tokens`` counts, per row: the longer side (fairseq's ``--max-tokens``), or one side
 BUDGET_SIDES = ("longer", "source", "target")
+
+
+@dataclass(frozen=True)
+class BatchBudget:
+    """What a batch may hold: ``max_tokens`` padded tokens (rows × the widest row of the side ``side`` names, one
+    of :data:`BUDGET_SIDES`), rows sorted by length in buckets of ``bucket_width`` tokens. A recipe's is
+    :meth:`of` its ``data`` section; the defaults are the schema's."""
+
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    bucket_width: int = 1
+    side: str = "longer"
+
+    def __post_init__(self):
+        if self.side not in BUDGET_SIDES:
+            raise ValueError(f"budget side {self.side!r}: choose one of {', '.join(BUDGET_SIDES)}")
+        if self.max_tokens < 1 or self.bucket_width < 1:
+            raise ValueError(f"a batch budget of {self.max_tokens} tokens in buckets of {self.bucket_width}: give "
+                             "1 or more of each")
+
+    @classmethod
+    def of(cls, data) -> "BatchBudget":
+        """The budget of a recipe's ``data`` section (``data.max_tokens``, ``data.bucket_width``,
+        ``data.max_tokens_of``)."""
+        return cls(max_tokens=data.max_tokens, bucket_width=data.bucket_width, side=data.max_tokens_of)
 
 
 def budget_width(src_len: np.ndarray, tgt_len: np.ndarray, side: str = "longer") -> np.ndarray:
@@ -28,14 +53,14 @@ def budget_width(src_len: np.ndarray, tgt_len: np.ndarray, side: str = "longer")
 
 
 def token_batches(
-    src_len: np.ndarray, tgt_len: np.ndarray, indices: np.ndarray, max_tokens: int,
-    bucket_width: int = 1, seed: int = 1, epoch: int = 0, shuffle: bool = True, budget_of: str = "longer",
+    src_len: np.ndarray, tgt_len: np.ndarray, indices: np.ndarray, *, budget: BatchBudget, seed: int = 1,
+    epoch: int = 0, shuffle: bool = True,
 ) -> list[np.ndarray]:
-    """Group ``indices`` into batches whose padded size (rows × widest row) stays within ``max_tokens``, a row's
-    width being its longer side, or the side ``budget_of`` names (:func:`budget_width`).
+    """Group ``indices`` into batches whose padded size (rows × widest row) stays within ``budget.max_tokens``, a
+    row's width being the side ``budget.side`` names (:func:`budget_width`).
 
     Items are sorted by that width, then by the sum of both sides (lengths in buckets of
-    ``bucket_width`` tokens; random order among equal keys), so that both the source and the
+    ``budget.bucket_width`` tokens; random order among equal keys), so that both the source and the
     target rows of a batch have similar lengths: sorting by one side alone leaves the other side's
     padding high where the two lengths correlate loosely (SCAT: 43% source padding when sorted by
     target length, 17% here; target padding 10%). The batch order is shuffled.
@@ -44,10 +69,11 @@ def token_batches(
         return []
     rng = np.random.default_rng([seed, epoch])
     src, tgt = src_len[indices], tgt_len[indices]
-    width = budget_width(src, tgt, budget_of)                                  # (N,)
+    width = budget_width(src, tgt, budget.side)                                # (N,)
     noise = rng.random(len(indices)) if shuffle else np.arange(len(indices)) / max(len(indices), 1)
-    order = _sorted_order(noise, (src + tgt) // bucket_width, width // bucket_width)
-    batches = np.split(indices[order], _batch_starts(width[order], max_tokens))
+    bucket = budget.bucket_width
+    order = _sorted_order(noise, (src + tgt) // bucket, width // bucket)
+    batches = np.split(indices[order], _batch_starts(width[order], budget.max_tokens))
     if shuffle:
         batches = [batches[i] for i in rng.permutation(len(batches))]
     return batches
@@ -201,7 +227,7 @@ def _documents(doc_index: np.ndarray, indices: np.ndarray, rng: np.random.Genera
     return (rng.permutation(docs) if shuffle else docs).tolist(), by_doc
 
 
-def sentence_groups(doc_index: np.ndarray, size: np.ndarray, indices: np.ndarray, group_tokens: int,
+def sentence_groups(doc_index: np.ndarray, size: np.ndarray, indices: np.ndarray, *, group_tokens: int,
                     mixed_share: float, rng: np.random.Generator, shuffle: bool) -> list[tuple[np.ndarray, bool]]:
     """(sentences, mixed) groups of ``indices`` (Morishita et al. 2021, §3.1 and §3.3).
 
@@ -236,12 +262,14 @@ def sentence_groups(doc_index: np.ndarray, size: np.ndarray, indices: np.ndarray
     return groups
 
 
-def group_batches(doc_index: np.ndarray, src_len: np.ndarray, tgt_len: np.ndarray, indices: np.ndarray,
-                  max_tokens: int, group_tokens: int, mixed_share: float = 0.0, seed: int = 1, epoch: int = 0,
+def group_batches(doc_index: np.ndarray, src_len: np.ndarray, tgt_len: np.ndarray, indices: np.ndarray, *,
+                  budget: BatchBudget, group_tokens: int, mixed_share: float = 0.0, seed: int = 1, epoch: int = 0,
                   shuffle: bool = True) -> list[GroupedBatch]:
-    """Micro-batches of whole groups (:func:`sentence_groups`) under ``max_tokens`` computed positions; a group is
-    never split across batches (a group over the budget is a batch of its own). Drawn from ``(seed, epoch)``
-    alone, like :func:`token_batches`; under DDP :func:`shard_batches` then keeps every group on one rank.
+    """Micro-batches of whole groups (:func:`sentence_groups`) under ``budget.max_tokens`` computed positions, a
+    row's width being its longer side (``budget.side`` must be ``longer``: a group's chunks are as wide as their
+    longest row on either side); a group is never split across batches (a group over the budget is a batch of its
+    own). Drawn from ``(seed, epoch)`` alone, like :func:`token_batches`; under DDP :func:`shard_batches` then
+    keeps every group on one rank.
 
     The rows of a batch are sorted by length and cut into chunks (:func:`chunk_plan`) that the model runs at
     their own widths (``Batch.chunks``), so the budget counts what is computed, Σ rows × widest per chunk, as
@@ -250,16 +278,21 @@ def group_batches(doc_index: np.ndarray, src_len: np.ndarray, tgt_len: np.ndarra
     benchmark: 21.6% of the target positions; length-bucketed sentences: 1.6%).
 
     Groups are packed by length, as :func:`token_batches` packs sentences: sorted by their longest sentence,
-    then by the sum of their longest source and target (random order among equals), cut into batches, and the
-    batch order shuffled. Which groups share a batch changes no output.
+    then by the sum of their longest source and target (in buckets of ``budget.bucket_width`` tokens; random
+    order among equals), cut into batches, and the batch order shuffled. Which groups share a batch changes no
+    output.
     """
+    if budget.side != "longer":
+        raise ValueError(f"batches of whole groups count each row's longer side, not the {budget.side} side")
+    max_tokens, bucket = budget.max_tokens, budget.bucket_width
     rng = np.random.default_rng([seed, epoch, 1])
     size = np.maximum(src_len, tgt_len)
-    groups = sentence_groups(doc_index, size, indices, group_tokens, mixed_share, rng, shuffle)
+    groups = sentence_groups(doc_index, size, indices, group_tokens=group_tokens, mixed_share=mixed_share, rng=rng,
+                             shuffle=shuffle)
     widest = np.array([size[m].max() for m, _ in groups], dtype=np.int64)                      # (G,)
     both = np.array([src_len[m].max() + tgt_len[m].max() for m, _ in groups], dtype=np.int64)   # (G,)
     noise = rng.random(len(groups)) if shuffle else np.arange(len(groups))
-    groups = [groups[i] for i in np.lexsort((noise, both, widest))]
+    groups = [groups[i] for i in np.lexsort((noise, both // bucket, widest // bucket))]
     overhead = CHUNK_COST * max_tokens
     batches = _pack(groups, size, max_tokens, overhead)
     if shuffle:

@@ -57,9 +57,9 @@ class TranslationStats:
         return text
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DecodeSettings:
-    """How documents are translated.
+    """How documents are translated (built by keyword: :meth:`from_recipe` from a checkpoint's recipe).
 
     ``src_context_sentences`` / ``tgt_context_sentences``: previous sentences in each window; ``beam``,
     ``lenpen``; the longest output ``max_len_a`` × source length + ``max_len_b``; ``target_mode``: the
@@ -97,25 +97,38 @@ class DecodeSettings:
     def from_recipe(cls, recipe, *, context: Optional[int] = None, beam: Optional[int] = None,
                     lenpen: Optional[float] = None, target_mode: Optional[str] = None,
                     batch_docs: Optional[int] = None, nbest: Optional[int] = None,
-                    warmup_sentences: Optional[int] = None, **options) -> "DecodeSettings":
+                    warmup_sentences: Optional[int] = None, group_sentences: Optional[int] = None,
+                    group_order: Optional[str] = None) -> "DecodeSettings":
         """The settings of a checkpoint's ``recipe`` (its decode section, window limit and family context), with
-        the user's choices where given (None: the recipe's). ``context`` K: K context sentences (and K next ones
-        for a model reading them) instead of the model's own; ``options``: other fields as they are
-        (``group_sentences``, ``group_order``, ``cache``)."""
+        the user's choices where given: None is "not given" (the recipe's value, or this class's default for
+        ``nbest`` and ``group_order``, which no recipe key holds); any other value is taken as it is, 0 included,
+        and refused by :func:`check_settings` where it cannot work. ``context`` K: K context sentences (and K next
+        ones for a model reading them) instead of the model's own; ``group_sentences``: None = the whole document
+        is one group. The other fields keep their defaults (``dataclasses.replace`` changes them)."""
         from ctxmt_cli.models.families import inputs_of
 
         dec, inputs = recipe.decode, inputs_of(recipe.model)
         src_context, tgt_context = inputs.context(context)
-        following = None if context is None else inputs.resized_next(context)
-        return cls(src_context, tgt_context, beam or dec.beam, dec.lenpen if lenpen is None else lenpen,
-                   dec.max_len_a, dec.max_len_b, target_mode or dec.target_mode, batch_docs or dec.batch_docs,
-                   recipe.data.max_window_tokens, src_next_sentences=following, nbest=nbest or 1,
-                   warmup_sentences=dec.warmup_sentences if warmup_sentences is None else warmup_sentences,
-                   **options)
+        return cls(
+            src_context_sentences=src_context, tgt_context_sentences=tgt_context,
+            src_next_sentences=None if context is None else inputs.resized_next(context),
+            beam=_given_or(beam, dec.beam), lenpen=_given_or(lenpen, dec.lenpen),
+            max_len_a=dec.max_len_a, max_len_b=dec.max_len_b,
+            target_mode=_given_or(target_mode, dec.target_mode), batch_docs=_given_or(batch_docs, dec.batch_docs),
+            warmup_sentences=_given_or(warmup_sentences, dec.warmup_sentences),
+            max_window_tokens=recipe.data.max_window_tokens,
+            nbest=_given_or(nbest, cls.nbest), group_sentences=group_sentences,   # cls.x: the field's default
+            group_order=_given_or(group_order, cls.group_order),
+        )
 
     def resolved(self, inputs) -> "DecodeSettings":
         """These settings with the next sentences the model reads filled in (``inputs``: its inputs contract)."""
         return replace(self, src_next_sentences=inputs.next_sentences(self.src_next_sentences))
+
+
+def _given_or(value, default):
+    """``value`` where the caller gave one (0 and False included), else ``default``."""
+    return default if value is None else value
 
 
 def _check_bounds(s: DecodeSettings) -> None:
@@ -138,8 +151,10 @@ def check_settings(s: DecodeSettings, documents: Sequence[Sequence[str]], given)
     """Refuse settings that cannot work (one line each); each document's given translations (none: empty)."""
     if s.target_mode not in MODES:
         raise OptionError("target_mode", s.target_mode, "choose prefix or generate")
-    if s.max_window_tokens < 2 or s.batch_docs < 1:
-        raise CtxmtError("max_window_tokens must be >= 2 and batch_docs >= 1")
+    if s.max_window_tokens < 2:
+        raise OptionError("max_window_tokens", s.max_window_tokens, "give a window of 2 tokens or more")
+    if s.batch_docs < 1:
+        raise OptionError("batch_docs", s.batch_docs, "give 1 or more documents decoded in parallel")
     if s.warmup_sentences is not None and s.warmup_sentences < 0:
         raise OptionError("warmup_sentences", s.warmup_sentences, "give 0 or more sentences (None: whole documents)")
     if s.beam < 1:                      # before the n-best check, which would blame nbest for it

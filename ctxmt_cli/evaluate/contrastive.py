@@ -36,6 +36,7 @@ from typing import Callable, Iterable, Optional, Sequence, Union
 import numpy as np
 import torch
 
+from ctxmt_cli.config_base import DEFAULT_MAX_TOKENS
 from ctxmt_cli.core.positions import sentence_index
 from ctxmt_cli.data.batching import collate
 from ctxmt_cli.errors import CtxmtError
@@ -115,8 +116,8 @@ class _Encoder:
 
 @torch.inference_mode()
 def score_testset(
-    model, tokenizer, testset: TestSet, *, max_tokens: int = 4096, normalize: str = "mean", span: str = "all",
-    context: Optional[int] = None, progress: Optional[Callable[[int], None]] = None,
+    model, tokenizer, testset: TestSet, *, max_tokens: int = DEFAULT_MAX_TOKENS, normalize: str = "mean",
+    span: str = "all", context: Optional[int] = None, progress: Optional[Callable[[int], None]] = None,
 ) -> list[list[float]]:
     """Score every candidate of every item; per-item lists of scores (higher = better)."""
     return score_contexts(model, tokenizer, testset, contexts=(context,), max_tokens=max_tokens, normalize=normalize,
@@ -125,7 +126,7 @@ def score_testset(
 
 @torch.inference_mode()
 def score_contexts(
-    model, tokenizer, testset: TestSet, *, contexts: Sequence[Optional[int]], max_tokens: int = 4096,
+    model, tokenizer, testset: TestSet, *, contexts: Sequence[Optional[int]], max_tokens: int = DEFAULT_MAX_TOKENS,
     normalize: str = "mean", span: str = "all", progress: Optional[Callable[[int], None]] = None,
 ) -> list[list[list[float]]]:
     """:func:`score_testset` once per entry of ``contexts`` (context sentences per side; None: the model's own, 0:
@@ -158,7 +159,7 @@ def score_contexts(
 
 @torch.inference_mode()
 def score_rows(
-    model, tokenizer, rows: list[Row], *, pretokenized: bool = False, max_tokens: int = 4096,
+    model, tokenizer, rows: list[Row], *, pretokenized: bool = False, max_tokens: int = DEFAULT_MAX_TOKENS,
     progress: Optional[Callable[[int], None]] = None, per_token: bool = False,
 ) -> tuple:
     """Summed log-probability and token count (``</s>`` included) of each row's scored trailing target sentences;
@@ -193,8 +194,10 @@ def score_rows(
     return logprob[row_of], tokens[row_of], [kept[r] for r in row_of]
 
 
-def shared_source_batches(src_key: np.ndarray, src_len: np.ndarray, tgt_len: np.ndarray, max_tokens: int) -> list[np.ndarray]:
-    """Length-bucketed row batches within a token budget, rows with the same source window adjacent.
+def shared_source_batches(src_key: np.ndarray, src_len: np.ndarray, tgt_len: np.ndarray, *,
+                          max_tokens: int) -> list[np.ndarray]:
+    """Length-bucketed row batches within ``max_tokens`` padded tokens (rows × each row's longer side), rows with
+    the same source window adjacent.
 
     Sorting by (source length, source window, target length) keeps padding low
     and lets a batch encode each distinct source window once.
@@ -229,7 +232,7 @@ def _score_rows(model, tokenizer, windows, targets, scored, max_tokens, report) 
     src_len, tgt_len = np.array([len(s) for s in sources]), np.array([len(t) + 1 for t in targets])
     logprob, tokens = np.zeros(len(sources)), np.zeros(len(sources))
     device = next(model.parameters()).device
-    for ids in shared_source_batches(src_key, src_len, tgt_len, max_tokens):
+    for ids in shared_source_batches(src_key, src_len, tgt_len, max_tokens=max_tokens):
         unique, src_index = np.unique(src_key[ids], return_inverse=True)
         if len(unique) == len(ids):                                    # every row its own source: nothing to share
             src_rows = ids

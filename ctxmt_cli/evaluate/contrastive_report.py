@@ -20,6 +20,7 @@ import json
 from pathlib import Path
 from typing import Optional
 
+from ctxmt_cli.config_base import DEFAULT_MAX_TOKENS
 from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.evaluate import contrastive_classes as classes
 from ctxmt_cli.evaluate.aggregates import aggregates
@@ -41,7 +42,7 @@ def check_language_pair(testset: TestSet, tokenizer, checkpoint: Path) -> None:
 
 
 def score_sets(loaded, testsets: list[TestSet], *, context=None, normalize="mean", span="all",
-               max_tokens=4096, progress=None, context_gain: bool = False) -> tuple[dict, dict, dict]:
+               max_tokens=DEFAULT_MAX_TOKENS, progress=None, context_gain: bool = False) -> tuple[dict, dict, dict]:
     """(scores, decisions, summaries) per set name; a summary also says how far ties and unknown tokens decided it,
     gives the accuracy per class and, with ``context_gain``, what the context adds (the set scored again without
     context, in the same pass: :func:`~ctxmt_cli.evaluate.contrastive.score_contexts`)."""

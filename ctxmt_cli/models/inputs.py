@@ -21,7 +21,7 @@ from typing import Literal, Optional, Sequence, Union, get_args
 import numpy as np
 
 from ctxmt_cli.core.batch import Batch, VocabInfo
-from ctxmt_cli.data.batching import GroupedBatch, token_batches, window_batch
+from ctxmt_cli.data.batching import BatchBudget, GroupedBatch, token_batches, window_batch
 from ctxmt_cli.data.windows import WindowDataset, WindowSpec
 from ctxmt_cli.errors import CtxmtError, OptionError, option
 
@@ -92,15 +92,14 @@ class Inputs:
         return WindowDataset(data.split(split), self.window_spec(recipe, role), vocab.brk, vocab.eos)
 
     # ---- batches ---------------------------------------------------------------------------------
-    def plan_batches(self, dataset: WindowDataset, indices: np.ndarray, max_tokens: int, bucket_width: int = 1,
-                     seed: int = 1, epoch: int = 0, shuffle: bool = True, mixed: bool = True,
-                     budget_of: str = "longer") -> list:
+    def plan_batches(self, dataset: WindowDataset, indices: np.ndarray, *, budget: BatchBudget, seed: int = 1,
+                     epoch: int = 0, shuffle: bool = True, mixed: bool = True) -> list:
         """Micro-batches of ``dataset``'s windows ``indices`` (training, validation, analysis), each collated by
-        :meth:`collate`: length-bucketed rows within ``max_tokens`` (rows × the widest of the side ``budget_of``
-        names, the recipe's ``data.max_tokens_of``), shuffled from ``(seed, epoch)`` alone. ``mixed``: a family
-        that trains on groups mixing documents may add them (False for analysis, which reads real documents)."""
-        return token_batches(dataset.src_len, dataset.tgt_len, indices, max_tokens, bucket_width, seed, epoch, shuffle,
-                             budget_of)
+        :meth:`collate`: length-bucketed rows within the ``budget`` (the recipe's: :meth:`BatchBudget.of`),
+        shuffled from ``(seed, epoch)`` alone. ``mixed``: a family that trains on groups mixing documents may add
+        them (False for analysis, which reads real documents)."""
+        return token_batches(dataset.src_len, dataset.tgt_len, indices, budget=budget, seed=seed, epoch=epoch,
+                             shuffle=shuffle)
 
     def collate(self, dataset: WindowDataset, plan, vocab: VocabInfo, chunked: bool = False) -> Batch:
         """The batch of one ``plan`` of :meth:`plan_batches` (``chunked``: its row chunks, where it has any, each at

@@ -28,7 +28,7 @@ import torch
 
 from ctxmt_cli.config import Recipe, recipe_to_dict
 from ctxmt_cli.core.batch import VocabInfo
-from ctxmt_cli.data.batching import shard_batches
+from ctxmt_cli.data.batching import BatchBudget, shard_batches
 from ctxmt_cli.data.noise import replace_tokens
 from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.models.families import build_model, inputs_of
@@ -125,11 +125,12 @@ class Trainer:
         self.save_dir = Path(self.cfg.save_dir)
         ckpt = S.find_resume_checkpoint(self.save_dir, resume, env, self.tokenizer, self.recipe, allow_changed)
         self.inputs = inputs_of(self.recipe.model)
+        self.budget = BatchBudget.of(self.recipe.data)                      # training and validation batches
         self.train_ds = S.window_dataset(data, recipe.data.train_split, self.recipe, self.vocab, "train")
         valid_ds = S.window_dataset(data, recipe.data.valid_split, self.recipe, self.vocab, "valid")
         self._build(ckpt)
         self.loss = LossSettings.from_recipe(self.recipe, self.vocab, self.model)
-        self.validator = Validator(valid_ds, recipe.data, env, self.loss, self.cfg.amp, self.vocab, self.inputs)
+        self.validator = Validator(valid_ds, self.budget, env, self.loss, self.cfg.amp, self.vocab, self.inputs)
         self.updater = Updater(self.model, self.optimizer, self.scaler, env, self.loss, self.cfg.amp, self.cfg.clip_norm,
                                self.cfg.compile)
         if env.is_main:
@@ -208,10 +209,9 @@ class Trainer:
     def _epoch_batches(self, epoch: int) -> list:
         """This rank's micro-batches (index arrays) of ``epoch``; depends on (seed, epoch) only."""
         if self._epoch_cache[0] != epoch:
-            ds, data = self.train_ds, self.recipe.data
+            ds = self.train_ds
             ds.set_epoch(epoch)                     # context_order random: this epoch's context draw
-            every = self.inputs.plan_batches(ds, ds.indices, data.max_tokens, data.bucket_width, self.cfg.seed, epoch,
-                                             budget_of=data.max_tokens_of)
+            every = self.inputs.plan_batches(ds, ds.indices, budget=self.budget, seed=self.cfg.seed, epoch=epoch)
             mine = shard_batches(every, self.env.rank, self.env.world)
             if not mine:
                 raise CtxmtError(f"the train split gives {len(every)} batches, fewer than the {self.env.world} "

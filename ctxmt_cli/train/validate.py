@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from ctxmt_cli.core.batch import Batch, VocabInfo
+from ctxmt_cli.data.batching import BatchBudget
 from ctxmt_cli.data.windows import WindowDataset
 from ctxmt_cli.models.inputs import Inputs
 from ctxmt_cli.train.distributed import DistEnv, all_reduce_sum
@@ -23,12 +24,11 @@ from ctxmt_cli.train.step import LossSettings, batch_loss
 class Validator:
     """Scores a fixed set of valid batches with a model."""
 
-    def __init__(self, dataset: WindowDataset, data, env: DistEnv, loss: LossSettings, amp: str, vocab: VocabInfo,
-                 inputs: Inputs):
-        """Batches of ``dataset`` as the recipe's ``data`` section plans training batches (budget, buckets)."""
+    def __init__(self, dataset: WindowDataset, budget: BatchBudget, env: DistEnv, loss: LossSettings, amp: str,
+                 vocab: VocabInfo, inputs: Inputs):
+        """Batches of ``dataset`` within the ``budget`` that plans the training batches (the recipe's)."""
         self.env, self.loss, self.amp = env, loss, amp
-        groups = inputs.plan_batches(dataset, dataset.indices, data.max_tokens, data.bucket_width, shuffle=False,
-                                     budget_of=data.max_tokens_of)
+        groups = inputs.plan_batches(dataset, dataset.indices, budget=budget, shuffle=False)
         mine = groups[env.rank::env.world]
         self.batches: list[Batch] = [inputs.collate(dataset, g, vocab, chunked=True) for g in mine]
         self.size = int(len(dataset))

@@ -4,6 +4,7 @@ target context is forced, n-best lists, scores equal the contrastive scorer's, s
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -84,7 +85,8 @@ def test_translate_equals_the_cli_and_the_translator(family, checkpoints, docume
     assert [len(d.translations) for d in out] == [len(d) for d in documents]
     assert [d.translations for d in out] == cli_translate(checkpoints[family], documents, tmp_path)
     src_ctx, tgt_ctx = context_sentences(model.recipe.model)
-    settings = DecodeSettings(src_ctx, tgt_ctx, beam=3, max_len_a=1.0, max_len_b=3)
+    settings = DecodeSettings(src_context_sentences=src_ctx, tgt_context_sentences=tgt_ctx, beam=3, max_len_a=1.0,
+                              max_len_b=3)
     plain = translate_documents(model.loaded.model, model.loaded.tokenizer, documents, settings)
     assert [d.translations for d in out] == plain
     assert all(s.logprob is None and s.nbest is None for d in out for s in d.sentences)   # not asked for
@@ -258,3 +260,60 @@ def test_importing_the_api_does_not_import_torch():
     code = "import sys, ctxmt_cli.api; print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() \
         == "False"
+
+
+def test_every_setting_is_a_named_keyword_and_none_means_the_recipes(checkpoints, documents):
+    """The settings are keyword-only parameters of translate and translate_stream (visible to help() and editors),
+    each None by default; None is the recipe's value, so naming the recipe's value changes nothing."""
+    import inspect
+
+    for method in (api.Model.translate, api.Model.translate_stream):
+        params = list(inspect.signature(method).parameters.values())[2:]      # after self and documents
+        assert all(p.kind is p.KEYWORD_ONLY for p in params)
+        assert {"beam", "lenpen", "nbest", "target_mode", "context", "batch_docs", "group_sentences", "group_order",
+                "warmup_sentences"} <= {p.name for p in params if p.default is None}
+    model = api.load(checkpoints["concat"], device="cpu")
+    with pytest.raises(TypeError):
+        model.translate(documents, None)                                      # no setting travels by position
+    dec = model.recipe.decode
+    assert model.translate(documents, scores=True) == model.translate(
+        documents, scores=True, beam=dec.beam, lenpen=dec.lenpen, target_mode=dec.target_mode,
+        batch_docs=dec.batch_docs)
+
+
+def unread_documents():
+    """An input that must not be read: settings are refused before the first document is."""
+    raise AssertionError("a document was read before the settings were checked")
+    yield
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("beam", 0, "beam=0: give a beam size >= 1"),            # 0 was read as "not given": the recipe's beam 3
+    ("beam", -2, "beam=-2: give a beam size >= 1"),
+    ("beam", 10**9, "beam=1000000000: "),
+    ("lenpen", float("nan"), "lenpen=nan: "),
+    ("lenpen", float("inf"), "lenpen=inf: "),
+    ("nbest", 0, "nbest=0: "),
+    ("batch_docs", 0, "batch_docs=0: give 1 or more documents"),
+    ("target_mode", "reference", "target_mode='reference': choose prefix or generate"),
+    ("warmup_sentences", -1, "warmup_sentences=-1: "),
+])
+def test_a_setting_given_is_taken_as_it_is_and_refused_in_one_line(checkpoints, documents, name, value, message):
+    model = api.load(checkpoints["sentence"], device="cpu")
+    with pytest.raises(CtxmtError) as refused:
+        model.translate(documents, **{name: value})
+    assert str(refused.value).startswith(message) and "\n" not in str(refused.value)
+    assert refused.value.option == name                       # the command line shows it under its own flag
+    with pytest.raises(CtxmtError, match=re.escape(message)):
+        list(model.translate_stream(unread_documents(), **{name: value}))
+
+
+def test_an_old_name_and_its_new_name_together_are_refused(checkpoints, documents):
+    model = api.load(checkpoints["concat"], device="cpu")
+    with pytest.raises(CtxmtError, match="mode is the earlier name of target_mode: give target_mode alone"):
+        model.translate(documents, mode="prefix", target_mode="prefix")
+    with pytest.raises(CtxmtError, match="earlier name of tgt_context"):
+        model.translate(documents, target_context=[[]] * 3, tgt_context=[[]] * 3)
+    with pytest.warns(FutureWarning, match=r"mode=...\) is now target_mode"):
+        streamed = list(model.translate_stream(documents, mode="prefix"))
+    assert [d.translations for d in streamed] == [d.translations for d in model.translate(documents)]

@@ -3,8 +3,10 @@
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from ctxmt_cli.data.batching import collate, shard_batches, token_batches
+from ctxmt_cli.data.batching import BatchBudget, collate, shard_batches, token_batches
 
 
 def lengths(n=500, seed=0):
@@ -14,7 +16,7 @@ def lengths(n=500, seed=0):
 
 def test_budget_and_coverage():
     src, tgt = lengths()
-    batches = token_batches(src, tgt, np.arange(len(src)), max_tokens=400)
+    batches = token_batches(src, tgt, np.arange(len(src)), budget=BatchBudget(max_tokens=400))
     seen = np.concatenate(batches)
     assert sorted(seen.tolist()) == list(range(len(src)))
     for b in batches:
@@ -40,14 +42,15 @@ def test_packing_equals_the_item_by_item_definition(bucket_width, max_tokens):
     """Batches are cut once per run of equal widths; the cuts are those of packing item by item, also where
     buckets mix widths and where one item alone exceeds the budget."""
     src, tgt = lengths(2000, seed=bucket_width + max_tokens)
-    batches = token_batches(src, tgt, np.arange(len(src)), max_tokens, bucket_width, shuffle=False)
+    budget = BatchBudget(max_tokens=max_tokens, bucket_width=bucket_width)
+    batches = token_batches(src, tgt, np.arange(len(src)), budget=budget, shuffle=False)
     expected = greedy_by_item(src, tgt, np.concatenate(batches), max_tokens)
     assert [b.tolist() for b in batches] == expected
     noise = np.random.default_rng([1, 0]).random(len(src))        # shuffled: ties in random order, then batches
     order = np.lexsort((noise, (src + tgt) // bucket_width, np.maximum(src, tgt) // bucket_width))
-    shuffled = token_batches(src, tgt, np.arange(len(src)), max_tokens, bucket_width, seed=1, epoch=0)
+    shuffled = token_batches(src, tgt, np.arange(len(src)), budget=budget, seed=1, epoch=0)
     assert sorted(b.tolist() for b in shuffled) == sorted(greedy_by_item(src, tgt, order, max_tokens))
-    assert token_batches(src, tgt, np.arange(0), max_tokens) == []
+    assert token_batches(src, tgt, np.arange(0), budget=budget) == []
 
 
 def padding(lens, batches) -> float:
@@ -59,15 +62,15 @@ def test_bucketing_keeps_padding_low_on_both_sides():
     rng = np.random.default_rng(0)
     src = rng.integers(3, 60, 4000)
     tgt = np.maximum(2, (src * rng.normal(1.1, 0.1, len(src))).astype(int))
-    batches = token_batches(src, tgt, np.arange(len(src)), max_tokens=4096)
+    batches = token_batches(src, tgt, np.arange(len(src)), budget=BatchBudget(max_tokens=4096))
     assert padding(tgt, batches) < 0.10 and padding(src, batches) < 0.12
 
 
 def test_deterministic_per_epoch_and_different_across_epochs():
     src, tgt = lengths()
-    a = token_batches(src, tgt, np.arange(len(src)), 400, seed=3, epoch=1)
-    b = token_batches(src, tgt, np.arange(len(src)), 400, seed=3, epoch=1)
-    c = token_batches(src, tgt, np.arange(len(src)), 400, seed=3, epoch=2)
+    a = token_batches(src, tgt, np.arange(len(src)), budget=BatchBudget(max_tokens=400), seed=3, epoch=1)
+    b = token_batches(src, tgt, np.arange(len(src)), budget=BatchBudget(max_tokens=400), seed=3, epoch=1)
+    c = token_batches(src, tgt, np.arange(len(src)), budget=BatchBudget(max_tokens=400), seed=3, epoch=2)
     assert all(np.array_equal(x, y) for x, y in zip(a, b))
     assert not all(len(x) == len(y) and np.array_equal(x, y) for x, y in zip(a, c))
 
@@ -96,7 +99,8 @@ def test_groups_are_packed_by_length():
     docs = np.repeat(np.arange(300), rng.integers(2, 12, 300))            # document of each sentence
     src, tgt = rng.integers(3, 30, len(docs)), rng.integers(3, 30, len(docs))
     size = np.maximum(src, tgt)
-    batches = group_batches(docs, src, tgt, np.arange(len(docs)), 600, 120, mixed_share=0.5, seed=2, epoch=1)
+    batches = group_batches(docs, src, tgt, np.arange(len(docs)), budget=BatchBudget(max_tokens=600), group_tokens=120,
+                            mixed_share=0.5, seed=2, epoch=1)
     assert np.mean([len(b.ends) for b in batches]) <= 8
     groups = [b.indices[b.groups == g] for b in batches for g in range(len(b.mixed))]
     inside = padding(size, groups)                                         # one padded tensor per group
@@ -129,18 +133,18 @@ def test_window_batch_counts_next_sentences_only_where_windows_hold_them(tmp_pat
 
 @pytest.mark.parametrize("side", ["source", "target", "longer"])
 def test_the_budget_counts_the_side_it_names(side):
-    """``budget_of`` target: padded rows × the longest *target* row stays within the budget, and windows with long
-    source context (3× the target here) fill a batch with about 3× the sentences the longer-side budget takes."""
+    """A budget of the target side: padded rows × the longest *target* row stays within the budget, and windows with
+    long source context (3× the target here) fill a batch with about 3× the sentences the longer-side budget takes."""
     rng = np.random.default_rng(3)
     tgt = rng.integers(5, 30, 2000)
     src = 3 * tgt + rng.integers(0, 5, 2000)                         # a window: context sentences + the current one
-    batches = token_batches(src, tgt, np.arange(2000), 600, seed=1, budget_of=side)
+    batches = token_batches(src, tgt, np.arange(2000), budget=BatchBudget(max_tokens=600, side=side), seed=1)
     width = {"source": src, "target": tgt, "longer": np.maximum(src, tgt)}[side]
     assert sorted(np.concatenate(batches).tolist()) == list(range(2000))
     assert all(len(b) * width[b].max() <= 600 for b in batches)
     assert sum(len(b) * width[b].max() for b in batches) > 0.9 * 600 * len(batches)    # batches are full
     if side == "target":
-        longer = token_batches(src, tgt, np.arange(2000), 600, seed=1)
+        longer = token_batches(src, tgt, np.arange(2000), budget=BatchBudget(max_tokens=600), seed=1)
         assert len(longer) / len(batches) > 2.5                       # about 3× the sentences per batch
 
 
@@ -151,4 +155,82 @@ def test_an_mbe_model_refuses_a_one_sided_budget():
 
     cfg = validate_recipe({"model": {"family": "mbe", "preset": "small"}}).model
     with pytest.raises(OptionError, match="max_tokens_of='target'"):
-        inputs_of(cfg).plan_batches(None, np.arange(3), 100, budget_of="target")
+        inputs_of(cfg).plan_batches(None, np.arange(3), budget=BatchBudget(max_tokens=100, side="target"))
+
+
+@settings(max_examples=50, deadline=None)
+@given(max_tokens=st.integers(16, 100_000), bucket_width=st.integers(1, 64),
+       side=st.sampled_from(["longer", "source", "target"]))
+def test_the_budget_of_a_recipe_is_the_recipes_data_section(max_tokens, bucket_width, side):
+    from ctxmt_cli.config import validate_recipe
+
+    data = {"max_tokens": max_tokens, "bucket_width": bucket_width, "max_tokens_of": side}
+    budget = BatchBudget.of(validate_recipe({"data": data}).data)
+    assert (budget.max_tokens, budget.bucket_width, budget.side) == (max_tokens, bucket_width, side)
+
+
+def test_the_default_budget_is_the_schemas():
+    from ctxmt_cli.config import DataConfig
+
+    data = DataConfig()
+    assert BatchBudget() == BatchBudget.of(data)
+    assert BatchBudget().max_tokens == data.max_tokens == DataConfig.model_fields["max_tokens"].default
+
+
+@pytest.mark.parametrize("fields, message", [({"side": "both"}, "budget side 'both'"),
+                                             ({"max_tokens": 0}, "give 1 or more"),
+                                             ({"bucket_width": 0}, "give 1 or more")])
+def test_a_budget_that_cannot_work_is_refused(fields, message):
+    with pytest.raises(ValueError, match=message):
+        BatchBudget(**fields)
+
+
+def test_the_planners_take_their_settings_by_name():
+    """max_tokens, bucket width, seed and epoch are all numbers: passed by position they could be swapped without
+    an error, so every planner takes them by name (the data arrays alone by position)."""
+    from ctxmt_cli.data.batching import group_batches, sentence_groups
+    from ctxmt_cli.data.store import MemorySplit
+    from ctxmt_cli.data.windows import WindowDataset, WindowSpec
+    from ctxmt_cli.evaluate.contrastive import shared_source_batches
+    from ctxmt_cli.models.families import inputs_of
+    from tests.unit.test_inputs import cfg
+
+    src, tgt = lengths(40)
+    docs, items, budget = np.repeat(np.arange(8), 5), np.arange(40), BatchBudget(max_tokens=400)
+    ds = WindowDataset(MemorySplit([[([5, 6], [7, 8])] * 3]), WindowSpec(1, 1, 64), 4, 3)
+    calls = {
+        "token_batches": (lambda: token_batches(src, tgt, items, budget, 1, 3, 0),
+                          lambda: token_batches(src, tgt, items, budget=budget, seed=3, epoch=0)),
+        "group_batches": (lambda: group_batches(docs, src, tgt, items, budget, 120),
+                          lambda: group_batches(docs, src, tgt, items, budget=budget, group_tokens=120)),
+        "sentence_groups": (lambda: sentence_groups(docs, src, items, 120, 0.5, np.random.default_rng(0), True),
+                            lambda: sentence_groups(docs, src, items, group_tokens=120, mixed_share=0.5,
+                                                    rng=np.random.default_rng(0), shuffle=True)),
+        "shared_source_batches": (lambda: shared_source_batches(items, src, tgt, 400),
+                                  lambda: shared_source_batches(items, src, tgt, max_tokens=400)),
+        "plan_batches": (lambda: inputs_of(cfg("sentence")).plan_batches(ds, ds.indices, budget, 1, 0),
+                         lambda: inputs_of(cfg("sentence")).plan_batches(ds, ds.indices, budget=budget, seed=1)),
+        "plan_batches (mbe)": (lambda: inputs_of(cfg("mbe")).plan_batches(ds, ds.indices, budget),
+                               lambda: inputs_of(cfg("mbe")).plan_batches(ds, ds.indices, budget=budget)),
+    }
+    for name, (by_position, by_name) in calls.items():
+        with pytest.raises(TypeError, match="positional argument"):
+            by_position()
+        assert len(by_name()), name
+
+
+def test_group_batches_read_the_bucket_width():
+    """Groups are sorted by their widths in buckets, as sentences are: a bucket wider than every group leaves the
+    order to the random draw alone, so the batches change (and still hold every group whole)."""
+    from ctxmt_cli.data.batching import group_batches
+
+    rng = np.random.default_rng(0)
+    docs = np.repeat(np.arange(100), rng.integers(2, 8, 100))
+    src, tgt = rng.integers(3, 30, len(docs)), rng.integers(3, 30, len(docs))
+    plans = {width: group_batches(docs, src, tgt, np.arange(len(docs)), group_tokens=120, seed=2,
+                                  budget=BatchBudget(max_tokens=600, bucket_width=width)) for width in (1, 64)}
+    for batches in plans.values():
+        assert sorted(np.concatenate([b.indices for b in batches]).tolist()) == list(range(len(docs)))
+    assert [b.indices.tolist() for b in plans[1]] != [b.indices.tolist() for b in plans[64]]
+    assert group_batches(docs, src, tgt, np.arange(len(docs)), group_tokens=120, seed=2,
+                         budget=BatchBudget(max_tokens=600))[0].indices.tolist() == plans[1][0].indices.tolist()

@@ -28,6 +28,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tests/unit/conftest.py
 BRK, EOS = 4, 3
 TINY = {"preset": None, "d_model": 32, "ffn_dim": 64, "heads": 4, "encoder_layers": 2, "decoder_layers": 1,
         "dropout": 0.0}
+#: greedy translation with one source context sentence
+GREEDY_S2 = DecodeSettings(src_context_sentences=1, beam=1)
 
 
 @pytest.mark.parametrize("limit", [64, 14, 9])
@@ -73,7 +75,7 @@ def test_the_translator_hands_each_sentence_its_first_pass(tokenizer, monkeypatc
     documents = [[sentence(rng) for _ in range(3)], [sentence(rng) for _ in range(2)]]
     first = [[sentence(rng) for _ in doc] for doc in documents]
     model = bilingual_model(tokenizer)
-    out = translate_documents(model, tokenizer, documents, DecodeSettings(1, 0, beam=1), first_pass=first)
+    out = translate_documents(model, tokenizer, documents, GREEDY_S2, first_pass=first)
     assert [len(d) for d in out] == [3, 2]
     src = [[tokenizer.encode_src(s) for s in doc] for doc in documents]
     fp = [[tokenizer.encode_tgt(s) for s in doc] for doc in first]
@@ -98,7 +100,7 @@ def test_a_target_context_model_translates_from_its_first_pass_alone(tokenizer, 
     documents = [[sentence(rng) for _ in range(3)]]
     first = [[sentence(rng) for _ in doc] for doc in documents]
     model = bilingual_model(tokenizer, bilingual=False, context_side="target")
-    out = translate_documents(model, tokenizer, documents, DecodeSettings(1, 0, beam=1), first_pass=first)
+    out = translate_documents(model, tokenizer, documents, GREEDY_S2, first_pass=first)
     src = [tokenizer.encode_src(s) for s in documents[0]]
     fp = [tokenizer.encode_tgt(s) for s in first[0]]
     assert all(batch.extras is None for batch in seen)
@@ -106,7 +108,7 @@ def test_a_target_context_model_translates_from_its_first_pass_alone(tokenizer, 
     assert len(rows) == 3 and fp[0] + [tokenizer.brk_id] + fp[2] + [tokenizer.brk_id] + src[1] + [tokenizer.eos_id] \
         in rows
     other = [[sentence(random.Random(9)), documents[0][1], sentence(random.Random(8))]]
-    assert translate_documents(model, tokenizer, other, DecodeSettings(1, 0, beam=1), first_pass=first)[0][1] == out[0][1]
+    assert translate_documents(model, tokenizer, other, GREEDY_S2, first_pass=first)[0][1] == out[0][1]
 
 
 def test_a_bilingual_model_needs_a_first_pass_and_others_refuse_one(tokenizer):

@@ -69,7 +69,7 @@ def test_a_translated_sentence_reads_its_training_row(limit, prev, nxt):
     ds = windows(docs, first, prev, nxt, limit)
     cfg = validate_recipe({"model": {**BILINGUAL, "src_context_sentences": prev, "src_next_sentences": nxt}}).model
     inputs = inputs_of(cfg)
-    plan = DecodeSettings(prev, 0, beam=1, max_window_tokens=limit, src_next_sentences=nxt)
+    plan = DecodeSettings(src_context_sentences=prev, beam=1, max_window_tokens=limit, src_next_sentences=nxt)
     j0 = 0
     for doc, fp in zip(docs, first):
         for k in range(len(doc)):
@@ -165,7 +165,7 @@ def test_the_translator_reads_the_first_pass_before_each_window(tokenizer, monke
     documents = [[sentence(rng) for _ in range(3)]]
     first = [[sentence(rng) for _ in documents[0]]]
     model = tiny_model(tokenizer, family)
-    translate_documents(model, tokenizer, documents, DecodeSettings(1, 0, beam=1), first_pass=first)
+    translate_documents(model, tokenizer, documents, DecodeSettings(src_context_sentences=1, beam=1), first_pass=first)
     src = [tokenizer.encode_src(s) for s in documents[0]]
     fp = [tokenizer.encode_tgt(s) for s in first[0]]
     brk, eos = tokenizer.brk_id, tokenizer.eos_id

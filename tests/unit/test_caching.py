@@ -733,7 +733,7 @@ def test_given_translations_still_fill_the_document_cache(tokenizer, cache):
     from ctxmt_cli.decode.translator import decode_documents
 
     model, docs = tok_model(tokenizer, "tokens"), documents()
-    settings = DecodeSettings(2, 0, beam=2, max_len_b=5, cache=cache)
+    settings = DecodeSettings(src_context_sentences=2, beam=2, max_len_b=5, cache=cache)
     whole = decode_documents(model, tokenizer, docs, settings)
     given = [[list(c[0].tokens) if c else "" for c in d[:2]] for d in whole]
     continued = decode_documents(model, tokenizer, docs, settings, given=given)

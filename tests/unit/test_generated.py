@@ -1,5 +1,7 @@
 """Generate mode across documents: every window at once gives what the slot translator gives sentence by sentence."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -12,7 +14,8 @@ from tests.unit.test_translator import documents, make_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/unit/conftest.py
 
-SETTINGS = DecodeSettings(2, 2, beam=3, max_len_b=6, target_mode="generate")
+SETTINGS = DecodeSettings(src_context_sentences=2, tgt_context_sentences=2, beam=3, max_len_b=6,
+                          target_mode="generate")
 
 
 def _slots(model, tokenizer, settings, stats):
@@ -47,9 +50,7 @@ def test_batches_of_any_size_give_the_same_translations(tokenizer):
     model = make_model(tokenizer, brk="free", eos_bias=1.0)
     model.brk = 3.0
     docs = documents(seed=4, sizes=(4, 2, 3))
-    found = [_tokens(decode_documents(model, tokenizer, docs, DecodeSettings(2, 2, beam=3, max_len_b=6,
-                                                                             target_mode="generate", batch_docs=n)))
-             for n in (1, 3, 64)]
+    found = [_tokens(decode_documents(model, tokenizer, docs, replace(SETTINGS, batch_docs=n))) for n in (1, 3, 64)]
     assert found[0] == found[1] == found[2]
     alone = [_tokens(decode_documents(model, tokenizer, [d], SETTINGS))[0] for d in docs]
     assert found[2] == alone

@@ -13,6 +13,7 @@ import torch
 
 from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.batch import Batch, VocabInfo
+from ctxmt_cli.data.batching import BatchBudget
 from ctxmt_cli.data.store import MemorySplit
 from ctxmt_cli.data.windows import WindowDataset, WindowSpec
 from ctxmt_cli.errors import CtxmtError
@@ -97,10 +98,10 @@ def dataset(pairs_per_doc=(5, 3, 6)):
 
 def test_batch_plans_rows_by_default_and_whole_groups_for_mbe():
     ds = dataset()
-    rows = inputs_of(cfg("sentence")).plan_batches(ds, ds.indices, 40, seed=1)
+    rows = inputs_of(cfg("sentence")).plan_batches(ds, ds.indices, budget=BatchBudget(max_tokens=40), seed=1)
     assert sorted(np.concatenate(rows).tolist()) == ds.indices.tolist()
     mbe = inputs_of(cfg("mbe", group_tokens=64, mixed_groups=0.0))
-    plans = mbe.plan_batches(ds, ds.indices, 200, seed=1, shuffle=False)
+    plans = mbe.plan_batches(ds, ds.indices, budget=BatchBudget(max_tokens=200), seed=1, shuffle=False)
     doc = np.asarray(ds.split.doc_index)
     for plan in plans:                                           # every group holds one document's sentences
         for g in np.unique(plan.groups):

@@ -8,7 +8,7 @@ import torch
 
 from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.batch import Batch, VocabInfo
-from ctxmt_cli.data.batching import group_batches, sentence_groups
+from ctxmt_cli.data.batching import BatchBudget, group_batches, sentence_groups
 from ctxmt_cli.models.families import build_model, inputs_of
 from ctxmt_cli.models.mbe.model import SentenceGroups
 
@@ -122,7 +122,8 @@ SIZE = np.random.default_rng(1).integers(4, 20, size=len(DOCS))
 
 
 def test_same_document_groups_never_mix_and_big_documents_are_split():
-    groups = sentence_groups(DOCS, SIZE, np.arange(len(DOCS)), 60, 0.0, np.random.default_rng(0), True)
+    groups = sentence_groups(DOCS, SIZE, np.arange(len(DOCS)), group_tokens=60, mixed_share=0.0,
+                             rng=np.random.default_rng(0), shuffle=True)
     seen = np.concatenate([g for g, _ in groups])
     assert sorted(seen) == list(range(len(DOCS)))                           # every sentence exactly once
     for members, mixed in groups:
@@ -132,7 +133,8 @@ def test_same_document_groups_never_mix_and_big_documents_are_split():
 
 
 def test_mixed_groups_hold_their_share_and_are_near_equal_length():
-    groups = sentence_groups(DOCS, SIZE, np.arange(len(DOCS)), 60, 0.5, np.random.default_rng(0), True)
+    groups = sentence_groups(DOCS, SIZE, np.arange(len(DOCS)), group_tokens=60, mixed_share=0.5,
+                             rng=np.random.default_rng(0), shuffle=True)
     for members, mixed in groups:
         if mixed:
             assert len(set(DOCS[members])) > 1
@@ -147,7 +149,8 @@ def test_mixed_groups_is_a_share_of_groups(share):
     rng = np.random.default_rng(5)
     docs = np.repeat(np.arange(400), rng.integers(1, 12, 400))
     size = rng.integers(4, 40, len(docs))
-    groups = sentence_groups(docs, size, np.arange(len(docs)), 300, share, np.random.default_rng(1), True)
+    groups = sentence_groups(docs, size, np.arange(len(docs)), group_tokens=300, mixed_share=share,
+                             rng=np.random.default_rng(1), shuffle=True)
     assert sorted(np.concatenate([g for g, _ in groups]).tolist()) == list(range(len(docs)))
     mixed = sum(m for _, m in groups) / len(groups)
     assert abs(mixed - share) <= 0.05, mixed
@@ -156,10 +159,11 @@ def test_mixed_groups_is_a_share_of_groups(share):
 
 
 def test_group_batches_keep_groups_whole_and_depend_on_seed_and_epoch_only():
-    args = (DOCS, SIZE, SIZE, np.arange(len(DOCS)), 150, 60, 0.5)
-    first = group_batches(*args, seed=3, epoch=1)
-    again = group_batches(*args, seed=3, epoch=1)
-    other = group_batches(*args, seed=3, epoch=2)
+    def plan(epoch: int):
+        return group_batches(DOCS, SIZE, SIZE, np.arange(len(DOCS)), budget=BatchBudget(max_tokens=150),
+                             group_tokens=60, mixed_share=0.5, seed=3, epoch=epoch)
+
+    first, again, other = plan(1), plan(1), plan(2)
     assert [b.indices.tolist() for b in first] == [b.indices.tolist() for b in again]
     assert [b.indices.tolist() for b in first] != [b.indices.tolist() for b in other]
     assert sorted(np.concatenate([b.indices for b in first])) == list(range(len(DOCS)))
@@ -245,7 +249,8 @@ def test_group_batches_count_computed_positions_and_cut_chunks_by_length():
     docs = np.repeat(np.arange(200), rng.integers(2, 12, 200))
     src, tgt = rng.integers(3, 30, len(docs)), rng.integers(3, 30, len(docs))
     size = np.maximum(src, tgt)
-    batches = group_batches(docs, src, tgt, np.arange(len(docs)), 600, 120, mixed_share=0.5, seed=2, epoch=1)
+    batches = group_batches(docs, src, tgt, np.arange(len(docs)), budget=BatchBudget(max_tokens=600), group_tokens=120,
+                            mixed_share=0.5, seed=2, epoch=1)
     real, computed = np.zeros(2), np.zeros(2)
     for b in batches:
         s = size[b.indices]
@@ -255,7 +260,7 @@ def test_group_batches_count_computed_positions_and_cut_chunks_by_length():
         for side, lengths in enumerate((src[b.indices], tgt[b.indices])):
             real[side] += lengths.sum()
             computed[side] += sum((e - a) * int(lengths[a:e].max()) for a, e in spans)
-    sentences = token_batches(src, tgt, np.arange(len(docs)), 600, seed=2, epoch=1)
+    sentences = token_batches(src, tgt, np.arange(len(docs)), budget=BatchBudget(max_tokens=600), seed=2, epoch=1)
     bucketed = np.array([1 - sum(lengths[b].sum() for b in sentences) / sum(len(b) * lengths[b].max() for b in sentences)
                          for lengths in (src, tgt)])
     assert (1 - real / computed <= bucketed).all(), (1 - real / computed, bucketed)   # each side pads no more

@@ -65,7 +65,8 @@ def _model(family: str = "concat"):
 
 def test_search_shape_reads_the_model_the_settings_and_the_longest_sentence():
     model = _model()
-    settings = DecodeSettings(3, 3, beam=5, max_len_a=1.0, max_len_b=4, batch_docs=2)
+    settings = DecodeSettings(src_context_sentences=3, tgt_context_sentences=3, beam=5, max_len_a=1.0, max_len_b=4,
+                              batch_docs=2)
     shape = search_shape(model, settings, [[7] * 10, [8] * 3, [9] * 6])
     assert (shape.rows, shape.beam, shape.layers, shape.width, shape.vocab) == (2, 5, 3, 32, 40)
     assert shape.tgt_tokens == 1 + 3 * 15 + 15 and shape.src_tokens == 4 * 11
@@ -76,7 +77,7 @@ def test_search_shape_reads_the_model_the_settings_and_the_longest_sentence():
 def test_a_search_that_cannot_fit_is_refused_naming_beam_and_batch_docs(monkeypatch):
     model = _model()
     monkeypatch.setenv(M.LIMIT_VARIABLE, "1M")
-    settings = DecodeSettings(3, 3, beam=1024, batch_docs=64)
+    settings = DecodeSettings(src_context_sentences=3, tgt_context_sentences=3, beam=1024, batch_docs=64)
     with pytest.raises(CtxmtError, match=r"^a beam search of 3 rows x beam 1024 .* lower `beam` \(now 1024\) or "
                                          r"`batch_docs` \(now 64\)$"):
         check_search_memory(model, settings, [[7] * 20] * 3, torch.device("cpu"))

@@ -288,3 +288,26 @@ def test_a_resume_refuses_a_changed_recipe_and_applies_an_allowed_one(prepared, 
         teardown_distributed(env)
     notes = metrics(save, "message")
     assert len(notes) == 1 and notes[0]["changed"]["train.weight_decay"] == [0.0, 0.05]
+
+
+def test_the_trainer_plans_its_batches_with_the_recipes_budget(prepared, tmp_path):
+    """Training and validation batches are planned with one budget built from the recipe's data section: padded
+    rows × the widest target row within data.max_tokens when data.max_tokens_of is target."""
+    from ctxmt_cli.data.batching import BatchBudget
+    from ctxmt_cli.train.distributed import setup_distributed, teardown_distributed
+    from ctxmt_cli.train.trainer import Trainer
+
+    rec = recipe(prepared, tmp_path / "run")
+    data = rec.data.model_copy(update={"max_tokens": 200, "bucket_width": 4, "max_tokens_of": "target"})
+    env = setup_distributed("cpu")
+    trainer = Trainer(rec.model_copy(update={"data": data}), env, False, False)
+    try:
+        assert trainer.budget == BatchBudget(max_tokens=200, bucket_width=4, side="target")
+        width = trainer.train_ds.tgt_len
+        plans = trainer._epoch_batches(0)
+        assert all(len(p) == 1 or len(p) * width[p].max() <= 200 for p in plans)
+        assert max(len(p) * width[p].max() for p in plans) > 100                 # and filled to it
+        assert all(len(b.tgt_out) == 1 or b.tgt_out.numel() <= 200 for b in trainer.validator.batches)
+    finally:
+        trainer.close()
+        teardown_distributed(env)

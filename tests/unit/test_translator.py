@@ -1,6 +1,7 @@
 """Document translator: windows, parallel slots, prefix/generate target context, file I/O."""
 
 import random
+from dataclasses import replace
 
 import pytest
 import torch
@@ -78,7 +79,8 @@ def test_windows_never_cross_documents(tokenizer):
     second_alone = run(model, tokenizer, [docs[1]])[0]
     assert together[1][0] == second_alone[0]
     sp = VocabInfo.of(tokenizer)
-    step = step_batch([[[10, 11]], [[12]]], [[], []], 0, DecodeSettings(3, 3), sp)   # first sentences: no context at all
+    s3to3 = DecodeSettings(src_context_sentences=3, tgt_context_sentences=3)
+    step = step_batch([[[10, 11]], [[12]]], [[], []], 0, s3to3, sp)   # first sentences: no context at all
     assert not (step.batch.src == sp.brk).any() and not (step.batch.tgt_prefix == sp.brk).any()
 
 
@@ -86,19 +88,20 @@ def test_window_order_is_oldest_to_newest(tokenizer):
     sp = VocabInfo.of(tokenizer)
     src = [[10, 11], [12], [13, 14, 15], [16, 17]]                          # a 4-sentence document
     out = [[20], [21, 22], [23]]                                            # its first three translations
-    step = step_batch([src], [out], 3, DecodeSettings(2, 2), sp)
+    s2to2 = DecodeSettings(src_context_sentences=2, tgt_context_sentences=2)
+    step = step_batch([src], [out], 3, s2to2, sp)
     assert step.batch.src[0].tolist() == [12, sp.brk, 13, 14, 15, sp.brk, 16, 17, sp.eos]
     assert step.batch.tgt_prefix[0].tolist() == [sp.bos, 21, 22, sp.brk, 23, sp.brk]
     assert step.batch.tgt_sentences.tolist() == [3]
     assert step.max_len.tolist() == [int(1.5 * 2 + 10)]
-    gen = step_batch([src], [out], 3, DecodeSettings(2, 2), sp, mode="generate")
+    gen = step_batch([src], [out], 3, s2to2, sp, mode="generate")
     assert gen.batch.tgt_prefix[0].tolist() == [sp.bos] and gen.expected == [2]
     # each sentence of the generated window as long as it may be alone, + its <brk>: from the source only
     assert gen.max_len.tolist() == [int(1.5 * 2 + 10) + (int(1.5 * 1 + 10) + 1) + (int(1.5 * 3 + 10) + 1)]
-    other = step_batch([src], [[[30, 31, 32, 33]] * 3], 3, DecodeSettings(2, 2), sp, mode="generate")
+    other = step_batch([src], [[[30, 31, 32, 33]] * 3], 3, s2to2, sp, mode="generate")
     assert other.max_len.tolist() == gen.max_len.tolist() and other.expected == gen.expected
     # a 7-token limit keeps only the newest context sentence on each side, never a part of one
-    small = step_batch([src], [out], 3, DecodeSettings(2, 2, max_window_tokens=7), sp)
+    small = step_batch([src], [out], 3, replace(s2to2, max_window_tokens=7), sp)
     assert small.batch.src[0].tolist() == [13, 14, 15, sp.brk, 16, 17, sp.eos]
     assert small.batch.tgt_prefix[0].tolist() == [sp.bos, 23, sp.brk]
 
@@ -164,7 +167,9 @@ def test_context_option_resizes_each_side_that_has_context(tokenizer):
     # a model trained with 2 context sentences per side, decoded with K = 4: windows of 5 sentences
     sp = VocabInfo.of(tokenizer)
     src, out = [[10 + j] for j in range(6)], [[30 + j] for j in range(5)]
-    step = step_batch([src], [out], 5, DecodeSettings(*context_sentences(s2to2, 4)), sp)
+    src_context, tgt_context = context_sentences(s2to2, 4)
+    windows = DecodeSettings(src_context_sentences=src_context, tgt_context_sentences=tgt_context)
+    step = step_batch([src], [out], 5, windows, sp)
     assert step.batch.src[0].tolist() == [11, sp.brk, 12, sp.brk, 13, sp.brk, 14, sp.brk, 15, sp.eos]
     assert step.batch.tgt_prefix[0].tolist() == [sp.bos, 31, sp.brk, 32, sp.brk, 33, sp.brk, 34, sp.brk]
 
@@ -197,7 +202,8 @@ def test_translation_windows_equal_training_windows(prepared):
     split, sp = data.split("valid"), VocabInfo.of(data.tokenizer)
     for prev, nxt, limit in ((2, 2, 1024), (1, 1, 1024), (2, 3, 40), (0, 2, 30)):
         ds = WindowDataset(split, WindowSpec(prev, 0, limit, src_next_sentences=nxt), sp.brk, sp.eos)
-        plan, usable = DecodeSettings(prev, 0, max_window_tokens=limit, src_next_sentences=nxt), set(ds.indices.tolist())
+        plan = DecodeSettings(src_context_sentences=prev, max_window_tokens=limit, src_next_sentences=nxt)
+        usable = set(ds.indices.tolist())
         for start, end in split.documents():
             doc = [split.src(i).tolist() for i in range(start, end)]
             for j in range(len(doc)):
@@ -257,7 +263,7 @@ def test_given_target_context_stands_for_the_models_own_translations(tokenizer):
 
     model, docs = make_model(tokenizer), documents(sizes=(4, 1, 3))
     docs[0][1] = ""                                                         # an empty line inside the given prefix
-    settings = DecodeSettings(2, 2, beam=3, max_len_b=6, batch_docs=2)
+    settings = DecodeSettings(src_context_sentences=2, tgt_context_sentences=2, beam=3, max_len_b=6, batch_docs=2)
     whole = decode_documents(model, tokenizer, docs, settings)
     assert whole[0][1] == [] and all(c for i, d in enumerate(whole) for j, c in enumerate(d) if (i, j) != (0, 1))
     own = [[list(c[0].tokens) if c else "" for c in d[:k]] for d, k in zip(whole, (3, 0, 2))]
@@ -273,7 +279,7 @@ def test_given_target_context_stands_for_the_models_own_translations(tokenizer):
     with pytest.raises(CtxmtError, match="at most one translation per source sentence"):
         decode_documents(model, tokenizer, docs, settings, given=[["a"] * 5, [], []])
     with pytest.raises(CtxmtError, match="target_mode=.generate.: given target context is forced.*use prefix"):
-        decode_documents(model, tokenizer, docs, DecodeSettings(2, 2, target_mode="generate"), given=other)
+        decode_documents(model, tokenizer, docs, replace(settings, target_mode="generate"), given=other)
 
 
 @pytest.mark.parametrize("family, spec, settings", [

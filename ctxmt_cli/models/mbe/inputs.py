@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ctxmt_cli.core.batch import Batch, VocabInfo
-from ctxmt_cli.data.batching import group_batches, pad_rows
+from ctxmt_cli.data.batching import BatchBudget, group_batches, pad_rows
 from ctxmt_cli.errors import OptionError
 from ctxmt_cli.models.inputs import Inputs, Translation
 from ctxmt_cli.models.mbe.model import SentenceGroups
@@ -32,17 +32,17 @@ class MbeInputs(Inputs):
         """The share of training groups that mix documents: for the gate's classifier (1:1 by default)."""
         return self.cfg.mixed_groups if self.cfg.gate else 0.0
 
-    def plan_batches(self, dataset, indices: np.ndarray, max_tokens: int, bucket_width: int = 1, seed: int = 1,
-                     epoch: int = 0, shuffle: bool = True, mixed: bool = True, budget_of: str = "longer") -> list:
+    def plan_batches(self, dataset, indices: np.ndarray, *, budget: BatchBudget, seed: int = 1, epoch: int = 0,
+                     shuffle: bool = True, mixed: bool = True) -> list:
         """Whole groups of one document's sentences, several per batch, each within ``group_tokens`` padded tokens;
         with the gate, mixed-document groups too (:func:`~ctxmt_cli.data.batching.group_batches`). The budget
         counts each row's longer side: a group's chunks are as wide as their longest row on either side."""
-        if budget_of != "longer":
-            raise OptionError("max_tokens_of", budget_of, "an mbe model's batches of whole groups count each row's "
+        if budget.side != "longer":
+            raise OptionError("max_tokens_of", budget.side, "an mbe model's batches of whole groups count each row's "
                               "longer side; leave data.max_tokens_of at longer")
         return group_batches(np.asarray(dataset.split.doc_index), dataset.src_len, dataset.tgt_len, indices,
-                             max_tokens, self.cfg.group_tokens, self.mixed_share if mixed else 0.0, seed, epoch,
-                             shuffle)
+                             budget=budget, group_tokens=self.cfg.group_tokens,
+                             mixed_share=self.mixed_share if mixed else 0.0, seed=seed, epoch=epoch, shuffle=shuffle)
 
     def grouped(self, batch: Batch, groups, mixed=None) -> Batch:
         """The groups and mixed-document labels into ``Batch.extras``."""
