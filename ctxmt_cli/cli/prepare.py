@@ -36,7 +36,7 @@ def prepare(
     fmt: PrepareFormat = typer.Argument(..., metavar="FORMAT", help="a corpus: synthetic, text, jsonl, iwslt-tags, "
                                         "iwslt-xml, voita, maruf (a <d> line before each document, Maruf et al. 2019); "
                                         "from a prepared --data DIR: docrepair (its round-trip corpus), reverse"),
-    out: Path = typer.Option(..., "--out", help="prepared dataset directory to write"),
+    out: Path = typer.Option(..., "--out", "-o", help="prepared dataset directory to write"),
     train: Optional[Path] = typer.Option(None, help="train PATH, a prefix: PATH.L1 and PATH.L2 (iwslt-xml: "
                                          "PATH.L1.xml and PATH.L2.xml; maruf: PATH.L1 and PATH.L2, else Maruf's "
                                          "PATH_L1.txt and PATH_L2.txt; jsonl: the file itself); L1, L2: --src-lang, "
