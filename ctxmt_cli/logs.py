@@ -78,14 +78,14 @@ class CountLog:
     ``update(task, done, total)``: the first call for a task sets its baseline (a resumed run starts past 0),
     later calls report done/total, elapsed and ETA at that rate (``total`` None: not known yet, as for documents
     arriving on stdin; no ETA then). ``message(text)`` prints a note line. ``rich`` draws one bar per task on
-    ``stream``; ``plain`` and ``json`` print one line per update, or with ``every`` seconds at most one per ``every``
-    seconds (the first, and the last at ``done == total``, always).
+    ``stream``; ``plain`` and ``json`` print one line per update that changes the count, or with ``every`` seconds
+    at most one per ``every`` seconds (the first, and the last at ``done == total``, always).
     """
 
     def __init__(self, log_format: str, unit: str, stream: Optional[TextIO] = None, every: float = 0.0):
         self.format, self.unit, self.stream, self.every = log_format, unit, stream or sys.stderr, every
         self._tasks: dict[str, tuple[float, float]] = {}                       # task -> (start time, start count)
-        self._last: dict[str, float] = {}                                      # task -> time of its last line
+        self._last: dict[str, tuple[float, int]] = {}                         # task -> time and count of its last line
         self._bar, self._bar_tasks = None, {}
 
     @classmethod
@@ -112,9 +112,11 @@ class CountLog:
             self._rich(task, done, total)
             return
         finished = total is not None and done >= total
-        if task in self._last and not finished and now - self._last[task] < self.every:
-            return
-        self._last[task] = now
+        if task in self._last:
+            at, shown = self._last[task]
+            if done == shown or (not finished and now - at < self.every):      # nothing new, or too soon
+                return
+        self._last[task] = (now, done)
         elapsed = now - started
         eta = None if total is None else eta_seconds(done, total, elapsed, start)
         if self.format == "json":

@@ -30,10 +30,9 @@ def print_table(renderable, console=None) -> None:
         if not isinstance(part, Table):
             console.print(part)
             continue
-        if n:
-            console.out("")                                      # a blank line between two tables
-        for line in table_lines(part):
-            console.out(line, highlight=False)
+        lines = ([""] if n else []) + table_lines(part)           # a blank line between two tables
+        console.file.write("".join(line + "\n" for line in lines))   # as they are: rich would expand the tabs
+        console.file.flush()
 
 
 def table_lines(table) -> list[str]:

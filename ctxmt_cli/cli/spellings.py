@@ -96,8 +96,8 @@ def _takes_value(command) -> set[str]:
 
 
 def _positionals(path: str, command, old: OldSpellings, args: list[str]) -> list[str]:
-    """Move the positional arguments that became options behind their flags."""
-    valued, out, moved = _takes_value(command), [], {}
+    """Move the positional arguments that became options behind their flags (one warning for them all)."""
+    valued, out, moved = _takes_value(command), [], []
     slot, k, options_end = 0, 0, False
     while k < len(args):
         arg = args[k]
@@ -115,16 +115,18 @@ def _positionals(path: str, command, old: OldSpellings, args: list[str]) -> list
                 old.repeat else None
             slot += 1
             if target is not None:
-                moved.setdefault(target, []).append(arg)
+                moved.append((target, arg))
                 out += [target, arg]
                 k += 1
                 continue
         out.append(arg)
         k += 1
-    for target, values in moved.items():
-        _check_once(command, target, args, values)
-        warnings.warn(f"{path}: {' '.join(values)} as {'arguments' if len(values) > 1 else 'an argument'} is now "
-                      f"{' '.join(f'{target} {v}' for v in values)} (read as such; {GOES})", FutureWarning)
+    if moved:
+        for target in dict.fromkeys(t for t, _ in moved):
+            _check_once(command, target, args, [v for t, v in moved if t == target])
+        given = " ".join(v for _, v in moved)
+        warnings.warn(f"ctxmt {path} {given}: {'these arguments are' if len(moved) > 1 else 'this argument is'} now "
+                      f"{' '.join(f'{t} {v}' for t, v in moved)} (read as such; {GOES})", FutureWarning)
     return out
 
 

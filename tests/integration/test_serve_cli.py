@@ -87,6 +87,8 @@ def test_a_server_process_translates_and_stops_on_ctrl_c(models):
         _, rest = process.communicate(timeout=60)
     assert process.returncode == 0, rest
     assert "Traceback" not in rest
+    # the progress of a piped server: plain lines, the first at once (the interval holds back the later ones)
+    assert re.search(r"^serve: [12] requests  elapsed \d+:\d\d:\d\d$", rest, re.M), rest
 
 
 def test_importing_the_server_modules_loads_no_torch_or_server_package():

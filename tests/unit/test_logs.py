@@ -89,3 +89,28 @@ def test_count_log_rich_draws_a_bar_on_its_stream():
     log.close()
     text = stream.getvalue()
     assert "note above the bar" in text and "valid.fp" in text and "4/4" in text
+
+
+@pytest.mark.parametrize("fmt", ["plain", "json"])
+def test_count_log_with_an_unknown_total_reports_counts_without_an_eta(fmt):
+    """Documents arriving on stdin: no total, so each line says what is done and for how long, and no ETA."""
+    stream = io.StringIO()
+    log = CountLog(fmt, "sentences", stream)
+    for done in (0, 4, 9):
+        log.update("translate", done, None)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 3
+    if fmt == "json":
+        last = _strict(lines[-1])
+        assert (last["done"], last["total"], last["eta_s"], last["unit"]) == (9, None, None, "sentences")
+    else:
+        assert lines[-1].startswith("translate: 9 sentences  elapsed ") and "eta" not in lines[-1]
+
+
+def test_count_log_on_stderr_reports_every_default_interval(monkeypatch):
+    """``every=None``: the shared interval, read when the log is made (one constant for every long command)."""
+    import ctxmt_cli.logs as logs
+
+    monkeypatch.setattr(logs, "REPORT_EVERY", 12.5)
+    assert CountLog.on_stderr("plain", "rows", every=None).every == 12.5
+    assert CountLog.on_stderr("plain", "rows", every=0.0).every == 0.0
