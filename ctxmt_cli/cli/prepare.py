@@ -86,6 +86,7 @@ def _prepare(ctx: typer.Context, p: dict) -> None:
     from ctxmt_cli.cli.docrepair import DERIVED_FORMATS, check_options, check_vocabulary_options, prepare_derived
     from ctxmt_cli.data.clean import CleanRules
     from ctxmt_cli.data.pipeline import prepare_from_cli, summary_lines
+    from ctxmt_cli.logs import CountLog
 
     fmt, out = p["fmt"], p["out"]
     if fmt in DERIVED_FORMATS:
@@ -99,8 +100,13 @@ def _prepare(ctx: typer.Context, p: dict) -> None:
         from ctxmt_cli.models.loading import open_checkpoint
 
         spec["vocab_tokenizer"] = open_checkpoint(spec["vocab_from"]).tokenizer
-    meta = prepare_from_cli(fmt, out, {"train": p["train"], "valid": p["valid"], "test": p["test"]}, docs=p["docs"],
-                            clean=clean, **spec)
+    log = CountLog.on_stderr(p["log_format"], "pairs", every=None)     # stdout keeps the summary
+    try:
+        meta = prepare_from_cli(fmt, out, {"train": p["train"], "valid": p["valid"], "test": p["test"]},
+                                docs=p["docs"], clean=clean, progress=log.message,
+                                count=lambda split, done, total: log.update(f"prepare {split}", done, total), **spec)
+    finally:
+        log.close()
     typer.echo("\n".join(summary_lines(out, meta, clean)))
 
 

@@ -87,27 +87,26 @@ def serve(
     """
     _check_packages()
     from ctxmt_cli.logs import CountLog
-    from ctxmt_cli.serve.server import bind
 
-    sock = bind(host, port)             # an address in use is refused before the model loads
     log = CountLog.on_stderr(log_format, "requests", every=None)
     try:
-        try:
-            app, line = _build(ctx.params, lambda stats: log.update("serve", stats.requests, None))
-        except BaseException:
-            sock.close()
-            raise
-        _serve(app, sock, line, ctx.params, log)
+        _serve(ctx.params, log)
     finally:
         log.close()
 
 
-def _serve(app, sock, line: str, options: dict, log) -> None:
-    """Serve ``app`` on ``sock`` with the connection limits of ``options`` until a signal stops it; the listening
-    line on ``log``."""
+def _serve(options: dict, log) -> None:
+    """Bind, load and serve with ``options`` (the command's, by name) until a signal stops it; the listening line
+    and the requests answered on ``log``."""
     from ctxmt_cli.serve.guard import ConnectionLimits
-    from ctxmt_cli.serve.server import serve_forever
+    from ctxmt_cli.serve.server import bind, serve_forever
 
+    sock = bind(options["host"], options["port"])      # an address in use is refused before the model loads
+    try:
+        app, line = _build(options, lambda stats: log.update("serve", stats.requests, None))
+    except BaseException:
+        sock.close()
+        raise
     connections = ConnectionLimits(options["header_timeout"], options["body_timeout"], options["max_connections"])
     serve_forever(app, sock, lambda url: log.message(f"ctxmt: serve: listening on {url} ({line}); Ctrl-C or SIGTERM "
                                                      "stops", url=url), connections)

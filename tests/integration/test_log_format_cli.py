@@ -95,3 +95,16 @@ def test_cxmi_and_analyze_attention_report_progress_on_stderr(concat_checkpoint,
     records = [r for r in _json_lines(attention.stderr.split("wrote ")[0]) if r["kind"] == "progress"]
     assert records[0]["done"] == 0 and records[-1]["done"] == records[-1]["total"] == 20
     assert all(r["task"] == "analyze-attention" and r["unit"] == "windows" for r in records)
+
+
+def test_prepare_reports_the_pairs_of_each_split_on_stderr(tmp_path):
+    result = run_cli("prepare", "synthetic", "-o", tmp_path / "data", "--docs", 41, "--log-format", "json")
+    assert result.exit_code == 0, result.output
+    records = _json_lines(result.stderr)
+    progress = [r for r in records if r["kind"] == "progress"]
+    assert {r["task"] for r in progress} == {"prepare train", "prepare valid", "prepare test"}
+    for split in ("train", "valid", "test"):
+        mine = [r for r in progress if r["task"] == f"prepare {split}"]
+        assert mine[-1]["done"] == mine[-1]["total"] > 0 and mine[-1]["unit"] == "pairs"
+    assert result.stdout.startswith("prepared ") or "prepared" in result.stdout      # the summary stays on stdout
+    assert not [line for line in result.stdout.splitlines() if line.startswith("{")]
