@@ -79,21 +79,32 @@ class CountLog:
     later calls report done/total, elapsed and ETA at that rate (``total`` None: not known yet, as for documents
     arriving on stdin; no ETA then). ``message(text)`` prints a note line. ``rich`` draws one bar per task on
     ``stream``; ``plain`` and ``json`` print one line per update that changes the count, or with ``every`` seconds
-    at most one per ``every`` seconds (the first, and the last at ``done == total``, always).
+    at most one per ``every`` seconds (the first, and the last at ``done == total``, always). With ``first`` False
+    a task's first line waits until it has run ``every`` seconds, so a task done sooner prints nothing: a short
+    command's stderr keeps only its own lines (a warning, the one line of an error) where a pipe or a log file
+    reads it, and a long one reports periodically.
     """
 
-    def __init__(self, log_format: str, unit: str, stream: Optional[TextIO] = None, every: float = 0.0):
+    def __init__(self, log_format: str, unit: str, stream: Optional[TextIO] = None, every: float = 0.0,
+                 first: bool = True):
         self.format, self.unit, self.stream, self.every = log_format, unit, stream or sys.stderr, every
+        self.first = first
         self._tasks: dict[str, tuple[float, float]] = {}                       # task -> (start time, start count)
         self._last: dict[str, tuple[float, int]] = {}                         # task -> time and count of its last line
         self._bar, self._bar_tasks = None, {}
 
     @classmethod
-    def on_stderr(cls, log_format: Optional[str], unit: str, every: Optional[float] = 0.0) -> "CountLog":
+    def on_stderr(cls, log_format: Optional[str], unit: str, every: float = 0.0) -> "CountLog":
         """A log on stderr, where a command whose stdout carries its result reports progress; ``log_format`` None:
-        ``rich`` when stderr is a terminal, ``plain`` otherwise; ``every`` None: :data:`REPORT_EVERY`."""
-        return cls(resolve_log_format(log_format, sys.stderr), unit, sys.stderr,
-                   REPORT_EVERY if every is None else every)
+        ``rich`` when stderr is a terminal, ``plain`` otherwise."""
+        return cls(resolve_log_format(log_format, sys.stderr), unit, sys.stderr, every)
+
+    @classmethod
+    def periodic(cls, log_format: Optional[str], unit: str) -> "CountLog":
+        """The progress of a command that may run long (``translate``, ``cxmi``, ``analyze-attention``, ``prepare``,
+        ``serve``): on stderr, a bar on a terminal, else a line every :data:`REPORT_EVERY` seconds once a task has
+        run that long (a shorter task prints none)."""
+        return cls(resolve_log_format(log_format, sys.stderr), unit, sys.stderr, REPORT_EVERY, first=False)
 
     def message(self, text: str, **fields) -> None:
         """A note between progress lines; ``fields`` go into its JSON object (``json``) beside ``text``."""
@@ -116,6 +127,8 @@ class CountLog:
             at, shown = self._last[task]
             if done == shown or (not finished and now - at < self.every):      # nothing new, or too soon
                 return
+        elif not self.first and now - started < self.every:                    # not running long enough yet
+            return
         self._last[task] = (now, done)
         elapsed = now - started
         eta = None if total is None else eta_seconds(done, total, elapsed, start)

@@ -224,7 +224,7 @@ def _analysed(loaded, dataset, indices: np.ndarray, req: AttentionRequest) -> tu
     """:func:`attention_result`, the windows done so far on stderr in ``req.log_format``."""
     from ctxmt_cli.logs import CountLog
 
-    log, done = CountLog.on_stderr(req.log_format, "windows", every=None), 0
+    log, done = CountLog.periodic(req.log_format, "windows"), 0
 
     def advance(n: int) -> None:
         nonlocal done

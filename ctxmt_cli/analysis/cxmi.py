@@ -285,7 +285,7 @@ def _scored(loaded, pairs: list[SentencePair], req: CxmiRequest) -> tuple:
     every sentence, so the count jumps to it at the end where identical rows were scored once."""
     from ctxmt_cli.logs import CountLog
 
-    log, done, total = CountLog.on_stderr(req.log_format, "rows", every=None), 0, 2 * len(pairs)
+    log, done, total = CountLog.periodic(req.log_format, "rows"), 0, 2 * len(pairs)
 
     def advance(n: int) -> None:
         nonlocal done

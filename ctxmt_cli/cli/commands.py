@@ -105,7 +105,7 @@ def translate_file(input: str, out: str, checkpoint: Path, loading: Optional[dic
     model = api.load(checkpoint, **loading)
     model.warn = lambda line: print(f"ctxmt: warning: {line}", file=sys.stderr)
     stats = options.pop("stats", None) or TranslationStats()
-    log = CountLog.on_stderr(log_format, "sentences", every=None)
+    log = CountLog.periodic(log_format, "sentences")
     try:
         count = _write_translations(model, documents, out, log, input_format=input_format, scores=scores,
                                     stats=stats, **options)

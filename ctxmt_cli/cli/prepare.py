@@ -100,10 +100,10 @@ def _prepare(ctx: typer.Context, p: dict) -> None:
         from ctxmt_cli.models.loading import open_checkpoint
 
         spec["vocab_tokenizer"] = open_checkpoint(spec["vocab_from"]).tokenizer
-    log = CountLog.on_stderr(p["log_format"], "pairs", every=None)     # stdout keeps the summary
+    log = CountLog.periodic(p["log_format"], "pairs")     # stdout keeps the summary
     try:
         meta = prepare_from_cli(fmt, out, {"train": p["train"], "valid": p["valid"], "test": p["test"]},
-                                docs=p["docs"], clean=clean, progress=log.message,
+                                docs=p["docs"], clean=clean,
                                 count=lambda split, done, total: log.update(f"prepare {split}", done, total), **spec)
     finally:
         log.close()

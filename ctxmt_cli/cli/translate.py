@@ -65,8 +65,8 @@ def translate(
 ):
     """Translate whole documents sentence by sentence, with the model's own context (or --context K).
 
-    The sentences translated so far go to stderr (a bar on a terminal, a line every 30 s otherwise), then one line
-    with the count, the time and the decoding settings."""
+    The sentences translated so far go to stderr (a bar on a terminal, otherwise a line every 30 s once it has run
+    that long), then one line with the count, the time and the decoding settings."""
     from ctxmt_cli.cli.commands import translate_file
 
     loading = {"device": device, "first_pass": first_pass, "repair": repair, "engine": engine}
