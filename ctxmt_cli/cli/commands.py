@@ -82,9 +82,9 @@ def translate_file(input: str, out: str, checkpoint: Path, loading: Optional[dic
     arguments of :func:`ctxmt_cli.api.load` (``device``, ``first_pass``, ``repair``, ``engine``: ``ctranslate2``
     translates the folder ``checkpoint`` that ``ctxmt export ctranslate2`` wrote); ``options``: those of
     :meth:`~ctxmt_cli.api.Model.translate`. An existing ``out`` file is replaced only with ``force``. The sentences
-    translated so far go to stderr in ``log_format`` (:class:`ctxmt_cli.logs.CountLog`: a bar on a terminal, a
-    line every :data:`~ctxmt_cli.logs.REPORT_EVERY` seconds otherwise), then the closing ``translated N
-    sentences`` line.
+    translated so far go to stderr in ``log_format`` (:meth:`ctxmt_cli.logs.CountLog.periodic`: a bar on a
+    terminal, otherwise a line every :data:`~ctxmt_cli.logs.REPORT_EVERY` seconds once it has run that long), then
+    the closing ``translated N sentences`` line.
     """
     import sys
 
@@ -131,19 +131,22 @@ def _write_translations(model, documents, out: str, log, *, input_format: str, s
     from ctxmt_cli.decode.jsonl import format_translation
 
     total, count, nbest = _to_translate(documents), 0, options.get("nbest")
-    bounded = (lambda done: done) if total is None else (lambda done: min(done, total))  # blank lines: no step
-    log.update("translate", 0, total)
+
+    def report(done: int) -> None:
+        # the decoder's count may pass the planned total (lead-in sentences translated, then dropped): capped
+        log.update("translate", done if total is None else min(done, total), total)
+
+    report(0)
     with DocumentWriter(out) as writer:
         results = model.translate_stream(documents, scores=scores, stats=stats,
-                                         progress=lambda counted: log.update("translate", bounded(counted.sentences),
-                                                                             total), **options)
+                                         progress=lambda counted: report(counted.sentences), **options)
         for n, result in enumerate(results):
             if input_format == "jsonl":
                 writer.write(format_translation(result, scores, nbest is not None))
             else:                                      # a blank line before every document but the first
                 writer.write(("\n" if n else "") + format_documents([result.translations]))
             count += len(result.sentences)
-    log.update("translate", bounded(stats.sentences) if total is None else total, total)
+    report(stats.sentences if total is None else total)     # the end (a blank line is no step of the decoder)
     return count
 
 

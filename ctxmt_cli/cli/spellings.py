@@ -41,6 +41,12 @@ class OldSpellings:
     positionals: tuple[Optional[str], ...] = ()
     repeat: bool = False
 
+    def target(self, slot: int) -> Optional[str]:
+        """The option the ``slot``-th positional argument became, or None where it is still an argument."""
+        if slot < len(self.positionals):
+            return self.positionals[slot]
+        return self.positionals[-1] if self.repeat and self.positionals else None
+
 
 _TARGET_MODE = {"--target-context": "--target-mode"}
 _CONTRASTIVE = OldSpellings(flags={"--json": "--testset-json"})
@@ -75,6 +81,7 @@ def respell(path: str, command, args: list[str]) -> list[str]:
 
 
 def _flags(path: str, renamed: dict[str, str], args: list[str]) -> list[str]:
+    """``args`` with each renamed flag (``--old`` or ``--old=value``, before any ``--``) under its new name."""
     out, announced = [], set()
     for k, arg in enumerate(args):
         if arg == "--":
@@ -95,32 +102,35 @@ def _takes_value(command) -> set[str]:
             and not getattr(p, "count", False) for opt in (*p.opts, *p.secondary_opts)}
 
 
-def _positionals(path: str, command, old: OldSpellings, args: list[str]) -> list[str]:
-    """Move the positional arguments that became options behind their flags (one warning for them all)."""
-    valued, out, moved = _takes_value(command), [], []
-    slot, k, options_end = 0, 0, False
+def _pieces(command, args: list[str]) -> list[tuple[bool, list[str]]]:
+    """``args`` cut as click will read them: (True, [argument]) for a positional argument, (False, tokens) for an
+    option with its value, a flag, or ``--`` (after which everything is an argument)."""
+    valued, pieces, k = _takes_value(command), [], 0
     while k < len(args):
         arg = args[k]
-        if not options_end and arg == "--":
-            options_end = True
-        elif not options_end and arg.startswith("-") and len(arg) > 1:
-            out.append(arg)
-            if "=" not in arg and arg in valued and k + 1 < len(args):
-                k += 1
-                out.append(args[k])
-            k += 1
-            continue
+        if arg == "--":
+            return pieces + [(False, [arg])] + [(True, [rest]) for rest in args[k + 1:]]
+        if arg.startswith("-") and len(arg) > 1:
+            width = 2 if "=" not in arg and arg in valued and k + 1 < len(args) else 1
+            pieces.append((False, args[k:k + width]))
+            k += width
         else:
-            target = old.positionals[min(slot, len(old.positionals) - 1)] if slot < len(old.positionals) or \
-                old.repeat else None
-            slot += 1
-            if target is not None:
-                moved.append((target, arg))
-                out += [target, arg]
-                k += 1
-                continue
-        out.append(arg)
-        k += 1
+            pieces.append((True, [arg]))
+            k += 1
+    return pieces
+
+
+def _positionals(path: str, command, old: OldSpellings, args: list[str]) -> list[str]:
+    """Move the positional arguments that became options behind their flags (one warning for them all)."""
+    out, moved, slot = [], [], 0
+    for is_argument, tokens in _pieces(command, args):
+        target = old.target(slot) if is_argument else None
+        slot += is_argument
+        if target is None:
+            out += tokens
+        else:
+            moved.append((target, tokens[0]))
+            out += [target, tokens[0]]
     if moved:
         for target in dict.fromkeys(t for t, _ in moved):
             _check_once(command, target, args, [v for t, v in moved if t == target])
