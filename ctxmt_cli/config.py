@@ -370,7 +370,7 @@ def load_recipe(path: str | Path, overrides: Optional[list[str]] = None) -> Reci
     raw = read_yaml_file(path)
     if raw is None:                   # an empty file, or comments only: most likely the wrong file, not "defaults"
         raise CtxmtError(f"{path}: the recipe is empty (no data/model/train/decode sections); give the right file, "
-                         "or start from a packaged one: ctxmt recipes copy quickstart/concat DIR")
+                         "or start from a packaged one: ctxmt recipes copy quickstart/concat -o DIR")
     overrides = list(overrides or [])
     if isinstance(raw, dict):          # overrides write into the mapping; anything else is refused just below
         raw = apply_overrides(raw, overrides)

@@ -18,6 +18,8 @@ import time
 from typing import Optional, TextIO
 
 LOG_FORMATS = ("plain", "rich", "json")
+#: seconds between two progress lines of a long command (plain and json; the first and the last always print)
+REPORT_EVERY = 30.0
 
 
 def resolve_log_format(requested: Optional[str], stream: Optional[TextIO] = None) -> str:
@@ -74,15 +76,21 @@ class CountLog:
     """Progress of a count toward a total (documents translated, candidate rows scored) in one log format.
 
     ``update(task, done, total)``: the first call for a task sets its baseline (a resumed run starts past 0),
-    later calls report done/total, elapsed and ETA at that rate. ``message(text)`` prints a note line.
-    ``rich`` draws one bar per task on ``stream``; ``plain`` and ``json`` print one line per update, or with
-    ``every`` seconds at most one per ``every`` seconds (the first, and the last at ``done == total``, always).
+    later calls report done/total, elapsed and ETA at that rate (``total`` None: not known yet, as for documents
+    arriving on stdin; no ETA then). ``message(text)`` prints a note line. ``rich`` draws one bar per task on
+    ``stream``; ``plain`` and ``json`` print one line per update that changes the count, or with ``every`` seconds
+    at most one per ``every`` seconds (the first, and the last at ``done == total``, always). With ``first`` False
+    a task's first line waits until it has run ``every`` seconds, so a task done sooner prints nothing: a short
+    command's stderr keeps only its own lines (a warning, the one line of an error) where a pipe or a log file
+    reads it, and a long one reports periodically.
     """
 
-    def __init__(self, log_format: str, unit: str, stream: Optional[TextIO] = None, every: float = 0.0):
+    def __init__(self, log_format: str, unit: str, stream: Optional[TextIO] = None, every: float = 0.0,
+                 first: bool = True):
         self.format, self.unit, self.stream, self.every = log_format, unit, stream or sys.stderr, every
+        self.first = first
         self._tasks: dict[str, tuple[float, float]] = {}                       # task -> (start time, start count)
-        self._last: dict[str, float] = {}                                      # task -> time of its last line
+        self._last: dict[str, tuple[float, int]] = {}                         # task -> time and count of its last line
         self._bar, self._bar_tasks = None, {}
 
     @classmethod
@@ -90,6 +98,13 @@ class CountLog:
         """A log on stderr, where a command whose stdout carries its result reports progress; ``log_format`` None:
         ``rich`` when stderr is a terminal, ``plain`` otherwise."""
         return cls(resolve_log_format(log_format, sys.stderr), unit, sys.stderr, every)
+
+    @classmethod
+    def periodic(cls, log_format: Optional[str], unit: str) -> "CountLog":
+        """The progress of a command that may run long (``translate``, ``cxmi``, ``analyze-attention``, ``prepare``,
+        ``serve``): on stderr, a bar on a terminal, else a line every :data:`REPORT_EVERY` seconds once a task has
+        run that long (a shorter task prints none)."""
+        return cls(resolve_log_format(log_format, sys.stderr), unit, sys.stderr, REPORT_EVERY, first=False)
 
     def message(self, text: str, **fields) -> None:
         """A note between progress lines; ``fields`` go into its JSON object (``json``) beside ``text``."""
@@ -100,24 +115,32 @@ class CountLog:
         else:
             self._print(text)
 
-    def update(self, task: str, done: int, total: int) -> None:
-        """``done`` of ``total`` units of ``task``."""
+    def update(self, task: str, done: int, total: Optional[int]) -> None:
+        """``done`` of ``total`` units of ``task`` (``total`` None: unknown)."""
         now = time.monotonic()
         started, start = self._tasks.setdefault(task, (now, done))
         if self.format == "rich":
             self._rich(task, done, total)
             return
-        if task in self._last and done < total and now - self._last[task] < self.every:
+        finished = total is not None and done >= total
+        if task in self._last:
+            at, shown = self._last[task]
+            if done == shown or (not finished and now - at < self.every):      # nothing new, or too soon
+                return
+        elif not self.first and now - started < self.every:                    # not running long enough yet
             return
-        self._last[task] = now
-        elapsed, eta = now - started, eta_seconds(done, total, now - started, start)
+        self._last[task] = (now, done)
+        elapsed = now - started
+        eta = None if total is None else eta_seconds(done, total, elapsed, start)
         if self.format == "json":
             self._print(json_line({"kind": "progress", "task": task, "done": done, "total": total, "unit": self.unit,
                                    "elapsed_s": round(elapsed, 3), "eta_s": None if eta is None else round(eta, 3)}))
+        elif total is None:
+            self._print(f"{task}: {done} {self.unit}  elapsed {duration(elapsed)}")
         else:
             self._print(f"{task}: {done}/{total} {self.unit}  elapsed {duration(elapsed)}  eta {duration(eta)}")
 
-    def _rich(self, task: str, done: int, total: int) -> None:
+    def _rich(self, task: str, done: int, total: Optional[int]) -> None:
         if self._bar is None:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn

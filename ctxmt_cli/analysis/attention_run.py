@@ -20,7 +20,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 import torch
@@ -53,6 +53,7 @@ class AttentionRequest:
     max_tokens: int = DEFAULT_MAX_TOKENS
     device: str = "cpu"
     force: bool = False
+    log_format: Optional[str] = None    # windows analysed so far, on stderr (None: a bar on a terminal, else lines)
 
 
 def _check(req: AttentionRequest) -> None:
@@ -164,10 +165,11 @@ def reference_concatenation(loaded, split, name: str):
 
 
 @torch.no_grad()
-def collect_statistics(model, dataset, indices: np.ndarray, *, max_tokens: int,
-                       device) -> tuple[AttentionStats, KeptShares]:
+def collect_statistics(model, dataset, indices: np.ndarray, *, max_tokens: int, device,
+                       progress: Optional[Callable[[int], None]] = None) -> tuple[AttentionStats, KeptShares]:
     """Run every window of ``indices`` through ``model`` with a statistics probe, batch by batch; the kept shares
-    of a model that selects context tokens are pooled from each pass's loss terms."""
+    of a model that selects context tokens are pooled from each pass's loss terms. ``progress(n)``: after each
+    batch, its n windows."""
     from ctxmt_cli.data.batching import BatchBudget
     from ctxmt_cli.models.families import inputs_of
 
@@ -180,6 +182,8 @@ def collect_statistics(model, dataset, indices: np.ndarray, *, max_tokens: int,
         batch = inputs.collate(dataset, plan, vocab).to(device)
         stats.rows = [int(j) for j in batch.ids]
         kept.add(model(batch, probe=listen, project=False).loss_terms)
+        if progress is not None:
+            progress(len(stats.rows))
     return stats, kept
 
 
@@ -194,7 +198,7 @@ def run_attention(req: AttentionRequest) -> dict:
     split = read_split(loaded, req)
     dataset = window_dataset(loaded, split, req.context, target_concatenation(loaded, req, split))
     indices = analysed_windows(dataset, req.max_sentences, req.show)
-    stats, result = attention_result(loaded, dataset, indices, req.max_tokens, str(req.checkpoint))
+    stats, result = _analysed(loaded, dataset, indices, req)
     out = Path(req.out)
     out.mkdir(parents=True, exist_ok=True)
     remove_stale(out)
@@ -219,6 +223,24 @@ def run_attention(req: AttentionRequest) -> dict:
     return result
 
 
+def _analysed(loaded, dataset, indices: np.ndarray, req: AttentionRequest) -> tuple[AttentionStats, dict]:
+    """:func:`attention_result`, the windows done so far on stderr in ``req.log_format``."""
+    from ctxmt_cli.logs import CountLog
+
+    log, done = CountLog.periodic(req.log_format, "windows"), 0
+
+    def advance(n: int) -> None:
+        nonlocal done
+        done += n
+        log.update("analyze-attention", done, len(indices))
+
+    log.update("analyze-attention", 0, len(indices))
+    try:
+        return attention_result(loaded, dataset, indices, req.max_tokens, str(req.checkpoint), progress=advance)
+    finally:
+        log.close()
+
+
 def _install(stage: Path, out: Path, force: bool) -> None:
     """Move the files written in ``stage`` into ``out``; one that exists there is replaced only with ``force`` and
     when an earlier analysis wrote it (checked for all before any moves)."""
@@ -240,11 +262,13 @@ def analysed_windows(dataset, max_sentences: Optional[int], show: tuple[int, ...
     return indices
 
 
-def attention_result(loaded, dataset, indices: np.ndarray, max_tokens: int,
-                     checkpoint: Optional[str] = None) -> tuple[AttentionStats, dict]:
-    """The statistics of ``indices`` and ``analysis.json``'s content (``checkpoint``: the path it names)."""
+def attention_result(loaded, dataset, indices: np.ndarray, max_tokens: int, checkpoint: Optional[str] = None, *,
+                     progress: Optional[Callable[[int], None]] = None) -> tuple[AttentionStats, dict]:
+    """The statistics of ``indices`` and ``analysis.json``'s content (``checkpoint``: the path it names;
+    ``progress(n)``: after each batch of n windows)."""
     device = next(loaded.model.parameters()).device
-    stats, kept = collect_statistics(loaded.model, dataset, indices, max_tokens=max_tokens, device=device)
+    stats, kept = collect_statistics(loaded.model, dataset, indices, max_tokens=max_tokens, device=device,
+                                     progress=progress)
     result = stats.to_json()
     if kept.to_json() is not None:
         result["kept_context"] = kept.to_json()

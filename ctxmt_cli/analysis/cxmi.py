@@ -83,6 +83,7 @@ class CxmiRequest:
     per_sentence: Optional[str | Path] = None
     tokens: Optional[Sequence[str]] = None         # P-CXMI restricted to these target words too
     force: bool = False                            # replace an existing --out / --per-sentence file
+    log_format: Optional[str] = None               # rows scored so far, on stderr (None: a bar on a terminal)
 
 
 @dataclass(frozen=True)
@@ -156,14 +157,17 @@ def sentence_pairs(docs: list[Document], keep: tuple[int, int], limit: int,
     return pairs
 
 
-def score_pairs(model, tokenizer, pairs: list[SentencePair], max_tokens: int, per_token: bool = False) -> tuple:
+def score_pairs(model, tokenizer, pairs: list[SentencePair], max_tokens: int, per_token: bool = False, *,
+                progress: Optional[Callable[[int], None]] = None) -> tuple:
     """Summed log-probabilities without and with context, and the scored token counts, per sentence; with
     ``per_token``, a fourth element: each sentence's scored tokens' log-probability differences (context minus
-    none, ``</s>`` last)."""
+    none, ``</s>`` last). ``progress(n)``: after each batch of n distinct rows (a sentence without context is one
+    row, not two)."""
     from ctxmt_cli.evaluate.contrastive import score_rows
 
     rows = [p.plain for p in pairs] + [p.contextual for p in pairs]
-    logprob, tokens, *kept = score_rows(model, tokenizer, rows, max_tokens=max_tokens, per_token=per_token)
+    logprob, tokens, *kept = score_rows(model, tokenizer, rows, max_tokens=max_tokens, per_token=per_token,
+                                        progress=progress)
     n = len(pairs)
     if not per_token:
         return logprob[:n], logprob[n:], tokens[:n]
@@ -255,8 +259,7 @@ def run_cxmi(req: CxmiRequest) -> dict:
         log.warning(f"{why}, so CXMI is 0 by construction")
     donor = random_donor(docs, max(keep), np.random.default_rng(req.seed)) if req.random_context else None
     pairs = sentence_pairs(docs, keep, loaded.recipe.data.max_window_tokens, donor, following)
-    plain, contextual, tokens, *deltas = score_pairs(loaded.model, loaded.tokenizer, pairs, req.max_tokens,
-                                                     per_token=req.tokens is not None)
+    plain, contextual, tokens, *deltas = _scored(loaded, pairs, req)
     tags = synthetic_tags(prepared, req.split, docs)
     flat_tags = None if tags is None else [t for doc in tags for t in doc]
     result = summarize(plain, contextual, tokens, pairs, flat_tags)
@@ -276,6 +279,28 @@ def run_cxmi(req: CxmiRequest) -> dict:
     if req.out is not None:
         _write(Path(req.out), json.dumps(result, indent=2) + "\n")
     return result
+
+
+def _scored(loaded, pairs: list[SentencePair], req: CxmiRequest) -> tuple:
+    """:func:`score_pairs`, the rows scored so far on stderr in ``req.log_format``; the total counts both rows of
+    every sentence, so the count jumps to it at the end where identical rows were scored once."""
+    from ctxmt_cli.logs import CountLog
+
+    log, done, total = CountLog.periodic(req.log_format, "rows"), 0, 2 * len(pairs)
+
+    def advance(n: int) -> None:
+        nonlocal done
+        done += n
+        log.update("cxmi", done, total)
+
+    log.update("cxmi", 0, total)
+    try:
+        scored = score_pairs(loaded.model, loaded.tokenizer, pairs, req.max_tokens, per_token=req.tokens is not None,
+                             progress=advance)
+        log.update("cxmi", total, total)
+        return scored
+    finally:
+        log.close()
 
 
 def summarize(plain, contextual, tokens, pairs: list[SentencePair], tags: Optional[list[list[str]]]) -> dict:

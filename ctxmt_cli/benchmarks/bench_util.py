@@ -316,9 +316,9 @@ def ratio_lines(figure: str, per_impl: dict[str, list[float]]) -> list[str]:
 
 def print_report(table, lines: list[str]) -> None:
     """The table, then ``lines`` (memory lines, then the ratio lines last: scripts and tests read them from the end)."""
-    from rich.console import Console
+    from ctxmt_cli.tables import print_table
 
-    Console(width=120).print(table)
+    print_table(table)
     for line in lines:
         print(line)
 

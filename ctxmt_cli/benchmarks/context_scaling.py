@@ -312,10 +312,10 @@ def plot(results: list[dict], path: Path, title: str) -> bool:
 
 def report(results: list[dict], settings: Settings, header: dict) -> None:
     """Print the tables, write JSON and PNG, print the ratio lines last."""
-    from rich.console import Console
+    from ctxmt_cli.tables import print_table
 
     for table in tables(results):
-        Console().print(table)
+        print_table(table)
     settings.out.mkdir(parents=True, exist_ok=True)
     payload = {"settings": {**asdict(settings), "out": str(settings.out)}, **header, "results": results}
     (settings.out / "context_scaling.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")

@@ -19,6 +19,7 @@ from ctxmt_cli.cli.options import (
     SAMPLES,
     SEED,
     Device,
+    LogFormat,
 )
 from ctxmt_cli.config_base import DEFAULT_MAX_TOKENS
 from ctxmt_cli.errors import CtxmtError
@@ -52,13 +53,14 @@ def analyze_attention(
     max_sentences: Optional[int] = typer.Option(None, **COUNT, help="analyse the first N windows only"),
     show: Optional[str] = typer.Option(None, help="window numbers (comma-separated) to draw as heat maps"),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="draw the PNGs (needs matplotlib)"),
-    out: Optional[Path] = typer.Option(None, help="directory for analysis.json, sentences.jsonl and the PNGs "
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="directory for analysis.json, sentences.jsonl and the PNGs "
                                        "(default: analysis-SPLIT beside the checkpoint)"),
     force: bool = typer.Option(False, help="overwrite an earlier analysis in --out"),
     trials: int = typer.Option(1000, **SAMPLES, help="compare: permutations of approximate randomisation"),
     seed: int = typer.Option(1, **SEED, help="compare: seed of the permutations"),
     max_tokens: int = typer.Option(DEFAULT_MAX_TOKENS, **MAX_TOKENS, help="token budget per batch"),
     device: Device = "auto",
+    log_format: LogFormat = None,
 ):
     """Attention entropy and current-sentence share per kind, layer and head (Lupo et al. 2022, Table 5 and
     Figure 2), group usage of the caching family, HanoiT's kept context tokens per selection layer and its
@@ -82,7 +84,8 @@ def analyze_attention(
     default_out = checkpoint.parent / f"analysis-{split if src is None else 'files'}"
     request = attention_run.AttentionRequest(
         checkpoint=checkpoint, out=out or default_out, data=data, split=split, src=src, ref=ref, context=context,
-        max_sentences=max_sentences, show=_show(show), plots=plots, max_tokens=max_tokens, device=device, force=force)
+        max_sentences=max_sentences, show=_show(show), plots=plots, max_tokens=max_tokens, device=device, force=force,
+        log_format=log_format)
     typer.echo(attention_run.render(attention_run.run_attention(request)))
     typer.echo(f"wrote {request.out}/analysis.json", err=True)
 
@@ -101,7 +104,7 @@ def cxmi(
     random_context: bool = typer.Option(False, "--random-context", help="control: context sentences (source and "
                                         "target, aligned) drawn from another document, seeded"),
     seed: int = typer.Option(1, **SEED, help="seed of --random-context"),
-    out: Optional[str] = typer.Option(None, metavar="PATH", help="write the figures to this JSON file"),
+    out: Optional[str] = typer.Option(None, "--out", "-o", metavar="PATH", help="write the figures to this JSON file"),
     per_sentence: Optional[str] = typer.Option(None, metavar="PATH", help="write P-CXMI (one JSON line per sentence) "
                                                "to this file"),
     tokens: Optional[str] = typer.Option(None, metavar="WORD[,WORD...]", help="also P-CXMI restricted to these "
@@ -110,6 +113,7 @@ def cxmi(
     max_tokens: int = typer.Option(DEFAULT_MAX_TOKENS, **MAX_TOKENS, help="token budget per scoring batch"),
     device: Device = "auto",
     force: bool = typer.Option(False, help="replace an existing --out or --per-sentence file"),
+    log_format: LogFormat = None,
 ):
     """Context usage (CXMI, Fernandes et al. 2021): log q(y|x,C) - log q(y|x) of the same model, per token and per
     sentence, over a prepared split's reference sentences; with --tokens, also over the tokens of chosen words."""
@@ -120,7 +124,7 @@ def cxmi(
         refuse_given(ctx, ("seed",), "is read with --random-context only (it draws the other documents' context)")
     request = CxmiRequest(checkpoint=checkpoint, data=data, split=split, context=context, random_context=random_context,
                           seed=seed, max_tokens=max_tokens, device=device, out=out, per_sentence=per_sentence,
-                          tokens=None if tokens is None else parse_words(tokens), force=force)
+                          tokens=None if tokens is None else parse_words(tokens), force=force, log_format=log_format)
     typer.echo(render(run_cxmi(request)))
 
 
@@ -130,7 +134,7 @@ COMMANDS["cxmi"] = cxmi
 def plot(
     run_dirs: list[Path] = typer.Argument(..., metavar="RUN_DIR", help="training directories (train.save_dir) "
                                           "holding metrics.jsonl; several are overlaid, one colour each"),
-    out: Optional[Path] = typer.Option(None, help="directory for the PNGs (default: RUN_DIR/plots of the first run)"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="directory for the PNGs (default: RUN_DIR/plots of the first run)"),
     force: bool = typer.Option(False, help="overwrite PNGs that already exist"),
 ):
     """Training curves (Lupo et al. 2022, Figure 3): losses, current / context loss ratio, learning rate, tokens/s

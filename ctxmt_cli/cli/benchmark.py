@@ -66,7 +66,7 @@ def benchmark(
     name: BenchmarkName = typer.Argument(..., metavar="NAME", help="the benchmark to run"),
     contexts: Optional[str] = typer.Option(None, help="context sizes K in sentences, comma-separated "
                                            "[default: 1,2,4,8,16; --quick 1,4,8]"),
-    out: Path = typer.Option(CONTEXT_SCALING_OUT, "--out", help="directory for the JSON results and the PNG plot"),
+    out: Path = typer.Option(CONTEXT_SCALING_OUT, "--out", "-o", help="directory for the JSON results and the PNG plot"),
     docs: Optional[int] = typer.Option(None, **COUNT, help="documents timed (decoded in parallel) [default: 4; --quick 2]"),
     sentences: Optional[int] = typer.Option(None, **COUNT, help="first N sentences of each timed document "
                                             "[default: 32; --quick 16]"),

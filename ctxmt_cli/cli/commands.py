@@ -69,8 +69,9 @@ def train_result_lines(result, log_format=None) -> str:
 
 
 
-def translate_file(input: str, output: str, checkpoint: Path, loading: Optional[dict] = None, *,
-                   input_format: str = "text", scores: bool = False, force: bool = False, **options) -> int:
+def translate_file(input: str, out: str, checkpoint: Path, loading: Optional[dict] = None, *,
+                   input_format: str = "text", scores: bool = False, force: bool = False,
+                   log_format: Optional[str] = None, **options) -> int:
     """``ctxmt translate``: translate a document file (or stdin, as it arrives) with the Python API
     (:meth:`ctxmt_cli.api.Model.translate_stream`) and write each document as soon as it is done; returns the
     number of sentences translated.
@@ -80,44 +81,81 @@ def translate_file(input: str, output: str, checkpoint: Path, loading: Optional[
     log-probabilities and with ``nbest`` N the N best translations of each sentence). ``loading``: the keyword
     arguments of :func:`ctxmt_cli.api.load` (``device``, ``first_pass``, ``repair``, ``engine``: ``ctranslate2``
     translates the folder ``checkpoint`` that ``ctxmt export ctranslate2`` wrote); ``options``: those of
-    :meth:`~ctxmt_cli.api.Model.translate`. An existing ``output`` file is replaced only with ``force``.
+    :meth:`~ctxmt_cli.api.Model.translate`. An existing ``out`` file is replaced only with ``force``. The sentences
+    translated so far go to stderr in ``log_format`` (:meth:`ctxmt_cli.logs.CountLog.periodic`: a bar on a
+    terminal, otherwise a line every :data:`~ctxmt_cli.logs.REPORT_EVERY` seconds once it has run that long), then
+    the closing ``translated N sentences`` line.
     """
     import sys
 
     from ctxmt_cli import api
-    from ctxmt_cli.decode.documents import DocumentWriter, format_documents
-    from ctxmt_cli.decode.jsonl import format_translation
+    from ctxmt_cli.decode.settings import TranslationStats
     from ctxmt_cli.decode.streaming import read_input
+    from ctxmt_cli.logs import CountLog
 
     loading, nbest = dict(loading or {}), options.get("nbest")
     if input_format == "text" and (scores or nbest is not None):
         raise CtxmtError("--scores and --nbest add JSON fields to each document: give --input-format jsonl "
                          "(text output holds one translation per line)")
     extra = tuple(Path(p) for p in (loading.get("repair"), loading.get("first_pass")) if p is not None)
-    if output != "-":                  # before any work: a bad -o must not cost a whole translation
-        check_output_file(output, "--output", force=force,
+    if out != "-":                     # before any work: a bad -o must not cost a whole translation
+        check_output_file(out, "--out", force=force,
                           inputs=(checkpoint,) + (() if input == "-" else (input,)) + extra)
     documents = read_input(input, input_format)   # a file is read and checked first: a bad input costs no model load
     model = api.load(checkpoint, **loading)
     model.warn = lambda line: print(f"ctxmt: warning: {line}", file=sys.stderr)
-    count = 0
-    with DocumentWriter(output) as out:
-        results = model.translate_stream(documents, scores=scores, **options)
-        for n, result in enumerate(results):
-            if input_format == "jsonl":
-                out.write(format_translation(result, scores, nbest is not None))
-            else:                                      # a blank line before every document but the first
-                out.write(("\n" if n else "") + format_documents([result.translations]))
-            count += len(result.sentences)
+    stats = options.pop("stats", None) or TranslationStats()
+    log = CountLog.periodic(log_format, "sentences")
+    try:
+        count = _write_translations(model, documents, out, log, input_format=input_format, scores=scores,
+                                    stats=stats, **options)
+        log.message(f"translated {count} sentences {stats.summary()}", sentences=count,
+                    seconds=round(stats.seconds, 3))
+    finally:
+        log.close()
     return count
 
 
-def average_files(paths: list[Path], output: str | Path, *, force: bool = False) -> Path:
-    """``ctxmt average``: refuse an --output that is an input or exists (without ``force``), then average."""
+def _to_translate(documents) -> Optional[int]:
+    """The sentences of ``documents`` that will be translated (non-blank, after any given target context); None
+    for documents still arriving (stdin)."""
+    if not isinstance(documents, list):
+        return None
+    return sum(1 for doc in documents for line in doc.src[len(doc.tgt_context):] if line.strip())
+
+
+def _write_translations(model, documents, out: str, log, *, input_format: str, scores: bool, stats,
+                        **options) -> int:
+    """Translate ``documents`` and write each as it is done; the progress (sentences) on ``log``."""
+    from ctxmt_cli.decode.documents import DocumentWriter, format_documents
+    from ctxmt_cli.decode.jsonl import format_translation
+
+    total, count, nbest = _to_translate(documents), 0, options.get("nbest")
+
+    def report(done: int) -> None:
+        # the decoder's count may pass the planned total (lead-in sentences translated, then dropped): capped
+        log.update("translate", done if total is None else min(done, total), total)
+
+    report(0)
+    with DocumentWriter(out) as writer:
+        results = model.translate_stream(documents, scores=scores, stats=stats,
+                                         progress=lambda counted: report(counted.sentences), **options)
+        for n, result in enumerate(results):
+            if input_format == "jsonl":
+                writer.write(format_translation(result, scores, nbest is not None))
+            else:                                      # a blank line before every document but the first
+                writer.write(("\n" if n else "") + format_documents([result.translations]))
+            count += len(result.sentences)
+    report(stats.sentences if total is None else total)     # the end (a blank line is no step of the decoder)
+    return count
+
+
+def average_files(paths: list[Path], out: str | Path, *, force: bool = False) -> Path:
+    """``ctxmt average``: refuse an --out that is an input or exists (without ``force``), then average."""
     from ctxmt_cli.train.checkpoint import average_checkpoints
 
-    check_output_file(output, "--output", force=force, inputs=tuple(paths))
-    return average_checkpoints(paths, Path(output))
+    check_output_file(out, "--out", force=force, inputs=tuple(paths))
+    return average_checkpoints(paths, Path(out))
 
 
 def synthetic_items(prepared: Path):

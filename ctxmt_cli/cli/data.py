@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import typer
 
+from ctxmt_cli.cli.completion import complete_card
 from ctxmt_cli.cli.errors import OneLineGroup, user_errors
 
 data_app = typer.Typer(
@@ -48,8 +49,9 @@ def _block(dumper, text: str):
 
 @data_app.command("show")
 @user_errors
-def show_card(name: str = typer.Argument(..., metavar="NAME", help="card name, or a prepared directory "
-                                         "(data/europarl_enfr_8k or europarl_enfr_8k)")):
+def show_card(name: str = typer.Argument(..., metavar="NAME", autocompletion=complete_card,
+                                         help="card name, or a prepared directory (data/europarl_enfr_8k or "
+                                         "europarl_enfr_8k)")):
     """Print a card (as YAML), each preparation followed by the recipes that read it."""
     import yaml
 

@@ -31,10 +31,10 @@ DERIVED_OPTIONS = ("data", "splits", "reverse", "forward", "group_size", "stride
 #: the corpus readers' options (every corpus format reads each of them)
 CORPUS_OPTIONS = ("train", "valid", "test", "src_lang", "tgt_lang", "vocab_size", "joint", "moses", "spm_type",
                   "max_sentence_tokens", "seed", "spm_sample", "spm", "vocab_from", "workers", "min_words",
-                  "max_words", "max_length_ratio")
+                  "max_words", "max_length_ratio", "log_format")
 #: what each format of `ctxmt prepare` reads besides FORMAT, --out and --force; any other option is refused
 READS = {
-    "synthetic": {"seed", "docs", "vocab_size"},      # generated languages, BPE, its own sentence lengths
+    "synthetic": {"seed", "docs", "vocab_size", "log_format"},    # generated languages, BPE, its own lengths
     **{fmt: set(CORPUS_OPTIONS) for fmt in ("text", "jsonl", "iwslt-tags", "iwslt-xml", "voita", "maruf")},
     "docrepair": {*DERIVED_OPTIONS, "seed"},
     "reverse": {"data"},

@@ -100,22 +100,6 @@ def warnings_on_stderr():
             logger.propagate = propagate
 
 
-#: command-line flags that were renamed: old -> new (the old one still works, with a one-line warning)
-RENAMED_FLAGS = {"--target-context": "--target-mode"}
-
-
-def renamed_flags(argv: list[str]) -> list[str]:
-    """``argv`` with every renamed flag (``--old`` or ``--old=value``) under its new name, each warned once."""
-    out = []
-    for arg in argv:
-        flag, eq, value = arg.partition("=")
-        if flag in RENAMED_FLAGS:
-            warnings.warn(f"{flag} is now called {RENAMED_FLAGS[flag]} (read as such)", FutureWarning)
-            arg = RENAMED_FLAGS[flag] + eq + value
-        out.append(arg)
-    return out
-
-
 class OneLineGroup(typer.core.TyperGroup):
     """The command group, printing a bad command line as one line (exit 2) instead of a usage box."""
 
@@ -124,7 +108,7 @@ class OneLineGroup(typer.core.TyperGroup):
         previous = use_option_names(flag_of)               # messages name options as the running command's flags
         try:
             with warnings_on_stderr(), stop_signals():     # SIGTERM and SIGHUP take Ctrl-C's path
-                return super().main(renamed_flags(self._argv), *rest, **kwargs)
+                return super().main(self._argv, *rest, **kwargs)
         finally:
             use_option_names(previous)
 
@@ -139,6 +123,20 @@ class OneLineGroup(typer.core.TyperGroup):
             return super().make_context(*args, **kwargs)
         except UsageError as err:                                  # `ctxmt --bogus`
             self._one_line(err)
+
+    def resolve_command(self, ctx, args):
+        """The command ``args`` name, and its arguments with the spellings of earlier versions made current
+        (:mod:`ctxmt_cli.cli.spellings`; not while the shell completes a word)."""
+        from ctxmt_cli.cli.spellings import SpellingClash, respell
+
+        name, command, rest = super().resolve_command(ctx, args)
+        if command is None or ctx.resilient_parsing:
+            return name, command, rest
+        path = " ".join(filter(None, (_subcommand(ctx), name)))
+        try:
+            return name, command, respell(path, command, rest)
+        except SpellingClash as err:
+            raise UsageError(str(err), ctx=command.context_class(command, info_name=name, parent=ctx)) from None
 
     def invoke(self, ctx):
         try:
@@ -209,8 +207,8 @@ def flag_of(name: str, default: str | None = "") -> str | None:
 
 
 #: library option names whose command-line parameter is named otherwise (``--from`` is ``from_`` in Python; a
-#: recipe's ``overrides`` are ``--set``)
-PARAMETER_OF = {"source": "from_", "overrides": "set_"}
+#: recipe's ``overrides`` are ``--set``; what the library calls the output is ``-o/--out``)
+PARAMETER_OF = {"source": "from_", "overrides": "set_", "output": "out", "out_dir": "out"}
 
 
 def click_context():

@@ -43,12 +43,12 @@ def contrastive(
     normalize: Normalize = typer.Option("mean", help="mean (token-averaged log-prob), none (sum)"),
     score_span: ScoreSpan = typer.Option("all", help="all (every sentence of a candidate group), current (the last "
                                          "sentence)"),
-    out: Optional[Path] = typer.Option(None, help="directory for results.json, SET.scores, SET.decisions.jsonl"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="directory for results.json, SET.scores, SET.decisions.jsonl"),
     force: bool = typer.Option(False, help="overwrite an existing OUT/results.json"),
     split: Optional[ScatSplit] = typer.Option(None, help="scat: its split [default: test]"),
     dev: bool = typer.Option(False, help="voita: the dev sets instead of the test sets"),
     documents: Optional[Path] = typer.Option(None, help="contrapro: OPUS OpenSubtitles documents/ folder to extract context from"),
-    json_file: Optional[str] = typer.Option(None, "--json", metavar="PATH|none", help="lopes: the publisher's test-set json the files were extracted from (default: the one *testset*.json beside the extracted folder or one up, announced); none: the files alone, in file order"),
+    testset_json: Optional[str] = typer.Option(None, "--testset-json", metavar="PATH|none", help="lopes: the publisher's test-set json the files were extracted from (default: the one *testset*.json beside the extracted folder or one up, announced); none: the files alone, in file order"),
     context_gain: bool = typer.Option(True, "--context-gain/--no-context-gain", help="also score every item with "
                                       "its context dropped, in the same pass, and report the gain in accuracy and "
                                       "balanced accuracy with McNemar's exact p (costs the rows context changes: "
@@ -71,7 +71,7 @@ def contrastive(
 
 def _contrastive(ctx: typer.Context, p: dict) -> None:
     """The body of ``ctxmt contrastive``; ``p``: its options by name."""
-    from rich.console import Console
+    from ctxmt_cli.tables import print_table
 
     testset, out = p["testset"], p["out"]
     if testset == "compare":
@@ -87,7 +87,7 @@ def _contrastive(ctx: typer.Context, p: dict) -> None:
         raise CtxmtError("contrastive scoring needs --checkpoint CKPT")
     dev = p["dev"] or None
     _check_set_options(testset.partition(":")[0], {"--split": p["split"], "--dev": dev, "--documents": p["documents"],
-                                                  "--json": p["json_file"]})
+                                                  "--testset-json": p["testset_json"]})
     if out is not None:
         check_output_dir(out, "--out")
     from ctxmt_cli.evaluate.contrastive_report import render, run_contrastive, warning_lines
@@ -96,14 +96,14 @@ def _contrastive(ctx: typer.Context, p: dict) -> None:
         testset, p["checkpoint"], data=p["data"], out=out, force=p["force"], device=p["device"],
         context=p["context"], normalize=p["normalize"], span=p["score_span"], max_tokens=p["max_tokens"],
         context_gain=p["context_gain"],
-        split=p["split"], dev=dev, documents=p["documents"], json=p["json_file"], log_format=p["log_format"])
-    Console().print(render(results))
+        split=p["split"], dev=dev, documents=p["documents"], json=p["testset_json"], log_format=p["log_format"])
+    print_table(render(results))
     for line in warning_lines(results):  # ties or unknown tokens decided the accuracy: one line each, on stderr
         typer.echo(f"ctxmt: warning: {line}", err=True)
 
 
 #: options that one kind of contrastive test set reads (given for another kind, they would be ignored)
-SET_OPTIONS = {"--split": "scat", "--dev": "voita", "--documents": "contrapro", "--json": "lopes"}
+SET_OPTIONS = {"--split": "scat", "--dev": "voita", "--documents": "contrapro", "--testset-json": "lopes"}
 
 
 def _check_set_options(kind: str, given: dict) -> None:
@@ -115,14 +115,13 @@ def _check_set_options(kind: str, given: dict) -> None:
 
 def _compare_contrastive(runs) -> None:
     """``ctxmt contrastive compare RUN_A RUN_B``: McNemar's test on two runs' decisions."""
-    from rich.console import Console
-
     from ctxmt_cli.evaluate.contrastive_report import render_compare
     from ctxmt_cli.evaluate.mcnemar import compare_runs
+    from ctxmt_cli.tables import print_table
 
     if not runs or len(runs) != 2:
         raise CtxmtError("usage: ctxmt contrastive compare RUN_A RUN_B (two directories written with --out)")
-    Console().print(render_compare(compare_runs(*runs), *runs))
+    print_table(render_compare(compare_runs(*runs), *runs))
 
 
 @user_errors
@@ -146,7 +145,7 @@ def evaluate(
     samples: Optional[int] = typer.Option(None, **SAMPLES, help="bootstrap resamples / AR trials (default 1000 / 10000)"),
     seed: int = typer.Option(12345, **SEED, help="seed of the significance tests (sacrebleu's default)"),
     comet: Optional[Path] = typer.Option(None, help="local COMET model folder or .ckpt; needs the optional unbabel-comet (extra: comet)"),
-    out: Optional[str] = typer.Option(None, metavar="PATH", help="write every figure to this JSON file"),
+    out: Optional[str] = typer.Option(None, "--out", "-o", metavar="PATH", help="write every figure to this JSON file"),
     force: bool = typer.Option(False, help="replace an existing --out file"),
     beam: Beam = None, lenpen: Lenpen = None, target_mode: TargetModeOption = None,   # as translate decodes
     warmup_sentences: WarmupSentences = None,

@@ -73,8 +73,8 @@ Device = Annotated[str, typer.Option(
 LogFormatName = Literal["plain", "rich", "json"]
 LogFormat = Annotated[Optional[LogFormatName], typer.Option(
     "--log-format", show_default=False,
-    help="progress as rich (a live bar), plain (one line per report: step/max, loss, tok/s, lr, elapsed, ETA) or "
-         "json (the same, one object per line) [default: rich on a terminal, plain otherwise]")]
+    help="progress as rich (a live bar), plain (one line per report: done/total, elapsed, ETA; train: also loss, "
+         "tok/s, lr) or json (the same, one object per line) [default: rich on a terminal, plain otherwise]")]
 
 # ``ctxmt prepare``'s options for real-size corpora (fields of ctxmt_cli.data.prepare.PrepareSpec)
 SpmSample = Annotated[int, typer.Option(**COUNT, help="SentencePiece trains on a seeded sample of about this many train "

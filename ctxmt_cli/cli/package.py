@@ -13,6 +13,7 @@ from typing import Optional
 
 import typer
 
+from ctxmt_cli.cli.completion import complete_recipe, complete_recipe_folder, complete_recipe_or_folder
 from ctxmt_cli.cli.errors import OneLineGroup, user_errors
 from ctxmt_cli.family_catalog import PACKAGED
 from ctxmt_cli.paths import check_output_dir
@@ -31,8 +32,8 @@ recipes_app = typer.Typer(
 @recipes_app.command("list")
 @user_errors
 def list_recipes(
-    folder: Optional[str] = typer.Argument(None, metavar="[FOLDER]", help="only this folder's recipes "
-                                           "(e.g. quickstart, yang2023_hanoit)"),
+    folder: Optional[str] = typer.Argument(None, metavar="[FOLDER]", autocompletion=complete_recipe_folder,
+                                           help="only this folder's recipes (e.g. quickstart, yang2023_hanoit)"),
     family: Optional[Family] = typer.Option(None, help="only recipes of this model family"),
 ):
     """One line per packaged recipe: NAME, model family, what it is (its description or the paper row)."""
@@ -47,7 +48,8 @@ def list_recipes(
 
 @recipes_app.command("show")
 @user_errors
-def show_recipe(name: str = typer.Argument(..., metavar="NAME", help="recipe name (or path)")):
+def show_recipe(name: str = typer.Argument(..., metavar="NAME", autocompletion=complete_recipe,
+                                           help="recipe name (or path)")):
     """Print a recipe file as it ships, header comments included."""
     from ctxmt_cli.recipe_catalog import read_recipe_text, resolve_recipe
 
@@ -57,14 +59,15 @@ def show_recipe(name: str = typer.Argument(..., metavar="NAME", help="recipe nam
 @recipes_app.command("copy")
 @user_errors
 def copy_recipe(
-    name: str = typer.Argument(..., metavar="NAME", help="recipe name, or a FOLDER for all of its files"),
-    dest: Path = typer.Argument(..., metavar="DIR", help="directory to copy into (created if missing)"),
+    name: str = typer.Argument(..., metavar="NAME", autocompletion=complete_recipe_or_folder,
+                               help="recipe name, or a FOLDER for all of its files"),
+    out: Path = typer.Option(..., "--out", "-o", metavar="DIR", help="directory to copy into (created if missing)"),
 ):
-    """Copy a packaged recipe (or a whole folder) into DIR to edit it; an existing file is never overwritten."""
+    """Copy a packaged recipe (or a whole folder) into --out DIR to edit it; an existing file is never overwritten."""
     from ctxmt_cli.recipe_catalog import RECIPES_DIR, copy_recipes
 
-    check_output_dir(dest, "DIR", inputs=[RECIPES_DIR])        # never into the packaged recipes themselves
-    for path in copy_recipes(name, dest):
+    check_output_dir(out, "--out", inputs=[RECIPES_DIR])      # never into the packaged recipes themselves
+    for path in copy_recipes(name, out):
         typer.echo(f"wrote {path}")
 
 
@@ -111,7 +114,8 @@ def _table(info: dict):
 
 @user_errors
 def inspect_checkpoint(
-    checkpoint: Path = typer.Argument(..., metavar="CKPT", help="checkpoint file (checkpoint_*.pt or .safetensors)"),
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", metavar="CKPT", help="checkpoint file "
+                                    "(checkpoint_*.pt or .safetensors)"),
     as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout instead of the table"),
 ):
     """A checkpoint's recipe (resolved), family, parameter count, vocabulary and training state."""
@@ -124,8 +128,10 @@ def inspect_checkpoint(
     import yaml
     from rich.console import Console
 
+    from ctxmt_cli.tables import print_table
+
     console = Console()
-    console.print(_table(info))
+    print_table(_table(info), console)
     console.print("[bold]recipe (resolved):[/bold]")
     typer.echo(yaml.safe_dump(info["recipe"], sort_keys=False, allow_unicode=True), nl=False)
 

@@ -36,7 +36,7 @@ def prepare(
     fmt: PrepareFormat = typer.Argument(..., metavar="FORMAT", help="a corpus: synthetic, text, jsonl, iwslt-tags, "
                                         "iwslt-xml, voita, maruf (a <d> line before each document, Maruf et al. 2019); "
                                         "from a prepared --data DIR: docrepair (its round-trip corpus), reverse"),
-    out: Path = typer.Option(..., "--out", help="prepared dataset directory to write"),
+    out: Path = typer.Option(..., "--out", "-o", help="prepared dataset directory to write"),
     train: Optional[Path] = typer.Option(None, help="train PATH, a prefix: PATH.L1 and PATH.L2 (iwslt-xml: "
                                          "PATH.L1.xml and PATH.L2.xml; maruf: PATH.L1 and PATH.L2, else Maruf's "
                                          "PATH_L1.txt and PATH_L2.txt; jsonl: the file itself); L1, L2: --src-lang, "
@@ -86,6 +86,7 @@ def _prepare(ctx: typer.Context, p: dict) -> None:
     from ctxmt_cli.cli.docrepair import DERIVED_FORMATS, check_options, check_vocabulary_options, prepare_derived
     from ctxmt_cli.data.clean import CleanRules
     from ctxmt_cli.data.pipeline import prepare_from_cli, summary_lines
+    from ctxmt_cli.logs import CountLog
 
     fmt, out = p["fmt"], p["out"]
     if fmt in DERIVED_FORMATS:
@@ -99,8 +100,13 @@ def _prepare(ctx: typer.Context, p: dict) -> None:
         from ctxmt_cli.models.loading import open_checkpoint
 
         spec["vocab_tokenizer"] = open_checkpoint(spec["vocab_from"]).tokenizer
-    meta = prepare_from_cli(fmt, out, {"train": p["train"], "valid": p["valid"], "test": p["test"]}, docs=p["docs"],
-                            clean=clean, **spec)
+    log = CountLog.periodic(p["log_format"], "pairs")     # stdout keeps the summary
+    try:
+        meta = prepare_from_cli(fmt, out, {"train": p["train"], "valid": p["valid"], "test": p["test"]},
+                                docs=p["docs"], clean=clean,
+                                count=lambda split, done, total: log.update(f"prepare {split}", done, total), **spec)
+    finally:
+        log.close()
     typer.echo("\n".join(summary_lines(out, meta, clean)))
 
 

@@ -21,6 +21,7 @@ from typing import Optional
 
 import typer
 
+from ctxmt_cli.cli.completion import complete_systems
 from ctxmt_cli.cli.errors import user_errors
 from ctxmt_cli.cli.options import (
     SEED,
@@ -126,6 +127,8 @@ def _evaluate(name: str, checkpoint: Path, data: Path, items, console, device: s
 def _show(results: dict, console) -> None:
     from rich.table import Table
 
+    from ctxmt_cli.tables import print_table
+
     names = list(results)
     table = Table(title="synthetic benchmark: BLEU and contrastive accuracy (%)")
     table.add_column("metric")
@@ -136,7 +139,7 @@ def _show(results: dict, console) -> None:
         for distance in row:
             cells = (f"{100 * results[n]['contrastive'][phenomenon][distance]:.1f}" for n in names)
             table.add_row(f"{phenomenon} d={distance}", *cells)
-    console.print(table)
+    print_table(table, console)
 
 
 def _sample(results: dict, data: Path, console) -> dict:
@@ -232,11 +235,11 @@ def _train(name: str, recipe: Recipe, console, stage: str, device: str = "auto",
 
 @user_errors
 def quickstart_command(
-    out: Path = typer.Option(Path("quickstart"), "--out", help="output directory"),
+    out: Path = typer.Option(Path("quickstart"), "--out", "-o", help="output directory"),
     docs: int = typer.Option(2000, **SYNTHETIC_DOCS, help="synthetic documents"),
     systems: Optional[str] = typer.Option(
-        None, help="comma-separated systems, one packaged recipe each (`ctxmt recipes list quickstart`; "
-        "default: concat,sentence)"),
+        None, autocompletion=complete_systems, help="comma-separated systems, one packaged recipe each "
+        "(`ctxmt recipes list quickstart`; default: concat,sentence)"),
     updates: Optional[int] = typer.Option(None, **UPDATES, help="updates per system (default: each recipe's train.max_steps)"),
     seed: int = typer.Option(1, **SEED, help="seed of the synthetic data and of every system's training"),
     force: bool = typer.Option(False, help="reuse/overwrite an existing output directory"),

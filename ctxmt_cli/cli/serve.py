@@ -20,6 +20,7 @@ from ctxmt_cli.cli.options import (
     Beam,
     Device,
     Lenpen,
+    LogFormat,
 )
 from ctxmt_cli.errors import CtxmtError
 
@@ -75,37 +76,45 @@ def serve(
     max_document_sentences: Optional[int] = typer.Option(None, **SENTENCES, help="mbe without --group-sentences: the "
                                                          "most sentences a document may hold (all are kept and "
                                                          "re-read) [default: 1024]"),
+    log_format: LogFormat = None,
 ):
     """Serve translations over HTTP, keeping each document's context between requests.
 
     POST /translate {"doc_id": "d1", "sentences": [...]} continues a document as `ctxmt translate` would.
 
     DELETE /documents/ID forgets one; GET /health, GET /documents. Different documents are batched together.
+    The requests answered so far go to stderr (a live count on a terminal, otherwise a line every 30 s while requests come).
     """
     _check_packages()
-    from ctxmt_cli.serve.server import bind
+    from ctxmt_cli.logs import CountLog
 
-    sock = bind(host, port)             # an address in use is refused before the model loads
+    log = CountLog.periodic(log_format, "requests")
     try:
-        app, line = _build(ctx.params)
+        _serve(ctx.params, log)
+    finally:
+        log.close()
+
+
+def _serve(options: dict, log) -> None:
+    """Bind, load and serve with ``options`` (the command's, by name) until a signal stops it; the listening line
+    and the requests answered on ``log``."""
+    from ctxmt_cli.serve.guard import ConnectionLimits
+    from ctxmt_cli.serve.server import bind, serve_forever
+
+    sock = bind(options["host"], options["port"])      # an address in use is refused before the model loads
+    try:
+        app, line = _build(options, lambda stats: log.update("serve", stats.requests, None))
     except BaseException:
         sock.close()
         raise
-    _serve(app, sock, line, ctx.params)
-
-
-def _serve(app, sock, line: str, options: dict) -> None:
-    """Serve ``app`` on ``sock`` with the connection limits of ``options`` until a signal stops it."""
-    from ctxmt_cli.serve.guard import ConnectionLimits
-    from ctxmt_cli.serve.server import serve_forever
-
     connections = ConnectionLimits(options["header_timeout"], options["body_timeout"], options["max_connections"])
-    serve_forever(app, sock, lambda url: typer.echo(f"ctxmt: serve: listening on {url} ({line}); Ctrl-C or SIGTERM stops",
-                                                     err=True), connections)
+    serve_forever(app, sock, lambda url: log.message(f"ctxmt: serve: listening on {url} ({line}); Ctrl-C or SIGTERM "
+                                                     "stops", url=url), connections)
 
 
-def _build(options: dict):
-    """The application and the words of the listening line (``options``: the command's, by name)."""
+def _build(options: dict, progress=None):
+    """The application and the words of the listening line (``options``: the command's, by name; ``progress``:
+    called with the batch counters after every batch)."""
     import sys
 
     from ctxmt_cli import api
@@ -125,7 +134,7 @@ def _build(options: dict):
     engine = Engine(model, DocumentStore(o["max_documents"], rule), beam=o["beam"], lenpen=o["lenpen"],
                     group_sentences=group_sentences)
     app = build_app(engine, limits=Limits(o["max_sentences"], o["max_sentence_chars"]),
-                    max_batch_docs=o["max_batch_docs"], batch_wait_ms=o["batch_wait_ms"])
+                    max_batch_docs=o["max_batch_docs"], batch_wait_ms=o["batch_wait_ms"], progress=progress)
     return app, (f"{model.family} model {checkpoint}; keeps {rule.describe()} of at most {o['max_documents']} "
                  "documents; POST /translate, GET /health")
 

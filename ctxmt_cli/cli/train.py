@@ -8,6 +8,7 @@ from typing import List, Optional
 
 import typer
 
+from ctxmt_cli.cli.completion import complete_recipe
 from ctxmt_cli.cli.errors import user_errors
 from ctxmt_cli.cli.options import Device, LogFormat
 from ctxmt_cli.errors import CtxmtError
@@ -15,8 +16,9 @@ from ctxmt_cli.errors import CtxmtError
 
 @user_errors
 def train_command(
-    recipe: str = typer.Argument(..., metavar="RECIPE", help="a recipe YAML file, or the NAME of a packaged recipe "
-                                 "(`ctxmt recipes list`; e.g. quickstart/concat); an existing file wins"),
+    recipe: str = typer.Argument(..., metavar="RECIPE", autocompletion=complete_recipe,
+                                 help="a recipe YAML file, or the NAME of a packaged recipe (`ctxmt recipes list`; "
+                                 "e.g. quickstart/concat); an existing file wins"),
     set_: List[str] = typer.Option([], "--set", help="override KEY.PATH=VALUE (repeatable)"),
     resume: bool = typer.Option(False, help="continue from checkpoint_last.pt in train.save_dir (with the recipe it "
                                 "was trained with: see --allow-changed)"),
@@ -57,15 +59,16 @@ def train_command(
 
 @user_errors
 def average(
-    checkpoints: List[Path] = typer.Argument(..., help="checkpoints to average"),
-    output: str = typer.Option(..., "--output", "-o", metavar="PATH", help="averaged checkpoint to write (not one "
-                               "of the inputs)"),
-    force: bool = typer.Option(False, help="overwrite an existing --output"),
+    checkpoint: List[Path] = typer.Option(..., "--checkpoint", "-c", metavar="CKPT", help="a checkpoint to average "
+                                          "(repeat: -c A -c B ...)"),
+    out: str = typer.Option(..., "--out", "-o", metavar="PATH", help="averaged checkpoint to write (not one of the "
+                            "inputs)"),
+    force: bool = typer.Option(False, help="overwrite an existing --out"),
 ):
     """Average the weights of several checkpoints of one model."""
     from ctxmt_cli.cli.commands import average_files
 
-    typer.echo(f"wrote {average_files(list(checkpoints), output, force=force)}")
+    typer.echo(f"wrote {average_files(list(checkpoint), out, force=force)}")
 
 
 def register(app: typer.Typer) -> None:

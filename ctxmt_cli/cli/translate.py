@@ -20,6 +20,7 @@ from ctxmt_cli.cli.options import (
     GroupOrder,
     InputFormat,
     Lenpen,
+    LogFormat,
     TargetModeOption,
     WarmupSentences,
 )
@@ -34,9 +35,9 @@ def translate(
                                     "folder ctxmt export ctranslate2 wrote)"),
     engine: Engine = typer.Option("torch", help="what searches: ctxmt (torch), or CTranslate2 over an exported "
                                   "folder (same windows and target-context forcing)"),
-    output: str = typer.Option("-", "--output", "-o", help="output file, in the input's format; - = stdout, each "
-                               "document written as soon as it is done"),
-    force: bool = typer.Option(False, help="replace an existing --output file"),
+    out: str = typer.Option("-", "--out", "-o", help="output file, in the input's format; - = stdout, each "
+                            "document written as soon as it is done"),
+    force: bool = typer.Option(False, help="replace an existing --out file"),
     input_format: InputFormat = typer.Option("text", help="text, or jsonl: one document per line "
                                              '{"doc_id": ..., "src": [...], "tgt_context": [...]} (tgt_context: '
                                              "translations of the first sentences, forced as their context); "
@@ -60,17 +61,19 @@ def translate(
     first_pass: Optional[Path] = typer.Option(None, help="hanoit reading target context: "
                                               "translate each document first with this "
                                               "sentence-level checkpoint; its translations are the target context"),
+    log_format: LogFormat = None,
 ):
-    """Translate whole documents sentence by sentence, with the model's own context (or --context K)."""
-    from ctxmt_cli.cli.commands import translate_file
-    from ctxmt_cli.decode.settings import TranslationStats
+    """Translate whole documents sentence by sentence, with the model's own context (or --context K).
 
-    loading, stats = {"device": device, "first_pass": first_pass, "repair": repair, "engine": engine}, TranslationStats()
-    count = translate_file(input, output, checkpoint, loading, input_format=input_format, scores=scores, force=force,
-                           nbest=nbest, beam=beam, lenpen=lenpen, target_mode=target_mode, batch_docs=batch_docs,
-                           context=context, warmup_sentences=warmup_sentences,
-                           group_sentences=group_sentences, group_order=group_order, stats=stats)
-    typer.echo(f"translated {count} sentences {stats.summary()}", err=True)
+    The sentences translated so far go to stderr (a bar on a terminal, otherwise a line every 30 s once it has run
+    that long), then one line with the count, the time and the decoding settings."""
+    from ctxmt_cli.cli.commands import translate_file
+
+    loading = {"device": device, "first_pass": first_pass, "repair": repair, "engine": engine}
+    translate_file(input, out, checkpoint, loading, input_format=input_format, scores=scores, force=force,
+                   log_format=log_format, nbest=nbest, beam=beam, lenpen=lenpen, target_mode=target_mode,
+                   batch_docs=batch_docs, context=context, warmup_sentences=warmup_sentences,
+                   group_sentences=group_sentences, group_order=group_order)
 
 
 def register(app: typer.Typer) -> None:

@@ -15,6 +15,7 @@ from typing import Callable, Optional
 from ctxmt_cli.data.clean import CleanRules
 from ctxmt_cli.data.formats import FORMATS as CORPUS_FORMATS
 from ctxmt_cli.data.prepare import (
+    Counter,
     PrepareSpec,
     SplitInput,
     check_prepare_output,
@@ -31,8 +32,9 @@ FORMATS = ("synthetic", *CORPUS_FORMATS)
 
 def prepare_synthetic(out: Path, *, seed: int = 1, docs: int = 2000, force: bool = False, vocab_size: int = 400,
                       progress: Optional[Callable[[str], None]] = None,
-                      warn: Optional[Callable[[str], None]] = None) -> dict:
-    """Generate the synthetic benchmark and prepare it into ``out`` (raw files and test sets in ``out/raw``).
+                      warn: Optional[Callable[[str], None]] = None, count: Optional[Counter] = None) -> dict:
+    """Generate the synthetic benchmark and prepare it into ``out`` (raw files and test sets in ``out/raw``);
+    ``progress``, ``warn`` and ``count`` as :func:`~ctxmt_cli.data.prepare.prepare_corpus` takes them.
 
     BPE keeps the artificial words whole at a small vocabulary (unigram splits them), so windows stay short.
     """
@@ -48,7 +50,7 @@ def prepare_synthetic(out: Path, *, seed: int = 1, docs: int = 2000, force: bool
         splits = {name: SplitInput(raw / f"{name}.src", raw / f"{name}.tgt") for name in ("train", "valid", "test")}
         spec = PrepareSpec(fmt="text", splits=splits, src_lang="src", tgt_lang="tgt", out=out,
                            vocab_size=vocab_size, spm_type="bpe", seed=seed, force=force)
-        meta = prepare_into(spec, tmp, progress, warn)
+        meta = prepare_into(spec, tmp, progress, warn, count)
         meta["source"] = {"format": "synthetic", "seed": seed, "docs": docs, "raw": "raw",
                           "manifest": "raw/manifest.json"}
         write_meta(tmp, meta)
@@ -61,15 +63,19 @@ def prepare_synthetic(out: Path, *, seed: int = 1, docs: int = 2000, force: bool
     return meta | {"manifest": generated["manifest"]}
 
 
-def prepare_from_cli(fmt: str, out: Path, paths: dict[str, Optional[Path]], *, docs: int = 2000, **options) -> dict:
+def prepare_from_cli(fmt: str, out: Path, paths: dict[str, Optional[Path]], *, docs: int = 2000,
+                     progress: Optional[Callable[[str], None]] = None, count: Optional[Counter] = None,
+                     **options) -> dict:
     """Dispatch ``ctxmt prepare FORMAT``: the corpus splits at ``paths`` into ``out``; ``options``: the fields of
     :class:`~ctxmt_cli.data.prepare.PrepareSpec` the command line gives (``docs``: the synthetic benchmark's
-    document count). Data warnings are printed as one line each on stderr."""
+    document count); ``progress`` and ``count``: the command's progress log (status lines, pairs per split). Data
+    warnings are printed as one line each on stderr."""
     if fmt not in FORMATS:
         raise CtxmtError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     if fmt == "synthetic":             # its generated vocabulary is small: 400 subwords at most, by design
         return prepare_synthetic(out, seed=options.get("seed", 1), docs=docs, force=options.get("force", False),
-                                 vocab_size=min(options.get("vocab_size", 8000), 400), warn=_warn)
+                                 vocab_size=min(options.get("vocab_size", 8000), 400), warn=_warn,
+                                 progress=progress, count=count)
     if paths.get("train") is None:
         raise CtxmtError(f"ctxmt prepare {fmt} needs {option('train')} PATH (and optionally "
                          f"{option('valid')}/{option('test')})")
@@ -78,7 +84,7 @@ def prepare_from_cli(fmt: str, out: Path, paths: dict[str, Optional[Path]], *, d
     spec = PrepareSpec(fmt=fmt, splits=splits, out=out, **options)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        meta = prepare_corpus(spec, warn=_warn)
+        meta = prepare_corpus(spec, progress, warn=_warn, count=count)
     sizes = meta["vocab_size"]
     vocab_size = spec.vocab_size
     if spec.spm is None and spec.vocab_from is None and min(sizes.values()) < vocab_size:   # SentencePiece stops at what the corpus supports (hard_vocab_limit off)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 from ctxmt_cli.data.clean import REASONS, CleanRules, new_counts
 from ctxmt_cli.data.compressed import resolve_input
@@ -35,6 +36,8 @@ from ctxmt_cli.replacing import build_dir, check_new_or_replaceable
 
 CHUNK_SENTENCES = 4096
 PROGRESS_EVERY = 100_000
+#: ``count(split, pairs written, total or None)``: a split's progress, for a progress log
+Counter = Callable[[str, int, Optional[int]], None]
 _CONVENTION = {
     "text": "PATH.{s} and PATH.{t} (and PATH.docids if present)",
     "voita": "PATH.{s} and PATH.{t}",
@@ -188,8 +191,12 @@ def _with_references(docs: Iterator, refs) -> Iterator:
 
 
 def _encode_split(spec: PrepareSpec, tok: Tokenizer, tmp: Path, name: str, dtype: str,
-                  say: Callable[[str], None]) -> tuple[dict, dict]:
-    """Read, clean (train), encode in ``spec.workers`` processes and write one split; its sizes and changes."""
+                  say: Callable[[str], None], count: Optional[Counter] = None,
+                  total: Optional[int] = None) -> tuple[dict, dict]:
+    """Read, clean (train), encode in ``spec.workers`` processes and write one split; its sizes and changes.
+    ``count(split, pairs, total)``: the pairs written so far after every chunk (``total``: the source file's lines
+    where they were counted, blank lines included, else None), instead of a ``say`` line every
+    :data:`PROGRESS_EVERY` pairs."""
     inp = spec.splits[name]
     job = EncodeJob(str(inp.src), spec.max_sentence_tokens, spec.clean if name == "train" else CleanRules())
     changes = {"truncated": 0, "first_truncated": None, "dropped": new_counts()}
@@ -209,10 +216,14 @@ def _encode_split(spec: PrepareSpec, tok: Tokenizer, tmp: Path, name: str, dtype
             changes["first_truncated"] = changes["first_truncated"] or enc.first_truncated
             for reason, n in enc.dropped.items():
                 changes["dropped"][reason] += n
-            if writer.n_sentences >= next_report:
+            if count is not None:
+                count(name, writer.n_sentences, total)
+            elif writer.n_sentences >= next_report:
                 say(f"  {name}: {writer.n_sentences} sentence pairs")
                 next_report += PROGRESS_EVERY
         counts = writer.close()
+    if count is not None:                    # the end: blank lines and dropped pairs never reach the total
+        count(name, counts["sentences"] if total is None else total, total)
     return counts, changes
 
 
@@ -232,12 +243,12 @@ def _vocabulary(spec: PrepareSpec, tmp: Path, lines: dict, say: Callable[[str], 
 
 
 def _build(spec: PrepareSpec, tmp: Path, say: Callable[[str], None],
-           warn: Callable[[str], None], lines: dict | None = None) -> dict:
+           warn: Callable[[str], None], lines: dict | None = None, count: Optional[Counter] = None) -> dict:
     tok, vocabulary = _vocabulary(spec, tmp, lines or {}, say)
     dtype = choose_dtype(max(tok.src_vocab_size, tok.tgt_vocab_size))
     splits, truncated, dropped = {}, {}, {}
     for name in ["train"] + [s for s in spec.splits if s != "train"]:
-        splits[name], changes = _encode_split(spec, tok, tmp, name, dtype, say)
+        splits[name], changes = _encode_split(spec, tok, tmp, name, dtype, say, count, (lines or {}).get(name))
         truncated[name] = changes["truncated"]
         if changes["truncated"]:
             warn(f"{name}: {changes['truncated']} sentence pair(s) longer than {spec.max_sentence_tokens} tokens "
@@ -310,28 +321,29 @@ def _callbacks(progress, warn) -> tuple[Callable[[str], None], Callable[[str], N
 
 
 def prepare_into(spec: PrepareSpec, directory: Path, progress: Callable[[str], None] | None = None,
-                 warn: Callable[[str], None] | None = None) -> dict:
+                 warn: Callable[[str], None] | None = None, count: Optional[Counter] = None) -> dict:
     """Validate ``spec`` and build the prepared dataset in the existing empty ``directory`` (a command's temp
     directory, swapped into place by :func:`ctxmt_cli.replacing.build_dir`); its ``meta.json`` content."""
     say, warn = _callbacks(progress, warn)
     _validate_spec(spec)
     lines = _validate_inputs(spec)
-    return _build(spec, Path(directory), say, warn, lines)
+    return _build(spec, Path(directory), say, warn, lines, count)
 
 
 def prepare_corpus(spec: PrepareSpec, progress: Callable[[str], None] | None = None,
-                   warn: Callable[[str], None] | None = None) -> dict:
+                   warn: Callable[[str], None] | None = None, count: Optional[Counter] = None) -> dict:
     """Prepare ``spec.out`` from the raw corpus and return its ``meta.json`` content.
 
     ``progress(line)`` receives status lines; ``warn(line)`` receives data warnings
-    (default: :func:`warnings.warn` with :class:`PrepareWarning`).
+    (default: :func:`warnings.warn` with :class:`PrepareWarning`); ``count(split, pairs, total)`` the pairs each
+    split has written so far (``ctxmt prepare``'s progress; ``total`` None where the lines were not counted).
     """
     say, warn = _callbacks(progress, warn)
     out = Path(spec.out)
     _validate_spec(spec)
     check_prepare_output(out, spec.force, spec_inputs(spec))
     lines = _validate_inputs(spec)
-    meta = build_dir(out, "prepare", lambda tmp: _build(spec, tmp, say, warn, lines), force=spec.force,
+    meta = build_dir(out, "prepare", lambda tmp: _build(spec, tmp, say, warn, lines, count), force=spec.force,
                      inputs=spec_inputs(spec))
     sizes = ", ".join(f"{k}: {v['sentences']} pairs" for k, v in meta["splits"].items())
     say(f"wrote {out} ({sizes})")

@@ -1,4 +1,4 @@
-"""``ctxmt export ctranslate2 CKPT OUT_DIR``: a checkpoint as a CTranslate2 model folder.
+"""``ctxmt export ctranslate2 -c CKPT -o DIR``: a checkpoint as a CTranslate2 model folder.
 
 The folder holds what CTranslate2 reads (``model.bin``, ``config.json``, the vocabularies), the SentencePiece
 model(s) of the checkpoint's tokenizer and ``ctxmt.json`` (:mod:`ctxmt_cli.export.ct2_folder`), so ``ctxmt translate
@@ -21,7 +21,7 @@ import math
 from pathlib import Path
 from typing import Optional
 
-from ctxmt_cli.errors import CtxmtError, OptionError
+from ctxmt_cli.errors import CtxmtError, OptionError, option
 from ctxmt_cli.export.ct2_folder import META_FILE, metadata, spm_files
 from ctxmt_cli.outputs import write_atomic, write_json
 from ctxmt_cli.paths import check_not_input, check_output_dir
@@ -109,12 +109,12 @@ def vocabulary(tokenizer, side: str, size: int) -> list[str]:
 
 
 def _check_out(out_dir: Path, checkpoint: Path, force: bool) -> None:
-    """OUT_DIR is new, or (``force``) a model folder ctxmt exported holding nothing else and not the checkpoint."""
-    check_not_input(out_dir, [checkpoint], "OUT_DIR")
-    check_new_or_replaceable(out_dir, "OUT_DIR", force, [checkpoint], kind="a model folder ctxmt exported",
+    """The --out folder is new, or (``force``) a model folder ctxmt exported holding nothing else and not the checkpoint."""
+    check_not_input(out_dir, [checkpoint], option("out_dir"))
+    check_new_or_replaceable(out_dir, option("out_dir"), force, [checkpoint], kind="a model folder ctxmt exported",
                              command="export ctranslate2")
     if not out_dir.exists():
-        check_output_dir(out_dir, "OUT_DIR")
+        check_output_dir(out_dir, option("out_dir"))
 
 
 def _save(loaded, out: Path, quantization: str, positions: int) -> None:
@@ -150,5 +150,5 @@ def export_ctranslate2(checkpoint: Path, out_dir: Path, quantization: str = "flo
     if why is not None:
         raise CtxmtError(f"cannot export {checkpoint} to CTranslate2: {why}")
     build_dir(out_dir, "export ctranslate2", lambda tmp: _save(loaded, tmp, quantization, position_table(loaded.recipe)),
-              what="OUT_DIR", force=force, inputs=[checkpoint])
+              what=option("out_dir"), force=force, inputs=[checkpoint])
     return json.loads((out_dir / META_FILE).read_text(encoding="utf-8"))

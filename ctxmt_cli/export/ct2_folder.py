@@ -52,7 +52,7 @@ def metadata(recipe, tokenizer, vocab, quantization: str, positions: int) -> dic
 def read_metadata(folder: Path) -> dict:
     """``ctxmt.json`` of an exported folder; anything else (a checkpoint file, another folder) is one line."""
     folder = Path(folder)
-    hint = "export a checkpoint with: ctxmt export ctranslate2 CKPT DIR"
+    hint = "export a checkpoint with: ctxmt export ctranslate2 -c CKPT -o DIR"
     if not folder.exists():
         raise CtxmtError(f"{folder} not found; {option('engine')} ctranslate2 takes the folder ctxmt export "
                          "ctranslate2 wrote")

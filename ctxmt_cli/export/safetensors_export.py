@@ -1,4 +1,4 @@
-"""``ctxmt export safetensors CKPT OUT.safetensors``: a checkpoint's weights in a format that cannot run code.
+"""``ctxmt export safetensors -c CKPT -o OUT.safetensors``: a checkpoint's weights in a format that cannot run code.
 
 The file (:mod:`ctxmt_cli.models.safetensors_file`) keeps what every command that takes ``-c`` needs — weights,
 resolved recipe, vocabulary, SentencePiece model(s) — and drops the optimiser and RNG states, so it translates
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.paths import check_output_file
 
 
@@ -21,6 +21,6 @@ def export_safetensors(checkpoint: Path, out: Path, force: bool = False) -> Path
 
     checkpoint, out = Path(checkpoint), Path(out)
     if out.suffix != ".safetensors":
-        raise CtxmtError(f"OUT {out}: name the file NAME.safetensors (e.g. {out.with_suffix('.safetensors')})")
-    check_output_file(out, "OUT", force=force, inputs=(checkpoint,))
+        raise CtxmtError(f"{option('out')} {out}: name the file NAME.safetensors (e.g. {out.with_suffix('.safetensors')})")
+    check_output_file(out, option("out"), force=force, inputs=(checkpoint,))
     return save_checkpoint(read_checkpoint(checkpoint), out)

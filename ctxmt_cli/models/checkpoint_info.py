@@ -1,6 +1,6 @@
 """What a checkpoint holds, read from the file alone: recipe, family, parameter count, vocabulary, training state.
 
-``ctxmt inspect CKPT`` prints it. The parameter count is the model's own (:meth:`num_parameters`: trainable
+``ctxmt inspect -c CKPT`` prints it. The parameter count is the model's own (:meth:`num_parameters`: trainable
 parameters, tied weights once), the figure ``ctxmt train --dry-run`` prints, from the model rebuilt on
 PyTorch's ``meta`` device: shapes only, so a large model is counted without allocating its weights.
 """

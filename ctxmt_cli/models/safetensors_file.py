@@ -69,8 +69,8 @@ def safetensors_bytes(ckpt: dict) -> bytes:
 
 
 def _unreadable(path: Path, why: str) -> CtxmtError:
-    return CtxmtError(f"{path} is not a usable ctxmt safetensors checkpoint: {why}; write it again with "
-                      "ctxmt export safetensors CKPT OUT.safetensors")
+    return CtxmtError(f"{path} is not a usable ctxmt safetensors checkpoint: {why}; write it again from its .pt "
+                      "checkpoint with ctxmt export safetensors")
 
 
 def _fields(path: Path, metadata: dict) -> dict:

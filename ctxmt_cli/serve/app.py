@@ -28,9 +28,10 @@ import contextlib
 import json
 import logging
 from dataclasses import dataclass
+from typing import Callable, Optional
 
 from ctxmt_cli.data.text_input import JsonInputError, json_kind, load_json, text_problem
-from ctxmt_cli.serve.batcher import Batcher, Job, ShuttingDown, WorkerFailed
+from ctxmt_cli.serve.batcher import Batcher, BatchStats, Job, ShuttingDown, WorkerFailed
 from ctxmt_cli.serve.engine import Engine, RequestRefused, TranslateRequest
 
 log = logging.getLogger(__name__)
@@ -54,14 +55,16 @@ class Limits:
         return self.max_sentences * (12 * self.max_sentence_chars + 64) + 12 * MAX_DOC_ID + 4096
 
 
-def build_app(engine: Engine, *, limits: Limits = Limits(), max_batch_docs: int = 16, batch_wait_ms: float = 10.0):
-    """The Starlette application; its lifespan starts and stops the batch worker (``app.state.batcher``)."""
+def build_app(engine: Engine, *, limits: Limits = Limits(), max_batch_docs: int = 16, batch_wait_ms: float = 10.0,
+              progress: Optional[Callable[[BatchStats], None]] = None):
+    """The Starlette application; its lifespan starts and stops the batch worker (``app.state.batcher``);
+    ``progress(stats)`` after every batch (``ctxmt serve --log-format``)."""
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
     from starlette.routing import Route
 
-    handlers = _Handlers(engine, Batcher(engine.translate, max_docs=max_batch_docs, wait_s=batch_wait_ms / 1000),
-                         limits)
+    batcher = Batcher(engine.translate, max_docs=max_batch_docs, wait_s=batch_wait_ms / 1000, progress=progress)
+    handlers = _Handlers(engine, batcher, limits)
     routes = [Route("/translate", handlers.translate, methods=["POST"]),
               Route("/documents", handlers.documents, methods=["GET"]),
               Route("/documents/{doc_id:path}", handlers.delete, methods=["DELETE"]),

@@ -62,12 +62,14 @@ class BatchStats:
 
 class Batcher:
     """A worker thread calling ``translate(payloads) -> results`` (one result or exception per payload, in order)
-    on batches of submitted :class:`Job`; :meth:`start` and :meth:`stop` it around the server's life."""
+    on batches of submitted :class:`Job`; :meth:`start` and :meth:`stop` it around the server's life.
+    ``progress(stats)``: called by the worker after every batch (a progress log)."""
 
-    def __init__(self, translate: Callable[[list[Any]], list[Any]], *, max_docs: int, wait_s: float):
+    def __init__(self, translate: Callable[[list[Any]], list[Any]], *, max_docs: int, wait_s: float,
+                 progress: Optional[Callable[[BatchStats], None]] = None):
         if max_docs < 1 or not (math.isfinite(wait_s) and 0 <= wait_s <= MAX_WAIT_S):
             raise ValueError(f"max_docs must be >= 1 and wait_s in [0, {MAX_WAIT_S:g}]")
-        self.translate, self.max_docs, self.wait_s = translate, max_docs, wait_s
+        self.translate, self.max_docs, self.wait_s, self.progress = translate, max_docs, wait_s, progress
         self.stats = BatchStats()
         self._pending: deque[Job] = deque()
         self._cond = threading.Condition()
@@ -144,6 +146,8 @@ class Batcher:
                 job.done(result)
             except Exception as err:  # noqa: BLE001 - one answer that cannot be delivered stops no other
                 log.warning("could not answer a request: %s: %s", type(err).__name__, err)
+        if self.progress is not None:
+            self.progress(self.stats)
         return True
 
     def _fail(self, err: BaseException) -> None:

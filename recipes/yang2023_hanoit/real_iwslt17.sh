@@ -24,7 +24,7 @@
 # Usage (from anywhere; the checkout is the one holding this script, in recipes/yang2023_hanoit/):
 #   bash recipes/yang2023_hanoit/real_iwslt17.sh       # the full run: 2000 updates per system, beam 4
 #   UPDATES=20 TEST_TALKS=2 BEAM=1 THREADS=1 bash recipes/yang2023_hanoit/real_iwslt17.sh   # a smoke run
-# With an installed ctxmt and no checkout: `ctxmt recipes copy yang2023_hanoit DIR`, then
+# With an installed ctxmt and no checkout: `ctxmt recipes copy yang2023_hanoit -o DIR`, then
 #   MARUF=... bash DIR/real_iwslt17.sh (the current folder stands in for the checkout).
 # Settings (environment): MARUF (folder of Maruf's IWSLT2017 files; default ../shared/data/maruf2019/IWSLT2017
 #   beside the checkout), OUT (work folder, default runs/yang2023_hanoit/real_iwslt17 in the checkout; it must not

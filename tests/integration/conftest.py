@@ -24,6 +24,36 @@ def run_cli(*args: str, input: str | None = None):
     return CliRunner().invoke(app, [str(a) for a in args], input=input)
 
 
+def cli_commands() -> list[tuple[str, object]]:
+    """(path, click command) of every command of the ``ctxmt`` app that runs (``export ctranslate2``, not
+    ``export``), in the order ``--help`` lists them."""
+    import typer
+
+    found = []
+
+    def walk(command, prefix: list[str]) -> None:
+        if hasattr(command, "commands"):
+            for name, sub in command.commands.items():
+                walk(sub, prefix + [name])
+            return
+        found.append((" ".join(prefix), command))
+
+    walk(typer.main.get_command(app), [])
+    return found
+
+
+#: parameter names that say "where the command writes" (the old ones too, so that one coming back is caught)
+OUTPUT_NAMES = ("out", "output", "per_sentence", "dest", "out_dir")
+
+
+def output_options() -> list[tuple[str, object, object]]:
+    """(command path, command, parameter) of every option or argument that names where a command writes: by its
+    name (:data:`OUTPUT_NAMES`), plus ``train --set`` (``train.save_dir=``) and ``first-pass --name`` (a stream
+    written beside the split)."""
+    return [(path, command, param) for path, command in cli_commands() for param in command.params
+            if param.name in OUTPUT_NAMES or (path, param.name) in (("train", "set_"), ("first-pass", "name"))]
+
+
 def assert_user_error(result, *needles: str) -> str:
     """Exit 2, one line on stderr, no traceback, mentions every needle."""
     assert result.exit_code == 2, result.output

@@ -124,12 +124,12 @@ def test_train_bad_inputs(args, needles, ws, synthetic_dir):
 
 
 TRANSLATE = [
-    (["translate", "doc.txt", "-c", "{ckpt}", "-o", "adir"], ["--output adir is a directory"]),
+    (["translate", "doc.txt", "-c", "{ckpt}", "-o", "adir"], ["--out adir is a directory"]),
     # the output is checked before anything is loaded or translated
-    (["translate", "doc.txt", "-c", "none.pt", "-o", "adir"], ["--output adir is a directory"]),
+    (["translate", "doc.txt", "-c", "none.pt", "-o", "adir"], ["--out adir is a directory"]),
     (["translate", "doc.txt", "-c", "{ckpt}", "-o", "afile/out.txt"], ["afile/out.txt", "afile is a file"]),
     (["translate", "doc.txt", "-c", "{ckpt}", "-o", "nodir/out.txt"], ["nodir", "create it first"]),
-    (["translate", "doc.txt", "-c", "{ckpt}", "-o", "doc.txt"], ["--output doc.txt is also an input"]),
+    (["translate", "doc.txt", "-c", "{ckpt}", "-o", "doc.txt"], ["--out doc.txt is also an input"]),
     (["translate", "doc.txt", "-c", "{ckpt}", "-o", "{ckpt}"], ["is also an input"]),
     (["translate", "doc.txt", "-c", "{ckpt}", "-o", "ro/out.txt"], ["ro/out.txt", "permission denied"]),
     (["translate", "doc.txt", "-c", "adir"], ["checkpoint is a directory, not a file", "adir"]),
@@ -167,15 +167,15 @@ def test_contrastive_bad_inputs(args, needles, ws, synthetic_dir, concat_checkpo
 
 
 AVERAGE = [
-    (["average", "{run}/checkpoint_2.pt", "{run}/checkpoint_4.pt", "-o", "{run}/checkpoint_2.pt"],
+    (["average", "-c", "{run}/checkpoint_2.pt", "-c", "{run}/checkpoint_4.pt", "-o", "{run}/checkpoint_2.pt"],
      ["checkpoint_2.pt is also an input"]),
-    (["average", "{run}/checkpoint_2.pt", "{run}/checkpoint_4.pt", "-o", "{run}/checkpoint_2.pt", "--force"],
+    (["average", "-c", "{run}/checkpoint_2.pt", "-c", "{run}/checkpoint_4.pt", "-o", "{run}/checkpoint_2.pt", "--force"],
      ["checkpoint_2.pt is also an input"]),
-    (["average", "{run}/checkpoint_2.pt", "{run}/checkpoint_4.pt", "-o", "{run}/checkpoint_best.pt"],
+    (["average", "-c", "{run}/checkpoint_2.pt", "-c", "{run}/checkpoint_4.pt", "-o", "{run}/checkpoint_best.pt"],
      ["checkpoint_best.pt already exists", "--force"]),
-    (["average", "{run}/checkpoint_2.pt", "{run}/checkpoint_4.pt", "-o", "adir"], ["--output adir is a directory"]),
-    (["average", "{run}/checkpoint_2.pt", "-o", "afile/avg.pt"], ["afile/avg.pt", "afile is a file"]),
-    (["average", "{run}/checkpoint_2.pt", "-o", "ro/avg.pt"], ["ro/avg.pt", "permission denied"]),
+    (["average", "-c", "{run}/checkpoint_2.pt", "-c", "{run}/checkpoint_4.pt", "-o", "adir"], ["--out adir is a directory"]),
+    (["average", "-c", "{run}/checkpoint_2.pt", "-o", "afile/avg.pt"], ["afile/avg.pt", "afile is a file"]),
+    (["average", "-c", "{run}/checkpoint_2.pt", "-o", "ro/avg.pt"], ["ro/avg.pt", "permission denied"]),
 ]
 
 
@@ -398,7 +398,7 @@ NOT_REGULAR = [
     (["contrastive", "jsonl:adir", "-c", "{ckpt}", "--out", "res"], ["jsonl test set is a directory, not a file"]),
     (["contrastive", "voita:fifo", "-c", "{ckpt}", "--out", "res"], ["Voita test set is not a regular file", "fifo"]),
     (["cxmi", "-c", "fifo"], ["checkpoint is not a regular file (a named pipe): fifo"]),
-    (["inspect", "fifo"], ["not a regular file", "fifo"]),
+    (["inspect", "-c", "fifo"], ["not a regular file", "fifo"]),
     (["train", "fifo", "--dry-run"], ["recipe is not a regular file: fifo"]),
 ]
 

@@ -105,14 +105,14 @@ CRAFTED = {
 
 #: every command that loads a checkpoint, with {bad} for the crafted file
 LOADERS = {
-    "inspect": ["inspect", "{bad}"],
+    "inspect": ["inspect", "-c", "{bad}"],
     "translate": ["translate", "doc.txt", "-c", "{bad}", "-o", "out.txt"],
     "evaluate": ["evaluate", "-c", "{bad}", "--data", "{data}", "--out", "scores.json"],
     "contrastive": ["contrastive", "synthetic:{data}", "-c", "{bad}", "--out", "res"],
     "cxmi": ["cxmi", "-c", "{bad}", "--data", "{data}", "--out", "cxmi.json"],
-    "average": ["average", "{bad}", "{ckpt}", "-o", "avg.pt"],
-    "export-ct2": ["export", "ctranslate2", "{bad}", "ct2"],
-    "export-safetensors": ["export", "safetensors", "{bad}", "out.safetensors"],
+    "average": ["average", "-c", "{bad}", "-c", "{ckpt}", "-o", "avg.pt"],
+    "export-ct2": ["export", "ctranslate2", "-c", "{bad}", "-o", "ct2"],
+    "export-safetensors": ["export", "safetensors", "-c", "{bad}", "-o", "out.safetensors"],
     "first-pass": ["first-pass", "-c", "{bad}", "--data", "{data}", "--split", "test", "--name", "fp"],
     "analyze-attention": ["analyze-attention", "-c", "{bad}", "--data", "{data}", "--out", "attn"],
     "serve": ["serve", "-c", "{bad}", "--port", "0"],
@@ -162,9 +162,9 @@ def test_every_checkpoint_ctxmt_writes_carries_its_hashes(concat_checkpoint, tmp
     for path in sorted(concat_checkpoint.parent.glob("checkpoint_*.pt")):
         record = torch.load(path, map_location="cpu", weights_only=True)[FIELD]
         assert record["algorithm"] == "sha256" and any(k.startswith("optimizer/") for k in record["tensors"]), path
-    shown = json.loads(run_cli("inspect", concat_checkpoint, "--json").stdout)["tensor_hashes"]
+    shown = json.loads(run_cli("inspect", "-c", concat_checkpoint, "--json").stdout)["tensor_hashes"]
     assert shown == len(torch.load(concat_checkpoint, weights_only=True)[FIELD]["tensors"])
-    assert run_cli("average", concat_checkpoint, concat_checkpoint, "-o", tmp_path / "avg.pt").exit_code == 0
+    assert run_cli("average", "-c", concat_checkpoint, "-c", concat_checkpoint, "-o", tmp_path / "avg.pt").exit_code == 0
     assert set(torch.load(tmp_path / "avg.pt", weights_only=True)[FIELD]["tensors"]) >= {
         f"model/{k}" for k in read_checkpoint(concat_checkpoint)["model"]}
 
@@ -177,15 +177,15 @@ def test_a_checkpoint_from_before_hashes_still_loads_and_translates(concat_check
     assert result.exit_code == 0 and "warning" not in result.stderr and "damaged" not in result.stderr, result.output
     reference = run_cli("translate", "doc.txt", "-c", concat_checkpoint, "-o", "ref.txt", "--device", "cpu")
     assert reference.exit_code == 0 and (ws / "out.txt").read_text() == (ws / "ref.txt").read_text()
-    assert json.loads(run_cli("inspect", "old.pt", "--json").stdout)["tensor_hashes"] is None
-    assert "tensor hashes" in run_cli("inspect", "old.pt").stdout
+    assert json.loads(run_cli("inspect", "-c", "old.pt", "--json").stdout)["tensor_hashes"] is None
+    assert "tensor hashes" in run_cli("inspect", "-c", "old.pt").stdout
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")     # torch.jit.script itself is deprecated
 def test_inspect_on_a_torchscript_file_prints_only_the_error(ws):
     """torch warns about a TorchScript archive before refusing it: that warning is not a second line."""
     torch.jit.script(torch.nn.Linear(2, 2)).save(str(ws / "script.pt"))
-    check_bad_input(["inspect", "script.pt"], ["script.pt", "not a readable ctxmt checkpoint"], ws, placeholders())
+    check_bad_input(["inspect", "-c", "script.pt"], ["script.pt", "not a readable ctxmt checkpoint"], ws, placeholders())
 
 
 # ---- safetensors ----------------------------------------------------------------------------------------------
@@ -193,7 +193,7 @@ def test_inspect_on_a_torchscript_file_prints_only_the_error(ws):
 @pytest.fixture(scope="module")
 def exported(concat_checkpoint, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("safetensors") / "model.safetensors"
-    result = run_cli("export", "safetensors", concat_checkpoint, out)
+    result = run_cli("export", "safetensors", "-c", concat_checkpoint, "-o", out)
     assert result.exit_code == 0, result.output
     return out
 
@@ -224,27 +224,27 @@ def test_safetensors_translates_and_scores_as_the_pt(exported, concat_checkpoint
 
 
 def test_inspect_reads_safetensors_and_averaging_writes_it(exported, concat_checkpoint, tmp_path):
-    result = run_cli("inspect", exported, "--json")
+    result = run_cli("inspect", "-c", exported, "--json")
     assert result.exit_code == 0, result.output
     info = json.loads(result.stdout)
-    reference = json.loads(run_cli("inspect", concat_checkpoint, "--json").stdout)
+    reference = json.loads(run_cli("inspect", "-c", concat_checkpoint, "--json").stdout)
     assert info["container"] == "safetensors" and reference["container"] == "torch"
     assert info["training"]["resumable"] is False and reference["training"]["resumable"] is True
     for key in ("name", "family", "parameters", "vocabulary", "recipe"):
         assert info[key] == reference[key], key
     averaged = tmp_path / "avg.safetensors"
-    assert run_cli("average", exported, concat_checkpoint, "-o", averaged).exit_code == 0
+    assert run_cli("average", "-c", exported, "-c", concat_checkpoint, "-o", averaged).exit_code == 0
     mean = read_checkpoint(averaged)["model"]
     assert all(torch.equal(mean[k], v) for k, v in read_checkpoint(concat_checkpoint)["model"].items())
 
 
 EXPORT = [
-    (["export", "safetensors", "{ckpt}", "out.pt"], ["OUT out.pt", "NAME.safetensors"]),
-    (["export", "safetensors", "{ckpt}", "adir"], ["adir"]),
-    (["export", "safetensors", "{ckpt}", "taken.safetensors"], ["taken.safetensors already exists", "--force"]),
-    (["export", "safetensors", "taken.safetensors", "taken.safetensors", "--force"], ["is also an input"]),
-    (["export", "safetensors", "{ckpt}", "afile/x.safetensors"], ["afile is a file"]),
-    (["export", "safetensors", "none.pt", "x.safetensors"], ["checkpoint not found", "none.pt"]),
+    (["export", "safetensors", "-c", "{ckpt}", "-o", "out.pt"], ["--out out.pt", "NAME.safetensors"]),
+    (["export", "safetensors", "-c", "{ckpt}", "-o", "adir"], ["adir"]),
+    (["export", "safetensors", "-c", "{ckpt}", "-o", "taken.safetensors"], ["taken.safetensors already exists", "--force"]),
+    (["export", "safetensors", "-c", "taken.safetensors", "-o", "taken.safetensors", "--force"], ["is also an input"]),
+    (["export", "safetensors", "-c", "{ckpt}", "-o", "afile/x.safetensors"], ["afile is a file"]),
+    (["export", "safetensors", "-c", "none.pt", "-o", "x.safetensors"], ["checkpoint not found", "none.pt"]),
 ]
 
 
@@ -303,5 +303,5 @@ def test_resume_with_allowed_changes_trains_on_and_records_them(ws, synthetic_di
     notes = [r for r in rows if r["kind"] == "message"]
     assert len(notes) == 1 and notes[0]["step"] == 4 and notes[0]["changed"]["train.lr"] == [0.002, 0.01]
     assert [r["step"] for r in rows if r["kind"] == "valid"] == [2, 4, 6]
-    shown = json.loads(run_cli("inspect", run / "checkpoint_last.pt", "--json").stdout)["training"]
+    shown = json.loads(run_cli("inspect", "-c", run / "checkpoint_last.pt", "--json").stdout)["training"]
     assert shown["recipe_changes"] == last["state"]["recipe_history"]

@@ -58,10 +58,10 @@ def test_dry_run_needs_no_data(tmp_path):
 
 def test_average_command(concat_checkpoint, tmp_path):
     ckpts = sorted(concat_checkpoint.parent.glob("checkpoint_[0-9]*.pt"))
-    result = run_cli("average", *ckpts, "-o", tmp_path / "avg.pt")
+    result = run_cli("average", *[a for c in ckpts for a in ("-c", c)], "-o", tmp_path / "avg.pt")
     assert result.exit_code == 0, result.output
     first = (tmp_path / "avg.pt").read_bytes()
-    result = run_cli("average", ckpts[-1], "-o", tmp_path / "avg.pt", "--force")       # --force replaces it
+    result = run_cli("average", "-c", ckpts[-1], "-o", tmp_path / "avg.pt", "--force")       # --force replaces it
     assert result.exit_code == 0, result.output
     assert (tmp_path / "avg.pt").read_bytes() != first
 

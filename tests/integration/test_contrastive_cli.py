@@ -128,7 +128,7 @@ def test_a_model_without_the_sets_language_reports_ties_and_unknown_tokens(conca
     assert "strict" in result.stdout and "unk tgt/src" in result.stdout
 
 
-@pytest.mark.parametrize("option, owner", [(("--json", "x.json"), "lopes"), (("--split", "valid"), "scat"),
+@pytest.mark.parametrize("option, owner", [(("--testset-json", "x.json"), "lopes"), (("--split", "valid"), "scat"),
                                            (("--dev",), "voita"), (("--documents", "docs"), "contrapro")])
 def test_set_options_belong_to_their_set(option, owner, concat_checkpoint, synthetic_dir):
     """An option of one test set kind is refused for another, never silently ignored."""
@@ -152,5 +152,5 @@ def test_lopes_without_context_uses_the_file_of_the_models_size(concat_checkpoin
         read = sorted(Path(path).name for path in res["checksums"])
         assert [name for name in read if ".context." in name and name.endswith(".src")] == context_files
         assert "testset-en-fr.json" in read
-    result = run_cli("contrastive", f"lopes:{lopes / 'extracted'}", "-c", concat_checkpoint, "--json", "none")
+    result = run_cli("contrastive", f"lopes:{lopes / 'extracted'}", "-c", concat_checkpoint, "--testset-json", "none")
     assert result.exit_code == 0, result.output

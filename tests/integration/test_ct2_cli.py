@@ -36,7 +36,7 @@ def exported(synthetic_dir, tmp_path_factory):
     """A tiny random concat (s3to3) checkpoint and its float32 export, made through the CLI."""
     root = tmp_path_factory.mktemp("ct2cli")
     ckpt = write_checkpoint(synthetic_dir, root / "concat.pt", CONCAT)
-    result = run_cli("export", "ctranslate2", ckpt, root / "ct2")
+    result = run_cli("export", "ctranslate2", "-c", ckpt, "-o", root / "ct2")
     assert result.exit_code == 0, result.output
     assert f"exported {ckpt} (concat, float32) to {root / 'ct2'}" in result.stderr
     return ckpt, root / "ct2"
@@ -101,11 +101,11 @@ def test_refusals_are_one_line(exported, synthetic_dir, docs, tmp_path):
     ckpt, folder = exported
     path = tmp_path / "docs.txt"
     path.write_text("\n".join(docs[0][0]) + "\n", encoding="utf-8")
-    assert_user_error(run_cli("export", "ctranslate2", ckpt, folder), f"OUT_DIR {folder} already exists; pass --force")
+    assert_user_error(run_cli("export", "ctranslate2", "-c", ckpt, "-o", folder), f"--out {folder} already exists; pass --force")
     shifted = write_checkpoint(synthetic_dir, tmp_path / "shift.pt", {**CONCAT, "shift": 4})
-    assert_user_error(run_cli("export", "ctranslate2", shifted, tmp_path / "s"), "model.shift=4: CTranslate2")
+    assert_user_error(run_cli("export", "ctranslate2", "-c", shifted, "-o", tmp_path / "s"), "model.shift=4: CTranslate2")
     assert not (tmp_path / "s").exists()
-    assert_user_error(run_cli("export", "ctranslate2", ckpt, tmp_path / "q", "--quantization", "int4"),
+    assert_user_error(run_cli("export", "ctranslate2", "-c", ckpt, "-o", tmp_path / "q", "--quantization", "int4"),
                       "--quantization: 'int4' is not one of 'float32', 'int8'")
     assert_user_error(run_cli("translate", path, "-c", ckpt, "--engine", "ctranslate2"), "is a file; --engine "
                       "ctranslate2 takes the folder ctxmt export ctranslate2 wrote")
@@ -137,7 +137,7 @@ def test_without_ctranslate2_the_extra_is_named(command, exported, docs, tmp_pat
     ckpt, folder = exported
     path = tmp_path / "docs.txt"
     path.write_text("\n".join(docs[0][0]) + "\n", encoding="utf-8")
-    args = (["export", "ctranslate2", ckpt, tmp_path / "out"] if command == "export" else
+    args = (["export", "ctranslate2", "-c", ckpt, "-o", tmp_path / "out"] if command == "export" else
             ["translate", path, "-c", folder, "--engine", "ctranslate2", "--device", "cpu"])
     done = subprocess.run([sys.executable, "-c", CODE, *map(str, args)], capture_output=True, text=True, timeout=240)
     assert done.returncode == 2 and done.stdout == ""

@@ -61,7 +61,7 @@ OUTPUT_IS_INPUT = [
      ["is also an input"]),
     (["translate", "doc.txt", "-c", "{ckpt}", "-o", "./doc.txt"], ["doc.txt is also an input"]),
     (["translate", "doc.txt", "-c", "{ckpt}", "-o", "hard.txt"], ["hard.txt is also an input"]),
-    (["average", "{run}/checkpoint_2.pt", "{run}/checkpoint_4.pt", "-o", "ck2.pt", "--force"],
+    (["average", "-c", "{run}/checkpoint_2.pt", "-c", "{run}/checkpoint_4.pt", "-o", "ck2.pt", "--force"],
      ["ck2.pt is also an input"]),
     (["cxmi", "-c", "{ckpt}", "--out", "ck.pt"], ["ck.pt is also an input"]),
     (["cxmi", "-c", "{ckpt}", "--per-sentence", "ck.pt"], ["ck.pt is also an input"]),
@@ -73,8 +73,8 @@ OUTPUT_IS_INPUT = [
       "--force"], ["--out corpus holds the input"]),
     ([*PREP, "--out", ".", "--force"], ["holds the input"]),
     (["prepare", "reverse", "--data", "{data}", "--out", "{data}", "--force"], ["is the --data directory"]),
-    (["export", "ctranslate2", "{ckpt}", "{run}", "--force"], ["holds the input"]),
-    (["recipes", "copy", "quickstart/concat.yaml", str(RECIPES_DIR / "quickstart")], ["lies inside the input folder"]),
+    (["export", "ctranslate2", "-c", "{ckpt}", "-o", "{run}", "--force"], ["holds the input"]),
+    (["recipes", "copy", "quickstart/concat.yaml", "-o", str(RECIPES_DIR / "quickstart")], ["lies inside the input folder"]),
     (["train", "{recipe}", *tiny("{data}")], ["is the prepared dataset data.path"]),
     (["prepare", "docrepair", "--data", "{data}", "--reverse", "{ckpt}", "--forward", "{ckpt}", "--out", "{data}",
       "--force"], ["is also an input"]),
@@ -122,7 +122,7 @@ FORCE_COMMANDS = {
     "prepare": [*PREP, "--out", "{out}", "--force"],
     "reverse": ["prepare", "reverse", "--data", "{data}", "--out", "{out}", "--force"],
     "quickstart": ["quickstart", "--out", "{out}", "--force", "--docs", "41", "--updates", "1"],
-    "export": ["export", "ctranslate2", "{ckpt}", "{out}", "--force"],
+    "export": ["export", "ctranslate2", "-c", "{ckpt}", "-o", "{out}", "--force"],
 }
 
 
@@ -219,11 +219,11 @@ def test_full_disk_translate_evaluate_average_recipes(disk, concat_checkpoint, t
     fill(disk)
     full_disk_error(["translate", doc, "-c", concat_checkpoint, "-o", disk / "out.txt", "--force"], disk)
     full_disk_error(["evaluate", "--hyp", doc, "--ref", doc, "--out", disk / "bleu.json", "--force"], disk)
-    full_disk_error(["average", run / "checkpoint_2.pt", run / "checkpoint_4.pt", "-o", disk / "avg.pt", "--force"],
+    full_disk_error(["average", "-c", run / "checkpoint_2.pt", "-c", run / "checkpoint_4.pt", "-o", disk / "avg.pt", "--force"],
                     disk)
     (disk / "recipes" / "concat.yaml").unlink()
     fill(disk)                                                     # the page the old copy held
-    full_disk_error(["recipes", "copy", "quickstart/concat.yaml", disk / "recipes"], disk)
+    full_disk_error(["recipes", "copy", "quickstart/concat.yaml", "-o", disk / "recipes"], disk)
 
 
 def test_full_disk_train_fresh_mid_run_and_resume(disk, synthetic_dir, concat_checkpoint):
@@ -267,10 +267,10 @@ def test_full_disk_prepare_contrastive(disk, synthetic_dir, concat_checkpoint, w
 
 def test_full_disk_export(disk, sentence_level_checkpoint):
     pytest.importorskip("ctranslate2", reason="the ctranslate2 extra: pip install -e '.[ctranslate2]'")
-    result = run_cli("export", "ctranslate2", sentence_level_checkpoint, disk / "m")
+    result = run_cli("export", "ctranslate2", "-c", sentence_level_checkpoint, "-o", disk / "m")
     assert result.exit_code == 0, result.output
     fill(disk)
-    full_disk_error(["export", "ctranslate2", sentence_level_checkpoint, disk / "m", "--force"], disk)
+    full_disk_error(["export", "ctranslate2", "-c", sentence_level_checkpoint, "-o", disk / "m", "--force"], disk)
 
 
 def test_full_disk_plot_and_analyze_attention(disk, synthetic_dir, concat_checkpoint):
@@ -300,7 +300,7 @@ def test_full_disk_quickstart_leaves_no_half_built_folder(disk):
 
 def test_full_disk_recipes_copy_of_a_folder_is_all_or_nothing(disk):
     fill(disk, 8 * 1024)                                   # a file or two fit, not the folder
-    full_disk_error(["recipes", "copy", "quickstart", disk / "new" / "recipes"], disk)
+    full_disk_error(["recipes", "copy", "quickstart", "-o", disk / "new" / "recipes"], disk)
     assert sorted(p.name for p in disk.iterdir()) == ["filler"]
 
 

@@ -41,14 +41,14 @@ def documents(path, n=12):
 
 
 def test_inspect_shows_where_the_model_came_from(imported, marian):
-    result = run_cli("inspect", imported, "--json")
+    result = run_cli("inspect", "-c", imported, "--json")
     assert result.exit_code == 0, result.output
     info = json.loads(result.stdout)
     record = info["imported_from"]
     assert record["kind"] == "marian" and record["folder"] == str(marian.resolve())
     assert set(record["files"]) >= {"config.json", "model.safetensors", "source.spm", "target.spm", "vocab.json"}
     assert info["family"] == "sentence" and info["recipe"]["model"]["sinusoid"] == "marian"
-    table = run_cli("inspect", imported)
+    table = run_cli("inspect", "-c", imported)
     assert "imported from" in table.stdout and "marian model" in table.stdout
 
 
@@ -145,7 +145,7 @@ def test_ctranslate2_export_translates_as_the_torch_path(imported, tmp_path):
     ctxmt_cli/export/ct2_engine.py), so the same output from the same weights."""
     pytest.importorskip("ctranslate2")
     documents(tmp_path / "docs.txt")
-    result = run_cli("export", "ctranslate2", imported, tmp_path / "ct2")
+    result = run_cli("export", "ctranslate2", "-c", imported, "-o", tmp_path / "ct2")
     assert result.exit_code == 0, result.output
     outs = {}
     for engine, model in (("torch", imported), ("ctranslate2", tmp_path / "ct2")):

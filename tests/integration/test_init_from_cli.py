@@ -97,14 +97,14 @@ def test_lineage_chains_and_survives_resume(sentence_run, synthetic_dir, tmp_pat
     kept.rename(child)
     assert resumed.exit_code == 0, resumed.output
     assert "loaded" not in resumed.output                   # a resume restores its own weights, nothing else
-    result = run_cli("inspect", tmp_path / "caching" / "checkpoint_last.pt", "--json")
+    result = run_cli("inspect", "-c", tmp_path / "caching" / "checkpoint_last.pt", "--json")
     assert result.exit_code == 0, result.output
     info = json.loads(result.stdout)
     assert info["training"]["step"] == 4
     chain = info["training"]["init_from"]
     assert [(c["path"], c["family"], c["sha256"]) for c in chain] == [
         (str(child), "concat", file_sha256(child)), (str(parent), "sentence", file_sha256(parent))]
-    table = run_cli("inspect", tmp_path / "caching" / "checkpoint_last.pt")
+    table = run_cli("inspect", "-c", tmp_path / "caching" / "checkpoint_last.pt")
     assert "started from" in table.stdout and "which started from" in table.stdout
 
 

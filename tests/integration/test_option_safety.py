@@ -90,7 +90,7 @@ RECIPES = [
     (["train", "", "--dry-run"], ["the recipe name is empty", "ctxmt recipes list"]),
     (["train", " ", "--dry-run"], ["the recipe name is empty"]),
     (["recipes", "show", ""], ["the recipe name is empty"]),
-    (["recipes", "copy", "", "adir"], ["the recipe name is empty"]),
+    (["recipes", "copy", "", "-o", "adir"], ["the recipe name is empty"]),
     (["train", "/dev/null", "--dry-run"], ["recipe is not a regular file: /dev/null"]),
     (["train", "bomb.yaml", "--dry-run"], ["bomb.yaml:", "more than 100,000 values once its aliases are expanded"]),
     (["train", "deep.yaml", "--dry-run"], ["deep.yaml:1:", "nested more than 64 levels deep"]),

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from ctxmt_cli.ownership import MANIFEST, check_replaceable, read_ledger
 from ctxmt_cli.recipe_catalog import RECIPES_DIR
 from ctxmt_cli.run_lock import LOCK_NAME
-from tests.integration.conftest import QUICKSTART, TINY_SETS, assert_user_error, run_cli
+from tests.integration.conftest import QUICKSTART, TINY_SETS, assert_user_error, output_options, run_cli
 from tests.integration.test_bad_inputs import check_bad_input, placeholders, snapshot, ws  # noqa: F401
 from tests.tmpfs import mounted_tmpfs
 
@@ -143,19 +143,19 @@ ON_INPUTS = [
     (["prepare", "reverse", "--data", "ds", "--out", "ds/rev"], ["lies inside the input folder ds"]),
     (["train", "{recipe}", "--set", "data.path=ds", "--set", "train.save_dir=ds/run",
       *[a for s in TINY_SETS for a in ("--set", s)]], ["train.save_dir ds/run lies inside the input folder ds"]),
-    (["recipes", "copy", "quickstart/concat.yaml", str(RECIPES_DIR / "new")], ["lies inside the input folder"]),
+    (["recipes", "copy", "quickstart/concat.yaml", "-o", str(RECIPES_DIR / "new")], ["lies inside the input folder"]),
     (["plot", "run", "--out", "run/metrics.jsonl"], ["--out run/metrics.jsonl is also an input"]),
     (["evaluate", "--hyp", "ref.txt", "--ref", "ref.txt", "--out", "thesis.tex"], ["thesis.tex already exists",
                                                                                     "--force"]),
-    (["translate", "ref.txt", "-c", "{ckpt}", "-o", "thesis.tex"], ["--output thesis.tex already exists", "--force"]),
-    (["translate", "ref.txt", "-c", "{ckpt}", "-o", "other.pt"], ["--output other.pt already exists"]),
+    (["translate", "ref.txt", "-c", "{ckpt}", "-o", "thesis.tex"], ["--out thesis.tex already exists", "--force"]),
+    (["translate", "ref.txt", "-c", "{ckpt}", "-o", "other.pt"], ["--out other.pt already exists"]),
     (["translate", "ref.txt", "-c", "{ckpt}", "-o", "newout/"], ["newout/ names a directory; give a file path"]),
     (["evaluate", "--hyp", "ref.txt", "--ref", "ref.txt", "--out", "newout/"], ["names a directory"]),
     (["cxmi", "-c", "{ckpt}", "--data", "{data}", "--out", "thesis.tex"], ["thesis.tex already exists", "--force"]),
-    (["average", "{run}/checkpoint_2.pt", "{run}/checkpoint_4.pt", "-o", "other.pt"], ["other.pt already exists"]),
-    (["average", "{run}/checkpoint_2.pt", "{run}/checkpoint_4.pt", "-o", "newout/"], ["names a directory"]),
-    (["export", "safetensors", "{ckpt}", "other.pt"], [".safetensors"]),
-    (["export", "ctranslate2", "{ckpt}", "thesis.tex"], ["thesis.tex already exists"]),
+    (["average", "-c", "{run}/checkpoint_2.pt", "-c", "{run}/checkpoint_4.pt", "-o", "other.pt"], ["other.pt already exists"]),
+    (["average", "-c", "{run}/checkpoint_2.pt", "-c", "{run}/checkpoint_4.pt", "-o", "newout/"], ["names a directory"]),
+    (["export", "safetensors", "-c", "{ckpt}", "-o", "other.pt"], [".safetensors"]),
+    (["export", "ctranslate2", "-c", "{ckpt}", "-o", "thesis.tex"], ["thesis.tex already exists"]),
     (["first-pass", "-c", "{ckpt}", "--data", "ds", "--split", "test", "--name", "fp", "--from", "fp"],
      ["names the stream being written"]),
 ]
@@ -163,11 +163,11 @@ ON_INPUTS = [
 #: goes through the one check (paths.check_not_input / check_output_file, ownership.check_replaceable)
 OUTPUT_OPTIONS = {
     ("prepare", "out"): "prepare reverse --data ds --out ds/rev", ("train", "set_"): "train.save_dir=ds/run",
-    ("average", "output"): "-o other.pt", ("translate", "output"): "-o thesis.tex",
+    ("average", "out"): "-o other.pt", ("translate", "out"): "-o thesis.tex",
     ("contrastive", "out"): "synthetic:ds", ("score-contrastive", "out"): "the alias of contrastive",
     ("evaluate", "out"): "ds/bleu.json", ("quickstart", "out"): "QS", ("analyze-attention", "out"): "ds/att",
     ("cxmi", "out"): "ds/test.ref.txt", ("cxmi", "per_sentence"): "ds/new/p.jsonl", ("plot", "out"): "run/metrics",
-    ("recipes copy", "dest"): "RECIPES_DIR", ("export ctranslate2", "out_dir"): "thesis.tex",
+    ("recipes copy", "out"): "RECIPES_DIR", ("export ctranslate2", "out"): "thesis.tex",
     ("export safetensors", "out"): "other.pt", ("first-pass", "name"): "--from fp",
     # its rows need a Hugging Face Marian folder, built by that file's fixture (output exists, inside the input)
     ("import marian", "out"): "test_import_cli.py",
@@ -191,31 +191,9 @@ def test_force_replaces_a_named_file(own, concat_checkpoint):
     assert result.exit_code == 0 and '"BLEU"' in (own / "thesis.tex").read_text()
 
 
-def _output_options() -> set[tuple[str, str]]:
-    """(command, parameter) of every option or argument whose name says it is where the command writes."""
-    import typer
-
-    from ctxmt_cli.cli.app import app
-
-    found = set()
-
-    def walk(command, prefix: list[str]) -> None:
-        if hasattr(command, "commands"):
-            for name, sub in command.commands.items():
-                walk(sub, prefix + [name])
-            return
-        for param in command.params:
-            if param.name in ("out", "output", "per_sentence", "dest", "out_dir") or \
-                    (param.name == "set_" and prefix == ["train"]) or (param.name == "name" and prefix == ["first-pass"]):
-                found.add((" ".join(prefix), param.name))
-
-    walk(typer.main.get_command(app), [])
-    return found
-
-
 def test_every_output_option_has_a_row():
     """A command that writes must come with a row above (and go through the one check) before it ships."""
-    missing = _output_options() - set(OUTPUT_OPTIONS)
+    missing = {(path, param.name) for path, _, param in output_options()} - set(OUTPUT_OPTIONS)
     assert not missing, f"output options without a row in ON_INPUTS/FORCE_ROWS: {sorted(missing)}"
     rows = " ".join(" ".join(args) for args, _ in ON_INPUTS) + " ".join(" ".join(a) for _, a, _ in FORCE_ROWS)
     for key, proof in OUTPUT_OPTIONS.items():

@@ -104,11 +104,11 @@ def test_recipes_show_and_copy(tmp_path):
     assert shown.exit_code == 0 and shown.stdout == (RECIPES_DIR / f"{NAME}.yaml").read_text(encoding="utf-8")
     assert_user_error(run_cli("recipes", "show", "quickstart/concatt"), "did you mean quickstart/concat?",
                       "ctxmt recipes list")
-    copied = run_cli("recipes", "copy", NAME + ".yaml", tmp_path / "mine")
+    copied = run_cli("recipes", "copy", NAME + ".yaml", "-o", tmp_path / "mine")
     target = tmp_path / "mine" / "en_de_s4to4_shift_cd.yaml"
     assert copied.exit_code == 0 and copied.stdout == f"wrote {target}\n"
     target.write_text("edited", encoding="utf-8")
-    assert_user_error(run_cli("recipes", "copy", NAME, tmp_path / "mine"), str(target), "already exists")
+    assert_user_error(run_cli("recipes", "copy", NAME, "-o", tmp_path / "mine"), str(target), "already exists")
     assert target.read_text(encoding="utf-8") == "edited"
 
 
@@ -125,14 +125,14 @@ def test_train_takes_a_name_and_the_checkout_paths_from_anywhere(tmp_path, monke
 
 def test_inspect_prints_the_table_and_the_resolved_recipe(concat_checkpoint):
     info = checkpoint_info(concat_checkpoint)
-    result = run_cli("inspect", concat_checkpoint)
+    result = run_cli("inspect", "-c", concat_checkpoint)
     assert result.exit_code == 0, result.output
     table, recipe_text = result.stdout.split("recipe (resolved):\n")
     for needle in ("family", "concat", f"{info['parameters']:,}", "step / epoch", "world size", "src → tgt",
                    f"ctxmt {info['ctxmt_version']}"):
         assert needle in table, needle
     assert yaml.safe_load(recipe_text) == info["recipe"]
-    as_json = run_cli("inspect", concat_checkpoint, "--json")
+    as_json = run_cli("inspect", "-c", concat_checkpoint, "--json")
     assert as_json.exit_code == 0 and json.loads(as_json.stdout) == info
 
 
@@ -141,5 +141,5 @@ def test_inspect_a_missing_or_corrupt_file_is_one_line(content, needle, tmp_path
     path = tmp_path / "model.pt"
     if content is not None:
         path.write_bytes(content)
-    assert_user_error(run_cli("inspect", path), needle, str(path))
-    assert_user_error(run_cli("inspect", path, "--json"), needle)
+    assert_user_error(run_cli("inspect", "-c", path), needle, str(path))
+    assert_user_error(run_cli("inspect", "-c", path, "--json"), needle)

@@ -67,7 +67,8 @@ def test_a_missing_server_package_is_one_line(package, models, monkeypatch):
 
 def test_a_server_process_translates_and_stops_on_ctrl_c(models):
     process = subprocess.Popen([sys.executable, "-m", "ctxmt_cli", "serve", "-c", str(models["mbe"]), "--port", "0",
-                                "--device", "cpu", "--group-sentences", "2"], stderr=subprocess.PIPE, text=True)
+                                "--device", "cpu", "--group-sentences", "2", "--log-format", "json"],
+                               stderr=subprocess.PIPE, text=True)
     try:
         line = process.stderr.readline()
         found = re.search(r"listening on (http://127\.0\.0\.1:\d+) \(mbe model", line)
@@ -87,6 +88,8 @@ def test_a_server_process_translates_and_stops_on_ctrl_c(models):
         _, rest = process.communicate(timeout=60)
     assert process.returncode == 0, rest
     assert "Traceback" not in rest
+    listening = json.loads(line)                   # --log-format json: the server's lines are JSON objects too
+    assert listening["kind"] == "message" and listening["url"] == url
 
 
 def test_importing_the_server_modules_loads_no_torch_or_server_package():

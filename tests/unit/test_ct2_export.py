@@ -67,9 +67,9 @@ def test_an_existing_folder_needs_force(prepared, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "mine.txt").write_text("keep")
-    with pytest.raises(CtxmtError, match="OUT_DIR .*out already exists; pass `force` to overwrite it"):
+    with pytest.raises(CtxmtError, match="`out_dir` .*out already exists; pass `force` to overwrite it"):
         export_ctranslate2(ckpt, out)
-    with pytest.raises(CtxmtError, match="OUT_DIR .*out is not a model folder ctxmt exported"):
+    with pytest.raises(CtxmtError, match="`out_dir` .*out is not a model folder ctxmt exported"):
         export_ctranslate2(ckpt, out, force=True)                         # a user's folder: never deleted
     assert [p.name for p in out.iterdir()] == ["mine.txt"]
     (out / "mine.txt").unlink()

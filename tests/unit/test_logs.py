@@ -89,3 +89,44 @@ def test_count_log_rich_draws_a_bar_on_its_stream():
     log.close()
     text = stream.getvalue()
     assert "note above the bar" in text and "valid.fp" in text and "4/4" in text
+
+
+@pytest.mark.parametrize("fmt", ["plain", "json"])
+def test_count_log_with_an_unknown_total_reports_counts_without_an_eta(fmt):
+    """Documents arriving on stdin: no total, so each line says what is done and for how long, and no ETA."""
+    stream = io.StringIO()
+    log = CountLog(fmt, "sentences", stream)
+    for done in (0, 4, 9):
+        log.update("translate", done, None)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 3
+    if fmt == "json":
+        last = _strict(lines[-1])
+        assert (last["done"], last["total"], last["eta_s"], last["unit"]) == (9, None, None, "sentences")
+    else:
+        assert lines[-1].startswith("translate: 9 sentences  elapsed ") and "eta" not in lines[-1]
+
+
+def test_a_periodic_log_is_silent_for_a_short_task_and_reports_a_long_one(monkeypatch):
+    """``CountLog.periodic``: the first line waits for the interval, so a task done sooner prints nothing (its
+    command's stderr keeps its own lines alone); a longer one prints every interval and its end."""
+    import ctxmt_cli.logs as logs
+
+    clock = [100.0]
+    monkeypatch.setattr(logs.time, "monotonic", lambda: clock[0])
+    assert CountLog.periodic("plain", "rows").every == logs.REPORT_EVERY
+    for fmt in ("plain", "json"):
+        short, long = io.StringIO(), io.StringIO()
+        quick, slow = CountLog(fmt, "rows", short, every=30.0, first=False), CountLog(fmt, "rows", long, every=30.0,
+                                                                                       first=False)
+        quick.update("cxmi", 0, 10)
+        clock[0] += 5
+        quick.update("cxmi", 10, 10)
+        assert short.getvalue() == ""
+        for done in (0, 2, 4, 6, 8, 10):
+            slow.update("cxmi", done, 10)
+            clock[0] += 20                                               # 20 s a step: a line every other step
+        lines = long.getvalue().splitlines()
+        assert len(lines) == 3                                           # at 40 s, 80 s, and the end at 100 s
+        last = _strict(lines[-1]) if fmt == "json" else lines[-1]
+        assert (last["done"], last["total"]) == (10, 10) if fmt == "json" else last.startswith("cxmi: 10/10 rows")

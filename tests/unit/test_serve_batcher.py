@@ -164,3 +164,17 @@ def test_a_worker_that_fails_answers_every_job_and_refuses_new_ones():
 def test_a_wait_beyond_its_bound_is_refused(wait_s):
     with pytest.raises(ValueError, match="wait_s"):
         Batcher(lambda payloads: payloads, max_docs=1, wait_s=wait_s)
+
+
+def test_progress_hears_the_counters_after_every_batch():
+    """``ctxmt serve --log-format``: the worker reports its counters once per batch, after the batch's answers."""
+    rec, heard = Recorder(), []
+    batcher = Batcher(rec, max_docs=2, wait_s=0.0,
+                      progress=lambda stats: heard.append((stats.batches, stats.requests)))
+    batcher.start()
+    try:
+        for key in ("a", "b", "c"):
+            assert all(e.wait(10) for e in submit_all(batcher, [(key, key)]))
+    finally:
+        batcher.stop()
+    assert heard == [(1, 1), (2, 2), (3, 3)]
