@@ -13,8 +13,8 @@ what is on it.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 import numpy as np
 
@@ -67,7 +67,7 @@ def _matrix(values, name: str) -> np.ndarray:
     return array
 
 
-def _tick_labels(ax, axis: str, labels: Optional[Sequence[str]], size: int) -> None:
+def _tick_labels(ax, axis: str, labels: Sequence[str] | None, size: int) -> None:
     """Token labels on one axis when given and at most :data:`MAX_LABELS`; plain indices otherwise."""
     if labels is None or len(labels) > MAX_LABELS:
         return
@@ -81,8 +81,8 @@ def _tick_labels(ax, axis: str, labels: Optional[Sequence[str]], size: int) -> N
 
 
 def attention_maps(maps: Sequence, query_breaks: Sequence[int], key_breaks: Sequence[int], title: str,
-                   path: Path, query_labels: Optional[Sequence[str]] = None,
-                   key_labels: Optional[Sequence[str]] = None):
+                   path: Path, query_labels: Sequence[str] | None = None,
+                   key_labels: Sequence[str] | None = None):
     """One heat map per layer (queries × keys, attention already averaged over heads), in a grid.
 
     ``query_breaks`` / ``key_breaks``: the indices where a new sentence starts on each axis; a line is drawn
@@ -192,7 +192,7 @@ def assignment_map(weights, tokens: Sequence[str], title: str, path: Path):
 
 
 def selection_maps(maps: Sequence, titles: Sequence[str], absent: Sequence, dropped, breaks: Sequence[int],
-                   labels: Optional[Sequence[str]], title: str, path: Path, note: Optional[str] = None):
+                   labels: Sequence[str] | None, title: str, path: Path, note: str | None = None):
     """Self-attention maps of one window side by side (queries × keys, averaged over heads) with the tokens a
     context selection dropped marked (Yang et al., Figure 6).
 
@@ -241,7 +241,7 @@ def selection_maps(maps: Sequence, titles: Sequence[str], absent: Sequence, drop
     return _save(fig, path)
 
 
-def kept_share_chart(series: dict, title: str, path: Path, note: Optional[str] = None):
+def kept_share_chart(series: dict, title: str, path: Path, note: str | None = None):
     """The share of context tokens kept (%) against the selection layer, one line per context side (Yang et al.,
     Figure 4). ``series``: side -> (1-based encoder layers, shares in [0, 1], None where nothing was counted)."""
     new_figure = require_matplotlib()
@@ -264,7 +264,7 @@ def kept_share_chart(series: dict, title: str, path: Path, note: Optional[str] =
 
 
 
-def _finish_lines(fig, ax, xlabel: str, ylabel: str, title: str, note: Optional[str], path: Path, legend: int):
+def _finish_lines(fig, ax, xlabel: str, ylabel: str, title: str, note: str | None, path: Path, legend: int):
     """Axis labels, title, grid, legend (font size ``legend``) and an optional footnote; saves the figure."""
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -276,7 +276,7 @@ def _finish_lines(fig, ax, xlabel: str, ylabel: str, title: str, note: Optional[
     return _save(fig, path)
 
 def bar_chart(categories: Sequence[str], series: dict, title: str, path: Path, ylabel: str,
-              xlabel: Optional[str] = None, fmt: Optional[str] = ".1f"):
+              xlabel: str | None = None, fmt: str | None = ".1f"):
     """Grouped bars: one group per category along the x axis, one bar per series in each group (legend).
 
     ``series``: label -> one value per category (NaN: no bar). E.g. BLEU per test window size, a series per
@@ -313,7 +313,7 @@ def bar_chart(categories: Sequence[str], series: dict, title: str, path: Path, y
     return _save(fig, path)
 
 
-def line_chart(lines: dict, title: str, ylabel: str, path: Path, note: Optional[str] = None):
+def line_chart(lines: dict, title: str, ylabel: str, path: Path, note: str | None = None):
     """Curves against the update step: ``lines`` maps a run label to {row kind: (steps, values)}.
 
     One colour per run; train rows as solid lines, valid rows dashed with markers. ``note`` is printed

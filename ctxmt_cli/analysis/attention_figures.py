@@ -23,7 +23,7 @@ SIDES = {"encoder_self": ("src", "src"), "decoder_self": ("tgt", "tgt"), "cross"
 def draw_grids(result: dict, out: Path) -> list[Path]:
     """Entropy and current-sentence share of every kind as layer × head grids over the split."""
     paths = []
-    for stat, fmt in (("entropy", ".2f"), ("current_share", ".2f")):
+    for stat in ("entropy", "current_share"):
         values = {kind: np.asarray(v[stat], dtype=float) for kind, v in result["by_kind"].items()}
         path = Path(out) / f"{stat}_grid.png"
         figures.layer_head_grid(values, f"{stat.replace('_', ' ')} per layer and head — {result['split']}, "

@@ -40,9 +40,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional, Sequence
 
 import numpy as np
 
@@ -72,18 +72,18 @@ class CxmiRequest:
     """What ``ctxmt cxmi`` was asked to do (the CLI's options, one field each)."""
 
     checkpoint: Path
-    data: Optional[Path] = None
+    data: Path | None = None
     split: str = "test"
-    context: Optional[int] = None
+    context: int | None = None
     random_context: bool = False
     seed: int = 1
     max_tokens: int = DEFAULT_MAX_TOKENS
     device: str = "cpu"
-    out: Optional[str | Path] = None               # as given: a trailing slash names a folder, refused
-    per_sentence: Optional[str | Path] = None
-    tokens: Optional[Sequence[str]] = None         # P-CXMI restricted to these target words too
+    out: str | Path | None = None               # as given: a trailing slash names a folder, refused
+    per_sentence: str | Path | None = None
+    tokens: Sequence[str] | None = None         # P-CXMI restricted to these target words too
     force: bool = False                            # replace an existing --out / --per-sentence file
-    log_format: Optional[str] = None               # rows scored so far, on stderr (None: a bar on a terminal)
+    log_format: str | None = None               # rows scored so far, on stderr (None: a bar on a terminal)
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ def random_donor(docs: list[Document], keep: int, rng: np.random.Generator) -> C
         raise CtxmtError(f"{option('random_context')} draws context from another document, but the split has one; "
                          "use a split with several documents")
 
-    def donor(d: int, j: int, wanted: Optional[int] = None) -> list:
+    def donor(d: int, j: int, wanted: int | None = None) -> list:
         """``wanted`` pairs (default: what the previous context of sentence ``j`` could hold)."""
         wanted = min(keep, j) if wanted is None else wanted
         if wanted == 0:
@@ -124,7 +124,7 @@ def random_donor(docs: list[Document], keep: int, rng: np.random.Generator) -> C
     return donor
 
 
-def cxmi_context(cfg, context: Optional[int], docs: list[Document]) -> tuple[int, int]:
+def cxmi_context(cfg, context: int | None, docs: list[Document]) -> tuple[int, int]:
     """(source, target) previous sentences of the contextual rows: those the model translates with (``context``: K
     on each side it reads), or, for a model that reads the sentences around it as one group (mbe), every previous
     sentence the window limit holds, as contrastive scoring gives it (:meth:`Inputs.scoring_context`)."""
@@ -134,7 +134,7 @@ def cxmi_context(cfg, context: Optional[int], docs: list[Document]) -> tuple[int
 
 
 def sentence_pairs(docs: list[Document], keep: tuple[int, int], limit: int,
-                   donor: Optional[Callable[..., list]] = None, following: int = 0) -> list[SentencePair]:
+                   donor: Callable[..., list] | None = None, following: int = 0) -> list[SentencePair]:
     """Rows without and with context for every sentence; ``donor(d, j)`` replaces the gold previous pairs
     (``donor(d, j, n)`` the ``n`` gold next ones); ``following``: next source sentences, for a model reading them."""
     from ctxmt_cli.data.windows import fit_window
@@ -158,7 +158,7 @@ def sentence_pairs(docs: list[Document], keep: tuple[int, int], limit: int,
 
 
 def score_pairs(model, tokenizer, pairs: list[SentencePair], max_tokens: int, per_token: bool = False, *,
-                progress: Optional[Callable[[int], None]] = None) -> tuple:
+                progress: Callable[[int], None] | None = None) -> tuple:
     """Summed log-probabilities without and with context, and the scored token counts, per sentence; with
     ``per_token``, a fourth element: each sentence's scored tokens' log-probability differences (context minus
     none, ``</s>`` last). ``progress(n)``: after each batch of n distinct rows (a sentence without context is one
@@ -183,7 +183,7 @@ def figures(plain: np.ndarray, contextual: np.ndarray, tokens: np.ndarray) -> di
             "n": int(len(plain))}
 
 
-def synthetic_tags(prepared, split: str, docs: list[Document]) -> Optional[list[list[str]]]:
+def synthetic_tags(prepared, split: str, docs: list[Document]) -> list[list[str]] | None:
     """Per-sentence tags of a prepared synthetic benchmark split, or None when they cannot be re-derived.
 
     Tags: ``context-dependent`` or ``other``; for each context-dependent event its phenomenon, and
@@ -303,7 +303,7 @@ def _scored(loaded, pairs: list[SentencePair], req: CxmiRequest) -> tuple:
         log.close()
 
 
-def summarize(plain, contextual, tokens, pairs: list[SentencePair], tags: Optional[list[list[str]]]) -> dict:
+def summarize(plain, contextual, tokens, pairs: list[SentencePair], tags: list[list[str]] | None) -> dict:
     """The overall figures, those of the sentences that had context, and (with tags) per tag."""
     had = np.array([max(p.context) > 0 or p.next > 0 for p in pairs], dtype=bool)
     result = {**figures(plain, contextual, tokens), "tokens": int(tokens.sum()), "n_with_context": int(had.sum()),

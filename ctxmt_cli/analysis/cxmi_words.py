@@ -23,7 +23,7 @@ Sentences at a document start have no context and contribute exactly 0, as in th
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -86,7 +86,7 @@ def _figures(occurrences: list[tuple[str, int, float]]) -> dict:
             "p_cxmi_per_token": total / tokens if tokens else None}
 
 
-def render_words(restricted: Optional[dict]) -> list[str]:
+def render_words(restricted: dict | None) -> list[str]:
     """The printed lines of the restricted figures (none when no words were chosen)."""
     if restricted is None:
         return []

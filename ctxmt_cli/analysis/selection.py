@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 import torch
@@ -78,7 +77,7 @@ class KeptShares:
                 sums[0], sums[1] = sums[0] + float(kept), sums[1] + float(total)
         return listen
 
-    def to_json(self) -> Optional[dict]:
+    def to_json(self) -> dict | None:
         """``{"source": {"layers", "kept", "context", "share"}, "target": …, "definition"}``; None when the model
         selects nothing (no kept-share term was seen). ``share`` is None for a side whose windows had no context."""
         if not self.kept:

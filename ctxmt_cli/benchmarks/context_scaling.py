@@ -50,7 +50,6 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Optional
 
 import torch
 
@@ -99,7 +98,7 @@ class Settings:
     log_format: str = "plain"          # the per-K lines: plain, rich (a bar over the Ks) or json (ctxmt_cli.logs)
 
     @classmethod
-    def make(cls, quick: bool = False, contexts: Optional[str] = None, **given) -> "Settings":
+    def make(cls, quick: bool = False, contexts: str | None = None, **given) -> Settings:
         """The options given (None = not given; ``contexts`` as ``--contexts`` text) over the defaults, or over
         :data:`QUICK`'s with ``quick``."""
         given["contexts"] = parse_contexts(contexts) if contexts else None

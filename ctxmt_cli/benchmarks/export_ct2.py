@@ -29,7 +29,6 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 try:
@@ -46,7 +45,7 @@ ENGINES = ("ctxmt-float32", "ct2-float32", "ct2-int8")
 
 @dataclass(frozen=True)
 class Settings:
-    checkpoint: Optional[Path] = None
+    checkpoint: Path | None = None
     quick: bool = False
     threads: int = 2
     repeats: int = 3
@@ -96,7 +95,7 @@ def output_tokens(tokenizer, documents: list[list[str]]) -> int:
 _WORKER: dict = {}
 
 
-def start_engine(name: str, checkpoint: Path, folder: Optional[Path], threads: int, device: str) -> None:
+def start_engine(name: str, checkpoint: Path, folder: Path | None, threads: int, device: str) -> None:
     """Worker initializer: load engine ``name`` (ctxmt on ``checkpoint``, or CTranslate2 on the exported ``folder``)
     with ``threads`` threads."""
     import torch

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.paths import check_output_file
@@ -69,9 +68,9 @@ def train_result_lines(result, log_format=None) -> str:
 
 
 
-def translate_file(input: str, out: str, checkpoint: Path, loading: Optional[dict] = None, *,
+def translate_file(input: str, out: str, checkpoint: Path, loading: dict | None = None, *,
                    input_format: str = "text", scores: bool = False, force: bool = False,
-                   log_format: Optional[str] = None, **options) -> int:
+                   log_format: str | None = None, **options) -> int:
     """``ctxmt translate``: translate a document file (or stdin, as it arrives) with the Python API
     (:meth:`ctxmt_cli.api.Model.translate_stream`) and write each document as soon as it is done; returns the
     number of sentences translated.
@@ -116,7 +115,7 @@ def translate_file(input: str, out: str, checkpoint: Path, loading: Optional[dic
     return count
 
 
-def _to_translate(documents) -> Optional[int]:
+def _to_translate(documents) -> int | None:
     """The sentences of ``documents`` that will be translated (non-blank, after any given target context); None
     for documents still arriving (stdin)."""
     if not isinstance(documents, list):

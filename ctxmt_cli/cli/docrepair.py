@@ -10,7 +10,6 @@ error.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -109,7 +108,7 @@ def prepare_derived(ctx) -> str:
     return f"prepared {out} (DocRepair, {meta['tgt_lang']} → {meta['tgt_lang']}, groups of {job.group_size}; {sizes})"
 
 
-def _progress_log(log_format: Optional[str]):
+def _progress_log(log_format: str | None):
     """Progress of a translation pass on stderr (stdout keeps the command's summary line) in ``log_format``."""
     from ctxmt_cli.logs import CountLog
 

@@ -9,7 +9,7 @@ their owners would slow ``--help``); a unit test keeps each equal to the module 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal
 
 import typer
 
@@ -71,7 +71,7 @@ Device = Annotated[str, typer.Option(
     help="where the model runs: auto (CUDA when present, else the CPU), cpu, cuda or cuda:N")]
 
 LogFormatName = Literal["plain", "rich", "json"]
-LogFormat = Annotated[Optional[LogFormatName], typer.Option(
+LogFormat = Annotated[LogFormatName | None, typer.Option(
     "--log-format", show_default=False,
     help="progress as rich (a live bar), plain (one line per report: done/total, elapsed, ETA; train: also loss, "
          "tok/s, lr) or json (the same, one object per line) [default: rich on a terminal, plain otherwise]")]
@@ -79,9 +79,9 @@ LogFormat = Annotated[Optional[LogFormatName], typer.Option(
 # ``ctxmt prepare``'s options for real-size corpora (fields of ctxmt_cli.data.prepare.PrepareSpec)
 SpmSample = Annotated[int, typer.Option(**COUNT, help="SentencePiece trains on a seeded sample of about this many train "
                                         "pairs (sentences per side)")]
-SpmModel = Annotated[Optional[Path], typer.Option(help="reuse this SentencePiece .model (both sides) instead of "
+SpmModel = Annotated[Path | None, typer.Option(help="reuse this SentencePiece .model (both sides) instead of "
                                                   "training one: corpora prepared with it share one vocabulary")]
-VocabFrom = Annotated[Optional[Path], typer.Option(help="reuse the SentencePiece model(s) of this prepared dataset, "
+VocabFrom = Annotated[Path | None, typer.Option(help="reuse the SentencePiece model(s) of this prepared dataset, "
                                                    "or of this checkpoint (an imported Marian model), instead of "
                                                    "training")]
 Workers = Annotated[int, typer.Option(**WORKERS, help="encoding processes (0: one per CPU)")]
@@ -99,19 +99,19 @@ SpmType = Literal["unigram", "bpe"]
 TargetMode = Literal["prefix", "generate"]
 
 # the decoding options of ``translate`` and ``evaluate`` (None: the checkpoint's recipe decides)
-Beam = Annotated[Optional[int], typer.Option(**BEAM, show_default=False,
+Beam = Annotated[int | None, typer.Option(**BEAM, show_default=False,
                                              help="beam size [default: the recipe's decode.beam]")]
-Lenpen = Annotated[Optional[float], typer.Option(**LENPEN, show_default=False,
+Lenpen = Annotated[float | None, typer.Option(**LENPEN, show_default=False,
                                                  help="length penalty [default: the recipe's decode.lenpen]")]
-BatchDocs = Annotated[Optional[int], typer.Option(
+BatchDocs = Annotated[int | None, typer.Option(
     **BATCH_DOCS, show_default=False, help="rows decoded in parallel: documents; pieces of documents for a model reading no "
     "earlier translation; windows in generate mode [default: the recipe's decode.batch_docs]")]
-WarmupSentences = Annotated[Optional[int], typer.Option(
+WarmupSentences = Annotated[int | None, typer.Option(
     **WARMUP, show_default=False, help="a model reading its earlier translations: cut documents into pieces "
     "that translate side by side, each first translating (and dropping) N sentences before it as its target "
     "context (faster on a few long documents; the output may differ slightly from whole documents) [default: the "
     "recipe's decode.warmup_sentences; none: whole documents]")]
-TargetModeOption = Annotated[Optional[TargetMode], typer.Option(
+TargetModeOption = Annotated[TargetMode | None, typer.Option(
     show_default=False, help="how a model reading its earlier translations decodes them: prefix (its own outputs "
     "forced), generate (the whole target window written again, the last sentence kept; a window without the "
     "expected separators is decoded again in prefix mode, and counted) [default: the recipe's decode.target_mode]")]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from enum import Enum
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -32,9 +31,9 @@ recipes_app = typer.Typer(
 @recipes_app.command("list")
 @user_errors
 def list_recipes(
-    folder: Optional[str] = typer.Argument(None, metavar="[FOLDER]", autocompletion=complete_recipe_folder,
+    folder: str | None = typer.Argument(None, metavar="[FOLDER]", autocompletion=complete_recipe_folder,
                                            help="only this folder's recipes (e.g. quickstart, yang2023_hanoit)"),
-    family: Optional[Family] = typer.Option(None, help="only recipes of this model family"),
+    family: Family | None = typer.Option(None, help="only recipes of this model family"),
 ):
     """One line per packaged recipe: NAME, model family, what it is (its description or the paper row)."""
     from ctxmt_cli.recipe_catalog import packaged_recipes

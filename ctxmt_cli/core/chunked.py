@@ -9,8 +9,6 @@ packed, (N, C) in :meth:`~ctxmt_cli.core.batch.Batch.pack` order.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 from torch import Tensor
 
@@ -18,7 +16,7 @@ from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.core.probe import AttentionProbe
 
 
-def chunked_hidden(model, batch: Batch, probe: Optional[AttentionProbe] = None) -> tuple[Tensor, dict]:
+def chunked_hidden(model, batch: Batch, probe: AttentionProbe | None = None) -> tuple[Tensor, dict]:
     """Decoder states of a chunked batch, (N, C) in :meth:`Batch.pack` order, and the batch's loss terms:
     ``model.encode_parts`` once, then the decoder chunk by chunk, each at its own width."""
     if probe is not None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -68,9 +67,9 @@ class MultiheadAttention(nn.Module):
         return k, v
 
     def self_attend(
-        self, x: Tensor, past: Optional[tuple[Tensor, Tensor]] = None, mask: Optional[Tensor] = None,
-        causal: bool = False, need_weights: bool = False, shared: Optional[tuple] = None,
-    ) -> tuple[Tensor, Optional[Tensor], tuple[Tensor, Tensor]]:
+        self, x: Tensor, past: tuple[Tensor, Tensor] | None = None, mask: Tensor | None = None,
+        causal: bool = False, need_weights: bool = False, shared: tuple | None = None,
+    ) -> tuple[Tensor, Tensor | None, tuple[Tensor, Tensor]]:
         """Self-attention of ``x`` (B, T, C) after the cached keys/values ``past`` (B, H, Tp, D) each, if any.
 
         ``shared``: keys/values before ``past`` that groups of rows share (a forced target prefix, identical for the
@@ -91,15 +90,15 @@ class MultiheadAttention(nn.Module):
         return out, weights, (k, v)
 
     def attend(
-        self, x: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = None,
+        self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
         causal: bool = False, need_weights: bool = False,
-    ) -> tuple[Tensor, Optional[Tensor]]:
+    ) -> tuple[Tensor, Tensor | None]:
         """Queries from ``x`` (B, Tq, C) attend to ``k``/``v``; returns (B, Tq, C) and optional (B, H, Tq, Tk)."""
         (q,) = self._split(self.q_proj(x), 1)                               # (B, H, Tq, D)
         return self._attend(q, k, v, mask, causal, need_weights)
 
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], causal: bool,
-                need_weights: bool) -> tuple[Tensor, Optional[Tensor]]:
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool,
+                need_weights: bool) -> tuple[Tensor, Tensor | None]:
         """Attention of projected heads (B, H, Tq, D) to (B, H, Tk, D), through the output projection."""
         p = self.dropout if self.training else 0.0
         if need_weights:
@@ -123,7 +122,7 @@ class MultiheadAttention(nn.Module):
         return self.out_proj(out.transpose(1, 2).reshape(b, t, h * d))
 
     def attend_folded(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor, fold: Fold = Fold(),
-                      need_weights: bool = False) -> tuple[Tensor, Optional[Tensor]]:
+                      need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
         """Like :meth:`attend`, where the rows of ``x`` (B, T, C) sit in ``fold.size`` slots per key/value row
         (G, H, M, D) and mask row (G, 1, 1, M) (:class:`~ctxmt_cli.core.batch.Fold`): the queries of one row's
         slots form one block, so the keys are never copied per row; weights (G, H, size*T, M)."""
@@ -147,7 +146,7 @@ class MultiheadAttention(nn.Module):
         fuse_separate_projections(state_dict, prefix, self.self_attention)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
-    def _small_query(self, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor]) -> Tensor:
+    def _small_query(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
         """Attention of a few queries (a CPU decoding step): two batched matmuls beat SDPA's fused CPU kernel there.
 
         Same result as SDPA, including its zero output for a query whose keys are all masked.
@@ -160,7 +159,7 @@ class MultiheadAttention(nn.Module):
         weights = torch.nan_to_num_(scores.softmax(-1), nan=0.0)           # all-masked rows: 0/0 -> 0
         return torch.matmul(weights, v)                                     # (B, H, Tq, D)
 
-    def _small_query_shared(self, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], shared: tuple) -> Tensor:
+    def _small_query_shared(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, shared: tuple) -> Tensor:
         """:meth:`_small_query` over a group's shared keys followed by each row's own (:meth:`self_attend`), with
         one softmax over both: the shared keys are read once per group (its rows' queries folded into one block),
         never copied per row, so a long forced prefix costs a beam search step no copy at all."""
@@ -195,7 +194,7 @@ class MultiheadAttention(nn.Module):
         return F.dropout(weights, p) @ v, weights
 
 
-def joined_keys(shared: tuple, k: Tensor, v: Tensor, mask: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+def joined_keys(shared: tuple, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
     """A group's shared keys/values copied to each of its rows and put before the row's own ``k``/``v``
     (B, H, T, D), with the masks joined likewise (additive; ``mask`` None: every own key visible): the layout
     :meth:`MultiheadAttention.self_attend` reads without ``shared``."""
@@ -269,7 +268,7 @@ class Sublayer(nn.Module):
         super().__init__()
         self.norm, self.dropout, self.pre = nn.LayerNorm(d_model), nn.Dropout(dropout), normalize_before
 
-    def forward(self, x: Tensor, fn) -> tuple[Tensor, Optional[Tensor]]:
+    def forward(self, x: Tensor, fn) -> tuple[Tensor, Tensor | None]:
         out, extra = fn(self.norm(x) if self.pre else x)
         x = x + self.dropout(out)
         return (x if self.pre else self.norm(x)), extra
@@ -285,7 +284,7 @@ class EncoderLayer(nn.Module):
         self.attn_block = Sublayer(d_model, dropout, normalize_before)
         self.ffn_block = Sublayer(d_model, dropout, normalize_before)
 
-    def forward(self, x: Tensor, mask: Tensor, need_weights: bool = False) -> tuple[Tensor, Optional[Tensor]]:
+    def forward(self, x: Tensor, mask: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
         """``x`` (B, S, C); ``mask`` (B, 1, 1, S), bool or additive (see :class:`MultiheadAttention`), or None."""
         def attn(h):
             out, weights, _ = self.self_attn.self_attend(h, mask=mask, need_weights=need_weights)
@@ -309,7 +308,7 @@ class ContextAttention(nn.Module):
     """
 
     def __init__(self, d_model: int, heads: int, attention_dropout: float, gate: bool, parallel: bool,
-                 mix: Optional[nn.Module] = None):
+                 mix: nn.Module | None = None):
         super().__init__()
         self.attn = MultiheadAttention(d_model, heads, attention_dropout)
         self.gate = nn.Linear(d_model, 1) if gate else None
@@ -342,7 +341,7 @@ class DecoderLayer(nn.Module):
     """Causal self-attention (with an optional key/value cache) + cross-attention [+ context attention] + feed-forward."""
 
     def __init__(self, d_model, heads, ffn_dim, dropout, attention_dropout, activation_dropout, normalize_before,
-                 activation: str = "relu", context: Optional[ContextAttention] = None):
+                 activation: str = "relu", context: ContextAttention | None = None):
         super().__init__()
         self.self_attn = MultiheadAttention(d_model, heads, attention_dropout, self_attention=True)
         self.cross_attn = MultiheadAttention(d_model, heads, attention_dropout)
@@ -354,9 +353,9 @@ class DecoderLayer(nn.Module):
         self.context_block = Sublayer(d_model, dropout, normalize_before) if context is not None and not context.parallel else None
 
     def forward(
-        self, x: Tensor, cross: tuple, past: Optional[tuple[Tensor, Tensor]] = None,
-        self_mask: Optional[Tensor] = None, need_weights: bool = False, context: Optional[tuple] = None,
-        shared: Optional[tuple] = None,
+        self, x: Tensor, cross: tuple, past: tuple[Tensor, Tensor] | None = None,
+        self_mask: Tensor | None = None, need_weights: bool = False, context: tuple | None = None,
+        shared: tuple | None = None,
     ) -> tuple[Tensor, tuple[Tensor, Tensor], dict]:
         """One decoder layer.
 

@@ -6,8 +6,8 @@ sees exactly the batches an uninterrupted run would.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 import torch
@@ -37,7 +37,7 @@ class BatchBudget:
                              "1 or more of each")
 
     @classmethod
-    def of(cls, data) -> "BatchBudget":
+    def of(cls, data) -> BatchBudget:
         """The budget of a recipe's ``data`` section (``data.max_tokens``, ``data.bucket_width``,
         ``data.max_tokens_of``)."""
         return cls(max_tokens=data.max_tokens, bucket_width=data.bucket_width, side=data.max_tokens_of)

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Callable, Mapping
 
 import numpy as np
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 from ctxmt_cli.data.clean import CleanRules
 from ctxmt_cli.data.formats import FORMATS as CORPUS_FORMATS
@@ -31,8 +31,8 @@ FORMATS = ("synthetic", *CORPUS_FORMATS)
 
 
 def prepare_synthetic(out: Path, *, seed: int = 1, docs: int = 2000, force: bool = False, vocab_size: int = 400,
-                      progress: Optional[Callable[[str], None]] = None,
-                      warn: Optional[Callable[[str], None]] = None, count: Optional[Counter] = None) -> dict:
+                      progress: Callable[[str], None] | None = None,
+                      warn: Callable[[str], None] | None = None, count: Counter | None = None) -> dict:
     """Generate the synthetic benchmark and prepare it into ``out`` (raw files and test sets in ``out/raw``);
     ``progress``, ``warn`` and ``count`` as :func:`~ctxmt_cli.data.prepare.prepare_corpus` takes them.
 
@@ -63,8 +63,8 @@ def prepare_synthetic(out: Path, *, seed: int = 1, docs: int = 2000, force: bool
     return meta | {"manifest": generated["manifest"]}
 
 
-def prepare_from_cli(fmt: str, out: Path, paths: dict[str, Optional[Path]], *, docs: int = 2000,
-                     progress: Optional[Callable[[str], None]] = None, count: Optional[Counter] = None,
+def prepare_from_cli(fmt: str, out: Path, paths: dict[str, Path | None], *, docs: int = 2000,
+                     progress: Callable[[str], None] | None = None, count: Counter | None = None,
                      **options) -> dict:
     """Dispatch ``ctxmt prepare FORMAT``: the corpus splits at ``paths`` into ``out``; ``options``: the fields of
     :class:`~ctxmt_cli.data.prepare.PrepareSpec` the command line gives (``docs``: the synthetic benchmark's

@@ -18,9 +18,9 @@ corpus
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Optional
 
 import numpy as np
 
@@ -37,16 +37,16 @@ OTHER = {"src": "tgt", "tgt": "src"}
 ROUND_TRIPS = ("sample", "beam")
 
 
-@dataclass
+@dataclass(frozen=True)
 class PassSettings:
     """How a stream is decoded: the checkpoint's recipe values unless given; ``chunk_docs`` documents per append."""
 
-    beam: Optional[int] = None
-    batch_docs: Optional[int] = None
+    beam: int | None = None
+    batch_docs: int | None = None
     chunk_docs: int = 1024
     force: bool = False
     reuse: bool = False            # keep a finished stream written with the same plan (prepare docrepair)
-    sample_seed: Optional[int] = None   # sample the translations (seeded per chunk of documents) instead of beam
+    sample_seed: int | None = None   # sample the translations (seeded per chunk of documents) instead of beam
 
 
 def checkpoint_identity(path: Path) -> dict:
@@ -102,7 +102,7 @@ def _plan_record(dec: DecodeSettings) -> dict:
 
 def write_first_pass(prepared: PreparedData, split: str, name: str, loaded, checkpoint: Path, *, source: str = "src",
                      settings: PassSettings = PassSettings(), say: Callable[[str], None] = lambda _: None,
-                     progress: Optional[Callable[[str, int, int], None]] = None) -> dict:
+                     progress: Callable[[str, int, int], None] | None = None) -> dict:
     """Translate ``source`` of ``split`` with ``loaded`` (the model of ``checkpoint``) into stream ``name``;
     returns the stream's ``.stream.json`` record. Resumes an unfinished stream of the same plan.
 
@@ -161,7 +161,7 @@ class RoundTrip:
     forward: Path
     splits: tuple[str, ...] = ("train", "valid")
     group_size: int = GROUP_SIZE
-    stride: Optional[int] = None
+    stride: int | None = None
     prefix: str = "docrepair"
     device: str = "cpu"
     round_trip: str = "sample"     # the forward pass: sampled (Voita et al.'s public configuration) or beam
@@ -169,7 +169,7 @@ class RoundTrip:
 
 
 def round_trip_corpus(job: RoundTrip, settings: PassSettings, say: Callable[[str], None] = lambda _: None,
-                      progress: Optional[Callable[[str, int, int], None]] = None) -> dict:
+                      progress: Callable[[str, int, int], None] | None = None) -> dict:
     """Round-trip translate the target side of every split (reverse model, then forward model) into streams
     ``{prefix}-back`` and ``{prefix}-rt`` beside the splits, then write the repair corpus to ``job.out``.
 

@@ -15,9 +15,9 @@ first-pass sentences; :class:`RepairStats` counts both.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import torch
 

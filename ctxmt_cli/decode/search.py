@@ -24,8 +24,8 @@ hypotheses of each row instead of one (N <= beam), ranked by their normalised sc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence, Union
 
 import torch
 from torch import Tensor
@@ -45,10 +45,10 @@ class Hypothesis:
     score: float
     steps: int
     logprob: float = 0.0
-    alternatives: list["Hypothesis"] = field(default_factory=list)
+    alternatives: list[Hypothesis] = field(default_factory=list)
 
 
-def _max_len_tensor(max_len: Union[int, Tensor], rows: int, device: torch.device) -> Tensor:
+def _max_len_tensor(max_len: int | Tensor, rows: int, device: torch.device) -> Tensor:
     """``max_len`` as a (B,) long tensor: the most tokens a hypothesis may hold before ``</s>``."""
     if isinstance(max_len, Tensor):
         out = max_len.to(device=device, dtype=torch.long).reshape(-1)
@@ -110,8 +110,8 @@ def _hypotheses(tokens: Tensor, lengths: Tensor, scores: Tensor, logprobs: Tenso
 
 @torch.inference_mode()
 def greedy_search(
-    model, batch: Batch, max_len: Union[int, Tensor], banned: Sequence[int] = (), *,
-    min_len: int = 1, lenpen: float = 0.6, generator: Optional[torch.Generator] = None,
+    model, batch: Batch, max_len: int | Tensor, banned: Sequence[int] = (), *,
+    min_len: int = 1, lenpen: float = 0.6, generator: torch.Generator | None = None,
 ) -> list[Hypothesis]:
     """Argmax decoding of every row of ``batch``; one :class:`Hypothesis` per row, in row order. With a
     ``generator``, *sampling*: each token is drawn from the model's distribution (bans, ``min_len`` and forced
@@ -211,7 +211,7 @@ def _select(scores: Tensor, lprobs: Tensor, k: int, first: bool) -> tuple[Tensor
 
 @torch.inference_mode()
 def beam_search(
-    model, batch: Batch, beam: int = 4, lenpen: float = 0.6, max_len: Union[int, Tensor] = 200,
+    model, batch: Batch, beam: int = 4, lenpen: float = 0.6, max_len: int | Tensor = 200,
     min_len: int = 1, banned: Sequence[int] = (), enc=None, nbest: int = 1,
 ) -> list[Hypothesis]:
     """Beam search over every row of ``batch``; the best :class:`Hypothesis` of each row, in row order.

@@ -10,8 +10,8 @@ With a document memory (caching), each sentence is encoded once and its entry ke
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
 
 import torch
 
@@ -31,8 +31,8 @@ class Search:
     ``generator``: sample every output token with it instead (ctxmt's own search only)."""
 
     device: torch.device
-    engine: Optional[StepSearch] = None
-    generator: Optional[torch.Generator] = None
+    engine: StepSearch | None = None
+    generator: torch.Generator | None = None
 
     def rows(self, model, batch, settings, max_len, banned: Sequence[int], enc=None) -> list[Hypothesis]:
         """ctxmt's search of ``batch`` on the model's device: beam search, or sampling with the generator."""
@@ -55,7 +55,7 @@ class SlotTranslator:
     ``inputs``: the family's inputs contract (rows it adds to a step); ``memory``: keep a document memory."""
 
     def __init__(self, model, settings: DecodeSettings, vocab: VocabInfo, search: Search, inputs, memory: bool,
-                 stats: TranslationStats, progress: Optional[Callable[[TranslationStats], None]] = None):
+                 stats: TranslationStats, progress: Callable[[TranslationStats], None] | None = None):
         self.model, self.s, self.vocab, self.search, self.inputs = model, settings, vocab, search, inputs
         self.memory, self.stats, self.progress = memory, stats, progress
 
@@ -77,7 +77,7 @@ class SlotTranslator:
         with torch.no_grad():  # the entries outlive this step: no autograd graph may keep activations alive
             return step, self.model.encode(step.batch)
 
-    def translate_step(self, sources, outputs, j: int, memories: Optional[list[list]] = None) -> list[Hypothesis]:
+    def translate_step(self, sources, outputs, j: int, memories: list[list] | None = None) -> list[Hypothesis]:
         """Translate sentence ``j`` of every document in ``sources`` at once; the best hypothesis of each.
 
         ``memories`` (one list per document) are the cached entries of a document-memory model: each sentence is
@@ -111,12 +111,12 @@ class SlotTranslator:
             outputs[i].append(list(given[i][j]))
 
     def translate(self, sources: list, given: list,
-                  tails: Optional[list[int]] = None) -> list[list[Optional[Hypothesis]]]:
+                  tails: list[int] | None = None) -> list[list[Hypothesis | None]]:
         """Translate documents (sorted longest first; ``given``: the translations of each one's first sentences;
         ``tails``: how many of each one's last sentences are only read as next sentences, never translated) in
         parallel slots; each document's hypothesis per translated or given sentence (None where it was given)."""
         outs: list[list[list[int]]] = [[] for _ in sources]
-        found: list[list[Optional[Hypothesis]]] = [[] for _ in sources]
+        found: list[list[Hypothesis | None]] = [[] for _ in sources]
         memories = [[] for _ in sources] if self.memory else None
         pick = lambda xs, rows: None if xs is None else [xs[i] for i in rows]  # noqa: E731
         ends = [len(s) - t for s, t in zip(sources, tails or [0] * len(sources))]

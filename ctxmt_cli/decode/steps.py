@@ -14,8 +14,8 @@ document-memory model gets the current sentence and its document's cached entrie
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence, Union
 
 import torch
 
@@ -98,8 +98,8 @@ def generate_context(sents: Sequence[Sequence[int]], j: int, plan: DecodeSetting
 
 def step_batch(
     sources: Sequence[Sequence[Sequence[int]]], outputs: Sequence[Sequence[Sequence[int]]],
-    j: Union[int, Sequence[int]], plan: DecodeSettings, sp: VocabInfo, mode: str = "prefix",
-    inputs: Optional[Inputs] = None,
+    j: int | Sequence[int], plan: DecodeSettings, sp: VocabInfo, mode: str = "prefix",
+    inputs: Inputs | None = None,
 ) -> StepInput:
     """The batch translating sentence ``j`` of each document (one row per document; ``j`` one index for all of
     them, or one per row).
@@ -151,7 +151,7 @@ def with_memory(step: StepInput, sources, memories, j: int, plan: DecodeSettings
     return StepInput(batch, step.max_len, step.expected)
 
 
-def split_generated(tokens: Sequence[int], expected: int, brk: int) -> Optional[list[int]]:
+def split_generated(tokens: Sequence[int], expected: int, brk: int) -> list[int] | None:
     """The current sentence of a generated target window (after the last ``<brk>``), or None when the
     window does not hold exactly ``expected`` separators."""
     marks = [i for i, t in enumerate(tokens) if t == brk]
@@ -160,7 +160,7 @@ def split_generated(tokens: Sequence[int], expected: int, brk: int) -> Optional[
     return list(tokens[marks[-1] + 1:]) if marks else list(tokens)
 
 
-def generated_sentence(hyp: Hypothesis, expected: int, brk: int) -> Optional[Hypothesis]:
+def generated_sentence(hyp: Hypothesis, expected: int, brk: int) -> Hypothesis | None:
     """The current sentence of a generated window as a hypothesis (None: wrong separator count). Its
     log-probability covers the whole window, not the sentence: NaN, never reported."""
     tokens = split_generated(hyp.tokens, expected, brk)

@@ -14,7 +14,7 @@ En->Ru base row; the mean of its own four columns is 43.67, as Lupo et al. 2023 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Mapping
+from collections.abc import Mapping
 
 VOITA_PHENOMENA = ("deixis", "lex_cohesion", "ellipsis_infl", "ellipsis_vp")
 CP_DISTANCES = ("1", "2", "3", ">3")

@@ -22,7 +22,6 @@ one-line ``warning``.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Optional
 
 from ctxmt_cli.evaluate.testsets.base import TestSet
 
@@ -111,7 +110,7 @@ def artefact_report(testset: TestSet, scores: list[list[float]], tokenizer) -> d
     return report
 
 
-def artefact_warning(name: str, report: dict, n: int) -> Optional[str]:
+def artefact_warning(name: str, report: dict, n: int) -> str | None:
     """One line when the set's accuracy may be an artefact of ties or unknown tokens, else None."""
     tie_share, unknown = report["ties"] / max(n, 1), report["unknown_share"]["tgt"]
     reasons = []

@@ -31,7 +31,7 @@ source context sentences; the row's fifth element carries them (the target conca
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable, Iterable, Optional, Sequence, Union
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import torch
@@ -48,13 +48,13 @@ SCORE_DECIMALS = 6  # the scores file's precision (testsets.base.scores_lines)
 NORMALIZE = ("mean", "none")
 
 #: a sentence: text (encoded with the model's tokenizer) or a tuple of token ids (prepared data, used as is)
-Sentence = Union[str, tuple[int, ...]]
+Sentence = str | tuple[int, ...]
 # (source sentences, target sentences, how many trailing target sentences are scored[, next sentences[, target
 # context]]): an optional fourth element says how many of the source context sentences are next ones (the window
 # layout of ctxmt_cli.data.windows: previous oldest first, next nearest first, current last; 0 when absent); an
 # optional fifth, the target context sentences of a bilingual model's target concatenation (oldest first)
-Row = Union[tuple[list[Sentence], list[Sentence], int], tuple[list[Sentence], list[Sentence], int, int],
-            tuple[list[Sentence], list[Sentence], int, int, list[Sentence]]]
+Row = (tuple[list[Sentence], list[Sentence], int] | tuple[list[Sentence], list[Sentence], int, int]
+       | tuple[list[Sentence], list[Sentence], int, int, list[Sentence]])
 
 
 def candidate_rows(item: ContrastiveItem, k: int, src_keep: int, tgt_keep: int, span: str,
@@ -117,7 +117,7 @@ class _Encoder:
 @torch.inference_mode()
 def score_testset(
     model, tokenizer, testset: TestSet, *, max_tokens: int = DEFAULT_MAX_TOKENS, normalize: str = "mean",
-    span: str = "all", context: Optional[int] = None, progress: Optional[Callable[[int], None]] = None,
+    span: str = "all", context: int | None = None, progress: Callable[[int], None] | None = None,
 ) -> list[list[float]]:
     """Score every candidate of every item; per-item lists of scores (higher = better)."""
     return score_contexts(model, tokenizer, testset, contexts=(context,), max_tokens=max_tokens, normalize=normalize,
@@ -126,8 +126,8 @@ def score_testset(
 
 @torch.inference_mode()
 def score_contexts(
-    model, tokenizer, testset: TestSet, *, contexts: Sequence[Optional[int]], max_tokens: int = DEFAULT_MAX_TOKENS,
-    normalize: str = "mean", span: str = "all", progress: Optional[Callable[[int], None]] = None,
+    model, tokenizer, testset: TestSet, *, contexts: Sequence[int | None], max_tokens: int = DEFAULT_MAX_TOKENS,
+    normalize: str = "mean", span: str = "all", progress: Callable[[int], None] | None = None,
 ) -> list[list[list[float]]]:
     """:func:`score_testset` once per entry of ``contexts`` (context sentences per side; None: the model's own, 0:
     none), all in one pass: a row that two entries share (a sentence-level model's rows, an item without context)
@@ -160,7 +160,7 @@ def score_contexts(
 @torch.inference_mode()
 def score_rows(
     model, tokenizer, rows: list[Row], *, pretokenized: bool = False, max_tokens: int = DEFAULT_MAX_TOKENS,
-    progress: Optional[Callable[[int], None]] = None, per_token: bool = False,
+    progress: Callable[[int], None] | None = None, per_token: bool = False,
 ) -> tuple:
     """Summed log-probability and token count (``</s>`` included) of each row's scored trailing target sentences;
     with ``per_token``, a third element: each row's scored tokens' log-probabilities, in target order.
@@ -186,7 +186,7 @@ def score_rows(
     if inputs.target_concat:                                        # a row without a fifth element: none
         concat = [np.zeros(0, np.int64) if r[4] is None else enc.concatenation(list(r[4]), r[0][-1])
                   for r in unique_rows]
-    kept: Optional[list] = [None] * len(unique_rows) if per_token else None
+    kept: list | None = [None] * len(unique_rows) if per_token else None
     logprob, tokens = _score_rows(model, tokenizer, (sources, following, concat), targets,
                                   [r[2] for r in unique_rows], max_tokens, (progress, kept))
     if kept is None:
@@ -301,7 +301,7 @@ def summarize(testset: TestSet, correct: list[bool]) -> dict:
     return {"accuracy": sum(correct) / max(len(correct), 1), "n": len(correct), "by": by}
 
 
-def grouped(items: list[ContrastiveItem], values: list, grouping: Optional[str]) -> dict[str, list]:
+def grouped(items: list[ContrastiveItem], values: list, grouping: str | None) -> dict[str, list]:
     """``values`` (one per item) grouped by the items' tag ``grouping`` (``KEY`` or ``KEY/KEY``: ``"x/y"``), keys in
     natural order; grouping None: one group ``"all"``."""
     flat: dict = defaultdict(list)

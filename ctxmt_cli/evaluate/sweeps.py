@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 from ctxmt_cli.config_base import MAX_CONTEXT, MAX_POSITIONS
 from ctxmt_cli.errors import CtxmtError, option
@@ -15,7 +14,7 @@ def _number(part: str, top: int) -> bool:
     return part.isascii() and part.isdigit() and int(part) <= top
 
 
-def parse_group_sentences(text: Optional[str]) -> list[Optional[int]]:
+def parse_group_sentences(text: str | None) -> list[int | None]:
     """``--group-sentences 1,2,4,all`` -> [1, 2, 4, None] (None: the whole document); no option -> [None]."""
     if text is None:
         return [None]
@@ -26,7 +25,7 @@ def parse_group_sentences(text: Optional[str]) -> list[Optional[int]]:
     return [None if p == "all" else int(p) for p in parts]
 
 
-def parse_contexts(text: Optional[str]) -> list[Optional[int]]:
+def parse_contexts(text: str | None) -> list[int | None]:
     """``--context 1,2,3,4`` -> [1, 2, 3, 4]; no option -> [None] (the model's own context)."""
     if text is None:
         return [None]

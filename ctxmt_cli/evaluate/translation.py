@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 from ctxmt_cli.data.store import REFERENCE_FILE
 from ctxmt_cli.errors import CtxmtError, OptionError, named, option
@@ -39,29 +38,29 @@ class EvalRequest:
 
     checkpoints: list[Path] = field(default_factory=list)
     split: str = "test"
-    data: Optional[Path] = None
+    data: Path | None = None
     hyps: list[Path] = field(default_factory=list)
-    ref: Optional[Path] = None
-    src: Optional[Path] = None
-    docids: Optional[Path] = None
+    ref: Path | None = None
+    src: Path | None = None
+    docids: Path | None = None
     lowercase: bool = False
     tokenize: str = "13a"
     document_level: bool = False
-    significance: Optional[str] = None
-    samples: Optional[int] = None
+    significance: str | None = None
+    samples: int | None = None
     seed: int = 12345
-    comet: Optional[Path] = None
-    out: Optional[str | Path] = None        # as given: a trailing slash names a folder, refused
+    comet: Path | None = None
+    out: str | Path | None = None        # as given: a trailing slash names a folder, refused
     force: bool = False                     # replace an existing --out (and its PNG)
-    beam: Optional[int] = None              # decoding options (None: the checkpoint's recipe)
-    lenpen: Optional[float] = None
-    target_mode: Optional[str] = None
-    warmup_sentences: Optional[int] = None
+    beam: int | None = None              # decoding options (None: the checkpoint's recipe)
+    lenpen: float | None = None
+    target_mode: str | None = None
+    warmup_sentences: int | None = None
     device: str = "cpu"
-    context: Optional[str] = None           # "K[,K...]": translate once per context size K
-    group_sentences: Optional[str] = None   # "N[,N...|all]": mbe, translate once per group size N
-    first_pass: Optional[Path] = None       # a model reading target context: the checkpoint whose translations it reads
-    log_format: Optional[str] = None        # --checkpoint: progress of each translation on stderr (None: by the stream)
+    context: str | None = None           # "K[,K...]": translate once per context size K
+    group_sentences: str | None = None   # "N[,N...|all]": mbe, translate once per group size N
+    first_pass: Path | None = None       # a model reading target context: the checkpoint whose translations it reads
+    log_format: str | None = None        # --checkpoint: progress of each translation on stderr (None: by the stream)
 
 
 @dataclass
@@ -70,7 +69,7 @@ class Corpus:
 
     systems: dict[str, list[list[str]]]
     references: list[list[str]]
-    sources: Optional[list[list[str]]]
+    sources: list[list[str]] | None
     has_documents: bool
     sweep_of: dict[str, tuple[str, str]] = field(default_factory=dict)   # system -> (checkpoint name, K or N)
     moses_tokenized: bool = False       # hypotheses and references are Moses-tokenized text
@@ -111,7 +110,7 @@ def split_documents(prepared, split: str, tokenized: bool = False):
     return sources, references
 
 
-def _raw_references(prepared, split: str, n: int) -> Optional[list[str]]:
+def _raw_references(prepared, split: str, n: int) -> list[str] | None:
     """The split's raw target lines (None when it has none); a file that does not match the split is refused."""
     path = Path(prepared.dir) / REFERENCE_FILE.format(split=split)
     if not path.is_file():
@@ -123,9 +122,9 @@ def _raw_references(prepared, split: str, n: int) -> Optional[list[str]]:
     return lines
 
 
-def translate_sources(loaded, sources: list[list[str]], *, context: Optional[int] = None,
-                      group_sentences: Optional[int] = None, tokenized: bool = False,
-                      first_pass: Optional[list[list]] = None, progress=None, stats=None,
+def translate_sources(loaded, sources: list[list[str]], *, context: int | None = None,
+                      group_sentences: int | None = None, tokenized: bool = False,
+                      first_pass: list[list] | None = None, progress=None, stats=None,
                       **decoding) -> list[list[str]]:
     """Translate source documents with a loaded checkpoint and its recipe's decoding settings
     (``decoding``: ``beam``, ``lenpen``, ``target_mode``, the user's instead where not None; ``context`` K: K
@@ -143,7 +142,7 @@ def translate_sources(loaded, sources: list[list[str]], *, context: Optional[int
                                stats=stats)
 
 
-def translate_split(loaded, prepared, split: str, beam: Optional[int] = None):
+def translate_split(loaded, prepared, split: str, beam: int | None = None):
     """Translate a prepared split as documents; returns (hypothesis lines, reference lines)."""
     sources, references = split_documents(prepared, split)
     return _flat(translate_sources(loaded, sources, beam=beam)), _flat(references)

@@ -25,9 +25,9 @@ What CTranslate2 does differently, and how the step keeps ctxmt's meaning:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import Optional, Sequence
 
 from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.decode.search import Hypothesis
@@ -123,7 +123,7 @@ def _hypothesis(hyps: list[list[int]], logprobs: list[float], lenpen: float) -> 
     return made[0]
 
 
-def load_exported(folder: Path, device: str = "auto", threads: Optional[int] = None):
+def load_exported(folder: Path, device: str = "auto", threads: int | None = None):
     """An exported folder, ready to translate: a :class:`~ctxmt_cli.models.loading.LoadedModel` whose ``model`` is
     a :class:`CT2Model` (weights in CTranslate2, on ``device``), with the recipe and tokenizer it was exported with.
 

@@ -14,7 +14,7 @@ window keeps all of its own context and less of the other side's. A family's inp
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -83,7 +83,7 @@ class BilingualWindowInputs(Inputs):
                                           plan.src_next_sentences or 0, plan.max_window_tokens, vocab)[0])
         batch.src = pad_rows([np.asarray(r, dtype=np.int64) for r in rows], vocab.pad)        # (B, S')
 
-    def scoring_batch(self, batch: Batch, vocab: VocabInfo, target_concat: Optional[Sequence] = None) -> Batch:
+    def scoring_batch(self, batch: Batch, vocab: VocabInfo, target_concat: Sequence | None = None) -> Batch:
         """A bilingual model's scoring rows: each source window after its row of ``target_concat`` (the item's
         target context, each sentence + ``<brk>``, then the current source sentence and ``</s>``, which the
         window holds already); a row without target context, the window alone."""

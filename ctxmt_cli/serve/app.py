@@ -27,8 +27,8 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
 
 from ctxmt_cli.data.text_input import JsonInputError, json_kind, load_json, text_problem
 from ctxmt_cli.serve.batcher import Batcher, BatchStats, Job, ShuttingDown, WorkerFailed
@@ -56,7 +56,7 @@ class Limits:
 
 
 def build_app(engine: Engine, *, limits: Limits = Limits(), max_batch_docs: int = 16, batch_wait_ms: float = 10.0,
-              progress: Optional[Callable[[BatchStats], None]] = None):
+              progress: Callable[[BatchStats], None] | None = None):
     """The Starlette application; its lifespan starts and stops the batch worker (``app.state.batcher``);
     ``progress(stats)`` after every batch (``ctxmt serve --log-format``)."""
     from starlette.applications import Starlette

@@ -14,7 +14,7 @@ batch. With no term of non-zero weight the objective is exactly the window loss.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ctxmt_cli.config import Recipe, recipe_to_dict, validate_recipe
 from ctxmt_cli.errors import CtxmtError, OptionError, option

@@ -71,7 +71,7 @@ def build_marian(folder: Path, *, activation: str = "swish", scale: bool = True,
     torch.manual_seed(seed)
     model = MarianMTModel(MarianConfig(**settings)).eval()
     with torch.no_grad():                                  # peaked outputs (see the module docstring)
-        for name, p in model.named_parameters():
+        for p in model.parameters():
             if p.dim() >= 2:
                 p.normal_(0.0, 0.3)
         model.model.shared.weight[pad].zero_()             # Marian's pad row: zeros (the decoder start)

@@ -35,7 +35,7 @@ def make_set(n_items=12, groups=False, seed=1, tie_rule="strict") -> TestSet:
         k = rng.randint(0, 3)
         cands = [sentence(rng) for _ in range(rng.randint(2, 3))]
         item = ContrastiveItem([sentence(rng) for _ in range(k)], sentence(rng), [sentence(rng) for _ in range(k)],
-                               cands, correct=rng.randrange(len(cands)), tags={"phenomenon": "p%d" % (i % 2), "distance": k})
+                               cands, correct=rng.randrange(len(cands)), tags={"phenomenon": f"p{i % 2}", "distance": k})
         if groups:
             item.candidate_contexts = [[sentence(rng) for _ in range(k)] for _ in cands]
         items.append(item)

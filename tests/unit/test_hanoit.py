@@ -260,7 +260,7 @@ def test_the_hook_reads_pre_dropout_head_averages_and_masks_only_narrow():
     model(batch_of([0, 1]), probe=probe)
     assert [s[0] for s in seen] == [0, 1, 2, 3]
     assert seen[0][1] is None and all(s[1] is not None for s in seen[1:])  # only the selection layers' maps
-    for layer, attention, mask, narrowed in seen[1:]:
+    for layer, attention, mask, _ in seen[1:]:
         torch.testing.assert_close(attention, probe.maps["encoder_self"][layer].mean(1))
         torch.testing.assert_close(attention.sum(-1)[mask], torch.ones(int(mask.sum())))   # no dropout in them
     masks = [s[2] for s in seen] + [seen[-1][3]]

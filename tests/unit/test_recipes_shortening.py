@@ -10,7 +10,7 @@ hyper-parameters of Table 4 are the same everywhere.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -82,12 +82,12 @@ def rel(path: Path) -> str:
     return path.stem
 
 
-@lru_cache(maxsize=None)
+@cache
 def recipe(path: Path):
     return load_recipe(path)
 
 
-@lru_cache(maxsize=None)
+@cache
 def raw(path: Path) -> dict:
     return yaml.safe_load(path.read_text(encoding="utf-8"))
 

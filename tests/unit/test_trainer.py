@@ -53,10 +53,10 @@ def test_resume_after_kill_equals_uninterrupted_run(prepared, tmp_path):
     ref = train(recipe(prepared, tmp_path / "ref", **RESUME), show_progress=False)
     killed = tmp_path / "killed"
     script = (
-        "import sys; sys.path.insert(0, {here!r})\n"
+        f"import sys; sys.path.insert(0, {str(Path(__file__).parents[2])!r})\n"
         "from tests.unit.train_fixtures import recipe\nfrom ctxmt_cli.train.trainer import train\n"
-        "train(recipe({data!r}, {out!r}, **{kw!r}), show_progress=False)\n"
-    ).format(here=str(Path(__file__).parents[2]), data=str(prepared), out=str(killed), kw=RESUME)
+        f"train(recipe({str(prepared)!r}, {str(killed)!r}, **{RESUME!r}), show_progress=False)\n"
+    )
     env = {**os.environ, KILL_ENV: "8"}
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]

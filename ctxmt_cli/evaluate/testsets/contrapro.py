@@ -54,7 +54,6 @@ import json
 import re
 from itertools import zip_longest
 from pathlib import Path
-from typing import Optional
 
 from ctxmt_cli.data.lines import fail, read_lines
 from ctxmt_cli.data.text_input import JsonInputError, load_json
@@ -137,7 +136,7 @@ def trim_context(src_ctx: list[str], tgt_ctx: list[str]) -> tuple[list[str], lis
     return [src_ctx[i] for i in keep], [tgt_ctx[i] for i in keep]
 
 
-def context_option(value) -> Optional[int]:
+def context_option(value) -> int | None:
     """The ``context`` option: None (what the files hold) or a count >= 0."""
     if value is None:
         return None
@@ -212,7 +211,7 @@ def _json_path(path: Path) -> Path:
                      "(git clone https://github.com/ZurichNLP/ContraPro)")
 
 
-def _text_files(folder: Path, stem: str, src_lang: str, tgt_lang: str) -> Optional[dict[str, Path]]:
+def _text_files(folder: Path, stem: str, src_lang: str, tgt_lang: str) -> dict[str, Path] | None:
     """The extraction's four files (language suffixes, else ``.src/.tgt``), or None without text files."""
     for src, tgt in ((src_lang, tgt_lang), ("src", "tgt")):
         paths = {"text_src": folder / f"{stem}.text.{src}", "text_tgt": folder / f"{stem}.text.{tgt}",
@@ -222,7 +221,7 @@ def _text_files(folder: Path, stem: str, src_lang: str, tgt_lang: str) -> Option
     return None
 
 
-def rows_from_text(records: list[dict], paths: dict[str, Path], context: Optional[int],
+def rows_from_text(records: list[dict], paths: dict[str, Path], context: int | None,
                    check: bool, json_name: str) -> tuple[list[Row], list[Path]]:
     """Rows from ``contrapro.text.*`` / ``contrapro.context.*``, checked against the json."""
     sizes = [1 + len(errors_of(r)) for r in records]
@@ -329,7 +328,7 @@ def load_documents(keys: set[str], documents: Path, langs: tuple[str, str]):
     return out, used
 
 
-def _moses_files(documents: Path, langs: tuple[str, str]) -> Optional[tuple[Path, Path, Path]]:
+def _moses_files(documents: Path, langs: tuple[str, str]) -> tuple[Path, Path, Path] | None:
     """``(ids, src, tgt)`` when ``documents`` names OPUS Moses files (``X.ids``, the prefix ``X``, or their folder)."""
     if documents.suffix == ".ids" and documents.is_file():
         ids = documents

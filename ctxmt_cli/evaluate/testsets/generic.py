@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 from ctxmt_cli.data.lines import read_lines
 from ctxmt_cli.data.text_input import JsonInputError, json_kind, load_json
@@ -117,7 +116,7 @@ def read_jsonl(path: Path, **options) -> list[TestSet]:
                     files=[path])]
 
 
-def class_key(keys: list[str]) -> Optional[str]:
+def class_key(keys: list[str]) -> str | None:
     """The tag naming a generic item's class: ``class`` where the items carry one, else ``pronoun``, else
     ``phenomenon``; None (one class) when they have none of these."""
     return next((key for key in CLASS_TAGS if key in keys), None)

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import replace
-from typing import Optional
 
 import torch
 from torch import Tensor, nn
@@ -74,7 +73,7 @@ class Caching(EncoderDecoder):
         return cfg
 
     # ---- entries ------------------------------------------------------------------------------
-    def entries_of(self, src: Tensor, current: EncoderOut, probe: Optional[AttentionProbe] = None
+    def entries_of(self, src: Tensor, current: EncoderOut, probe: AttentionProbe | None = None
                    ) -> tuple[Tensor, Tensor]:
         """Cache entries (N, M, C) and mask of sentences ``src`` (N, L); ``current`` = their shared-encoder output.
 
@@ -138,7 +137,7 @@ class Caching(EncoderDecoder):
         return self.pack(values[order], row[ids], dist[ids], pos[order], cur_src.size(0))
 
     # ---- contract -----------------------------------------------------------------------------
-    def encode(self, batch: Batch, probe: Optional[AttentionProbe] = None) -> EncoderOut:
+    def encode(self, batch: Batch, probe: AttentionProbe | None = None) -> EncoderOut:
         """Current sentence states, the context memory (``context``) and this sentence's cache entry (``entry``)."""
         if batch.memory is not None:                                        # translation: one sentence per row + cache
             cur_src = batch.src

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Optional, Union
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -39,13 +39,13 @@ class ConcatConfig(ModelBase, TargetContextOptions):
     cd_normalize: Literal["window_tokens", "weight_sum"] = Field(
         "window_tokens", description="the discounted loss's divisor: the window's target tokens (the authors' code) "
         "or the sum of the token weights")
-    shift: Union[None, Literal["auto", "per-window"], _Shift, ShiftPair] = Field(
+    shift: None | Literal["auto", "per-window"] | _Shift | ShiftPair = Field(
         None, description="segment-shifted positions: auto (mean sentence length), an int, per-window"
     )
-    segment: Optional[Literal["onehot", "sinusoidal", "learned"]] = Field(
+    segment: Literal["onehot", "sinusoidal", "learned"] | None = Field(
         None, description="segment embedding added to the positions (sentence index from the right; none by default)")
     persistent: bool = Field(False, description="add the position/segment encodings to every layer's input")
-    pse: Optional[PSEConfig] = Field(None, description="position-segment embedding: positions and segments "
+    pse: PSEConfig | None = Field(None, description="position-segment embedding: positions and segments "
                                                      "concatenated instead of added")
     context_order: Literal["previous", "random"] = Field(
         "previous", description="training windows' context: the previous sentences, or sentences drawn at random "
@@ -56,7 +56,7 @@ class ConcatConfig(ModelBase, TargetContextOptions):
                             "translating (Yang et al.'s bilingual ECT baseline, Table 2; needs a joint vocabulary)")
 
     @model_validator(mode="after")
-    def _check_concat(self) -> "ConcatConfig":
+    def _check_concat(self) -> ConcatConfig:
         if self.pse is not None:
             if self.segment is None:
                 raise ValueError("pse needs a segment encoding: set segment to onehot, sinusoidal or learned")

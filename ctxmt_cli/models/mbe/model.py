@@ -48,7 +48,6 @@ classifier once, then each chunk's encoder at its own width), ``context_aware`` 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -70,10 +69,10 @@ class SentenceGroups(Extras):
     whole = ("mixed",)
 
     groups: Tensor                               # (B,) long, group of each source row
-    mixed: Optional[Tensor] = None               # (G,) bool, training: whether group g mixes documents
+    mixed: Tensor | None = None               # (G,) bool, training: whether group g mixes documents
 
 
-def groups_of(batch: Batch) -> Optional[SentenceGroups]:
+def groups_of(batch: Batch) -> SentenceGroups | None:
     """The batch's sentence groups, or None (every row its own group)."""
     return batch.extras if isinstance(batch.extras, SentenceGroups) else None
 
@@ -119,7 +118,7 @@ class Mbe(EncoderDecoder):
                     xavier_(sub)                                           # fused q/k/v: block by block
 
     def summarize(self, embedded: Tensor, mask: Tensor, groups: Tensor,
-                  n_groups: Optional[int] = None) -> tuple[Tensor, Optional[Tensor]]:
+                  n_groups: int | None = None) -> tuple[Tensor, Tensor | None]:
         """z per group (G, C) (eq. 2) from the embedded source (B, S, C), and the classifier's logits (G, 2)."""
         return self.group_summary(self.sentence_vectors(embedded, mask), groups, n_groups)
 
@@ -130,7 +129,7 @@ class Mbe(EncoderDecoder):
         real = mask.unsqueeze(-1).to(e.dtype)                               # (B, S, 1)
         return (e * real).sum(1) / real.sum(1).clamp_min(1.0)               # (B, C): mean over real tokens
 
-    def group_summary(self, v: Tensor, groups: Tensor, n_groups: Optional[int] = None) -> tuple[Tensor, Optional[Tensor]]:
+    def group_summary(self, v: Tensor, groups: Tensor, n_groups: int | None = None) -> tuple[Tensor, Tensor | None]:
         """z (G, C): the mean of the v_i (B, C) of each group (eq. 2), after dropout; the classifier's logits (G, 2).
 
         ``n_groups`` (G) when known from a shape (``SentenceGroups.mixed``): reading ``groups.max()`` would make a GPU
@@ -147,7 +146,7 @@ class Mbe(EncoderDecoder):
             return z, None
         return z, self.classifier(z if spread is None else torch.cat([z, spread], -1))       # (G, C), (G, 2)
 
-    def encode(self, batch: Batch, probe: Optional[AttentionProbe] = None) -> EncoderOut:
+    def encode(self, batch: Batch, probe: AttentionProbe | None = None) -> EncoderOut:
         """z of each row's group into the encoder input and/or the decoder prefix (eq. 3)."""
         (enc,), terms = self._encode_rows([batch], probe)
         return replace(enc, loss_terms=terms)
@@ -157,7 +156,7 @@ class Mbe(EncoderDecoder):
         chunk's encoder at its own width (the batch-level hook of the core)."""
         return self._encode_rows(parts)
 
-    def _encode_rows(self, parts: list[Batch], probe: Optional[AttentionProbe] = None) -> tuple[list[EncoderOut], dict]:
+    def _encode_rows(self, parts: list[Batch], probe: AttentionProbe | None = None) -> tuple[list[EncoderOut], dict]:
         """EncoderOuts of ``parts`` (the row chunks of one batch, or the batch alone) and the classifier's terms.
 
         One embedding per chunk serves the extra layer and the encoder (the same dropout draw, as when they
@@ -196,7 +195,7 @@ class Mbe(EncoderDecoder):
         tokens' alike (the public code's LayerNorm over [z; tokens]); otherwise as they are."""
         return x if self.decoder_input_norm is None else self.decoder_input_norm(x)
 
-    def classifier_terms(self, logits: Tensor, alpha: Tensor, groups: Tensor, mixed: Optional[Tensor]) -> dict:
+    def classifier_terms(self, logits: Tensor, alpha: Tensor, groups: Tensor, mixed: Tensor | None) -> dict:
         """L_MB (eq. 6) with weight λ, and statistics: accuracy, mean α on same- and mixed-document groups."""
         n = logits.size(0)
         mixed = torch.zeros(n, dtype=torch.bool, device=logits.device) if mixed is None else mixed.bool()
