@@ -253,7 +253,7 @@ class Model:
                                  progress=progress, stats=stats, engine=engine)
         if self.repairer is not None:
             found = self._repair(docs, found)
-        return [_result(doc, sentences, scores, nbest) for doc, sentences in zip(docs, found)]
+        return [_result(doc, sentences, scores, nbest) for doc, sentences in zip(docs, found, strict=True)]
 
     def _first_pass(self, docs: list[Document], batch_docs: int | None) -> list[list[str]] | None:
         """Each document's first pass for a bilingual model (the given one, completed by the first-pass model);
@@ -272,7 +272,7 @@ class Model:
         if missing:                                                    # the given first pass is its prefix
             done = self.first_pass_model.translate(
                 [Document(docs[i].src, tgt_context=firsts[i]) for i in missing], batch_docs=batch_docs)
-            for i, result in zip(missing, done):
+            for i, result in zip(missing, done, strict=True):
                 firsts[i] += result.translations
         return firsts
 
@@ -284,7 +284,7 @@ class Model:
         repairer, size = self.repairer
         as_text = lambda t: t if isinstance(t, str) else self.loaded.tokenizer.decode_tgt(list(t))  # noqa: E731
         texts = [[as_text(t) for t in d.tgt_context] + [c[0].text if c else "" for c in sentences[len(d.tgt_context):]]
-                 for d, sentences in zip(docs, found)]
+                 for d, sentences in zip(docs, found, strict=True)]
         stats = RepairStats()
         repaired = repair_documents(repairer, texts, group_size=size, stats=stats)
         kept = stats.fallbacks + stats.too_long
@@ -294,10 +294,10 @@ class Model:
                       f"translation ({stats.fallbacks} rewritten with a wrong or empty sentence, {stats.too_long} "
                       "too long for the repair model)"))
         out = []
-        for d, new, sentences in zip(docs, repaired, found):   # rewritten texts; no score describes them
+        for d, new, sentences in zip(docs, repaired, found, strict=True):   # rewritten texts; no score describes them
             given = len(d.tgt_context)
             out.append([None] * given + [[Candidate(text, float("nan"), float("nan"))] if c else []
-                                         for text, c in zip(new[given:], sentences[given:])])
+                                         for text, c in zip(new[given:], sentences[given:], strict=True)])
         return out
 
 
@@ -328,7 +328,7 @@ def _documents(documents: Sequence[DocumentLike], target_context) -> list[Docume
                          "list of translations per document")
     if any(doc.tgt_context for doc in docs):
         raise CtxmtError("give the target context once: in tgt_context or in Document.tgt_context")
-    return [Document(doc.src, list(given), doc.doc_id, doc.first_pass) for doc, given in zip(docs, target_context)]
+    return [Document(doc.src, list(given), doc.doc_id, doc.first_pass) for doc, given in zip(docs, target_context, strict=True)]
 
 
 def _result(doc: Document, found: list, scores: bool, nbest: bool) -> DocumentTranslation:

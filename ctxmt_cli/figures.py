@@ -149,7 +149,7 @@ def layer_head_grid(values: dict, title: str, path: Path, fmt: str = ".2f"):
     rows, cols = _grid(len(matrices), 2)
     fig = new_figure(figsize=(4.4 * cols, 3.2 * rows + 0.5), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False)
-    for ax, (kind, matrix) in zip(axes.flat, matrices.items()):
+    for ax, (kind, matrix) in zip(axes.flat, matrices.items(), strict=False):
         layers, heads = matrix.shape
         image = ax.imshow(matrix, cmap="magma", aspect="auto", interpolation="nearest")
         _annotate(ax, matrix, fmt)
@@ -212,7 +212,7 @@ def selection_maps(maps: Sequence, titles: Sequence[str], absent: Sequence, drop
     side = 4.2 if size <= MAX_LABELS else 3.4
     fig = new_figure(figsize=(side * len(arrays) + 1.0, side + (1.0 if note else 0.6)), layout="constrained")
     axes = fig.subplots(1, len(arrays), squeeze=False)[0]
-    for ax, array, gone, name in zip(axes, arrays, absent, titles):
+    for ax, array, gone, name in zip(axes, arrays, absent, titles, strict=True):
         image = ax.imshow(np.ma.masked_invalid(array), cmap="viridis", vmin=0.0, vmax=top, aspect="auto",
                           interpolation="nearest")
         for k in np.flatnonzero(np.asarray(gone, dtype=bool)):           # no attention to or from them
@@ -254,7 +254,7 @@ def kept_share_chart(series: dict, title: str, path: Path, note: str | None = No
             raise ValueError(f"series {label!r} has {len(shares)} shares for {len(layers)} layers")
         values = np.asarray([np.nan if s is None else 100.0 * s for s in shares], dtype=float)
         ax.plot(layers, values, marker="o", color=f"C{i % 10}", label=str(label))
-        for x, v in zip(layers, values):
+        for x, v in zip(layers, values, strict=True):
             if math.isfinite(v):
                 ax.annotate(f"{v:.1f}", (x, v), ha="center", va="bottom", fontsize=7, xytext=(0, 3),
                             textcoords="offset points")
@@ -297,7 +297,7 @@ def bar_chart(categories: Sequence[str], series: dict, title: str, path: Path, y
     for i, (label, values) in enumerate(series.items()):
         heights = np.asarray(values, dtype=float)
         bars = ax.bar(centres - 0.4 + width * (i + 0.5), np.nan_to_num(heights, nan=0.0), width, label=str(label))
-        for bar, value in zip(bars, heights):
+        for bar, value in zip(bars, heights, strict=True):
             if not math.isfinite(value):
                 bar.set_visible(False)                              # a missing value: no bar, not a zero
             elif fmt is not None:

@@ -182,7 +182,7 @@ def copy_recipes(name: str, dest: Path) -> list[Path]:
     remove_stale(dest)
     done = []
     try:
-        for source, target in zip(sources, targets):
+        for source, target in zip(sources, targets, strict=True):
             done.append(copy_atomic(source, target))     # a full disk leaves no empty copy behind to block a retry
     except BaseException:                  # all or nothing: no part of a folder, no empty folder left behind
         for path in done:

@@ -91,7 +91,7 @@ class KindSums:
     def to_json(self) -> dict:
         """Means per layer × head (None where a layer saw no current-sentence query)."""
         def mean(sums, counts):
-            return [[float(x) / c for x in s] if c else [None] * len(s) for s, c in zip(sums, counts)]
+            return [[float(x) / c for x in s] if c else [None] * len(s) for s, c in zip(sums, counts, strict=True)]
 
         return {"entropy": mean(self.entropy, self.queries),
                 "entropy_normalized": mean(self.entropy_norm, self.queries),

@@ -111,7 +111,7 @@ def documents_split(loaded, src: list[list[str]], ref: list[list[str]], name: st
     ids_ref = tok.encode_batch([s for d in ref for s in d], "tgt")
     docs, i = [], 0
     for doc in src:
-        docs.append(list(zip(ids_src[i:i + len(doc)], ids_ref[i:i + len(doc)])))
+        docs.append(list(zip(ids_src[i:i + len(doc)], ids_ref[i:i + len(doc)], strict=True)))
         i += len(doc)
     return MemorySplit(docs, name=name)
 
@@ -207,7 +207,7 @@ def run_attention(req: AttentionRequest) -> dict:
     try:
         write_json(stage / "analysis.json", result)
         doc = dataset.split.doc_index
-        lines = [json.dumps({"sentence": sid, "doc": int(doc[sid]), **dict(zip(COLUMNS, row.tolist()))})
+        lines = [json.dumps({"sentence": sid, "doc": int(doc[sid]), **dict(zip(COLUMNS, row.tolist(), strict=True))})
                  for sid, row in sorted(stats.sentences.items())]
         write_atomic(stage / "sentences.jsonl", "\n".join(lines) + "\n")
         figures = []

@@ -242,7 +242,7 @@ def plot_runs(run_dirs: list[Path], out: Path | None = None, force: bool = False
     if not run_dirs:
         raise CtxmtError("no run directory given; give one or more directories ctxmt train wrote")
     require_matplotlib()
-    runs = dict(zip(run_labels(run_dirs), (read_metrics(d) for d in run_dirs)))
+    runs = dict(zip(run_labels(run_dirs), (read_metrics(d) for d in run_dirs), strict=True))
     out = Path(out) if out is not None else Path(run_dirs[0]) / "plots"
     inputs = [Path(d) / "metrics.jsonl" for d in run_dirs]
     check_output_dir(out, option("out"), inputs=inputs)

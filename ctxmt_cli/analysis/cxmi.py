@@ -171,7 +171,7 @@ def score_pairs(model, tokenizer, pairs: list[SentencePair], max_tokens: int, pe
     n = len(pairs)
     if not per_token:
         return logprob[:n], logprob[n:], tokens[:n]
-    return logprob[:n], logprob[n:], tokens[:n], [c - p for p, c in zip(kept[0][:n], kept[0][n:])]
+    return logprob[:n], logprob[n:], tokens[:n], [c - p for p, c in zip(kept[0][:n], kept[0][n:], strict=True)]
 
 
 def figures(plain: np.ndarray, contextual: np.ndarray, tokens: np.ndarray) -> dict:
@@ -202,7 +202,7 @@ def synthetic_tags(prepared, split: str, docs: list[Document]) -> list[list[str]
         return None
     lexicon = build_lexicon(int(source.get("seed", 1)))
     tags = []
-    for src, tgt in zip(src_docs, tgt_docs):
+    for src, tgt in zip(src_docs, tgt_docs, strict=True):
         translated = translate_document(src, lexicon)
         if [t for t, _ in translated] != tgt:                              # not the generator's output (edited?)
             return None
@@ -213,7 +213,7 @@ def synthetic_tags(prepared, split: str, docs: list[Document]) -> list[list[str]
                 continue
             top = max(dist for _, dist in far)
             tags.append(["context-dependent", *sorted({p for p, _ in far}), f"d={top}" if top <= 3 else "d>3"])
-    return [tags[start:start + len(d)] for start, d in zip(np.cumsum([0] + [len(d) for d in docs]), docs)]
+    return [tags[start:start + len(d)] for start, d in zip(np.cumsum([0] + [len(d) for d in docs]), docs, strict=False)]
 
 
 def _check_request(req: CxmiRequest) -> None:

@@ -68,7 +68,7 @@ def word_figures(targets: Sequence[Sequence[int]], deltas: Sequence[np.ndarray],
     scored tokens' log-probability differences (context minus none, ``</s>`` last) are ``deltas``."""
     chosen = [w.casefold() for w in check_words(words)]
     occurrences = []                                            # (word, pieces, summed difference)
-    for ids, delta in zip(targets, deltas):
+    for ids, delta in zip(targets, deltas, strict=True):
         if len(delta) != len(ids) + 1:
             raise ValueError(f"{len(delta)} scored tokens for a sentence of {len(ids)} tokens and </s>")
         occurrences += [(text, end - start, float(delta[start:end].sum())) for text, start, end in words_of(ids, piece)]

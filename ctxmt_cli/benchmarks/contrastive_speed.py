@@ -92,7 +92,7 @@ def main() -> None:
         n = min(args.per_example, len(testset.items))
         per_item = np.cumsum([0] + [len(item.candidates) for item in testset.items[:n]])
         t_example = timed(lambda: [model(collate(src[a:b], tgt[a:b], tok.pad_id, tok.bos_id))
-                                   for a, b in zip(per_item[:-1], per_item[1:])])
+                                   for a, b in zip(per_item[:-1], per_item[1:], strict=True)])
     t_ctxmt = timed(lambda: score_testset(model, tok, testset, max_tokens=args.max_tokens))
 
     rates = {"ctxmt": pairs / t_ctxmt, "forward": pairs / t_forward, "per-example": per_item[-1] / t_example}

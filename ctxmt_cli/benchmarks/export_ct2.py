@@ -200,7 +200,7 @@ def run(settings: Settings) -> dict:
     rates = {name: [output_tokens(tok, outputs[name]) / s for s in seconds[name]] for name in seconds}
     bleu = bleu_scores(outputs, references)
     ours = flat(outputs["ctxmt-float32"])
-    same = {name: sum(a == b for a, b in zip(ours, flat(outputs[name]))) for name in outputs}
+    same = {name: sum(a == b for a, b in zip(ours, flat(outputs[name]), strict=True)) for name in outputs}
     figure = f"translate-{loaded.recipe.model.family}-beam{settings.beam}"
     print(f"ctranslate2: {checkpoint.name} ({loaded.recipe.model.family}, d_model {loaded.recipe.model.d_model}), "
           f"synthetic test split: {len(sources)} documents, {len(ours)} sentences; beam {settings.beam}; "

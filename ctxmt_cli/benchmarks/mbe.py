@@ -96,7 +96,7 @@ def timed_updates(settings: Settings) -> int:
 def spans(item) -> tuple[object, list[tuple[int, int]]]:
     """The rows of a planned batch and the row ranges the model runs as one tensor each (its chunks)."""
     if isinstance(item, GroupedBatch):
-        return item.indices, list(zip((0, *item.ends[:-1]), item.ends))
+        return item.indices, list(zip((0, *item.ends[:-1]), item.ends, strict=True))
     return item, [(0, len(item))]
 
 

@@ -171,6 +171,6 @@ def contrastive_accuracy(model, tokenizer, testset, *, context=None, normalize="
     scores = score_testset(model, tokenizer, testset, context=context, normalize=normalize)
     ok = decisions(testset, scores)
     table = accuracy_by(testset.items, ok, "phenomenon", "distance")
-    context = [o for item, o in zip(testset.items, ok) if str(item.tags.get("distance")) != "0"]
+    context = [o for item, o in zip(testset.items, ok, strict=True) if str(item.tags.get("distance")) != "0"]
     table["all"] = {"all": sum(ok) / max(len(ok), 1), "d>=1": sum(context) / max(len(context), 1)}
     return table

@@ -24,7 +24,7 @@ def chunked_hidden(model, batch: Batch, probe: AttentionProbe | None = None) -> 
     parts = batch.parts()
     encs, terms = model.encode_parts(parts)
     hidden = []
-    for part, enc in zip(parts, encs):
+    for part, enc in zip(parts, encs, strict=True):
         h, _ = model._decode_full(part.tgt_in, enc, model.cross_kv(enc), context=model.context_kv(enc))
         hidden.append(h.reshape(-1, h.size(-1)))                            # (rows x width, C)
     return torch.cat(hidden), terms

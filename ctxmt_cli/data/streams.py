@@ -145,10 +145,10 @@ class StreamWriter:
         """Append documents: ``ids[d][s]`` token ids and ``texts[d][s]`` text of sentence s of document d."""
         tokens, offsets, total = array(_TYPECODES[self.dtype]), array("q"), self.progress["tokens"]
         parts = []
-        for k, (doc_ids, doc_text) in enumerate(zip(ids, texts)):
+        for k, (doc_ids, doc_text) in enumerate(zip(ids, texts, strict=True)):
             if self.progress["documents"] + k:
                 parts.append("\n")                                         # a blank line between documents
-            for sentence, line in zip(doc_ids, doc_text):
+            for sentence, line in zip(doc_ids, doc_text, strict=True):
                 tokens.extend(sentence)
                 total += len(sentence)
                 offsets.append(total)

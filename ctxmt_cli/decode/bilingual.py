@@ -74,13 +74,13 @@ def split_first_passes(models: Sequence, checkpoints: Sequence, prepared, split:
         return [None] * len(models)
     if first_pass is not None:
         first = load_model(Path(first_pass), device=torch_device(device))
-        for loaded, path, wanted in zip(models, checkpoints, bilingual):
+        for loaded, path, wanted in zip(models, checkpoints, bilingual, strict=True):
             if wanted:
                 check_first_pass_model(first, loaded, first_pass, path)
         translated = first_pass_translations(first, sources)
         return [translated if wanted else None for wanted in bilingual]
     out = []
-    for loaded, path, wanted in zip(models, checkpoints, bilingual):
+    for loaded, path, wanted in zip(models, checkpoints, bilingual, strict=True):
         name = getattr(loaded.recipe.model, "first_pass_stream", None) or FIRST_PASS_STREAM
         found = stream_first_pass(prepared, split, name) if wanted else None
         if wanted and found is None:

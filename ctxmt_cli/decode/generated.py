@@ -39,7 +39,7 @@ def _generate_all(slots: SlotTranslator, sources: list,
     for chunk in _batches(order, s.batch_docs):
         docs, js = [sources[d] for d, _ in chunk], [j for _, j in chunk]
         step = step_batch(docs, [[]] * len(chunk), js, s, vocab, "generate", slots.inputs)
-        for (d, j), hyp, c in zip(chunk, slots.decode(step, ()), step.expected):
+        for (d, j), hyp, c in zip(chunk, slots.decode(step, ()), step.expected, strict=True):
             found[d][j] = generated_sentence(hyp, c, vocab.brk)
         step_done(len(chunk))
     return found
@@ -56,7 +56,7 @@ def _retry(slots: SlotTranslator, sources: list, found: list[list[Hypothesis | N
             outs = [[hyp.tokens for hyp in found[d][:j]] for d, j in chunk]
             step = step_batch([sources[d] for d, _ in chunk], outs, [j for _, j in chunk], slots.s, slots.vocab,
                               "prefix", slots.inputs)
-            for (d, j), hyp in zip(chunk, slots.decode(step, [brk])):
+            for (d, j), hyp in zip(chunk, slots.decode(step, [brk]), strict=True):
                 found[d][j] = hyp
     return sum(map(len, failed))
 

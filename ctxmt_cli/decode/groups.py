@@ -68,7 +68,7 @@ def group_hypotheses(search: Search, docs: list[list[list[int]]], vocab: VocabIn
         limit = torch.tensor([max_len(len(docs[d][i])) for d, i, _ in rows])            # (B,)
         with torch.no_grad():
             hyps = search(batch, limit)
-        for (d, i, _), hyp in zip(rows, hyps):
+        for (d, i, _), hyp in zip(rows, hyps, strict=True):
             outs[d][i] = hyp
         if progress is not None:
             progress(len(rows))

@@ -75,8 +75,8 @@ class DocumentCall:
 
     def record(self, found: list[list[Hypothesis | None]]) -> None:
         """Each document's hypothesis per encoded sentence into the results (given translations left out)."""
-        for e, doc_found, doc_results in zip(self.encoded, found, self.results):
-            for line, hyp in zip(e.lines, doc_found):
+        for e, doc_found, doc_results in zip(self.encoded, found, self.results, strict=True):
+            for line, hyp in zip(e.lines, doc_found, strict=True):
                 if hyp is not None and doc_results[line] is not None:
                     doc_results[line] = _candidates(self.tokenizer, hyp)
 
@@ -101,8 +101,8 @@ def in_slots(call: DocumentCall, *, memory: bool = False) -> None:
     found: list[list[Hypothesis | None]] = [[None] * len(e.ids) for e in encoded]
     for start in range(0, len(order), s.batch_docs):
         chosen = order[start:start + s.batch_docs]
-        ids, given, tails = zip(*(piece_input(encoded[p.doc], p) for p in chosen))
-        for p, hyps in zip(chosen, slots.translate(list(ids), list(given), list(tails))):
+        ids, given, tails = zip(*(piece_input(encoded[p.doc], p) for p in chosen), strict=True)
+        for p, hyps in zip(chosen, slots.translate(list(ids), list(given), list(tails)), strict=True):
             found[p.doc][p.first:p.end] = hyps[p.first - p.lo:p.end - p.lo]
     call.record(found)
 

@@ -100,9 +100,9 @@ def _hypotheses(tokens: Tensor, lengths: Tensor, scores: Tensor, logprobs: Tenso
     """Python hypotheses from the (B, N, L) token buffer (N best per row, best first; unfinished entries have a
     score of -inf and are dropped, except a row's first); runs once per search, off the hot path."""
     out = []
-    for rows, ns, ss, lps in zip(tokens.tolist(), lengths.tolist(), scores.tolist(), logprobs.tolist()):
+    for rows, ns, ss, lps in zip(tokens.tolist(), lengths.tolist(), scores.tolist(), logprobs.tolist(), strict=True):
         found = [Hypothesis(tokens=row[:n], score=s, steps=n + 1, logprob=lp)
-                 for i, (row, n, s, lp) in enumerate(zip(rows, ns, ss, lps)) if i == 0 or s != NEG_INF]
+                 for i, (row, n, s, lp) in enumerate(zip(rows, ns, ss, lps, strict=True)) if i == 0 or s != NEG_INF]
         found[0].alternatives = found[1:]
         out.append(found[0])
     return out

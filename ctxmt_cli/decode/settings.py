@@ -172,7 +172,7 @@ def check_settings(s: DecodeSettings, documents: Sequence[Sequence[str]], given)
         return [()] * len(documents)
     if len(given) != len(documents):
         raise CtxmtError(f"given target context for {len(given)} documents, but {len(documents)} documents given")
-    for d, (doc, fixed) in enumerate(zip(documents, given)):
+    for d, (doc, fixed) in enumerate(zip(documents, given, strict=True)):
         if len(fixed) > len(doc):
             raise CtxmtError(f"document {d + 1}: {len(fixed)} given target sentences for {len(doc)} source "
                              "sentences; give at most one translation per source sentence")

@@ -45,7 +45,7 @@ class Search:
 
 def remember(memories, enc, keep: int) -> None:
     """Append each row's new cache entry (padding dropped) and keep the last ``keep`` entries per document."""
-    for mem, entry in zip(memories, enc.entry.rows()):
+    for mem, entry in zip(memories, enc.entry.rows(), strict=True):
         mem.append(entry.detach())
         del mem[: max(0, len(mem) - keep)]
 
@@ -90,13 +90,13 @@ class SlotTranslator:
             remember(memories, enc, self.s.src_context_sentences)
         if self.s.target_mode == "prefix":
             return self.decode(step, [brk], enc)
-        results = [generated_sentence(h, c, brk) for h, c in zip(self.decode(step, (), enc), step.expected)]
+        results = [generated_sentence(h, c, brk) for h, c in zip(self.decode(step, (), enc), step.expected, strict=True)]
         failed = [r for r, res in enumerate(results) if res is None]
         if failed:
             self.stats.fallbacks += len(failed)
             pick = lambda xs: None if xs is None else [xs[r] for r in failed]  # noqa: E731
             retry, retry_enc = self.step_input(pick(sources), pick(outputs), pick(snapshot), j, "prefix")
-            for r, hyp in zip(failed, self.decode(retry, [brk], retry_enc)):
+            for r, hyp in zip(failed, self.decode(retry, [brk], retry_enc), strict=True):
                 results[r] = hyp
         return results
 
@@ -119,7 +119,7 @@ class SlotTranslator:
         found: list[list[Hypothesis | None]] = [[] for _ in sources]
         memories = [[] for _ in sources] if self.memory else None
         pick = lambda xs, rows: None if xs is None else [xs[i] for i in rows]  # noqa: E731
-        ends = [len(s) - t for s, t in zip(sources, tails or [0] * len(sources))]
+        ends = [len(s) - t for s, t in zip(sources, tails or [0] * len(sources), strict=True)]
         for j in range(max(ends, default=0)):
             active = [i for i, end in enumerate(ends) if end > j]
             fixed = [i for i in active if j < len(given[i])]
@@ -130,7 +130,7 @@ class SlotTranslator:
                 found[i].append(None)
             if not todo:
                 continue
-            for i, hyp in zip(todo, self.translate_step(pick(sources, todo), pick(outs, todo), j, pick(memories, todo))):
+            for i, hyp in zip(todo, self.translate_step(pick(sources, todo), pick(outs, todo), j, pick(memories, todo)), strict=True):
                 outs[i].append(hyp.tokens)
                 found[i].append(hyp)
             self.stats.steps += 1

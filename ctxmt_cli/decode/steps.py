@@ -110,7 +110,7 @@ def step_batch(
     following = plan.src_next_sentences or 0
     js = [j] * len(sources) if isinstance(j, int) else list(j)
     src_rows, prefixes, max_len, expected, n_sent, n_next = [], [], [], [], [], []
-    for sents, outs, i in zip(sources, outputs, js):
+    for sents, outs, i in zip(sources, outputs, js, strict=True):
         current = len(sents[i])
         src_rows.append(source_window(sents, i, plan.src_context_sentences, plan.max_window_tokens, sp, following))
         n_next.append(window_sizes(sents, i, plan.src_context_sentences, following, plan.max_window_tokens)[1])
@@ -141,7 +141,7 @@ def with_memory(step: StepInput, sources, memories, j: int, plan: DecodeSettings
     over the same lengths and budget), so the two paths see the same context.
     """
     rows, memory = [], []
-    for sents, mem in zip(sources, memories):
+    for sents, mem in zip(sources, memories, strict=True):
         current = list(sents[j])
         c = fit_context(sents[:j], plan.src_context_sentences, plan.max_window_tokens - len(current) - 1)
         rows.append(current + [sp.eos])

@@ -95,11 +95,11 @@ def decode_documents(
     search = _search(model, engine, s)
     firsts = first_pass_per_document(model, documents, first_pass)           # refused where it does not fit
     encoded = [encode_document(tokenizer, doc, s.max_window_tokens, stats, f, g)
-               for doc, f, g in zip(documents, firsts, given)]
+               for doc, f, g in zip(documents, firsts, given, strict=True)]
     if engine is None:                       # another engine's search keeps its own memory
         check_search_memory(model, s, [ids for e in encoded for ids in e.ids], search.device)
     stats.documents += len(documents)
-    results: list[list] = [[None if i < len(g) else [] for i in range(len(doc))] for doc, g in zip(documents, given)]
+    results: list[list] = [[None if i < len(g) else [] for i in range(len(doc))] for doc, g in zip(documents, given, strict=True)]
     own = isinstance(model, torch.nn.Module)                                 # another engine's model has no modes
     was_training = own and model.training
     if own:

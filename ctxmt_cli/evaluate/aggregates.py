@@ -47,7 +47,7 @@ def _by_tag(testsets, decisions, kinds: tuple[str, ...], key: str) -> tuple[dict
     oks: dict = defaultdict(list)
     for ts in testsets:
         if ts.kind in kinds:
-            for item, ok in zip(ts.items, decisions[ts.name]):
+            for item, ok in zip(ts.items, decisions[ts.name], strict=True):
                 oks[str(item.tags.get(key))].append(ok)
     return {k: sum(v) / len(v) for k, v in oks.items()}, {k: len(v) for k, v in oks.items()}
 

@@ -53,7 +53,7 @@ class RecordingTokenizer:
     def encode_batch(self, texts, side: str, pretokenized: bool = False) -> list[list[int]]:
         """The wrapped tokenizer's ids, remembered per (side, pretokenized, text)."""
         ids = self._tokenizer.encode_batch(texts, side, pretokenized=pretokenized)
-        for text, row in zip(texts, ids):
+        for text, row in zip(texts, ids, strict=True):
             self.seen[side, pretokenized, text] = list(row)
         return ids
 
@@ -62,13 +62,13 @@ def tie_count(testset: TestSet, scores: list[list[float]]) -> int:
     """Items whose correct candidate's score equals any other candidate's score (exact equality): a tie with a
     contrastive candidate below the best one counts too (``DEFINITIONS["ties"]``)."""
     return sum(any(row[item.correct] == s for k, s in enumerate(row) if k != item.correct)
-               for item, row in zip(testset.items, scores))
+               for item, row in zip(testset.items, scores, strict=True))
 
 
 def strict_decisions(testset: TestSet, scores: list[list[float]]) -> list[bool]:
     """Per item: is the correct candidate strictly better than every contrastive one?"""
     return [all(row[item.correct] > s for k, s in enumerate(row) if k != item.correct)
-            for item, row in zip(testset.items, scores)]
+            for item, row in zip(testset.items, scores, strict=True)]
 
 
 def _sentences(testset: TestSet) -> dict[str, Counter]:
@@ -91,7 +91,7 @@ def unknown_shares(tokenizer, testset: TestSet) -> dict[str, float]:
     shares = {}
     for side, counts in _sentences(testset).items():
         missing = [s for s in counts if (side, testset.pretokenized, s) not in seen]
-        ids = dict(zip(missing, tokenizer.encode_batch(missing, side, pretokenized=testset.pretokenized))) if missing else {}
+        ids = dict(zip(missing, tokenizer.encode_batch(missing, side, pretokenized=testset.pretokenized), strict=True)) if missing else {}
         total = unknown = 0
         for sentence, n in counts.items():
             row = ids[sentence] if sentence in ids else seen[side, testset.pretokenized, sentence]

@@ -90,7 +90,7 @@ class _Encoder:
 
     def prime(self, side: str, sentences: Iterable[Sentence]) -> None:
         todo = sorted({s for s in sentences if isinstance(s, str) and (side, s) not in self.cache})
-        for sentence, ids in zip(todo, self.tokenizer.encode_batch(todo, side, pretokenized=self.pretokenized)):
+        for sentence, ids in zip(todo, self.tokenizer.encode_batch(todo, side, pretokenized=self.pretokenized), strict=True):
             self.cache[side, sentence] = ids
 
     def ids(self, side: str, sentence: Sentence) -> list[int]:
@@ -228,7 +228,7 @@ def _score_rows(model, tokenizer, windows, targets, scored, max_tokens, report) 
     keys: dict[tuple, int] = {}
     second = [b""] * len(sources) if concat is None else [c.tobytes() for c in concat]
     src_key = np.array([keys.setdefault((s.tobytes(), int(m), c), len(keys))
-                        for s, m, c in zip(sources, following, second)])
+                        for s, m, c in zip(sources, following, second, strict=True)])
     src_len, tgt_len = np.array([len(s) for s in sources]), np.array([len(t) + 1 for t in targets])
     logprob, tokens = np.zeros(len(sources)), np.zeros(len(sources))
     device = next(model.parameters()).device
@@ -237,7 +237,7 @@ def _score_rows(model, tokenizer, windows, targets, scored, max_tokens, report) 
         if len(unique) == len(ids):                                    # every row its own source: nothing to share
             src_rows = ids
         else:
-            first = {k: j for j, k in zip(ids[::-1], src_key[ids][::-1])}  # a row holding each distinct source
+            first = {k: j for j, k in zip(ids[::-1], src_key[ids][::-1], strict=True)}  # a row holding each distinct source
             src_rows = np.array([first[k] for k in unique], dtype=np.int64)
         batch = collate([sources[j] for j in src_rows], [targets[j] for j in ids], pad, bos,
                         src_next=following[src_rows] if reads_next else None)
@@ -253,7 +253,7 @@ def _score_rows(model, tokenizer, windows, targets, scored, max_tokens, report) 
         logprob[ids] = token_lp.sum(1).cpu().numpy()
         tokens[ids] = mask.sum(1).cpu().numpy()
         if kept is not None:
-            for row, values, scored_mask in zip(ids, token_lp.cpu().numpy(), mask.cpu().numpy()):
+            for row, values, scored_mask in zip(ids, token_lp.cpu().numpy(), mask.cpu().numpy(), strict=True):
                 kept[row] = values[scored_mask]
         if progress is not None:
             progress(len(ids))
@@ -267,7 +267,7 @@ def decisions(testset: TestSet, scores: list[list[float]]) -> list[bool]:
     ``first_index``: the first best candidate is the correct one (Voita's argmin of losses).
     """
     out = []
-    for item, row in zip(testset.items, scores):
+    for item, row in zip(testset.items, scores, strict=True):
         c = item.correct
         before, after = row[:c], row[c + 1:]
         if testset.tie_rule == "first_index":
@@ -281,7 +281,7 @@ def decisions(testset: TestSet, scores: list[list[float]]) -> list[bool]:
 def accuracy_by(items: list[ContrastiveItem], correct: list[bool], *keys: str) -> dict:
     """Nested accuracy table, e.g. keys ("phenomenon", "distance") -> {phenomenon: {distance: accuracy}}."""
     groups: dict = defaultdict(list)
-    for item, ok in zip(items, correct):
+    for item, ok in zip(items, correct, strict=True):
         groups[tuple(str(item.tags.get(k)) for k in keys)].append(ok)
     table: dict = {}
     for key, oks in sorted(groups.items()):
@@ -305,7 +305,7 @@ def grouped(items: list[ContrastiveItem], values: list, grouping: str | None) ->
     """``values`` (one per item) grouped by the items' tag ``grouping`` (``KEY`` or ``KEY/KEY``: ``"x/y"``), keys in
     natural order; grouping None: one group ``"all"``."""
     flat: dict = defaultdict(list)
-    for item, value in zip(items, values):
+    for item, value in zip(items, values, strict=True):
         flat["all" if grouping is None else "/".join(str(item.tags.get(k)) for k in grouping.split("/"))].append(value)
     return dict(sorted(flat.items(), key=lambda kv: _natural(kv[0])))
 

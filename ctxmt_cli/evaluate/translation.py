@@ -170,11 +170,11 @@ def _translate_corpus(req: EvalRequest) -> Corpus:
     models = [load_model(ckpt, device=device) for ckpt in req.checkpoints]
     prepared = PreparedData(Path(req.data or models[0].recipe.data.path))
     prepared.split(req.split)  # an unknown split fails here, listing the available ones, before decoding
-    for ckpt, loaded in zip(req.checkpoints, models):
+    for ckpt, loaded in zip(req.checkpoints, models, strict=True):
         check_vocabulary(loaded, prepared, ckpt)
     contexts, groups = parse_contexts(req.context), parse_group_sentences(req.group_sentences)
     names = _unique_names(req.checkpoints)
-    for ckpt, loaded in zip(req.checkpoints, models):      # a refused setting fails here, before any decoding
+    for ckpt, loaded in zip(req.checkpoints, models, strict=True):      # a refused setting fails here, before any decoding
         inputs = inputs_of(loaded.recipe.model)
         for k in contexts:
             inputs.context(k)
@@ -191,7 +191,7 @@ def _translate_corpus(req: EvalRequest) -> Corpus:
     corpus = Corpus({}, references, sources, has_documents=True, moses_tokenized=tokenized)
     log = CountLog.on_stderr(req.log_format, "sentences", PROGRESS_EVERY)
     try:
-        for name, loaded, first in zip(names, models, firsts):
+        for name, loaded, first in zip(names, models, firsts, strict=True):
             for k in contexts:
                 for n in groups:
                     label = None if k is None and req.group_sentences is None else \
@@ -235,13 +235,13 @@ def _read_corpus(req: EvalRequest) -> Corpus:
         raw = [len(lines) for _, lines in texts]
         ref_count, ref_lines = len(ref_lines), strip_trailing_blanks(ref_lines)
         texts = [(path, strip_trailing_blanks(lines)) for path, lines in texts]
-        for (path, lines), count in zip(texts, raw):
+        for (path, lines), count in zip(texts, raw, strict=True):
             check_aligned(path, lines, req.ref, ref_lines, (count, ref_count))
         group, has_docs = by_blank_lines, bool(blank_lines(ref_lines))
     docs = [group(lines) for _, lines in texts]
     hyp_docs = docs[: len(req.hyps)]
     sources = docs[len(req.hyps)] if req.src else None
-    return Corpus(dict(zip(_unique_names(req.hyps), hyp_docs)), group(ref_lines), sources, has_docs)
+    return Corpus(dict(zip(_unique_names(req.hyps), hyp_docs, strict=True)), group(ref_lines), sources, has_docs)
 
 
 # ---- scoring and reporting ----------------------------------------------------------------------

@@ -77,7 +77,7 @@ class BilingualWindowInputs(Inputs):
         if not self.target_concat or not sources:
             return
         rows, js = [], [j] * len(sources) if isinstance(j, int) else j
-        for doc, window, i in zip(sources, batch.src, js):                   # window (S,), right-padded
+        for doc, window, i in zip(sources, batch.src, js, strict=True):                   # window (S,), right-padded
             own = window[window != vocab.pad].tolist()[:-1]                  # the source window without </s>
             rows.append(target_concat_row(own, doc.first_pass, i, plan.src_context_sentences,
                                           plan.src_next_sentences or 0, plan.max_window_tokens, vocab)[0])
@@ -90,7 +90,7 @@ class BilingualWindowInputs(Inputs):
         if not self.target_concat or target_concat is None:
             return batch
         rows = []
-        for window, concat in zip(batch.src, target_concat):
+        for window, concat in zip(batch.src, target_concat, strict=True):
             concat = np.asarray(concat, dtype=np.int64)
             breaks = np.nonzero(concat == vocab.brk)[0]
             context = concat[:breaks[-1] + 1] if len(breaks) else concat[:0]          # target sentences + <brk>

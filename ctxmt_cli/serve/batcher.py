@@ -141,7 +141,7 @@ class Batcher:
         except Exception as err:  # noqa: BLE001 - every job of the batch gets the error; the worker goes on
             results = [err] * len(batch)
         self.stats.add(len(batch))
-        for job, result in zip(batch, results):
+        for job, result in zip(batch, results, strict=True):
             self._current.remove(job)
             try:
                 job.done(result)

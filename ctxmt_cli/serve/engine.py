@@ -85,7 +85,7 @@ class Engine:
         """Each request's result, or the exception that refused or failed it. One model call for the batch; when
         it fails, each request is tried alone so one bad request does not fail the others."""
         snapshots = [self.store.begin(r.doc_id) for r in requests]
-        results: list = [self._refusal(r, s) for r, s in zip(requests, snapshots)]    # None: to translate
+        results: list = [self._refusal(r, s) for r, s in zip(requests, snapshots, strict=True)]    # None: to translate
         todo = [i for i, r in enumerate(results) if r is None]
         try:
             done = self._run([requests[i] for i in todo], [snapshots[i] for i in todo])
@@ -94,9 +94,9 @@ class Engine:
                 done = [err]
             else:
                 done = [self._alone(requests[i], snapshots[i]) for i in todo]
-        for i, result in zip(todo, done):
+        for i, result in zip(todo, done, strict=True):
             results[i] = result
-        for snapshot, result in zip(snapshots, results):
+        for snapshot, result in zip(snapshots, results, strict=True):
             if isinstance(result, Exception):
                 self.store.abandon(snapshot)
         return results
@@ -124,11 +124,11 @@ class Engine:
         firsts = self._first_passes(requests)
         docs = [Document(src=s.src + r.sentences, tgt_context=list(s.tgt), doc_id=r.doc_id,
                          first_pass=None if firsts is None else s.first_pass + f)
-                for r, s, f in zip(requests, snapshots, firsts or [None] * len(requests))]
+                for r, s, f in zip(requests, snapshots, firsts or [None] * len(requests), strict=True)]
         found = self.model.translate(docs, beam=self.beam, lenpen=self.lenpen, nbest=1, target_mode="prefix",
                                      batch_docs=len(docs), group_sentences=self.group_sentences)
         results = []
-        for r, s, f, out in zip(requests, snapshots, firsts or [None] * len(requests), found):
+        for r, s, f, out in zip(requests, snapshots, firsts or [None] * len(requests), found, strict=True):
             kept = [i for i, sent in enumerate(out.sentences) if sent.nbest]    # empty sentences are not read
             self.store.commit(s, [r.sentences[i] for i in kept], [out.sentences[i].nbest[0].tokens for i in kept],
                               [] if f is None else [f[i] for i in kept])

@@ -66,7 +66,7 @@ class LossLayout:
     def metrics(self, total: Tensor) -> dict[str, float]:
         """Means from an (all-reduced) loss vector: the objective (``discounted_loss``), window and current
         losses, token counts, and each term's ``sum / count`` under its own name."""
-        values = dict(zip(self.names, total.tolist()))
+        values = dict(zip(self.names, total.tolist(), strict=True))
         safe = lambda a, b: a / b if b > 0 else float("nan")  # noqa: E731
         out = {
             "discounted_loss": safe(values["objective"], values["normalizer"]),

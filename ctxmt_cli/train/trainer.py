@@ -190,7 +190,7 @@ class Trainer:
         settings = [{k: v for k, v in group.items() if k != "params"} for group in self.optimizer.param_groups]
         try:
             self.optimizer.load_state_dict(ckpt["optimizer"])
-            for group, own in zip(self.optimizer.param_groups, settings):
+            for group, own in zip(self.optimizer.param_groups, settings, strict=True):
                 group.update(own)
             if self.scaler is not None and ckpt.get("scaler"):
                 self.scaler.load_state_dict(ckpt["scaler"])

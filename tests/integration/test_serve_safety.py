@@ -152,7 +152,7 @@ def test_sigterm_answers_the_request_in_flight_and_exits_0(signum, checkpoint):
         assert found and "SIGTERM" in line, line
         url = found.group(1)
         sender = threading.Thread(target=lambda: answer.update(
-            zip(("status", "body"), Client(url).call("POST", "/translate", body(doc_id="d", sentences=SENTENCES)))))
+            zip(("status", "body"), Client(url).call("POST", "/translate", body(doc_id="d", sentences=SENTENCES)), strict=True)))
         sender.start()
         wait_for(lambda: Client(url).call("GET", "/health", None)[1]["queued"] == 1)
         process.send_signal(signum)

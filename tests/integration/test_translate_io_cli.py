@@ -25,7 +25,7 @@ def docs(synthetic_dir) -> tuple[list[list[str]], list[list[str]]]:
     """Three short source documents of the test split and their references."""
     def read(side):
         text = (synthetic_dir / "raw" / f"test.{side}").read_text(encoding="utf-8").strip().split("\n\n")
-        return [doc.splitlines()[:n] for doc, n in zip(text, (3, 2, 4))]
+        return [doc.splitlines()[:n] for doc, n in zip(text, (3, 2, 4), strict=False)]
     return read("src"), read("tgt")
 
 
@@ -53,7 +53,7 @@ def test_jsonl_documents_in_and_out(concat_checkpoint, docs, tmp_path):
     assert [len(r["translations"]) for r in rows] == [3, 3, 0]            # the given sentence is not translated
     for row in rows:
         assert set(row) == {"doc_id", "translations", "scores", "nbest"}
-        for text, score, nbest in zip(row["translations"], row["scores"], row["nbest"]):
+        for text, score, nbest in zip(row["translations"], row["scores"], row["nbest"], strict=True):
             assert score < 0 and len(nbest) == 2 and nbest[0]["translation"] == text
             assert nbest[0]["logprob"] == score and nbest[0]["score"] >= nbest[1]["score"]
     plain = tmp_path / "plain.txt"

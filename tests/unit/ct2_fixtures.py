@@ -54,4 +54,4 @@ def prepare_per_side(root: Path, raw: Path) -> Path:
 def read_documents(prepared: Path, sizes=(3, 1, 5, 4)) -> list[list[str]]:
     """The first sentences of the first test documents of the synthetic corpus behind ``prepared``."""
     docs = (prepared.parent / "raw" / "test.src").read_text(encoding="utf-8").strip().split("\n\n")
-    return [doc.splitlines()[:n] for doc, n in zip(docs, sizes)]
+    return [doc.splitlines()[:n] for doc, n in zip(docs, sizes, strict=False)]

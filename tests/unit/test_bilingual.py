@@ -48,7 +48,7 @@ def test_translation_rows_are_the_training_rows(limit, context, following):
     spec = WindowSpec(context, 0, limit, src_next_sentences=following)
     ds = WindowDataset(split, spec, BRK, EOS, TargetConcat(Side([s for doc in first for s in doc])))
     j = 0
-    for doc, fp in zip(docs, first):
+    for doc, fp in zip(docs, first, strict=True):
         for k in range(len(doc)):
             if ds.src_ctx[j] >= 0:                                          # sentences a window can hold
                 row, m = target_concat_row(doc[k], fp, k, context, following, limit, VocabInfo(40, 40, brk=BRK, eos=EOS))
@@ -82,7 +82,7 @@ def test_the_translator_hands_each_sentence_its_first_pass(tokenizer, monkeypatc
     row, m = target_concat_row(src[0][1], fp[0], 1, 1, 1, 1024, VocabInfo.of(tokenizer))
     assert row == fp[0][0] + [tokenizer.brk_id] + fp[0][2] + [tokenizer.brk_id] + src[0][1] + [tokenizer.eos_id]
     handed = [([t for t in tokens.tolist() if t != tokenizer.pad_id], int(n))   # TargetConcatRows of every search
-              for batch in seen for tokens, n in zip(batch.extras.tokens, batch.extras.next_sentences)]
+              for batch in seen for tokens, n in zip(batch.extras.tokens, batch.extras.next_sentences, strict=True)]
     assert len(handed) == 5 and (row, m) in handed and m == 1
 
 

@@ -549,7 +549,7 @@ def test_a_model_for_one_context_sentence_accepts_three(name):
         logits = model(make_batch([row])).logits
         enc = model.encode(make_batch([row]))
         ents = entries(model, c3)
-        parts = [embed(model, e, slot) for e, slot in zip(ents, (3, 2, 1))]  # slots clamp to the trained range
+        parts = [embed(model, e, slot) for e, slot in zip(ents, (3, 2, 1), strict=True)]  # slots clamp to the trained range
         if model.cfg.current_in_context:
             parts.append(embed(model, enc.entry.states[0][enc.entry.mask[0]], 0))
         close(enc.context.states[0], torch.cat(parts))
@@ -698,7 +698,7 @@ def test_contrastive_scores_equal_an_unbatched_forward_pass(tokenizer, name):
     ts = TestSet(name="toy", kind="jsonl", items=items)
     scores = score_testset(model, tokenizer, ts, normalize="none", max_tokens=120)
     keep = model.cfg.src_context_sentences
-    for item, row in zip(items, scores):
+    for item, row in zip(items, scores, strict=True):
         src = item.src_context[len(item.src_context) - keep:] + [item.src]
         for k, cand in enumerate(item.candidates):
             assert row[k] == pytest.approx(forward_logprob(model, tokenizer, src, cand), abs=1e-4)

@@ -179,7 +179,7 @@ def test_forced_prefix_equals_forward(variant):
     model = make_model(variant)
     batch = sample(model)
     lengths = (batch.tgt_out != PAD).sum(1).tolist()
-    cut = [min(c, n) for c, n in zip((6, 2, 4), lengths)]                   # prefix lengths per row
+    cut = [min(c, n) for c, n in zip((6, 2, 4), lengths, strict=True)]                   # prefix lengths per row
     prefix = pad([batch.tgt_in[r, :c].tolist() for r, c in enumerate(cut)])
     with torch.no_grad():
         full = model(batch).logits
@@ -412,7 +412,7 @@ def test_save_load_gives_identical_outputs(variant, tokenizer, tmp_path):
                        tmp_path / "model.pt")
     loaded = load_model(path).model
     assert type(loaded) is type(model)
-    for (name, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
+    for (name, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items(), strict=True):
         assert torch.equal(a, b), name
     batch = sample(model)
     batch.src.clamp_(max=vocab.src_size - 1)

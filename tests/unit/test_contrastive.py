@@ -60,7 +60,7 @@ def forward_logprob(model, tok, src_sents, tgt_sents, last=1) -> tuple[float, in
 def test_scores_equal_an_unbatched_forward_pass(tokenizer, context, max_tokens):
     model, ts = make_model(tokenizer, context), make_set()
     scores = score_testset(model, tokenizer, ts, normalize="none", max_tokens=max_tokens)
-    for item, row in zip(ts.items, scores):
+    for item, row in zip(ts.items, scores, strict=True):
         for k, cand in enumerate(item.candidates):
             src = item.src_context[len(item.src_context) - context:] if context else []
             tgt = item.tgt_context[len(item.tgt_context) - context:] if context else []
@@ -82,7 +82,7 @@ def test_mean_is_sum_over_scored_tokens(tokenizer):
     model, ts = make_model(tokenizer, 2), make_set(n_items=4)
     total = score_testset(model, tokenizer, ts, normalize="none")
     mean = score_testset(model, tokenizer, ts, normalize="mean")
-    for item, t_row, m_row in zip(ts.items, total, mean):
+    for item, t_row, m_row in zip(ts.items, total, mean, strict=True):
         for k, cand in enumerate(item.candidates):
             n_tokens = len(tokenizer.encode_tgt(cand)) + 1  # + </s>
             assert m_row[k] == pytest.approx(t_row[k] / n_tokens, rel=1e-5)
@@ -95,14 +95,14 @@ def test_group_span_covers_every_sentence(tokenizer):
     for model, context in ((wide, 3), (narrow, 0)):
         scores = score_testset(model, tokenizer, ts, normalize="none", span="all")
         current = score_testset(model, tokenizer, ts, normalize="none", span="current")
-        for item, row, cur in zip(ts.items, scores, current):
+        for item, row, cur in zip(ts.items, scores, current, strict=True):
             for k, cand in enumerate(item.candidates):
                 src, tgt = item.src_context + [item.src], item.candidate_contexts[k] + [cand]
                 if context:
                     ref = forward_logprob(model, tokenizer, src, tgt, last=len(tgt))[0]
                     ref_current = forward_logprob(model, tokenizer, src, tgt)[0]
                 else:
-                    ref = sum(forward_logprob(model, tokenizer, [s], [t])[0] for s, t in zip(src, tgt))
+                    ref = sum(forward_logprob(model, tokenizer, [s], [t])[0] for s, t in zip(src, tgt, strict=True))
                     ref_current = forward_logprob(model, tokenizer, [src[-1]], [tgt[-1]])[0]
                 assert row[k] == pytest.approx(ref, abs=1e-4)
                 assert cur[k] == pytest.approx(ref_current, abs=1e-4)

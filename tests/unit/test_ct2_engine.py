@@ -92,7 +92,7 @@ def test_generate_mode_and_other_window_sizes(pairs, documents):
 def test_given_target_context_is_forced(pairs, documents):
     torch_model, ct2_model = pairs["concat"]
     given = [["ka lu mi no re sa ti vo ze ."], [], ["x"], documents[0][:2]]      # prefixes of several lengths
-    docs = [api.Document(src, tgt_context=g) for src, g in zip(documents, given)]
+    docs = [api.Document(src, tgt_context=g) for src, g in zip(documents, given, strict=True)]
     assert_same(torch_model.translate(docs, beam=1, scores=True), ct2_model.translate(docs, beam=1, scores=True))
 
 
@@ -115,7 +115,7 @@ def test_rows_are_searched_again_under_their_own_limits(prepared, documents, tmp
     search = ct2_model.engine._translate
     monkeypatch.setattr(ct2_model.engine, "_translate", lambda src, *a, **k: calls.append(len(src)) or
                         search(src, *a, **k))
-    docs = [api.Document(src, tgt_context=g) for src, g in zip(documents, [["ka lu mi no ."], [], ["x"], []])]
+    docs = [api.Document(src, tgt_context=g) for src, g in zip(documents, [["ka lu mi no ."], [], ["x"], []], strict=True)]
     for beam in (1, 3):
         calls.clear()
         ours, theirs = torch_model.translate(docs, beam=beam, scores=True), ct2_model.translate(docs, beam=beam,
@@ -130,7 +130,7 @@ def test_nbest_candidates_are_scored_as_ctxmt_scores_them(pairs, documents):
     lenpen = ct2_model.recipe.decode.lenpen
     out = ct2_model.translate(documents, beam=3, nbest=3, scores=True)
     items = []
-    for src, result in zip(documents, out):
+    for src, result in zip(documents, out, strict=True):
         context = []
         for j, sent in enumerate(result.sentences):
             assert sent.nbest[0].text == sent.text and sent.logprob == sent.nbest[0].logprob

@@ -76,7 +76,7 @@ def test_window_limit_drops_the_oldest_context_sentences(data):
     _, docs = data
     limit = 2 * max(len(s) for doc in docs for s, _ in doc) + 2          # the current sentence and about one more
     for pair in sentence_pairs(docs, (3, 3), limit):
-        for side, count in zip(pair.contextual[:2], pair.context):
+        for side, count in zip(pair.contextual[:2], pair.context, strict=True):
             assert len(side) == count + 1
             assert sum(map(len, side)) + count + 1 <= limit               # ids + <brk> per context sentence + </s>
     assert any(p.context[0] < min(p.sentence, 3) for p in sentence_pairs(docs, (3, 3), limit))

@@ -264,7 +264,7 @@ def test_the_hook_reads_pre_dropout_head_averages_and_masks_only_narrow():
         torch.testing.assert_close(attention, probe.maps["encoder_self"][layer].mean(1))
         torch.testing.assert_close(attention.sum(-1)[mask], torch.ones(int(mask.sum())))   # no dropout in them
     masks = [s[2] for s in seen] + [seen[-1][3]]
-    assert all(not (b & ~a).any() for a, b in zip(masks, masks[1:])) and not torch.equal(masks[0], masks[-1])
+    assert all(not (b & ~a).any() for a, b in zip(masks, masks[1:], strict=False)) and not torch.equal(masks[0], masks[-1])
     assert torch.equal(probe.views["cross"][0].key_mask, masks[-1])
 
 

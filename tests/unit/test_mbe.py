@@ -255,7 +255,7 @@ def test_group_batches_count_computed_positions_and_cut_chunks_by_length():
     for b in batches:
         s = size[b.indices]
         assert b.ends[-1] == len(b.indices) and (np.diff((0, *b.ends)) > 0).all()   # chunks cover the rows
-        spans = list(zip((0, *b.ends[:-1]), b.ends))
+        spans = list(zip((0, *b.ends[:-1]), b.ends, strict=True))
         assert sum((e - a) * int(s[a:e].max()) for a, e in spans) <= 600 or len(b.mixed) == 1
         for side, lengths in enumerate((src[b.indices], tgt[b.indices])):
             real[side] += lengths.sum()
@@ -282,7 +282,7 @@ def test_chunk_plan_is_the_cheapest_cut():
         for k in range(len(values)):
             for cut in combinations(range(1, len(values)), k):              # chunk ends between distinct sizes
                 bounds = [int((sizes <= values[c - 1]).sum()) for c in cut] + [len(sizes)]
-                cost = sum((e - a) * int(sizes[e - 1]) for a, e in zip([0] + bounds[:-1], bounds))
+                cost = sum((e - a) * int(sizes[e - 1]) for a, e in zip([0] + bounds[:-1], bounds, strict=True))
                 best = min(best or (np.inf, 0), (cost + 5.0 * len(bounds), cost))
         assert computed + 5.0 * len(ends) == pytest.approx(best[0])
         assert ends[-1] == len(sizes)

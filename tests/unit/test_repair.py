@@ -76,7 +76,7 @@ def test_each_group_is_rewritten_as_if_alone_in_document_order(tokenizer):
     out = repair_documents(loaded, docs, group_size=4, batch_groups=3, stats=stats)
     assert [len(d) for d in out] == [len(d) for d in docs]
     assert (stats.groups, stats.fallbacks, stats.too_long) == (2 + 1 + 1 + 3, 0, 0)
-    for doc, rewritten in zip(docs, out):
+    for doc, rewritten in zip(docs, out, strict=True):
         for start in range(0, len(doc), 4):                                 # disjoint groups, short tail
             assert rewritten[start:start + 4] == alone(loaded, doc[start:start + 4])
 

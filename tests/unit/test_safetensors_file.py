@@ -44,7 +44,7 @@ def test_round_trip_keeps_everything_inference_needs(payload, tmp_path):
     assert back["state"]["best"] == float("inf") and back["state"]["history"] == payload["state"]["history"]
     assert "optimizer" not in back                                      # weights for sharing, not for resuming
     a, b = load_model(pt), load_model(st)
-    assert all(torch.equal(x, y) for x, y in zip(a.model.state_dict().values(), b.model.state_dict().values()))
+    assert all(torch.equal(x, y) for x, y in zip(a.model.state_dict().values(), b.model.state_dict().values(), strict=True))
 
 
 def test_tied_weights_are_stored_once(payload, tmp_path):

@@ -205,7 +205,7 @@ def test_nbest_lists_hold_distinct_finished_hypotheses_best_first(family):
     best = beam_search(model, batch, beam=4, max_len=12, banned=[BRK])
     for n in (1, 3, 4):
         hyps = beam_search(model, batch, beam=4, max_len=12, banned=[BRK], nbest=n)
-        for i, (hyp, one) in enumerate(zip(hyps, best)):
+        for i, (hyp, one) in enumerate(zip(hyps, best, strict=True)):
             found = [hyp, *hyp.alternatives]
             assert len(found) == n and hyp.tokens == one.tokens and hyp.score == one.score
             assert [h.score for h in found] == sorted((h.score for h in found), reverse=True)

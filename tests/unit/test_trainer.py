@@ -117,7 +117,7 @@ def test_compiled_update_equals_eager_update():
         updater = Updater(model, opt, None, DistEnv(), LossSettings.from_recipe(cfg, vocab, model), "off", 0.0, compiled)
         stats = [updater.update([b])[0] for b in (b1, b2)]                  # two shapes, one dynamic graph
         results.append((stats, {k: v.clone() for k, v in model.state_dict().items()}))
-    for eager, compiled in zip(results[0][0], results[1][0]):
+    for eager, compiled in zip(results[0][0], results[1][0], strict=True):
         torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-4)
     assert_same_weights(results[0][1], results[1][1], atol=1e-4)
 

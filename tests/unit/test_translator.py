@@ -110,8 +110,8 @@ def test_prefix_mode_without_context_equals_sentence_level_beam_search(tokenizer
     model, docs = make_model(tokenizer, family="sentence"), documents(sizes=(3, 2))
     out = run(model, tokenizer, docs, src_context_sentences=0, tgt_context_sentences=0)
     sp = VocabInfo.of(tokenizer)
-    for doc, doc_out in zip(docs, out):
-        for text, got in zip(doc, doc_out):
+    for doc, doc_out in zip(docs, out, strict=True):
+        for text, got in zip(doc, doc_out, strict=True):
             ids = tokenizer.encode_src(text)
             batch = Batch(src=torch.tensor([ids + [sp.eos]]))
             hyp = beam_search(model, batch, beam=3, lenpen=0.6, max_len=int(1.5 * len(ids) + 6), banned=[sp.brk])[0]
@@ -266,7 +266,7 @@ def test_given_target_context_stands_for_the_models_own_translations(tokenizer):
     settings = DecodeSettings(src_context_sentences=2, tgt_context_sentences=2, beam=3, max_len_b=6, batch_docs=2)
     whole = decode_documents(model, tokenizer, docs, settings)
     assert whole[0][1] == [] and all(c for i, d in enumerate(whole) for j, c in enumerate(d) if (i, j) != (0, 1))
-    own = [[list(c[0].tokens) if c else "" for c in d[:k]] for d, k in zip(whole, (3, 0, 2))]
+    own = [[list(c[0].tokens) if c else "" for c in d[:k]] for d, k in zip(whole, (3, 0, 2), strict=True)]
     stats = TranslationStats()
     continued = decode_documents(model, tokenizer, docs, settings, given=own, stats=stats)
     for d, k in enumerate((3, 0, 2)):
@@ -308,8 +308,8 @@ def test_documents_cut_into_pieces_translate_as_whole_documents(tokenizer, famil
         runs[slots] = (decode_documents(model, tokenizer, docs, s, given=given, stats=stats), stats.steps)
     (whole, whole_steps), (cut, cut_steps) = runs[1], runs[64]
     assert whole[0][0] is None and cut[0][0] is None
-    for doc_whole, doc_cut in zip(whole, cut):
-        for a, b in zip(doc_whole, doc_cut):
+    for doc_whole, doc_cut in zip(whole, cut, strict=True):
+        for a, b in zip(doc_whole, doc_cut, strict=True):
             assert (a is None) == (b is None)
             if a is not None:
                 assert a[0].tokens == b[0].tokens and a[0].logprob == pytest.approx(b[0].logprob, abs=1e-4)

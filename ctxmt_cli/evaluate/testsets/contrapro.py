@@ -132,7 +132,7 @@ def file_lines(path: Path, role: str) -> list[str]:
 
 def trim_context(src_ctx: list[str], tgt_ctx: list[str]) -> tuple[list[str], list[str]]:
     """Drop context positions empty on both sides (the extraction's "no context here")."""
-    keep = [i for i, (s, t) in enumerate(zip(src_ctx, tgt_ctx)) if s.strip() or t.strip()]
+    keep = [i for i, (s, t) in enumerate(zip(src_ctx, tgt_ctx, strict=True)) if s.strip() or t.strip()]
     return [src_ctx[i] for i in keep], [tgt_ctx[i] for i in keep]
 
 
@@ -185,7 +185,7 @@ def read_contrapro(path: Path, **options) -> list[TestSet]:
                          f"next to {json_path}; run ContraPro's json2text_and_context.pl, or pass "
                          "documents=DIR (ContraPro's documents/ or the OPUS Moses files), or context=0")
     items = [ContrastiveItem(src_context=sc, src=s, tgt_context=tc, candidates=c, correct=0, tags=record_tags(r))
-             for r, (sc, s, tc, c) in zip(records, rows)]
+             for r, (sc, s, tc, c) in zip(records, rows, strict=True)]
     return [TestSet(name=json_path.stem, kind="contrapro", items=items, tie_rule="strict",
                     groupings=("distance", "pronoun"), classes="pronoun", files=[json_path, *used],
                     src_lang=src_lang, tgt_lang=tgt_lang)]
@@ -248,7 +248,7 @@ def rows_from_text(records: list[dict], paths: dict[str, Path], context: int | N
             raise CtxmtError(f"{paths['ctx_src']}: holds {per} context line(s) per text line, {k} asked for; "
                              f"re-extract with {option('context')} {k} or pass documents=DIR")
     rows, line = [], 0
-    for number, (record, size) in enumerate(zip(records, sizes), 1):
+    for number, (record, size) in enumerate(zip(records, sizes, strict=True), 1):
         if check:
             _check_block(paths, src, tgt, line, record, number)
         sc = ctx_src[line * per + per - k: (line + 1) * per] if ctx_src is not None else []

@@ -193,7 +193,7 @@ def _read_set(prefix: Path, contexts: tuple[int | None, int | None], json_path: 
         # json order; a record's further errors (none in the published sets) join as evaluate.py reads them
         items = [ContrastiveItem(src_context=rows[p][0], src=rows[p][1], tgt_context=rows[p][2],
                                  candidates=rows[p][3] + [e["contrastive"] for e in errors_of(r)[1:]],
-                                 tags=record_tags(r)) for p, r in zip(position, records)]
+                                 tags=record_tags(r)) for p, r in zip(position, records, strict=True)]
         groupings, files = ("distance", "pronoun"), [json_path, *files]
     return TestSet(name=prefix.name, kind="lopes", items=items, tie_rule="strict", groupings=groupings, classes="pronoun",
                    files=files, src_lang=langs[0], tgt_lang=langs[1])
@@ -298,7 +298,7 @@ def changed_pronoun(correct: str, contrastive: str) -> str | None:
     changed = []
     for op, i1, i2, j1, j2 in SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
         if op == "replace" and i2 - i1 == j2 - j1:
-            swapped = [x for x, y in zip(a[i1:i2], b[j1:j2]) if x in PRONOUNS and y in PRONOUNS and x != y]
+            swapped = [x for x, y in zip(a[i1:i2], b[j1:j2], strict=True) if x in PRONOUNS and y in PRONOUNS and x != y]
             if swapped:
                 return swapped[0]
         if op in ("replace", "delete"):

@@ -182,14 +182,14 @@ def read_scat(path: Path, **options) -> list[TestSet]:
     prefix = _prefix(Path(path), split)
     files = [Path(f"{prefix}{s}") for s in (".en", ".fr", ".context.en", ".context.fr")]
     src, tgt, src_ctx, tgt_ctx = (_read_lines(f) for f in files)
-    counts = {f.name: len(lines) for f, lines in zip(files, (src, tgt, src_ctx, tgt_ctx))}
+    counts = {f.name: len(lines) for f, lines in zip(files, (src, tgt, src_ctx, tgt_ctx), strict=True)}
     if len(set(counts.values())) != 1:
         listed = ", ".join(f"{name}: {n}" for name, n in counts.items())
         raise CtxmtError(f"SCAT files of {prefix} are not line-aligned ({listed}); re-download them from {DOWNLOAD}")
     name = prefix.name[len("highlighted."):] if prefix.name.startswith("highlighted.") else prefix.name
     testset = ScatTestSet(name=f"scat_{name}", kind="scat", items=[], tie_rule="strict",
                           groupings=("pronoun",), classes="gender", files=files, src_lang="en", tgt_lang="fr")
-    for i, lines in enumerate(zip(src, tgt, src_ctx, tgt_ctx)):
+    for i, lines in enumerate(zip(src, tgt, src_ctx, tgt_ctx, strict=True)):
         item = scat_item(*lines)
         if item is not None:
             testset.items.append(item)

@@ -120,7 +120,7 @@ class Caching(EncoderDecoder):
                              ((dist > n_enc) & (dist <= n_short), (False, True)), (dist > n_short, (False, False))):
             group = group.nonzero().squeeze(1)
             if group.numel():
-                for bucket, item in zip((values, ids, pos), self._context_tokens(sent, group, *grads)):
+                for bucket, item in zip((values, ids, pos), self._context_tokens(sent, group, *grads), strict=True):
                     bucket.append(item)
         if self.cfg.current_in_context:
             current = (dist == 0).nonzero().squeeze(1)                     # (B,) one current sentence per row

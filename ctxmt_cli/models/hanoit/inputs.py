@@ -76,7 +76,7 @@ class HanoiTInputs(Inputs):
             return
         js = [j] * len(sources) if isinstance(j, int) else j
         rows = [target_concat_row(doc[i], doc.first_pass, i, plan.src_context_sentences, plan.src_next_sentences,
-                                  plan.max_window_tokens, vocab) for doc, i in zip(sources, js)]
+                                  plan.max_window_tokens, vocab) for doc, i in zip(sources, js, strict=True)]
         self._give(batch, TargetConcatRows.of(rows, vocab.pad))
 
     def scoring_batch(self, batch: Batch, vocab: VocabInfo, target_concat: Sequence | None = None) -> Batch:
@@ -86,7 +86,7 @@ class HanoiTInputs(Inputs):
         sentence alone)."""
         if self.target_only and target_concat is not None:
             target_concat = [row if len(row) else own[own != vocab.pad].numpy()
-                             for row, own in zip(target_concat, batch.src)]
+                             for row, own in zip(target_concat, batch.src, strict=True)]
         if self.target_concat and target_concat is not None:
             self._give(batch, TargetConcatRows.of([(row, 0) for row in target_concat], vocab.pad))
         return batch

@@ -78,7 +78,7 @@ def windows_as_groups(batch: Batch, vocab: VocabInfo) -> Batch:
     for g, row in enumerate(batch.src.tolist()):
         ids = [t for t in row if t != vocab.pad][:-1]                                   # drop the final </s>
         cuts = [i for i, t in enumerate(ids) if t == vocab.brk]
-        for start, end in zip([0] + [c + 1 for c in cuts], cuts + [len(ids)]):
+        for start, end in zip([0] + [c + 1 for c in cuts], cuts + [len(ids)], strict=True):
             sentences.append(np.asarray(ids[start:end] + [vocab.eos], dtype=np.int64))
             groups.append(g)
         last.append(len(sentences) - 1)

@@ -168,7 +168,7 @@ class Mbe(EncoderDecoder):
         groups = [g.groups if g is not None else torch.arange(src0.size(0), device=src0.device) for g in found]
         masks = [p.src != self.vocab.pad for p in parts]                    # (b, S) per chunk
         embedded = [self.embed_source(p.src) for p in parts]
-        v = torch.cat([self.sentence_vectors(e, m) for (e, _), m in zip(embedded, masks)])   # (B, C)
+        v = torch.cat([self.sentence_vectors(e, m) for (e, _), m in zip(embedded, masks, strict=True)])   # (B, C)
         every = torch.cat(groups) if len(groups) > 1 else groups[0]         # (B,)
         mixed = None if found[0] is None else found[0].mixed
         z, logits = self.group_summary(v, every, None if mixed is None else mixed.size(0))
@@ -178,7 +178,7 @@ class Mbe(EncoderDecoder):
             z = z * alpha.to(z.dtype).unsqueeze(1)                          # eq. 8
             terms = self.classifier_terms(logits, alpha, every, mixed)
         placement, encs = self.cfg.placement, []
-        for part, emb, rows in zip(parts, embedded, groups):
+        for part, emb, rows in zip(parts, embedded, groups, strict=True):
             per_row = z.index_select(0, rows).unsqueeze(1)                  # (b, 1, C)
             prefix = None
             if placement != "decoder":                                      # the encoder's input: [z; tokens]
