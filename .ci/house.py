@@ -136,9 +136,14 @@ def flags_in_library_messages() -> list[str]:
         with path.open("rb") as f:
             for tok in tokenize.tokenize(f.readline):
                 if (tok.type == tokenize.STRING and tok.start[0] not in prose and FLAG.search(tok.string)
-                        and not COMMAND_LINE.search(tok.string) and DATA_MARK not in " ".join(lines[max(tok.start[0] - 2, 0):tok.start[0]])):
+                        and not COMMAND_LINE.search(tok.string) and not _marked_as_data(lines, tok.start[0])):
                     found.append(f"{path.relative_to(ROOT)}:{tok.start[0]} {tok.string[:80]}")
     return found
+
+
+def _marked_as_data(lines: list[str], number: int) -> bool:
+    """Whether line ``number`` (1-based) or the line above carries ``DATA_MARK``."""
+    return DATA_MARK in " ".join(lines[max(number - 2, 0):number])
 
 
 def measure() -> tuple[dict[str, list[str]], dict[str, list[str]]]:

@@ -328,7 +328,8 @@ def _documents(documents: Sequence[DocumentLike], target_context) -> list[Docume
                          "list of translations per document")
     if any(doc.tgt_context for doc in docs):
         raise CtxmtError("give the target context once: in tgt_context or in Document.tgt_context")
-    return [Document(doc.src, list(given), doc.doc_id, doc.first_pass) for doc, given in zip(docs, target_context, strict=True)]
+    return [Document(doc.src, list(given), doc.doc_id, doc.first_pass)
+            for doc, given in zip(docs, target_context, strict=True)]
 
 
 def _result(doc: Document, found: list, scores: bool, nbest: bool) -> DocumentTranslation:

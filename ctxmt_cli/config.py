@@ -58,7 +58,8 @@ class DataConfig(Section):
     max_window_tokens: int = Field(
         1024, ge=8, le=MAX_POSITIONS, description="windows longer than this lose their oldest context sentences"
     )
-    bucket_width: int = Field(1, ge=1, le=MAX_POSITIONS, description="length bucketing granularity in tokens (1: exact lengths, random order among equals)")
+    bucket_width: int = Field(1, ge=1, le=MAX_POSITIONS, description="length bucketing granularity in tokens (1: "
+                              "exact lengths, random order among equals)")
     input_noise: float = Field(0.0, ge=0.0, lt=1.0, description="share of source tokens (special tokens aside) "
                                "replaced by a random subword in every training batch, drawn from the seed, epoch "
                                "and position (Voita et al. 2019's DocRepair: 0.1); validation and translation read "
@@ -112,15 +113,19 @@ class TrainConfig(Section):
     max_minutes: float | None = Field(None, gt=0.0, le=1e7, description="stop (and validate) after this wall time "
                                          "(at most 10^7: 19 years)")
     valid_every: int = Field(1000, ge=1, le=MAX_COUNT, description="validate and checkpoint every N updates")
-    patience: int = Field(12, ge=0, le=MAX_COUNT, description="stop after N validations without improvement (0 = never)")
+    patience: int = Field(12, ge=0, le=MAX_COUNT,
+                          description="stop after N validations without improvement (0 = never)")
     early_stop_on: Literal["window_loss", "discounted_loss", "current_loss"] = Field(
         "window_loss", description="validation loss that picks the best checkpoint and counts patience: the whole "
         "target window's, the context-discounted objective, or the current sentence's alone")
     keep_checkpoints: int = Field(10, ge=1, le=MAX_CHECKPOINTS, description="step checkpoints kept on disk")
-    average_checkpoints: int = Field(0, ge=0, le=MAX_CHECKPOINTS, description="average the best and the N following checkpoints")
-    average_last: int = Field(0, ge=0, le=MAX_CHECKPOINTS, description="average the last N step checkpoints (Morishita et al. 2021: "
-                                                   "saved every 200 updates, the last 8); excludes average_checkpoints")
-    amp: Literal["off", "bf16", "fp16"] = Field("off", description="mixed precision (autocast); fp16 adds a grad scaler")
+    average_checkpoints: int = Field(0, ge=0, le=MAX_CHECKPOINTS,
+                                     description="average the best and the N following checkpoints")
+    average_last: int = Field(0, ge=0, le=MAX_CHECKPOINTS, description="average the last N step checkpoints "
+                              "(Morishita et al. 2021: saved every 200 updates, the last 8); excludes "
+                              "average_checkpoints")
+    amp: Literal["off", "bf16", "fp16"] = Field(
+        "off", description="mixed precision (autocast); fp16 adds a grad scaler")
     compile: bool = Field(False, description="torch.compile the training forward and loss (inductor, dynamic shapes); "
                                             "the first updates spend a minute or more compiling")
     log_every: int = Field(50, ge=1, le=MAX_COUNT, description="log the training loss and tokens/s every N updates")
@@ -142,15 +147,16 @@ class DecodeConfig(Section):
 
     beam: int = Field(4, ge=1, le=1024, description="beam size (1 = greedy; at most 1,024: past a few hundred beams "
                       "BLEU only drops, the beam search curse)")
-    lenpen: float = Field(0.6, ge=0.0, le=5.0, description="length penalty: scores divided by length ** lenpen (at most "
-                          "5, where 65,536 ** lenpen still fits a float32 score; 0.6-2 in practice)")
-    max_len_a: float = Field(1.5, ge=0.0, le=100.0, description="longest output: max_len_a * source length + max_len_b tokens")
+    lenpen: float = Field(0.6, ge=0.0, le=5.0, description="length penalty: scores divided by length ** lenpen "
+                          "(at most 5, where 65,536 ** lenpen still fits a float32 score; 0.6-2 in practice)")
+    max_len_a: float = Field(1.5, ge=0.0, le=100.0,
+                             description="longest output: max_len_a * source length + max_len_b tokens")
     max_len_b: int = Field(10, ge=1, le=MAX_POSITIONS, description="see max_len_a")
     target_mode: Literal["prefix", "generate"] = Field(
         "prefix", description="target context of a window-reading model: its own earlier outputs forced as a prefix, "
         "or the whole window generated and its last sentence kept")
-    batch_docs: int = Field(64, ge=1, le=MAX_POSITIONS, description="documents (or pieces of documents, for a model reading no "
-                            "target context) decoded in parallel")
+    batch_docs: int = Field(64, ge=1, le=MAX_POSITIONS, description="documents (or pieces of documents, for a model "
+                            "reading no target context) decoded in parallel")
     warmup_sentences: int | None = Field(
         None, ge=0, le=64, description="a model reading its earlier translations: None translates each document "
         "sentence after sentence (exact); N cuts documents into pieces that translate side by side, each piece "

@@ -20,6 +20,8 @@ PRESETS: dict[str, tuple[int, int, int, int, int]] = {
     "base": (512, 2048, 8, 6, 6),
     "big": (1024, 4096, 16, 6, 6),
 }
+#: the fields a preset fills, in the order of its tuple
+PRESET_FIELDS = ("d_model", "ffn_dim", "heads", "encoder_layers", "decoder_layers")
 
 # Upper bounds of the schema's numbers, each far above any system the papers (or the largest GPU) train, and low
 # enough that a typo (1e9, a few extra zeros) is refused as one line instead of exhausting memory in a constructor
@@ -110,16 +112,16 @@ class ModelBase(Section):
     share_embeddings: Literal["auto", "all", "decoder", "none"] = Field(
         "auto", description="auto: tie all three when the vocabulary is joint, else decoder in/out"
     )
-    max_positions: int = Field(1024, ge=16, le=MAX_POSITIONS, description="longest window in tokens the position table covers")
+    max_positions: int = Field(1024, ge=16, le=MAX_POSITIONS,
+                               description="longest window in tokens the position table covers")
 
     @model_validator(mode="after")
     def _fill_preset(self) -> ModelBase:
         if self.preset is not None:
-            d, f, h, e, dl = PRESETS[self.preset]
-            for key, value in (("d_model", d), ("ffn_dim", f), ("heads", h), ("encoder_layers", e), ("decoder_layers", dl)):
+            for key, value in zip(PRESET_FIELDS, PRESETS[self.preset], strict=True):
                 if getattr(self, key) is None:
                     object.__setattr__(self, key, value)
-        missing = [k for k in ("d_model", "ffn_dim", "heads", "encoder_layers", "decoder_layers") if getattr(self, k) is None]
+        missing = [k for k in PRESET_FIELDS if getattr(self, k) is None]
         if missing:
             raise ValueError(f"set a preset or give {', '.join(missing)}")
         if self.d_model % self.heads:

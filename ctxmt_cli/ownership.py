@@ -12,8 +12,8 @@ listed, the same size and hash as recorded (a file edited since is not ctxmt's a
 not a mount point, not the lock of a run still going (:mod:`ctxmt_cli.run_lock`). Otherwise one line names the
 first entry in the way and nothing is deleted. A folder without a manifest is never replaced; an older
 manifest (names only, ``entries``, and name patterns) accounts for exactly those names, none by a pattern.
-Replacing builds the new folder beside the old one and swaps them (:func:`ctxmt_cli.replacing.build_dir`), so a failure keeps the
-old one.
+Replacing builds the new folder beside the old one and swaps them (:func:`ctxmt_cli.replacing.build_dir`), so a
+failure keeps the old one.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ FORMAT = 2
 @dataclass
 class Ledger:
     """A folder's manifest: who wrote it, ``files`` (path -> {size, sha256}; None: a name an older manifest
-    listed without a hash, kept as it was) and ``dirs``; ``extra``: other fields kept as they are (a run's ``init_from``)."""
+    listed without a hash, kept as it was) and ``dirs``; ``extra``: other fields kept as they are (a run's
+    ``init_from``)."""
 
     command: str
     files: dict = field(default_factory=dict)

@@ -91,7 +91,7 @@ def draw_window(loaded, dataset, j: int, n: int, out: Path) -> list[Path]:
                                     (k_side, k_real, views[0].key_current[0])):
             tokens = rows[side][:real] if side is not None and len(rows[side]) >= real else None
             if tokens is not None and real != len([t for t in rows[side] if t != vocab.pad]):
-                tokens = None                                               # a family's own rows (caching: current only)
+                tokens = None                               # a family's own rows (caching: the current one only)
             breaks.append(_breaks(tokens, current[:real].numpy(force=True), vocab.brk, side == "tgt"))
             labels.append(None if tokens is None else [tok.piece(t, side) for t in tokens])
         path = Path(out) / f"window{n}_{kind}.png"

@@ -352,5 +352,6 @@ def render_compare(result: dict) -> str:
     for name in SUMMARY:
         if name in result:
             r = result[name]
-            lines.append(f"{name:>19}: A {r['a']:.4f}  B {r['b']:.4f}  B-A {r['difference']:+.4f}  p = {r['p_value']:.4f}")
+            lines.append(f"{name:>19}: A {r['a']:.4f}  B {r['b']:.4f}  B-A {r['difference']:+.4f}  "
+                         f"p = {r['p_value']:.4f}")
     return "\n".join(lines)

@@ -227,7 +227,8 @@ def _check_request(req: CxmiRequest) -> None:
     for path, what in ((req.out, option("out")), (req.per_sentence, option("per_sentence"))):
         if path is not None:
             check_output_file(path, what, force=req.force, inputs=(req.checkpoint, req.data), make_parents=True)
-    if req.out is not None and req.per_sentence is not None and Path(req.out).resolve() == Path(req.per_sentence).resolve():
+    both = req.out is not None and req.per_sentence is not None
+    if both and Path(req.out).resolve() == Path(req.per_sentence).resolve():
         raise CtxmtError(f"{option('out')} and {option('per_sentence')} are the same file {req.out}; give two file "
                          "names")
 
@@ -243,8 +244,9 @@ def run_cxmi(req: CxmiRequest) -> dict:
     _check_request(req)
     loaded = load_model(req.checkpoint, device=torch_device(req.device))
     if inputs_of(loaded.recipe.model).target_concat:                  # its target context needs a first pass
-        raise CtxmtError(f"{req.checkpoint} is a {loaded.recipe.model.family} model reading target context; cxmi scores source context "
-                         "only and gives it no target context (first pass): use a source-context checkpoint")
+        raise CtxmtError(f"{req.checkpoint} is a {loaded.recipe.model.family} model reading target context; cxmi "
+                         "scores source context only and gives it no target context (first pass): use a "
+                         "source-context checkpoint")
     prepared = PreparedData(Path(req.data or loaded.recipe.data.path))
     for path, what in ((req.out, option("out")), (req.per_sentence, option("per_sentence"))):
         if path is not None:                        # the recipe's data folder, when --data did not name it
@@ -274,8 +276,8 @@ def run_cxmi(req: CxmiRequest) -> dict:
         "data": str(prepared.dir), "split": req.split, "definition": DEFINITION,
     })
     if req.per_sentence is not None:
-        _write(Path(req.per_sentence), "".join(json.dumps(line) + "\n"
-                                               for line in per_sentence_lines(plain, contextual, tokens, pairs, flat_tags)))
+        lines = per_sentence_lines(plain, contextual, tokens, pairs, flat_tags)
+        _write(Path(req.per_sentence), "".join(json.dumps(line) + "\n" for line in lines))
     if req.out is not None:
         _write(Path(req.out), json.dumps(result, indent=2) + "\n")
     return result
@@ -341,10 +343,14 @@ def _write(path: Path, text: str) -> None:
 def render(result: dict) -> str:
     """The printed report: one row per group of sentences."""
     side = result["context_sentences"]
-    kind = f"random context from other documents (seed {result['seed']})" if result["random_context"] else "gold context"
+    if result["random_context"]:
+        kind = f"random context from other documents (seed {result['seed']})"
+    else:
+        kind = "gold context"
     after = f" + {side['src_next']} next" if side.get("src_next") else ""
-    lines = [f"CXMI, split {result['split']}: K = {result['context']} (source {side['src']}{after}, target {side['tgt']} "
-             f"context sentences), {kind}; {result['n']} sentences, {result['n_with_context']} with context, "
+    lines = [f"CXMI, split {result['split']}: K = {result['context']} (source {side['src']}{after}, "
+             f"target {side['tgt']} context sentences), {kind}; {result['n']} sentences, "
+             f"{result['n_with_context']} with context, "
              f"{result['tokens']} tokens",
              f"{'sentences':<20}{'n':>7}{'per token':>13}{'per sentence':>15}"]
     groups = {"all": result, "with context": result["with_context"], **result.get("by_tag", {})}

@@ -307,7 +307,8 @@ def ratio_lines(figure: str, per_impl: dict[str, list[float]]) -> list[str]:
         if name == "ctxmt":
             continue
         line = f"ratio: {figure} ctxmt/{name} = {ours / statistics.median(values):.2f}"
-        rounds = [a / b for a, b in zip(per_impl["ctxmt"], values, strict=False)]   # the same round: the machine's same moment
+        # one round's pair of runs: the machine's same moment
+        rounds = [a / b for a, b in zip(per_impl["ctxmt"], values, strict=False)]
         if len(rounds) > 1:
             line += f" (rounds {min(rounds):.2f}-{max(rounds):.2f})"
         lines.append(line)

@@ -53,7 +53,8 @@ def build(testset, preset: str):
 def plain_batches(testset, tok, model, max_tokens: int):
     """The same rows as the scorer, collated into standard length-bucketed batches (one row per candidate)."""
     enc = _Encoder(tok, testset.pretokenized)
-    rows = [r for item in testset.items for k in range(len(item.candidates)) for r in candidate_rows(item, k, 3, 3, "all")]
+    rows = [r for item in testset.items for k in range(len(item.candidates))
+            for r in candidate_rows(item, k, 3, 3, "all")]
     enc.prime("src", (s for r in rows for s in r[0]))
     enc.prime("tgt", (s for r in rows for s in r[1]))
     src = [enc.window("src", r[0]) for r in rows]

@@ -74,8 +74,8 @@ def real_pairs() -> tuple[str, list[tuple[str, str]]]:
     """(corpus name, sentence pairs): Europarl's validation set where present, else the synthetic corpus."""
     en, fr = EUROPARL / "valid.en", EUROPARL / "valid.fr"
     if en.is_file() and fr.is_file():
-        pairs = zip(en.read_text(encoding="utf-8").splitlines(), fr.read_text(encoding="utf-8").splitlines(), strict=False)
-        return "europarl", list(pairs)[:POOL]
+        src, tgt = (path.read_text(encoding="utf-8").splitlines() for path in (en, fr))
+        return "europarl", list(zip(src, tgt, strict=False))[:POOL]
     print(f"note: {EUROPARL} not found (set {bu.SHARED_DATA_ENV}); synthetic sentence lengths")
     return "synthetic", train_real.synthetic_pairs(POOL)
 

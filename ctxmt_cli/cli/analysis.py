@@ -52,8 +52,8 @@ def analyze_attention(
     max_sentences: int | None = typer.Option(None, **COUNT, help="analyse the first N windows only"),
     show: str | None = typer.Option(None, help="window numbers (comma-separated) to draw as heat maps"),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="draw the PNGs (needs matplotlib)"),
-    out: Path | None = typer.Option(None, "--out", "-o", help="directory for analysis.json, sentences.jsonl and the PNGs "
-                                       "(default: analysis-SPLIT beside the checkpoint)"),
+    out: Path | None = typer.Option(None, "--out", "-o", help="directory for analysis.json, sentences.jsonl and the "
+                                    "PNGs (default: analysis-SPLIT beside the checkpoint)"),
     force: bool = typer.Option(False, help="overwrite an earlier analysis in --out"),
     trials: int = typer.Option(1000, **SAMPLES, help="compare: permutations of approximate randomisation"),
     seed: int = typer.Option(1, **SEED, help="compare: seed of the permutations"),
@@ -133,7 +133,8 @@ COMMANDS["cxmi"] = cxmi
 def plot(
     run_dirs: list[Path] = typer.Argument(..., metavar="RUN_DIR", help="training directories (train.save_dir) "
                                           "holding metrics.jsonl; several are overlaid, one colour each"),
-    out: Path | None = typer.Option(None, "--out", "-o", help="directory for the PNGs (default: RUN_DIR/plots of the first run)"),
+    out: Path | None = typer.Option(None, "--out", "-o",
+                                    help="directory for the PNGs (default: RUN_DIR/plots of the first run)"),
     force: bool = typer.Option(False, help="overwrite PNGs that already exist"),
 ):
     """Training curves (Lupo et al. 2022, Figure 3): losses, current / context loss ratio, learning rate, tokens/s

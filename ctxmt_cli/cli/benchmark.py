@@ -66,8 +66,10 @@ def benchmark(
     name: BenchmarkName = typer.Argument(..., metavar="NAME", help="the benchmark to run"),
     contexts: str | None = typer.Option(None, help="context sizes K in sentences, comma-separated "
                                            "[default: 1,2,4,8,16; --quick 1,4,8]"),
-    out: Path = typer.Option(CONTEXT_SCALING_OUT, "--out", "-o", help="directory for the JSON results and the PNG plot"),
-    docs: int | None = typer.Option(None, **COUNT, help="documents timed (decoded in parallel) [default: 4; --quick 2]"),
+    out: Path = typer.Option(CONTEXT_SCALING_OUT, "--out", "-o",
+                             help="directory for the JSON results and the PNG plot"),
+    docs: int | None = typer.Option(None, **COUNT,
+                                    help="documents timed (decoded in parallel) [default: 4; --quick 2]"),
     sentences: int | None = typer.Option(None, **COUNT, help="first N sentences of each timed document "
                                             "[default: 32; --quick 16]"),
     device: Device = "auto",

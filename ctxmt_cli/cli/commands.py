@@ -18,7 +18,7 @@ def _dry_run_meta(meta_path: Path) -> dict:
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         sizes = meta["vocab_size"]
-        good = all(isinstance(sizes[s], int) and not isinstance(sizes[s], bool) and sizes[s] > 0 for s in ("src", "tgt"))
+        good = all(type(sizes[s]) is int and sizes[s] > 0 for s in ("src", "tgt"))   # a bool is no size
     except (ValueError, KeyError, TypeError):         # not JSON, not UTF-8, not an object, no sizes
         good = False
     if not good:

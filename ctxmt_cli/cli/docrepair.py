@@ -95,7 +95,8 @@ def prepare_derived(ctx) -> str:
 
     names = tuple(s.strip() for s in splits.split(",") if s.strip())
     if not names or len(set(names)) != len(names):
-        raise CtxmtError(f"--splits {splits!r}: give prepared split names, comma-separated, each once (e.g. train,valid)")
+        raise CtxmtError(f"--splits {splits!r}: give prepared split names, comma-separated, each once "
+                         "(e.g. train,valid)")
     job = RoundTrip(data, out, opts["reverse"], opts["forward"], names, opts["group_size"], opts["stride"],
                     device=opts["device"], round_trip=opts["round_trip"], seed=opts["seed"])
     log = _progress_log(opts["log_format"])

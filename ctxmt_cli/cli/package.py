@@ -76,7 +76,10 @@ def _table(info: dict):
 
     vocab, train = info["vocabulary"], info["training"]
     languages = f"{vocab['source_language'] or '?'} → {vocab['target_language'] or '?'}"
-    best = "—" if train["best"] is None else f"{train['best']:.4f} ({train['early_stop_on']}, step {train['best_step']})"
+    if train["best"] is None:
+        best = "—"
+    else:
+        best = f"{train['best']:.4f} ({train['early_stop_on']}, step {train['best_step']})"
     rows = [
         ("checkpoint", info["path"]), ("recipe name", info["name"]), ("family", info["family"]),
         ("parameters", f"{info['parameters']:,}"), ("written by", f"ctxmt {info['ctxmt_version']} "
@@ -92,8 +95,9 @@ def _table(info: dict):
     ]
     imported = info.get("imported_from")
     if imported:
-        rows.append(("imported from", f"{imported.get('kind')} model {imported.get('name_or_path') or '?'} "
-                                      f"({imported.get('folder')}; transformers {imported.get('transformers_version')})"))
+        model = f"{imported.get('kind')} model {imported.get('name_or_path') or '?'}"
+        rows.append(("imported from", f"{model} ({imported.get('folder')}; "
+                                      f"transformers {imported.get('transformers_version')})"))
     if train["averaged_from"]:
         rows.append(("averaged from", ", ".join(train["averaged_from"])))
     for depth, start in enumerate(train["init_from"]):

@@ -91,7 +91,8 @@ def _prepare(out: Path, docs: int, seed: int, console, stages: int) -> Path:
     console.rule(f"[bold]1/{stages} synthetic benchmark")
     meta = prepare_synthetic(data, seed=seed, docs=docs, force=True, vocab_size=400)
     record(out, [data])                              # a part done: --force may replace it even if a later one fails
-    console.print(f"prepared {data}: " + ", ".join(f"{k} {v['sentences']} sentences" for k, v in meta["splits"].items()))
+    splits = ", ".join(f"{k} {v['sentences']} sentences" for k, v in meta["splits"].items())
+    console.print(f"prepared {data}: {splits}")
     return data
 
 
@@ -213,8 +214,9 @@ def _run(out: Path, names: list, recipes: dict, docs: int, seed: int, device: st
     write_json(out / "results.json", payload)
     console.print(f"done in {payload['seconds']:.0f} s; results in {out / 'results.json'}")
     if log_format == "json":
-        print(json_line({"kind": "result", "results": str(out / "results.json"), "seconds": round(payload["seconds"], 3),
-                         "bleu": {n: r["bleu"] for n, r in payload["models"].items()}}), flush=True)
+        bleu = {n: r["bleu"] for n, r in payload["models"].items()}
+        print(json_line({"kind": "result", "results": str(out / "results.json"),
+                         "seconds": round(payload["seconds"], 3), "bleu": bleu}), flush=True)
     return payload
 
 
@@ -239,7 +241,8 @@ def quickstart_command(
     systems: str | None = typer.Option(
         None, autocompletion=complete_systems, help="comma-separated systems, one packaged recipe each "
         "(`ctxmt recipes list quickstart`; default: concat,sentence)"),
-    updates: int | None = typer.Option(None, **UPDATES, help="updates per system (default: each recipe's train.max_steps)"),
+    updates: int | None = typer.Option(None, **UPDATES,
+                                       help="updates per system (default: each recipe's train.max_steps)"),
     seed: int = typer.Option(1, **SEED, help="seed of the synthetic data and of every system's training"),
     force: bool = typer.Option(False, help="reuse/overwrite an existing output directory"),
     device: Device = "auto",

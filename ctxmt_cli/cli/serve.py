@@ -82,7 +82,8 @@ def serve(
     POST /translate {"doc_id": "d1", "sentences": [...]} continues a document as `ctxmt translate` would.
 
     DELETE /documents/ID forgets one; GET /health, GET /documents. Different documents are batched together.
-    The requests answered so far go to stderr (a live count on a terminal, otherwise a line every 30 s while requests come).
+    The requests answered so far go to stderr (a live count on a terminal, otherwise a line every 30 s while
+    requests come).
     """
     _check_packages()
     from ctxmt_cli.logs import CountLog

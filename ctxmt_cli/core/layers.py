@@ -255,7 +255,8 @@ class FeedForward(nn.Module):
     def __init__(self, d_model: int, ffn_dim: int, activation_dropout: float, activation: str = "relu"):
         super().__init__()
         self.fc1, self.fc2 = Linear(d_model, ffn_dim), Linear(ffn_dim, d_model)
-        self.dropout, self.act = nn.Dropout(activation_dropout), {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}[activation]
+        self.dropout = nn.Dropout(activation_dropout)
+        self.act = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}[activation]
 
     def forward(self, x: Tensor) -> Tensor:
         return self.fc2(self.dropout(self.act(self.fc1(x))))
@@ -277,7 +278,8 @@ class Sublayer(nn.Module):
 class EncoderLayer(nn.Module):
     """Self-attention + feed-forward."""
 
-    def __init__(self, d_model, heads, ffn_dim, dropout, attention_dropout, activation_dropout, normalize_before, activation="relu"):
+    def __init__(self, d_model, heads, ffn_dim, dropout, attention_dropout, activation_dropout, normalize_before,
+                 activation="relu"):
         super().__init__()
         self.self_attn = MultiheadAttention(d_model, heads, attention_dropout, self_attention=True)
         self.ffn = FeedForward(d_model, ffn_dim, activation_dropout, activation)
@@ -338,7 +340,8 @@ class ContextAttention(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    """Causal self-attention (with an optional key/value cache) + cross-attention [+ context attention] + feed-forward."""
+    """Causal self-attention (with an optional key/value cache) + cross-attention [+ context attention] +
+    feed-forward."""
 
     def __init__(self, d_model, heads, ffn_dim, dropout, attention_dropout, activation_dropout, normalize_before,
                  activation: str = "relu", context: ContextAttention | None = None):
@@ -350,7 +353,8 @@ class DecoderLayer(nn.Module):
         self.cross_block = Sublayer(d_model, dropout, normalize_before)
         self.ffn_block = Sublayer(d_model, dropout, normalize_before)
         self.context = context
-        self.context_block = Sublayer(d_model, dropout, normalize_before) if context is not None and not context.parallel else None
+        sequential = context is not None and not context.parallel          # parallel: joined in cross-attention
+        self.context_block = Sublayer(d_model, dropout, normalize_before) if sequential else None
 
     def forward(
         self, x: Tensor, cross: tuple, past: tuple[Tensor, Tensor] | None = None,
@@ -362,9 +366,9 @@ class DecoderLayer(nn.Module):
         Without ``past`` the self-attention is causal over ``x`` (B, T, C). With
         ``past`` (cached keys/values) ``x`` holds new positions only and
         ``self_mask`` (B, 1, Tq, Tpast+Tq) says which keys each query may see.
-        ``cross`` = (encoder keys/values (G, H, S, D), mask (G, 1, 1, S), bool or additive, fold) and, when the layer has
-        context attention, ``context`` = (context keys/values, mask (G, 1, 1, Mc), fold): ``fold`` (:class:`Fold`)
-        says how the rows share those key/value rows (see :meth:`MultiheadAttention.attend_folded`).
+        ``cross`` = (encoder keys/values (G, H, S, D), mask (G, 1, 1, S), bool or additive, fold) and, when the
+        layer has context attention, ``context`` = (context keys/values, mask (G, 1, 1, Mc), fold): ``fold``
+        (:class:`Fold`) says how the rows share those key/value rows (see :meth:`MultiheadAttention.attend_folded`).
         ``shared``: self-attention keys/values before ``past`` that groups of rows share (a forced target prefix:
         :meth:`MultiheadAttention.self_attend`). Returns the output, this layer's keys/values (the rows' own), and
         attention weights.
@@ -373,8 +377,8 @@ class DecoderLayer(nn.Module):
 
         def self_attention(h):
             causal = past is None
-            out, w, kv["self"] = self.self_attn.self_attend(h, past, None if causal else self_mask, causal, need_weights,
-                                                            shared=shared)
+            mask = None if causal else self_mask
+            out, w, kv["self"] = self.self_attn.self_attend(h, past, mask, causal, need_weights, shared=shared)
             return out, w
 
         weights = {"context": None}
@@ -387,9 +391,12 @@ class DecoderLayer(nn.Module):
                 out = self.context.join(out, ctx, context[1], context[2])
             return out, w
 
+        def context_attention(h):                                           # the sequential block
+            return self.context(h, *context, need_weights=need_weights)
+
         x, self_w = self.self_block(x, self_attention)
         x, cross_w = self.cross_block(x, cross_attention)
         if self.context_block is not None:
-            x, weights["context"] = self.context_block(x, lambda h: self.context(h, *context, need_weights=need_weights))
+            x, weights["context"] = self.context_block(x, context_attention)
         x, _ = self.ffn_block(x, lambda h: (self.ffn(h), None))
         return x, kv["self"], {"self": self_w, "cross": cross_w, **weights}

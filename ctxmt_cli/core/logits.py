@@ -39,7 +39,8 @@ def slice_width(rows: int, vocab: int, device: torch.device | None = None) -> in
 
 @torch.no_grad()
 def log_partition(states: Tensor, weight: Tensor, width: int | None = None, bias: Tensor | None = None) -> Tensor:
-    """log Σ_v exp(states · weight_v + bias_v) per row: (N,) float32 for ``states`` (N, C), ``weight`` (V, C), ``bias`` (V,) or None.
+    """log Σ_v exp(states · weight_v + bias_v) per row: (N,) float32 for ``states`` (N, C), ``weight`` (V, C),
+    ``bias`` (V,) or None.
 
     The (N, V) logits are never held. The vocabulary is projected one slice of ``width`` columns at a
     time (default :func:`slice_width`), and each slice's log-sum-exp comes from one log-softmax into a

@@ -63,6 +63,16 @@ from ctxmt_cli.core.probe import AttentionProbe, AttentionView, report_decoder, 
 from ctxmt_cli.core.sequence import compact, with_prefix
 
 
+def _context_block(cfg, context_attention: tuple | None) -> ContextAttention | None:
+    """A decoder layer's context-attention block (caching family): ``context_attention`` = (parallel, gate[, mix]),
+    mix a factory of the module that joins a parallel block to cross-attention (HanoiT's gate); None: no block."""
+    if context_attention is None:
+        return None
+    mix = context_attention[2]() if len(context_attention) > 2 else None
+    parallel, gate = context_attention[:2]
+    return ContextAttention(cfg.d_model, cfg.heads, cfg.attention_dropout, gate, parallel, mix=mix)
+
+
 class EncoderDecoder(nn.Module):
     """Transformer encoder-decoder over (possibly concatenated) windows; see the module docstring for the contract."""
 
@@ -91,14 +101,11 @@ class EncoderDecoder(nn.Module):
         self.src_pos = src_pos or PositionEncoding(d, cfg.sinusoid)
         self.tgt_pos = tgt_pos or PositionEncoding(d, cfg.sinusoid)
         self.dropout = nn.Dropout(cfg.dropout)
-        args = (d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout, cfg.activation_dropout, cfg.normalize_before, cfg.activation)
+        args = (d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout, cfg.activation_dropout,
+                cfg.normalize_before, cfg.activation)
         self.encoder_layers = nn.ModuleList(EncoderLayer(*args) for _ in range(cfg.encoder_layers))
-        # context_attention = (parallel, gate[, mix]): each decoder layer gets a context-attention block (caching
-        # family); mix: a factory of the module that joins a parallel block to cross-attention (HanoiT's gate)
-        mix = context_attention[2] if context_attention is not None and len(context_attention) > 2 else lambda: None
-        context = (lambda: ContextAttention(d, cfg.heads, cfg.attention_dropout, context_attention[1], context_attention[0],
-                                            mix=mix())) if context_attention is not None else (lambda: None)
-        self.decoder_layers = nn.ModuleList(DecoderLayer(*args, context=context()) for _ in range(cfg.decoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(*args, context=_context_block(cfg, context_attention))
+                                            for _ in range(cfg.decoder_layers))
         self.encoder_norm = nn.LayerNorm(d) if cfg.normalize_before else nn.Identity()
         self.decoder_norm = nn.LayerNorm(d) if cfg.normalize_before else nn.Identity()
         self._init_weights()
@@ -193,7 +200,8 @@ class EncoderDecoder(nn.Module):
 
     def encode_source(self, src: Tensor, probe: AttentionProbe | None = None, layers=None, norm=None,
                       prefix: Tensor | None = None, embedded=None, hook: bool | None = None) -> EncoderOut:
-        """Run an encoder stack over token rows ``src`` (B, S); the model's own stack unless ``layers``/``norm`` are given.
+        """Run an encoder stack over token rows ``src`` (B, S); the model's own stack unless ``layers``/``norm``
+        are given.
 
         ``probe`` receives each layer's self-attention (``encoder_self``). ``prefix`` (B, P, C): vectors put
         before the tokens without positional encoding (the input-prefix hook, e.g. a document summary); they

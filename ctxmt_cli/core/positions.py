@@ -26,7 +26,8 @@ from torch import Tensor, nn
 
 def sinusoid(positions: Tensor, dim: int, layout: str = "tensor2tensor") -> Tensor:
     """Sinusoidal codes of integer ``positions`` (...,) as (..., dim), sin and cos halves concatenated; frequencies
-    10000^(-i/(half-1)) (``tensor2tensor``), or 10000^(-2i/dim) in float64 (``marian``: Marian's, HF MarianMTModel's)."""
+    10000^(-i/(half-1)) (``tensor2tensor``), or 10000^(-2i/dim) in float64 (``marian``: Marian's, HF
+    MarianMTModel's)."""
     half, dtype = dim // 2, torch.float64 if layout == "marian" else torch.float32
     scale = math.log(10000.0) / (dim / 2 if layout == "marian" else max(half - 1, 1))
     inv_freq = torch.exp(torch.arange(half, device=positions.device, dtype=dtype) * -scale)

@@ -102,7 +102,8 @@ def _batch_starts(width: np.ndarray, max_tokens: int) -> list[int]:
     starts: list[int] = []
     cut = np.flatnonzero(np.diff(width)) + 1
     start, widest = 0, 0                                         # the open batch: first position, width so far
-    for first, end in zip(np.concatenate(([0], cut)).tolist(), np.concatenate((cut, [len(width)])).tolist(), strict=True):
+    firsts, ends = np.concatenate(([0], cut)).tolist(), np.concatenate((cut, [len(width)])).tolist()
+    for first, end in zip(firsts, ends, strict=True):
         size = int(width[first])
         widest = max(widest, size)
         if first > start and widest * (first - start + 1) > max_tokens:

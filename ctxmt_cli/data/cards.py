@@ -67,7 +67,8 @@ class Download(CardSection):
 class SplitCounts(CardSection):
     """What a correct preparation holds in one split."""
 
-    sentences: int = Field(ge=1, le=MAX_COUNT * 1000, description="sentence pairs after preparation (and cleaning, where asked)")
+    sentences: int = Field(ge=1, le=MAX_COUNT * 1000,
+                           description="sentence pairs after preparation (and cleaning, where asked)")
     documents: int = Field(ge=1, le=MAX_COUNT * 1000, description="documents after preparation")
 
 

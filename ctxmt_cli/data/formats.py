@@ -74,7 +74,8 @@ def auto_docids_note(docids: Path) -> str:
 
 def _docid_docs(paths: list[Path], docids: Path) -> Iterator[LocatedDoc]:
     """Documents of line-aligned files whose ``docids`` file gives each line's document id; an error the ids
-    cause (their count, an empty id, bytes that are not UTF-8, a blank sentence line meant as a break) says where they came from."""
+    cause (their count, an empty id, bytes that are not UTF-8, a blank sentence line meant as a break) says where
+    they came from."""
     roles = ["source", "target"][: len(paths)] + ["docids"]
     sents: list[tuple[str, ...]] = []
     lines: list[int] = []

@@ -80,14 +80,16 @@ def prepare_from_cli(fmt: str, out: Path, paths: dict[str, Path | None], *, docs
         raise CtxmtError(f"ctxmt prepare {fmt} needs {option('train')} PATH (and optionally "
                          f"{option('valid')}/{option('test')})")
     src_lang, tgt_lang = options.get("src_lang", "src"), options.get("tgt_lang", "tgt")
-    splits = {name: resolve_split_input(fmt, path, src_lang, tgt_lang) for name, path in paths.items() if path is not None}
+    splits = {name: resolve_split_input(fmt, path, src_lang, tgt_lang)
+              for name, path in paths.items() if path is not None}
     spec = PrepareSpec(fmt=fmt, splits=splits, out=out, **options)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         meta = prepare_corpus(spec, progress, warn=_warn, count=count)
     sizes = meta["vocab_size"]
     vocab_size = spec.vocab_size
-    if spec.spm is None and spec.vocab_from is None and min(sizes.values()) < vocab_size:   # SentencePiece stops at what the corpus supports (hard_vocab_limit off)
+    # SentencePiece stops at what the corpus supports (hard_vocab_limit off)
+    if spec.spm is None and spec.vocab_from is None and min(sizes.values()) < vocab_size:
         got = (str(sizes["src"]) if sizes["src"] == sizes["tgt"]
                else f"{sizes['src']} (source) / {sizes['tgt']} (target)")
         _warn(f"{option('vocab_size')} {vocab_size}: the train split supports only {got} subwords, so the vocabulary "

@@ -212,8 +212,9 @@ class WindowDataset:
             rng = np.random.default_rng([spec.seed, epoch, RANDOM_CONTEXT_STREAM])
             wanted = max(spec.src_context_sentences, spec.tgt_context_sentences)
             self.context = random_context(self._doc_start, self._doc_end, wanted, rng)
-            self.src_ctx = table_context_sizes(src_len, self.context, spec.src_context_sentences, spec.max_window_tokens)
-            self.tgt_ctx = table_context_sizes(tgt_len, self.context, spec.tgt_context_sentences, spec.max_window_tokens)
+            limit = spec.max_window_tokens
+            self.src_ctx = table_context_sizes(src_len, self.context, spec.src_context_sentences, limit)
+            self.tgt_ctx = table_context_sizes(tgt_len, self.context, spec.tgt_context_sentences, limit)
             self.src_len = self._table_lengths(src_len, self.src_ctx)
             self.tgt_len = self._table_lengths(tgt_len, self.tgt_ctx) + 1  # + <s> on the decoder input
         else:

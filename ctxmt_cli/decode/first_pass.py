@@ -117,8 +117,8 @@ def write_first_pass(prepared: PreparedData, split: str, name: str, loaded, chec
     side_in, read, origin = _input(prepared, split, source)
     check_direction(loaded, prepared, side_in, checkpoint)
     if inputs_of(loaded.recipe.model).target_concat:
-        raise CtxmtError(f"{checkpoint} is a {loaded.recipe.model.family} model reading target context, which itself reads a first pass; "
-                         "write the stream with a sentence-level checkpoint")
+        raise CtxmtError(f"{checkpoint} is a {loaded.recipe.model.family} model reading target context, which "
+                         "itself reads a first pass; write the stream with a sentence-level checkpoint")
     side_out, dec = OTHER[side_in], _decode_settings(loaded, settings)
     plan = {"split": split, **origin, "side": side_out, "checkpoint": checkpoint_identity(checkpoint),
             "decode": _plan_record(dec)}

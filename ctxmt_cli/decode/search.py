@@ -64,7 +64,8 @@ def _width(limit: Tensor) -> int:
 
 
 def _start(model, batch: Batch, repeat: int, enc=None):
-    """Encode (unless ``enc`` is given), force the prefix, and repeat every row ``repeat`` times (beams are adjacent rows)."""
+    """Encode (unless ``enc`` is given), force the prefix, and repeat every row ``repeat`` times (beams are
+    adjacent rows)."""
     enc = model.encode(batch) if enc is None else enc
     state = model.init_state(enc, batch)
     if repeat > 1:

@@ -90,7 +90,8 @@ class SlotTranslator:
             remember(memories, enc, self.s.src_context_sentences)
         if self.s.target_mode == "prefix":
             return self.decode(step, [brk], enc)
-        results = [generated_sentence(h, c, brk) for h, c in zip(self.decode(step, (), enc), step.expected, strict=True)]
+        hyps = self.decode(step, (), enc)
+        results = [generated_sentence(h, c, brk) for h, c in zip(hyps, step.expected, strict=True)]
         failed = [r for r, res in enumerate(results) if res is None]
         if failed:
             self.stats.fallbacks += len(failed)
@@ -130,7 +131,8 @@ class SlotTranslator:
                 found[i].append(None)
             if not todo:
                 continue
-            for i, hyp in zip(todo, self.translate_step(pick(sources, todo), pick(outs, todo), j, pick(memories, todo)), strict=True):
+            hyps = self.translate_step(pick(sources, todo), pick(outs, todo), j, pick(memories, todo))
+            for i, hyp in zip(todo, hyps, strict=True):
                 outs[i].append(hyp.tokens)
                 found[i].append(hyp)
             self.stats.steps += 1

@@ -99,7 +99,9 @@ def decode_documents(
     if engine is None:                       # another engine's search keeps its own memory
         check_search_memory(model, s, [ids for e in encoded for ids in e.ids], search.device)
     stats.documents += len(documents)
-    results: list[list] = [[None if i < len(g) else [] for i in range(len(doc))] for doc, g in zip(documents, given, strict=True)]
+    # per sentence: None where the translation is given, its candidates once translated
+    results: list[list] = [[None if i < len(g) else [] for i in range(len(doc))]
+                           for doc, g in zip(documents, given, strict=True)]
     own = isinstance(model, torch.nn.Module)                                 # another engine's model has no modes
     was_training = own and model.training
     if own:

@@ -91,7 +91,10 @@ def unknown_shares(tokenizer, testset: TestSet) -> dict[str, float]:
     shares = {}
     for side, counts in _sentences(testset).items():
         missing = [s for s in counts if (side, testset.pretokenized, s) not in seen]
-        ids = dict(zip(missing, tokenizer.encode_batch(missing, side, pretokenized=testset.pretokenized), strict=True)) if missing else {}
+        ids = {}
+        if missing:
+            encoded = tokenizer.encode_batch(missing, side, pretokenized=testset.pretokenized)
+            ids = dict(zip(missing, encoded, strict=True))
         total = unknown = 0
         for sentence, n in counts.items():
             row = ids[sentence] if sentence in ids else seen[side, testset.pretokenized, sentence]

@@ -75,7 +75,8 @@ def candidate_rows(item: ContrastiveItem, k: int, src_keep: int, tgt_keep: int, 
         return [row(len(src) - 1, len(tgt) - 1, 1)]
     n = len(tgt)
     if len(src) != n:
-        raise CtxmtError(f"item {item.tags}: {len(src)} source but {n} target sentences; a group needs both sides aligned")
+        raise CtxmtError(f"item {item.tags}: {len(src)} source but {n} target sentences; a group needs both sides "
+                         "aligned")
     if src_keep >= n - 1 and tgt_keep >= n - 1 and (n == 1 or not bilingual):  # one window holds the group
         return [(src, tgt, n)]
     return [row(j, j, 1) for j in range(n)]
@@ -90,7 +91,8 @@ class _Encoder:
 
     def prime(self, side: str, sentences: Iterable[Sentence]) -> None:
         todo = sorted({s for s in sentences if isinstance(s, str) and (side, s) not in self.cache})
-        for sentence, ids in zip(todo, self.tokenizer.encode_batch(todo, side, pretokenized=self.pretokenized), strict=True):
+        encoded = self.tokenizer.encode_batch(todo, side, pretokenized=self.pretokenized)
+        for sentence, ids in zip(todo, encoded, strict=True):
             self.cache[side, sentence] = ids
 
     def ids(self, side: str, sentence: Sentence) -> list[int]:
@@ -237,7 +239,8 @@ def _score_rows(model, tokenizer, windows, targets, scored, max_tokens, report) 
         if len(unique) == len(ids):                                    # every row its own source: nothing to share
             src_rows = ids
         else:
-            first = {k: j for j, k in zip(ids[::-1], src_key[ids][::-1], strict=True)}  # a row holding each distinct source
+            # a row holding each distinct source (reversed: the first row of each wins)
+            first = {k: j for j, k in zip(ids[::-1], src_key[ids][::-1], strict=True)}
             src_rows = np.array([first[k] for k in unique], dtype=np.int64)
         batch = collate([sources[j] for j in src_rows], [targets[j] for j in ids], pad, bos,
                         src_next=following[src_rows] if reads_next else None)

@@ -135,7 +135,8 @@ def write_outputs(out: Path, results: dict, testsets: list[TestSet], scores: dic
     remove_stale(out)
     for ts in testsets:
         write_atomic(out / f"{ts.name}.scores", "".join(line + "\n" for line in scores_lines(scores[ts.name])))
-        rows = (json.dumps({"correct": ok, "tags": item.tags}, ensure_ascii=False) for item, ok in zip(ts.items, decided[ts.name], strict=True))
+        rows = (json.dumps({"correct": ok, "tags": item.tags}, ensure_ascii=False)
+                for item, ok in zip(ts.items, decided[ts.name], strict=True))
         write_atomic(out / f"{ts.name}.decisions.jsonl", "".join(r + "\n" for r in rows))
     write_json(out / "results.json", results)
     record(out, output_files(out, testsets), command="contrastive")

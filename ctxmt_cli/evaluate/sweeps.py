@@ -31,8 +31,8 @@ def parse_contexts(text: str | None) -> list[int | None]:
         return [None]
     parts = [p.strip() for p in str(text).split(",")]
     if not all(_number(p, MAX_CONTEXT) for p in parts):
-        raise CtxmtError(f"{option('context')} {text!r}: give context sizes K from 0 to {MAX_CONTEXT}, comma-separated, "
-                         f"e.g. {option('context')} 1,2,3,4")
+        raise CtxmtError(f"{option('context')} {text!r}: give context sizes K from 0 to {MAX_CONTEXT}, "
+                         f"comma-separated, e.g. {option('context')} 1,2,3,4")
     values = [int(p) for p in parts]
     if len(set(values)) != len(values):
         raise CtxmtError(f"{option('context')} {text!r}: each K once")

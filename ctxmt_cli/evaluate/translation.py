@@ -174,7 +174,7 @@ def _translate_corpus(req: EvalRequest) -> Corpus:
         check_vocabulary(loaded, prepared, ckpt)
     contexts, groups = parse_contexts(req.context), parse_group_sentences(req.group_sentences)
     names = _unique_names(req.checkpoints)
-    for ckpt, loaded in zip(req.checkpoints, models, strict=True):      # a refused setting fails here, before any decoding
+    for ckpt, loaded in zip(req.checkpoints, models, strict=True):    # a refused setting fails here, before decoding
         inputs = inputs_of(loaded.recipe.model)
         for k in contexts:
             inputs.context(k)

@@ -108,7 +108,8 @@ def vocabulary(tokenizer, side: str, size: int) -> list[str]:
 
 
 def _check_out(out_dir: Path, checkpoint: Path, force: bool) -> None:
-    """The --out folder is new, or (``force``) a model folder ctxmt exported holding nothing else and not the checkpoint."""
+    """The --out folder is new, or (``force``) a model folder ctxmt exported holding nothing else and not the
+    checkpoint."""
     check_not_input(out_dir, [checkpoint], option("out_dir"))
     check_new_or_replaceable(out_dir, option("out_dir"), force, [checkpoint], kind="a model folder ctxmt exported",
                              command="export ctranslate2")
@@ -148,6 +149,8 @@ def export_ctranslate2(checkpoint: Path, out_dir: Path, quantization: str = "flo
     why = refusal(loaded.recipe.model)
     if why is not None:
         raise CtxmtError(f"cannot export {checkpoint} to CTranslate2: {why}")
-    build_dir(out_dir, "export ctranslate2", lambda tmp: _save(loaded, tmp, quantization, position_table(loaded.recipe)),
-              what=option("out_dir"), force=force, inputs=[checkpoint])
+    def write(tmp: Path) -> None:
+        _save(loaded, tmp, quantization, position_table(loaded.recipe))
+
+    build_dir(out_dir, "export ctranslate2", write, what=option("out_dir"), force=force, inputs=[checkpoint])
     return json.loads((out_dir / META_FILE).read_text(encoding="utf-8"))

@@ -94,7 +94,8 @@ def checkpoint_info(path: Path) -> dict:
     checked = open_checkpoint(path)
     ckpt, recipe, vocab = checked.raw, checked.recipe, checked.vocab
     return {
-        "path": str(path), "container": container(path), "format": ckpt.get("format"), "ctxmt_version": ckpt.get("version"),
+        "path": str(path), "container": container(path), "format": ckpt.get("format"),
+        "ctxmt_version": ckpt.get("version"),
         "tensor_hashes": len((ckpt.get("tensor_hashes") or {}).get("tensors") or {}) or None,   # checked at open
         "name": recipe.name, "family": recipe.model.family, "parameters": count_parameters(recipe, vocab),
         "vocabulary": vocabulary_info(ckpt), "training": training_info(ckpt, recipe),

@@ -297,7 +297,8 @@ def _check_sentences(sentences, limits: Limits) -> None:
                              f"{limits.max_sentences}; send the document in several requests (its context is kept)")
     for i, sentence in enumerate(sentences):
         if not isinstance(sentence, str):
-            raise RequestRefused(422, f"sentences[{i}] is a JSON {json_kind(sentence)}; every sentence must be a string")
+            raise RequestRefused(422, f"sentences[{i}] is a JSON {json_kind(sentence)}; every sentence must be a "
+                                 "string")
         if len(sentence) > limits.max_sentence_chars:
             raise RequestRefused(413, f"sentences[{i}] has {len(sentence)} characters, more than "
                                  f"--max-sentence-chars {limits.max_sentence_chars}; split it")

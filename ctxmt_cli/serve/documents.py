@@ -61,8 +61,8 @@ class KeepRule:
 @dataclass
 class DocumentState:
     """One document's kept earlier sentences, oldest first: ``src`` the source texts, ``tgt`` the target token
-    ids of their translations, ``first_pass`` (a model reading target context) their first-pass translations; ``total`` the
-    non-empty sentences it has had, kept or not."""
+    ids of their translations, ``first_pass`` (a model reading target context) their first-pass translations;
+    ``total`` the non-empty sentences it has had, kept or not."""
 
     doc_id: str
     src: list[str] = field(default_factory=list)

@@ -52,7 +52,7 @@ class LossLayout:
         objective, normalizer = window, tokens
         for name in self.terms:
             term = terms[name]
-            if term.weight != 0.0:                                          # weight 0: a statistic, exactly nothing added
+            if term.weight != 0.0:                             # weight 0: a statistic, exactly nothing added
                 objective = objective + term.weight * term.sum
                 if term.normalizes:
                     normalizer = normalizer + term.weight * term.count

@@ -127,9 +127,9 @@ class _ProjectedCrossEntropy(torch.autograd.Function):
 def projected_token_losses(hidden: Tensor, weight: Tensor, target: Tensor, pad: int, smoothing: float,
                            bias: Tensor | None = None) -> Tensor:
     """Label-smoothed cross-entropy per target token (B, T) of ``hidden`` (B, T, C) projected by ``weight``
-    (V, C) and ``bias`` (V,) if any; 0 at padding. Equal to ``F.cross_entropy(hidden @ weightᵀ + bias, target, ignore_index=pad,
-    label_smoothing=smoothing, reduction="none")`` (under autocast: of the autocast ``F.linear``), with a
-    fraction of its memory."""
+    (V, C) and ``bias`` (V,) if any; 0 at padding. Equal to ``F.cross_entropy(hidden @ weightᵀ + bias, target,
+    ignore_index=pad, label_smoothing=smoothing, reduction="none")`` (under autocast: of the autocast
+    ``F.linear``), with a fraction of its memory."""
     flat = hidden.reshape(-1, hidden.size(-1))                             # (B*T, C)
     losses = _ProjectedCrossEntropy.apply(flat, weight, target.reshape(-1), pad, float(smoothing), bias)  # (B*T,)
     return losses.view(target.shape)

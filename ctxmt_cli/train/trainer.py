@@ -130,8 +130,8 @@ class Trainer:
         self._build(ckpt)
         self.loss = LossSettings.from_recipe(self.recipe, self.vocab, self.model)
         self.validator = Validator(valid_ds, self.budget, env, self.loss, self.cfg.amp, self.vocab, self.inputs)
-        self.updater = Updater(self.model, self.optimizer, self.scaler, env, self.loss, self.cfg.amp, self.cfg.clip_norm,
-                               self.cfg.compile)
+        self.updater = Updater(self.model, self.optimizer, self.scaler, env, self.loss, self.cfg.amp,
+                               self.cfg.clip_norm, self.cfg.compile)
         if env.is_main:
             self.folder = RunFolder.take(self.save_dir, fresh=ckpt is None)    # before anything is written
             self.folder.claim({"init_from": self.init_record})
@@ -379,7 +379,8 @@ class Trainer:
 
     def _average(self) -> Path | None:
         """checkpoint_avg.pt as the recipe says (:func:`~ctxmt_cli.train.checkpoint.average_run`), on rank 0."""
-        plan = dict(best_step=self.state.best_step, around_best=self.cfg.average_checkpoints, last=self.cfg.average_last)
+        plan = dict(best_step=self.state.best_step, around_best=self.cfg.average_checkpoints,
+                    last=self.cfg.average_last)
         if not averages(**plan):
             return None
         if self.env.is_main:

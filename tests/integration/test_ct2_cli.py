@@ -101,9 +101,11 @@ def test_refusals_are_one_line(exported, synthetic_dir, docs, tmp_path):
     ckpt, folder = exported
     path = tmp_path / "docs.txt"
     path.write_text("\n".join(docs[0][0]) + "\n", encoding="utf-8")
-    assert_user_error(run_cli("export", "ctranslate2", "-c", ckpt, "-o", folder), f"--out {folder} already exists; pass --force")
+    assert_user_error(run_cli("export", "ctranslate2", "-c", ckpt, "-o", folder),
+                      f"--out {folder} already exists; pass --force")
     shifted = write_checkpoint(synthetic_dir, tmp_path / "shift.pt", {**CONCAT, "shift": 4})
-    assert_user_error(run_cli("export", "ctranslate2", "-c", shifted, "-o", tmp_path / "s"), "model.shift=4: CTranslate2")
+    assert_user_error(run_cli("export", "ctranslate2", "-c", shifted, "-o", tmp_path / "s"),
+                      "model.shift=4: CTranslate2")
     assert not (tmp_path / "s").exists()
     assert_user_error(run_cli("export", "ctranslate2", "-c", ckpt, "-o", tmp_path / "q", "--quantization", "int4"),
                       "--quantization: 'int4' is not one of 'float32', 'int8'")

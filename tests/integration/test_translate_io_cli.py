@@ -61,7 +61,8 @@ def test_jsonl_documents_in_and_out(concat_checkpoint, docs, tmp_path):
                      "--beam", 2, "--device", "cpu")
     assert result.exit_code == 0, result.output
     assert plain.read_text(encoding="utf-8").splitlines() == rows[0]["translations"]   # text and JSONL agree
-    bare = run_cli("translate", path, "-c", concat_checkpoint, "--input-format", "jsonl", "--beam", 2, "--device", "cpu")
+    bare = run_cli("translate", path, "-c", concat_checkpoint, "--input-format", "jsonl", "--beam", 2,
+                   "--device", "cpu")
     assert bare.exit_code == 0, bare.output
     assert [json.loads(line) for line in bare.stdout.splitlines()] == \
         [{"doc_id": r["doc_id"], "translations": r["translations"]} for r in rows]      # no fields unasked

@@ -39,7 +39,8 @@ DECODE = {"beam": 3, "max_len_a": 1.0, "max_len_b": 3, "batch_docs": 2}
 
 
 def write_checkpoint(prepared: Path, family: str, out: Path, spec: dict | None = None) -> Path:
-    """A checkpoint of a tiny ``family`` model (or ``spec``) with random (peaked) weights and the prepared vocabulary."""
+    """A checkpoint of a tiny ``family`` model (or ``spec``) with random (peaked) weights and the prepared
+    vocabulary."""
     data = PreparedData(prepared)
     tok = data.tokenizer
     recipe = validate_recipe({"data": {"path": str(prepared)}, "model": {**TINY, **(spec or FAMILIES[family])},
@@ -146,7 +147,8 @@ def test_given_target_context_is_forced(checkpoints, documents, prepared):
         model.translate([doc], tgt_context=[gold * 4])
     with pytest.raises(CtxmtError, match="generate"):
         model.translate([doc], tgt_context=[gold], target_mode="generate")
-    with pytest.raises(CtxmtError, match="generate"), pytest.warns(FutureWarning, match=r"mode=...\) is now target_mode"):
+    renamed = pytest.warns(FutureWarning, match=r"mode=...\) is now target_mode")
+    with pytest.raises(CtxmtError, match="generate"), renamed:
         model.translate([doc], tgt_context=[gold], mode="generate")
 
 
@@ -184,7 +186,8 @@ def test_score_equals_the_contrastive_command(checkpoints, documents, tmp_path):
     mine = [api.ScoreItem(i["src_context"], i["tgt_context"], i["src"], i["candidates"]) for i in items]
     assert [-s for row in model.score(mine, normalize="mean") for s in row] == pytest.approx(written, abs=1e-6)
     summed = model.score(mine)                                              # normalize="none": whole log-probs
-    assert all(s < m for row_s, row_m in zip(summed, model.score(mine, normalize="mean"), strict=True) for s, m in zip(row_s, row_m, strict=True))
+    mean = model.score(mine, normalize="mean")
+    assert all(s < m for row_s, row_m in zip(summed, mean, strict=True) for s, m in zip(row_s, row_m, strict=True))
 
 
 def test_analyze_equals_the_analysis_command(checkpoints, documents, prepared, tmp_path):
@@ -212,8 +215,9 @@ def test_a_bilingual_model_reads_a_given_first_pass_or_its_first_pass_model(chec
     model = api.load(bilingual, device="cpu", first_pass=checkpoints["sentence"])
     auto = model.translate(documents, scores=True)
     first = [d.translations for d in api.load(checkpoints["sentence"], device="cpu").translate(documents)]
-    given = model.translate([api.Document(src, first_pass=f) for src, f in zip(documents, first, strict=True)], scores=True)
-    partial = model.translate([api.Document(src, first_pass=f[:1]) for src, f in zip(documents, first, strict=True)], scores=True)
+    pairs = list(zip(documents, first, strict=True))
+    given = model.translate([api.Document(src, first_pass=f) for src, f in pairs], scores=True)
+    partial = model.translate([api.Document(src, first_pass=f[:1]) for src, f in pairs], scores=True)
     assert given == auto and partial == auto                    # the first-pass model completes a given prefix
     other = model.translate([api.Document(src, first_pass=["ka ka ."] * len(src)) for src in documents], scores=True)
     flat = lambda results: [x for d in results for x in d.logprobs]  # noqa: E731
@@ -238,7 +242,7 @@ def test_translate_stream_gives_what_translate_gives(checkpoints, documents):
                      model.translate_stream(iter(documents), scores=True, batch_docs=1)):   # a list, an iterator
         streamed = list(streamed)
         assert [d.translations for d in streamed] == [d.translations for d in whole]
-        for mine, theirs in zip(streamed, whole, strict=True):                          # other batches: float noise only
+        for mine, theirs in zip(streamed, whole, strict=True):               # other batches: float noise only
             assert mine.logprobs == pytest.approx(theirs.logprobs, abs=1e-4)
     with pytest.raises(CtxmtError, match="Document"):
         list(model.translate_stream(documents, tgt_context=[[]] * 3))

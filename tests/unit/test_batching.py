@@ -58,7 +58,8 @@ def padding(lens, batches) -> float:
 
 
 def test_bucketing_keeps_padding_low_on_both_sides():
-    """Translations' lengths correlate loosely: the (longer) target side stays within 10% padding, the source near it."""
+    """Translations' lengths correlate loosely: the (longer) target side stays within 10% padding, the source near
+    it."""
     rng = np.random.default_rng(0)
     src = rng.integers(3, 60, 4000)
     tgt = np.maximum(2, (src * rng.normal(1.1, 0.1, len(src))).astype(int))

@@ -318,7 +318,7 @@ def test_beam_one_equals_greedy(variant):
     model = Biased(make_model(variant, scale=0.35), eos=2.0).eval()
     batch = sample(model.inner)
     prefix = None
-    if model.cfg.tgt_context_sentences > 0:                                           # target context forced as a prefix
+    if model.cfg.tgt_context_sentences > 0:                                 # target context forced as a prefix
         prefix = pad([[BOS] + t[: len(t) - len(current_only(t))] for t in TGT])
     query = Batch(src=batch.src, tgt_prefix=prefix, src_next=batch.src_next, **target_rows(model.inner))
     with torch.no_grad():
@@ -354,8 +354,8 @@ def test_batched_scores_equal_one_by_one(variant, tokenizer):
         assert batched[i] == pytest.approx(alone[0], abs=2e-5)
         assert tight[i] == pytest.approx(alone[0], abs=2e-5)
     if model.cfg.src_next_sentences:                                        # rows whose context holds next sentences
-        rows = [(it.src_context + [it.src], [it.candidates[0]], 1, min(model.cfg.src_next_sentences, len(it.src_context)))
-                for it in ts.items]
+        rows = [(it.src_context + [it.src], [it.candidates[0]], 1,
+                 min(model.cfg.src_next_sentences, len(it.src_context))) for it in ts.items]
         together = score_rows(model, tokenizer, rows)[0]
         for r, row in enumerate(rows):
             assert together[r] == pytest.approx(score_rows(model, tokenizer, [row])[0][0], abs=2e-5)
@@ -368,8 +368,8 @@ def test_scoring_without_context_drops_every_items_context(variant, tokenizer):
     model, ts = make_model(variant, tok_vocab(tokenizer)), toy_set()
     bare = TestSet(name="bare", kind="jsonl", items=[ContrastiveItem([], it.src, [], it.candidates) for it in ts.items])
     own, without = score_contexts(model, tokenizer, ts, contexts=(None, 0), normalize="none")
-    np.testing.assert_allclose(np.concatenate(own), np.concatenate(score_testset(model, tokenizer, ts, normalize="none")),
-                               atol=2e-5)
+    alone = score_testset(model, tokenizer, ts, normalize="none")
+    np.testing.assert_allclose(np.concatenate(own), np.concatenate(alone), atol=2e-5)
     np.testing.assert_allclose(np.concatenate(without), np.concatenate(score_testset(model, tokenizer, bare,
                                                                                      normalize="none")), atol=2e-5)
 

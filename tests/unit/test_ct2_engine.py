@@ -115,7 +115,8 @@ def test_rows_are_searched_again_under_their_own_limits(prepared, documents, tmp
     search = ct2_model.engine._translate
     monkeypatch.setattr(ct2_model.engine, "_translate", lambda src, *a, **k: calls.append(len(src)) or
                         search(src, *a, **k))
-    docs = [api.Document(src, tgt_context=g) for src, g in zip(documents, [["ka lu mi no ."], [], ["x"], []], strict=True)]
+    given = [["ka lu mi no ."], [], ["x"], []]
+    docs = [api.Document(src, tgt_context=g) for src, g in zip(documents, given, strict=True)]
     for beam in (1, 3):
         calls.clear()
         ours, theirs = torch_model.translate(docs, beam=beam, scores=True), ct2_model.translate(docs, beam=beam,

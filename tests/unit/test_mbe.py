@@ -261,8 +261,8 @@ def test_group_batches_count_computed_positions_and_cut_chunks_by_length():
             real[side] += lengths.sum()
             computed[side] += sum((e - a) * int(lengths[a:e].max()) for a, e in spans)
     sentences = token_batches(src, tgt, np.arange(len(docs)), budget=BatchBudget(max_tokens=600), seed=2, epoch=1)
-    bucketed = np.array([1 - sum(lengths[b].sum() for b in sentences) / sum(len(b) * lengths[b].max() for b in sentences)
-                         for lengths in (src, tgt)])
+    bucketed = np.array([1 - sum(lengths[b].sum() for b in sentences)
+                         / sum(len(b) * lengths[b].max() for b in sentences) for lengths in (src, tgt)])
     assert (1 - real / computed <= bucketed).all(), (1 - real / computed, bucketed)   # each side pads no more
     assert len(batches) <= 1.1 * len(sentences)                             # as many real tokens per batch
 

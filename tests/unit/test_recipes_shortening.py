@@ -133,7 +133,8 @@ def test_settings_match_file_name(path):
     assert r.name == f"shortening2023_{path.stem}"
     assert r.train.save_dir == f"runs/shortening2023/{path.stem}"
     assert r.data.path == f"data/{pair}_iwslt17_spm20k"
-    assert m.src_context_sentences == k and m.tgt_context_sentences == 0  # source-side context only (Tables 2-3 captions)
+    # source-side context only (Tables 2-3 captions)
+    assert m.src_context_sentences == k and m.tgt_context_sentences == 0
     if system == "sentence":
         assert m.family == "sentence"
         return

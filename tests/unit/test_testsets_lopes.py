@@ -149,7 +149,8 @@ def test_both_script_orders_and_json_order_read_alike(tmp_path, context):
     for path in EXTRACTED.iterdir():
         lines = _lines(path)
         size = len(lines) // len(RECORDS)  # lines per example: 2 current, 2N context
-        _write(folder / path.name, [x for i in range(len(RECORDS)) for x in lines[size * where(i): size * (where(i) + 1)]])
+        in_json_order = [x for i in range(len(RECORDS)) for x in lines[size * where(i): size * (where(i) + 1)]]
+        _write(folder / path.name, in_json_order)
     assert _lines(folder / "Tiny.current.src")[::2] == [r["src segment"] for r in RECORDS]
     assert _item_rows(_read(folder, context=context)) == older
 

@@ -114,7 +114,8 @@ def test_compiled_update_equals_eager_update():
         torch.manual_seed(0)
         model = build_model(cfg.model, vocab)
         opt = torch.optim.SGD(model.parameters(), lr=1.0)
-        updater = Updater(model, opt, None, DistEnv(), LossSettings.from_recipe(cfg, vocab, model), "off", 0.0, compiled)
+        loss = LossSettings.from_recipe(cfg, vocab, model)
+        updater = Updater(model, opt, None, DistEnv(), loss, "off", 0.0, compiled)
         stats = [updater.update([b])[0] for b in (b1, b2)]                  # two shapes, one dynamic graph
         results.append((stats, {k: v.clone() for k, v in model.state_dict().items()}))
     for eager, compiled in zip(results[0][0], results[1][0], strict=True):

@@ -35,7 +35,8 @@ def load_testsets(spec: str, data: Path | None = None, **options) -> list[TestSe
     path = Path(where) if where else data
     if path is None:
         raise CtxmtError(f"test set {kind!r} needs its files: give {kind}:PATH or {option('data')} PATH")
-    if not path.exists() and not any(path.parent.glob(path.name + ".*")):  # a file prefix (scat:DIR/highlighted.test) is fine
+    # a file prefix (scat:DIR/highlighted.test) is fine
+    if not path.exists() and not any(path.parent.glob(path.name + ".*")):
         raise CtxmtError(f"{kind} test set not found: {path}")
     module, _, function = READERS[kind].partition(":")
     return getattr(import_module(module), function)(path, **options)

@@ -55,9 +55,9 @@ class TestSet:
                  (Voita's ``evaluate_consistency.py``, argmin of losses).
     groupings:   tag keys to report accuracy by (e.g. ``("ctx_dist",)``, ``("distance", "pronoun")``).
     classes:     the tag key (``KEY`` or ``KEY/KEY``) whose value is an item's class, the kind of its correct
-                 candidate (SCAT: the correct pronoun's gender; ContraPro: er/sie/es; Voita: phenomenon and distance): accuracy per
-                 class and the balanced accuracy, their unweighted mean, which a model picking by the classes'
-                 priors cannot raise above chance; None: the whole set is one class.
+                 candidate (SCAT: the correct pronoun's gender; ContraPro: er/sie/es; Voita: phenomenon and
+                 distance): accuracy per class and the balanced accuracy, their unweighted mean, which a model
+                 picking by the classes' priors cannot raise above chance; None: the whole set is one class.
     files:       every file read, for the checksums in results.json.
     src_lang / tgt_lang: the language pair, checked against the checkpoint's where both are known.
     pretokenized: the text is already Moses-tokenized (Voita's sets): skip Moses, apply SentencePiece only.

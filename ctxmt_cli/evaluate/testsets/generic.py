@@ -36,8 +36,8 @@ def parse_item(raw: object, where: str) -> ContrastiveItem:
         raise CtxmtError(f"{where}: a JSON {json_kind(raw)}, not an object; give one item per line, e.g. {EXAMPLE}")
     unknown = set(raw) - FIELDS
     if unknown or "src" not in raw or "candidates" not in raw:
-        raise CtxmtError(f"{where}: needs 'src' and 'candidates'{f'; unknown keys {sorted(unknown)}' if unknown else ''} "
-                         f"(allowed: {', '.join(sorted(FIELDS))})")
+        extra = f"; unknown keys {sorted(unknown)}" if unknown else ""
+        raise CtxmtError(f"{where}: needs 'src' and 'candidates'{extra} (allowed: {', '.join(sorted(FIELDS))})")
     _check_string(raw["src"], "src", where)
     for name in ("src_context", "tgt_context", "candidates"):
         _check_strings(raw.get(name, []), name, where)

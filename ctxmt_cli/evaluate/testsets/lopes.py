@@ -195,8 +195,8 @@ def _read_set(prefix: Path, contexts: tuple[int | None, int | None], json_path: 
                                  candidates=rows[p][3] + [e["contrastive"] for e in errors_of(r)[1:]],
                                  tags=record_tags(r)) for p, r in zip(position, records, strict=True)]
         groupings, files = ("distance", "pronoun"), [json_path, *files]
-    return TestSet(name=prefix.name, kind="lopes", items=items, tie_rule="strict", groupings=groupings, classes="pronoun",
-                   files=files, src_lang=langs[0], tgt_lang=langs[1])
+    return TestSet(name=prefix.name, kind="lopes", items=items, tie_rule="strict", groupings=groupings,
+                   classes="pronoun", files=files, src_lang=langs[0], tgt_lang=langs[1])
 
 
 def _rows(src: list[str], trg: list[str], prefix: Path, contexts: tuple[int | None, int | None],

@@ -29,19 +29,24 @@ class CachingConfig(ModelBase, TargetContextOptions):
     groups: int | None = Field(None, ge=1, le=MAX_POSITIONS, description="grouping/selecting: number of groups (K)")
     normalizer: Literal["softmax", "sparsemax"] = Field(
         "sparsemax", description="grouping/selecting: how token scores become group weights")
-    categorizer_hidden: int = Field(512, ge=1, le=MAX_HIDDEN, description="grouping/selecting: hidden units of the categorising FFN")
+    categorizer_hidden: int = Field(512, ge=1, le=MAX_HIDDEN,
+                                    description="grouping/selecting: hidden units of the categorising FFN")
     include_current: bool | None = Field(
         None, description="add the current sentence's own representation to the context (default: aggregating reprs)")
     integration: Literal["sequential", "parallel", "concat"] = Field(
-        "sequential", description="context attention after cross-attention, beside it, or context joined to the encoder output")
+        "sequential", description="context attention after cross-attention, beside it, or context joined to the "
+        "encoder output")
     gate: bool = Field(False, description="sigmoid gate on the context-attention branch (eq. 5)")
-    encoder: Literal["shared", "separate"] = Field("shared", description="separate = unshared context encoder (multi-encoder)")
+    encoder: Literal["shared", "separate"] = Field(
+        "shared", description="separate = unshared context encoder (multi-encoder)")
     grad_context_sentences: int = Field(
-        0, ge=0, le=MAX_CONTEXT, description="nearest context sentences whose *encoder* pass gets gradient; 0 (the paper's code): "
-        "every context sentence is encoded without autograd, the encoder learns from the current sentence only")
+        0, ge=0, le=MAX_CONTEXT, description="nearest context sentences whose *encoder* pass gets gradient; 0 (the "
+        "paper's code): every context sentence is encoded without autograd, the encoder learns from the current "
+        "sentence only")
     shortening_grad_context_sentences: int | None = Field(
-        None, ge=0, le=MAX_CONTEXT, description="pooling/grouping/selecting: nearest context sentences whose shortening gets gradient, "
-        "detached beyond (the paper: 2 for grouping, 1 for selecting); null = every context sentence")
+        None, ge=0, le=MAX_CONTEXT, description="pooling/grouping/selecting: nearest context sentences whose "
+        "shortening gets gradient, detached beyond (the paper: 2 for grouping, 1 for selecting); null = every context "
+        "sentence")
     shortening_dropout: float = Field(
         0.0, ge=0.0, lt=1.0, description="dropout on the attention branch of eq. 2 (the paper's code has none)")
     segment_embeddings: bool = Field(True, description="learned embedding of each context sentence's slot")

@@ -52,14 +52,15 @@ class Caching(EncoderDecoder):
         attention = None if cfg.integration == "concat" else (cfg.integration == "parallel", cfg.gate)
         super().__init__(cfg, vocab, context_attention=attention)
         d = cfg.d_model
-        self.shortener = Shortener(cfg.repr, d, cfg.heads, pooling=cfg.pooling, pool_size=cfg.pool_size, groups=cfg.groups,
-                                   normalizer=cfg.normalizer, hidden=cfg.categorizer_hidden,
+        self.shortener = Shortener(cfg.repr, d, cfg.heads, pooling=cfg.pooling, pool_size=cfg.pool_size,
+                                   groups=cfg.groups, normalizer=cfg.normalizer, hidden=cfg.categorizer_hidden,
                                    dropout=cfg.shortening_dropout, attention_dropout=cfg.attention_dropout)
         self.segment = nn.Embedding(cfg.context_slots + 1, d) if cfg.segment_embeddings else None
         self.context_pos = nn.Embedding(cfg.max_positions, d) if cfg.context_positions else None
         self.context_layers = self.context_norm = None
         if cfg.encoder == "separate":
-            args = (d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout, cfg.activation_dropout, cfg.normalize_before)
+            args = (d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout, cfg.activation_dropout,
+                    cfg.normalize_before)
             self.context_layers = nn.ModuleList(EncoderLayer(*args, cfg.activation) for _ in range(cfg.encoder_layers))
             self.context_norm = nn.LayerNorm(d) if cfg.normalize_before else nn.Identity()
         for emb in (self.segment, self.context_pos):
@@ -156,7 +157,7 @@ class Caching(EncoderDecoder):
         else:
             memory = self._window_memory(cur_src, entry, entry_mask, sent, row, dist)   # (B, Mc, C)
         own_entry = None if entry is None else Memory(entry, entry_mask)
-        if self.cfg.integration == "concat":                                # multi-encoder: one memory for cross-attention
+        if self.cfg.integration == "concat":                   # multi-encoder: one memory for cross-attention
             states = torch.cat([memory.states, cur.states], dim=1)         # (B, Mc + S, C)
             mask = torch.cat([memory.mask, cur.mask], dim=1)
             current = None if cur.current is None else torch.cat([memory.current, cur.current], dim=1)   # (analysis)
@@ -164,7 +165,8 @@ class Caching(EncoderDecoder):
         return replace(cur, context=memory, entry=own_entry)
 
     def assemble(self, memory: list[list[Tensor]], own: list[Tensor] | None) -> Memory:
-        """Context memory (B, Mc, C) and mask from cached entries (per row, oldest -> newest) [+ each row's own entry]."""
+        """Context memory (B, Mc, C) and mask from cached entries (per row, oldest -> newest) [+ each row's own
+        entry]."""
         parts, rows, slots = [], [], []
         for r, entries in enumerate(memory):
             for i, e in enumerate(entries):
@@ -208,7 +210,8 @@ class Caching(EncoderDecoder):
 
 
 def split_sentences(src: Tensor, vocab: VocabInfo) -> tuple[Tensor, Tensor, Tensor]:
-    """Sentences (N, L) of source windows (B, S), each closed by ``</s>``, their row (N,) and distance (N,) (0 = current).
+    """Sentences (N, L) of source windows (B, S), each closed by ``</s>``, their row (N,) and distance (N,)
+    (0 = current).
 
     ``c1 <brk> c2 <brk> s </s>`` gives ``[c1 </s>], [c2 </s>], [s </s>]`` with distances 2, 1, 0: a context
     sentence looks exactly as it did when it was current."""

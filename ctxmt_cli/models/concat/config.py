@@ -30,11 +30,12 @@ class ConcatConfig(ModelBase, TargetContextOptions):
     """Sliding-window concatenation sKtoK / sKto1 (Lupo et al. 2022, 2023)."""
 
     family: Literal["concat"] = Field("concat", description="the family this section configures")
-    src_context_sentences: int = Field(3, ge=0, le=MAX_CONTEXT, description="previous source sentences in the window (K-1)")
+    src_context_sentences: int = Field(3, ge=0, le=MAX_CONTEXT,
+                                       description="previous source sentences in the window (K-1)")
     tgt_context_sentences: int = Field(3, ge=0, le=MAX_CONTEXT, description="previous target sentences (0 = sKto1)")
-    src_next_sentences: int = Field(0, ge=0, le=MAX_CONTEXT, description="next source sentences in the window, after the "
-                                    "previous ones and before the current one (sKto1 only; Yang et al. give their "
-                                    "ECT baseline 1 previous + 1 next)")
+    src_next_sentences: int = Field(0, ge=0, le=MAX_CONTEXT, description="next source sentences in the window, after "
+                                    "the previous ones and before the current one (sKto1 only; Yang et al. give "
+                                    "their ECT baseline 1 previous + 1 next)")
     cd: float = Field(1.0, ge=0.0, le=1.0, description="context discount: L = cd * L_context + L_current")
     cd_normalize: Literal["window_tokens", "weight_sum"] = Field(
         "window_tokens", description="the discounted loss's divisor: the window's target tokens (the authors' code) "

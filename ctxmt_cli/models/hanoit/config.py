@@ -30,10 +30,10 @@ class HanoiTConfig(ModelBase, TargetContextOptions):
     src_context_sentences: int = Field(1, ge=0, le=MAX_CONTEXT, description="previous source sentences in the window")
     src_next_sentences: int = Field(1, ge=0, le=MAX_CONTEXT, description="next source sentences in the window (offline "
                                     "context, the paper's default; 0 = online)")
-    unified_layers: int | None = Field(None, ge=0, le=MAX_LAYERS, description="N1, the bottom encoder layers that read every "
-                                          "token (default: 1, or encoder_layers - selection_layers)")
-    selection_layers: int | None = Field(None, ge=0, le=MAX_LAYERS, description="N2, the top encoder layers that each select "
-                                            "context tokens for the layers above (default: encoder_layers - N1)")
+    unified_layers: int | None = Field(None, ge=0, le=MAX_LAYERS, description="N1, the bottom encoder layers that "
+                                       "read every token (default: 1, or encoder_layers - selection_layers)")
+    selection_layers: int | None = Field(None, ge=0, le=MAX_LAYERS, description="N2, the top encoder layers that each "
+                                         "select context tokens for the layers above (default: encoder_layers - N1)")
     q: float = Field(0.2, gt=0.0, le=1.0, description="eq. 7: a context token stays when at least q * p of the p "
                      "current-sentence tokens attend to it at or above their average (the paper: 0.1-0.5, "
                      "best 0.1-0.3, Figure 5)")

@@ -196,7 +196,8 @@ class HanoiT(EncoderDecoder):
         first = cfg.unified_layers
         self.between_layers_attention = frozenset(range(first, first + cfg.selection_layers))
         sides = ("source", "target") if bilingual else (cfg.context_side,)
-        self.loss_term_names = tuple(kept_name(i, side) for side in sides for i in sorted(self.between_layers_attention))
+        self.loss_term_names = tuple(kept_name(i, side) for side in sides
+                                     for i in sorted(self.between_layers_attention))
         self.target_layers = self.target_norm = None                        # share_encoder: false, its own stack
         if bilingual and not cfg.share_encoder:
             args = (d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout, cfg.activation_dropout,

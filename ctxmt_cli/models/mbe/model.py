@@ -103,7 +103,8 @@ class Mbe(EncoderDecoder):
     def __init__(self, cfg: MbeConfig, vocab: VocabInfo):
         super().__init__(cfg, vocab)
         d = cfg.d_model
-        args = (d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout, cfg.activation_dropout, cfg.normalize_before)
+        args = (d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout, cfg.activation_dropout,
+                cfg.normalize_before)
         self.summary_layer = EncoderLayer(*args, cfg.activation)           # g_enc of eq. 2
         self.summary_norm = nn.LayerNorm(d) if cfg.normalize_before else nn.Identity()
         self.summary_dropout = nn.Dropout(cfg.dropout if cfg.summary_dropout is None else cfg.summary_dropout)
