@@ -282,7 +282,10 @@ class Model:
         from ctxmt_cli.decode.repair import RepairStats, repair_documents
 
         repairer, size = self.repairer
-        as_text = lambda t: t if isinstance(t, str) else self.loaded.tokenizer.decode_tgt(list(t))  # noqa: E731
+
+        def as_text(given) -> str:                     # a given translation: text, or target token ids
+            return given if isinstance(given, str) else self.loaded.tokenizer.decode_tgt(list(given))
+
         texts = [[as_text(t) for t in d.tgt_context] + [c[0].text if c else "" for c in sentences[len(d.tgt_context):]]
                  for d, sentences in zip(docs, found, strict=True)]
         stats = RepairStats()

@@ -102,7 +102,9 @@ def documents_split(loaded, src: list[list[str]], ref: list[list[str]], name: st
     that differ in shape are refused, naming ``what``."""
     from ctxmt_cli.data.store import MemorySplit
 
-    shape = lambda docs: [len(d) for d in docs]  # noqa: E731
+    def shape(docs: list[list[str]]) -> list[int]:
+        return [len(d) for d in docs]
+
     if shape(src) != shape(ref):
         raise CtxmtError(f"{what} differ in documents or sentences per document "
                          f"({sum(shape(src))} vs {sum(shape(ref))} sentences); give aligned files")
@@ -294,7 +296,10 @@ def analyze_documents(loaded, src: list[list[str]], ref: list[list[str]], *, con
 def render(result: dict) -> str:
     """The printed report: the summary numbers with their definition, then each kind's layer means."""
     s = result["summary"]
-    fmt = lambda x: "n/a" if x is None else f"{x:.4f}"  # noqa: E731
+
+    def fmt(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.4f}"
+
     lines = [f"{result['family']} on {result['split']} ({result['sentences']} sentences, context "
              f"{result['context']['src']}/{result['context']['tgt']})",
              f"entropy {fmt(s['entropy'])} nats (current-sentence queries {fmt(s['entropy_current'])}; of the "

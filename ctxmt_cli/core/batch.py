@@ -150,12 +150,13 @@ class Batch:
         tensors); the extras' per-row fields are cut with the rows (:meth:`Extras.rows`), keeping their width."""
         if self.chunks is None or self.src_index is not None or self.memory is not None or self.tgt_prefix is not None:
             raise ValueError("parts() needs a chunked teacher-forcing batch (no src_index, memory or tgt_prefix)")
-        cut = lambda t, a, b, w: None if t is None else t[a:b, :w]  # noqa: E731
-        rows = lambda t, a, b: None if t is None else t[a:b]  # noqa: E731
-        return [Batch(src=self.src[a:b, :s], tgt_in=cut(self.tgt_in, a, b, t), tgt_out=cut(self.tgt_out, a, b, t),
-                      ids=rows(self.ids, a, b), src_next=rows(self.src_next, a, b),
-                      extras=None if self.extras is None else self.extras.rows(a, b))
-                for a, b, s, t in self.chunks]
+
+        def part(a: int, b: int, s: int, t: int) -> Batch:        # rows a:b, source width s, target width t
+            return Batch(src=self.src[a:b, :s], tgt_in=_cut(self.tgt_in, a, b, t), tgt_out=_cut(self.tgt_out, a, b, t),
+                         ids=_cut(self.ids, a, b), src_next=_cut(self.src_next, a, b),
+                         extras=None if self.extras is None else self.extras.rows(a, b))
+
+        return [part(*chunk) for chunk in self.chunks]
 
     def pack(self, t: Tensor) -> Tensor:
         """The target positions a chunked forward computes, of a (B, T, ...) tensor: (N, ...), chunk after chunk,
@@ -258,8 +259,8 @@ class SharedRows:
         used, remapped = torch.unique(group, return_inverse=True)           # sorted stored rows still in use
         if used.numel() > COMPACT_AT * self.mask.size(0):
             return replace(self, group=group)
-        pick = lambda t: t.index_select(0, used)  # noqa: E731
-        return SharedRows([pick(t) for t in self.k], [pick(t) for t in self.v], pick(self.mask), remapped.reshape(-1))
+        return SharedRows([t.index_select(0, used) for t in self.k], [t.index_select(0, used) for t in self.v],
+                          self.mask.index_select(0, used), remapped.reshape(-1))
 
     def for_rows(self) -> tuple[list[Tensor], list[Tensor], Tensor, Fold]:
         """Keys, values and mask laid out for the rows, and how the rows fold onto them.
@@ -277,8 +278,16 @@ class SharedRows:
         in_order = b == 0 or bool((self.group[1:] >= self.group[:-1]).all())
         if in_order and bool(((counts == 0) | (counts == f)).all()):
             return self.k, self.v, self.mask, Fold(f, self.group * f + torch.arange(b, device=device) % f)
-        pick = lambda t: t.index_select(0, self.group)  # noqa: E731
-        return [pick(t) for t in self.k], [pick(t) for t in self.v], pick(self.mask), Fold()
+        group = self.group
+        return ([t.index_select(0, group) for t in self.k], [t.index_select(0, group) for t in self.v],
+                self.mask.index_select(0, group), Fold())
+
+
+def _cut(t: Tensor | None, a: int, b: int, width: int | None = None) -> Tensor | None:
+    """Rows ``a:b`` of ``t`` (its first ``width`` columns when given); None stays None."""
+    if t is None:
+        return None
+    return t[a:b] if width is None else t[a:b, :width]
 
 
 @dataclass
@@ -304,7 +313,10 @@ class DecoderState:
 
     def index_select(self, index: Tensor) -> DecoderState:
         """Rows ``index`` of every tensor (beam search reordering / expansion); shared rows are not copied."""
-        pick = lambda t: t.index_select(0, index)  # noqa: E731
+
+        def pick(t: Tensor) -> Tensor:
+            return t.index_select(0, index)
+
         return replace(
             self,
             self_k=[pick(t) for t in self.self_k], self_v=[pick(t) for t in self.self_v],

@@ -199,7 +199,10 @@ def joined_keys(shared: tuple, k: Tensor, v: Tensor, mask: Tensor | None) -> tup
     (B, H, T, D), with the masks joined likewise (additive; ``mask`` None: every own key visible): the layout
     :meth:`MultiheadAttention.self_attend` reads without ``shared``."""
     (k_shared, v_shared), shared_mask, fold = shared
-    rows = lambda t: fold.gather(t.repeat_interleave(fold.size, dim=0))  # noqa: E731   (G, ...) -> (B, ...)
+
+    def rows(t: Tensor) -> Tensor:                                                  # (G, ...) -> (B, ...)
+        return fold.gather(t.repeat_interleave(fold.size, dim=0))
+
     if mask is None:
         mask = torch.zeros((k.size(0), 1, 1, k.size(2)), dtype=shared_mask.dtype, device=k.device)
     elif mask.dtype == torch.bool:
@@ -288,6 +291,7 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
         """``x`` (B, S, C); ``mask`` (B, 1, 1, S), bool or additive (see :class:`MultiheadAttention`), or None."""
+
         def attn(h):
             out, weights, _ = self.self_attn.self_attend(h, mask=mask, need_weights=need_weights)
             return out, weights

@@ -326,7 +326,10 @@ class EncoderDecoder(nn.Module):
         cross, context = self.cross_kv(enc), self.context_kv(enc)
         if batch.src_index is not None:  # target rows share source rows: expand after encoding each once
             idx = batch.src_index
-            pick = lambda t: t.index_select(0, idx)  # noqa: E731
+
+            def pick(t: Tensor) -> Tensor:
+                return t.index_select(0, idx)
+
             enc = replace(enc, states=pick(enc.states), mask=pick(enc.mask), shift=pick(enc.shift),
                           current=None if enc.current is None else pick(enc.current),
                           prefix=None if enc.prefix is None else pick(enc.prefix),

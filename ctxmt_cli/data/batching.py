@@ -137,7 +137,10 @@ def collate(sources: list[np.ndarray], targets: list[np.ndarray], pad: int, bos:
     """Teacher-forcing batch: ``tgt_in`` = ``<s>`` + target[:-1], ``tgt_out`` = target; ``src_next``: the next
     sentences among each source window's context (None for a model that reads none)."""
     tgt_in = [np.concatenate([[bos], t[:-1]]) for t in targets]
-    as_long = lambda x: None if x is None else torch.as_tensor(np.asarray(x), dtype=torch.long)  # noqa: E731
+
+    def as_long(x) -> torch.Tensor | None:
+        return None if x is None else torch.as_tensor(np.asarray(x), dtype=torch.long)
+
     return Batch(
         src=pad_rows(sources, pad), tgt_in=pad_rows(tgt_in, pad), tgt_out=pad_rows(targets, pad),
         ids=as_long(ids), src_next=as_long(src_next),

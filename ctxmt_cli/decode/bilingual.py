@@ -38,7 +38,10 @@ def check_first_pass_model(first, second, first_path, second_path) -> None:
     if inputs_of(first.model.cfg).target_concat:
         raise OptionError("first_pass", str(first_path), "it itself reads target context (it would need a first "
                           "pass); give a sentence-level checkpoint")
-    pair = lambda loaded: (loaded.meta.get("src_lang"), loaded.meta.get("tgt_lang"))  # noqa: E731
+
+    def pair(loaded) -> tuple:
+        return loaded.meta.get("src_lang"), loaded.meta.get("tgt_lang")
+
     if pair(first) != pair(second):
         raise OptionError("first_pass", str(first_path), f"it translates {pair(first)[0]} → {pair(first)[1]}, but "
                           f"{second_path} translates {pair(second)[0]} → {pair(second)[1]}; give a first-pass "

@@ -188,7 +188,10 @@ class _Finished:
         new[:, :, :t] = picked                                              # (R', k, L)
         scores = torch.cat([self.score[target], norm[sel]], dim=1)         # (R', n + k)
         order = scores.sort(dim=1, descending=True, stable=True).indices[:, :n]   # (R', n)
-        take = lambda old, fresh: torch.cat([old, fresh], dim=1).gather(1, order)  # noqa: E731
+
+        def take(old: Tensor, fresh: Tensor) -> Tensor:                    # (R', n) of the kept and new ones
+            return torch.cat([old, fresh], dim=1).gather(1, order)
+
         self.score[target] = scores.gather(1, order)
         self.logprob[target] = take(self.logprob[target], cand[sel].masked_fill(~fin[sel], NEG_INF))
         self.length[target] = take(self.length[target], torch.full_like(norm[sel], t, dtype=torch.long))

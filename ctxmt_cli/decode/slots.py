@@ -43,6 +43,11 @@ class Search:
                            enc=enc, nbest=settings.nbest)
 
 
+def _pick(items: list | None, rows: list[int]) -> list | None:
+    """``items`` of the documents ``rows`` (None stays None: a memory the translator does not keep)."""
+    return None if items is None else [items[i] for i in rows]
+
+
 def remember(memories, enc, keep: int) -> None:
     """Append each row's new cache entry (padding dropped) and keep the last ``keep`` entries per document."""
     for mem, entry in zip(memories, enc.entry.rows(), strict=True):
@@ -95,8 +100,8 @@ class SlotTranslator:
         failed = [r for r, res in enumerate(results) if res is None]
         if failed:
             self.stats.fallbacks += len(failed)
-            pick = lambda xs: None if xs is None else [xs[r] for r in failed]  # noqa: E731
-            retry, retry_enc = self.step_input(pick(sources), pick(outputs), pick(snapshot), j, "prefix")
+            retry, retry_enc = self.step_input(_pick(sources, failed), _pick(outputs, failed),
+                                               _pick(snapshot, failed), j, "prefix")
             for r, hyp in zip(failed, self.decode(retry, [brk], retry_enc), strict=True):
                 results[r] = hyp
         return results
@@ -119,7 +124,6 @@ class SlotTranslator:
         outs: list[list[list[int]]] = [[] for _ in sources]
         found: list[list[Hypothesis | None]] = [[] for _ in sources]
         memories = [[] for _ in sources] if self.memory else None
-        pick = lambda xs, rows: None if xs is None else [xs[i] for i in rows]  # noqa: E731
         ends = [len(s) - t for s, t in zip(sources, tails or [0] * len(sources), strict=True)]
         for j in range(max(ends, default=0)):
             active = [i for i, end in enumerate(ends) if end > j]
@@ -131,7 +135,7 @@ class SlotTranslator:
                 found[i].append(None)
             if not todo:
                 continue
-            hyps = self.translate_step(pick(sources, todo), pick(outs, todo), j, pick(memories, todo))
+            hyps = self.translate_step(_pick(sources, todo), _pick(outs, todo), j, _pick(memories, todo))
             for i, hyp in zip(todo, hyps, strict=True):
                 outs[i].append(hyp.tokens)
                 found[i].append(hyp)

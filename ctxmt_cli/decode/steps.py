@@ -92,7 +92,10 @@ def generate_context(sents: Sequence[Sequence[int]], j: int, plan: DecodeSetting
     (+ its ``<brk>``) as it would alone."""
     current = len(sents[j])
     c = fit_context(sents[:j], plan.tgt_context_sentences, plan.max_window_tokens - current - 1)
-    longest = lambda n: int(plan.max_len_a * n + plan.max_len_b)  # noqa: E731
+
+    def longest(n: int) -> int:                        # the output length limit of an n-token sentence
+        return int(plan.max_len_a * n + plan.max_len_b)
+
     return c, longest(current) + sum(longest(len(s)) + 1 for s in sents[j - c:j])
 
 

@@ -63,7 +63,10 @@ def candidate_rows(item: ContrastiveItem, k: int, src_keep: int, tgt_keep: int, 
     carries the target sentences before its current one, as many as its source context sentences."""
     src = item.src_context + [item.src]
     tgt = item.target_context(k) + [item.candidates[k]]
-    tail = lambda seq, keep, end: seq[max(0, end - keep): end + 1]  # noqa: E731 - window ending at ``end``
+
+    def tail(seq: list, keep: int, end: int) -> list:
+        """The window of ``seq`` ending at ``end``: that item and up to ``keep`` before it."""
+        return seq[max(0, end - keep): end + 1]
 
     def row(end_src: int, end_tgt: int, scored: int) -> Row:
         window = tail(src, src_keep, end_src)

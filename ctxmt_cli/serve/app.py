@@ -96,7 +96,10 @@ class _Handlers:
         job = _parse_request(await _read_body(request, self.limits.max_body_bytes), self.limits)
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        settle = lambda result: loop.call_soon_threadsafe(_settle, future, result)  # noqa: E731
+
+        def settle(result) -> None:                    # called on the batcher's thread
+            loop.call_soon_threadsafe(_settle, future, result)
+
         queued = Job(job.doc_id, job, settle)
         try:
             self.batcher.submit(queued)

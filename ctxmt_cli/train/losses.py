@@ -67,7 +67,10 @@ class LossLayout:
         """Means from an (all-reduced) loss vector: the objective (``discounted_loss``), window and current
         losses, token counts, and each term's ``sum / count`` under its own name."""
         values = dict(zip(self.names, total.tolist(), strict=True))
-        safe = lambda a, b: a / b if b > 0 else float("nan")  # noqa: E731
+
+        def safe(a: float, b: float) -> float:                  # a mean over nothing is NaN, not an error
+            return a / b if b > 0 else float("nan")
+
         out = {
             "discounted_loss": safe(values["objective"], values["normalizer"]),
             "window_loss": safe(values["window"], values["tokens"]),

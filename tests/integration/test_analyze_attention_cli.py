@@ -182,7 +182,9 @@ def test_memory_stays_bounded_on_64_sentence_windows(checkpoints, synthetic_dir,
     statistics' own allocations stay small; nothing keeps maps."""
     sentences = [s for s in (synthetic_dir / "raw" / "test.src").read_text().splitlines() if s.strip()]
     targets = [s for s in (synthetic_dir / "raw" / "test.tgt").read_text().splitlines() if s.strip()]
-    short = lambda lines: "\n".join(" ".join(s.split()[:3]) for s in lines[:64]) + "\n"  # noqa: E731 - keeps it fast
+    def short(lines: list[str]) -> str:                                  # 64 three-word sentences: keeps it fast
+        return "\n".join(" ".join(s.split()[:3]) for s in lines[:64]) + "\n"
+
     (tmp_path / "src.txt").write_text(short(sentences))                     # one 64-sentence document
     (tmp_path / "ref.txt").write_text(short(targets))
     largest, widest = [], []

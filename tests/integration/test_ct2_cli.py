@@ -70,6 +70,12 @@ def test_text_and_stdin_translate_as_the_torch_engine(exported, docs, tmp_path):
     assert result.stdout == ours
 
 
+
+def _numbers(nbest: list[dict]) -> list[float]:
+    """The log-probability and score of every candidate, in order."""
+    return [x for c in nbest for x in (c["logprob"], c["score"])]
+
+
 def test_jsonl_with_scores_and_nbest_as_the_torch_engine(exported, docs, tmp_path):
     ckpt, folder = exported
     src, ref = docs
@@ -88,8 +94,7 @@ def test_jsonl_with_scores_and_nbest_as_the_torch_engine(exported, docs, tmp_pat
         assert other["scores"] == pytest.approx(mine["scores"], abs=1e-4)
         for a, b in zip(mine["nbest"], other["nbest"], strict=True):
             assert [c["translation"] for c in b] == [c["translation"] for c in a]
-            numbers = lambda nbest: [x for c in nbest for x in (c["logprob"], c["score"])]  # noqa: E731
-            assert numbers(b) == pytest.approx(numbers(a), abs=1e-4)
+            assert _numbers(b) == pytest.approx(_numbers(a), abs=1e-4)
     beam = [json.loads(line) for line in translate(folder, "ctranslate2", path, tmp_path / "b.jsonl", "--input-format",
                                                    "jsonl", "--scores", "--nbest", "2", "--beam", "2").splitlines()]
     for row in beam:                                                   # CTranslate2's own beam: its 2 best

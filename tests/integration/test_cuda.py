@@ -119,9 +119,12 @@ def test_fused_loss_on_cuda_is_one_block_and_matches_the_plain_loss(amp):
             fn(h, w, y).float().sum().backward()
         return ops, (h.grad, w.grad)
 
-    fused = lambda h, w, y: projected_token_losses(h, w, y, 0, 0.1)  # noqa: E731
-    plain = lambda h, w, y: F.cross_entropy(F.linear(h, w), y, ignore_index=0, label_smoothing=0.1,  # noqa: E731
-                                            reduction="none")
+    def fused(h, w, y):
+        return projected_token_losses(h, w, y, 0, 0.1)
+
+    def plain(h, w, y):
+        return F.cross_entropy(F.linear(h, w), y, ignore_index=0, label_smoothing=0.1, reduction="none")
+
     big, got = run(4096, fused)
     assert big.total == run(64, fused)[0].total
     assert all(set(dtypes) == {amp or torch.float32} for _, dtypes in big.matmuls)

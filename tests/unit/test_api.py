@@ -220,8 +220,13 @@ def test_a_bilingual_model_reads_a_given_first_pass_or_its_first_pass_model(chec
     partial = model.translate([api.Document(src, first_pass=f[:1]) for src, f in pairs], scores=True)
     assert given == auto and partial == auto                    # the first-pass model completes a given prefix
     other = model.translate([api.Document(src, first_pass=["ka ka ."] * len(src)) for src in documents], scores=True)
-    flat = lambda results: [x for d in results for x in d.logprobs]  # noqa: E731
-    assert flat(other) != pytest.approx(flat(auto), abs=1e-3)                     # and it is read
+    assert logprobs(other) != pytest.approx(logprobs(auto), abs=1e-3)             # and it is read
+
+
+
+def logprobs(results) -> list[float]:
+    """Every translated sentence's log-probability, document after document."""
+    return [x for d in results for x in d.logprobs]
 
 
 def test_a_model_reading_its_sentence_group_keeps_given_sentences_in_the_group(documents, prepared, tmp_path):

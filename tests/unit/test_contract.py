@@ -290,7 +290,9 @@ def test_row_chunks_change_nothing(variant):
     logits of the one padded tensor at every real position, and the same training loss vector and gradients."""
     model = make_model(variant)
     whole = inputs_of(model.cfg).grouped(sample(model), torch.tensor([0, 0, 1]))
-    width = lambda t, a, b: int((t[a:b] != PAD).sum(1).max())  # noqa: E731
+    def width(t, a: int, b: int) -> int:                                  # the widest real row of rows a:b
+        return int((t[a:b] != PAD).sum(1).max())
+
     chunks = tuple((a, b, width(whole.src, a, b), width(whole.tgt_out, a, b)) for a, b in ((0, 1), (1, 3)))
     chunked = replace(whole, chunks=chunks)
     assert sum((b - a) * t for a, b, _, t in chunks) < whole.tgt_out.numel()     # padding is really skipped

@@ -54,8 +54,12 @@ def pairs(prepared, tmp_path_factory) -> dict[str, tuple[api.Model, api.Model]]:
 def assert_same(ours, theirs, scores: bool = True) -> None:
     assert [d.translations for d in theirs] == [d.translations for d in ours]
     if scores:
-        flat = lambda results: [x for d in results for x in d.logprobs]  # noqa: E731
-        assert flat(theirs) == pytest.approx(flat(ours), abs=1e-4)
+        assert logprobs(theirs) == pytest.approx(logprobs(ours), abs=1e-4)
+
+
+def logprobs(results) -> list[float]:
+    """Every translated sentence's log-probability, document after document."""
+    return [x for d in results for x in d.logprobs]
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))

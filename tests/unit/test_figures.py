@@ -140,7 +140,9 @@ def test_selection_maps_blank_and_hatch_what_was_dropped_and_grey_its_labels(tmp
     first, second = image_axes(fig)
     assert np.ma.getmaskarray(second.images[0].get_array())[:, 1].all()    # blank rows and columns
     assert not np.ma.getmaskarray(first.images[0].get_array()).any()
-    hatched = lambda ax: sum(1 for p in ax.patches if p.get_hatch())  # noqa: E731
+    def hatched(ax) -> int:
+        return sum(1 for p in ax.patches if p.get_hatch())
+
     assert (hatched(first), hatched(second)) == (0, 2 * int(absent.sum()))
     for ax in (first, second):
         grey = [t.get_text() for t in ax.get_xticklabels() if t.get_color() != "black"]

@@ -333,7 +333,9 @@ def test_prefix_norm_cancels_the_gates_scale(placement):
     encoder) or the decoder's prefix (z in the decoder) as they were; without it they move."""
     src = rows([5, 6, 7], [11, 12, 13, 14], [8, 9])
     batch = Batch(src=src, extras=SentenceGroups(torch.tensor([0, 0, 1])))
-    read = (lambda enc: enc.states) if placement == "encoder" else (lambda enc: enc.prefix)  # noqa: E731
+    def read(enc):                                                        # where z sits
+        return enc.states if placement == "encoder" else enc.prefix
+
     for norm, moves in ((True, False), (False, True)):
         model = make(placement=placement, prefix_norm=norm)
         with torch.no_grad():

@@ -72,7 +72,9 @@ def test_autocast_gradients_equal_the_autocast_reference(gpu_blocks):
     """Under bf16 autocast the loss and its gradients (hidden states, output weight) are those of
     ``F.cross_entropy(F.linear(h, W))`` under autocast, to bf16 precision (CPU and GPU block sizes)."""
     hidden, weight, target = case(seed=2, b=4, t=9, c=32, v=300)
-    fused = lambda h, w, t, s: projected_token_losses(h, w, t, PAD, s)  # noqa: E731
+    def fused(h, w, t, s):
+        return projected_token_losses(h, w, t, PAD, s)
+
     with torch.autocast("cpu", dtype=torch.bfloat16):
         ref = grads(autocast_plain, hidden, weight, target, 0.1)
         if gpu_blocks:

@@ -74,10 +74,15 @@ def test_resume_after_kill_equals_uninterrupted_run(prepared, tmp_path):
 
 def two_batches(vocab_size=50, seed=0):
     rng = np.random.default_rng(seed)
-    rows = lambda n, lo, hi: [rng.integers(5, vocab_size, rng.integers(lo, hi)) for _ in range(n)]  # noqa: E731
+
+    def rows(n: int, lo: int, hi: int) -> list:                         # n random sentences of lo..hi-1 pieces
+        return [rng.integers(5, vocab_size, rng.integers(lo, hi)) for _ in range(n)]
+
+    def windows(sentences: list) -> list:                               # context + current
+        return [np.concatenate([x, [4], x[:2], [3]]) for x in sentences]
+
     src, tgt = rows(6, 3, 9), rows(6, 3, 9)
-    eos = lambda xs: [np.concatenate([x, [4], x[:2], [3]]) for x in xs]  # noqa: E731 - context + current
-    src, tgt = eos(src), eos(tgt)
+    src, tgt = windows(src), windows(tgt)
     return (collate(src[:3], tgt[:3], 0, 2), collate(src[3:], tgt[3:], 0, 2), collate(src, tgt, 0, 2))
 
 

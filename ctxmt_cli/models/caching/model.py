@@ -182,8 +182,11 @@ class Caching(EncoderDecoder):
         values = torch.cat(parts) if parts else ref.new_zeros(0, ref.size(1))
         starts = torch.cumsum(lengths, 0) - lengths
         pos = torch.arange(values.size(0), device=ref.device) - starts.repeat_interleave(lengths)
-        as_tensor = lambda xs: torch.tensor(xs, dtype=torch.long, device=ref.device).repeat_interleave(lengths)  # noqa: E731
-        return self.pack(values, as_tensor(rows), as_tensor(slots), pos, len(memory))
+
+        def per_token(per_part: list[int]) -> Tensor:                       # (T,): each part's value on its tokens
+            return torch.tensor(per_part, dtype=torch.long, device=ref.device).repeat_interleave(lengths)
+
+        return self.pack(values, per_token(rows), per_token(slots), pos, len(memory))
 
     def pack(self, values: Tensor, row: Tensor, slot: Tensor, pos: Tensor, batch_size: int) -> Memory:
         """Scatter context tokens (T, C), sorted by row, into a memory (B, Mc, C) with slot and position embeddings

@@ -209,7 +209,10 @@ class Mbe(EncoderDecoder):
             loss, count = F.cross_entropy(logits.float(), label, reduction="sum"), n
         correct = (logits.argmax(-1) == label).float()
         same = (~mixed).float()
-        stat = lambda total, k: LossTerm(total.detach(), k.detach().float(), weight=0.0)  # noqa: E731
+
+        def stat(total: Tensor, k: Tensor) -> LossTerm:                     # logged, never added to the loss
+            return LossTerm(total.detach(), k.detach().float(), weight=0.0)
+
         return {"classifier_loss": LossTerm(loss, torch.tensor(float(count), device=logits.device),
                                             weight=self.cfg.classifier_weight),
                 "classifier_accuracy": stat(correct.sum(), torch.tensor(float(n), device=logits.device)),
