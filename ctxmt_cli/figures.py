@@ -213,33 +213,43 @@ def selection_maps(maps: Sequence, titles: Sequence[str], absent: Sequence, drop
     fig = new_figure(figsize=(side * len(arrays) + 1.0, side + (1.0 if note else 0.6)), layout="constrained")
     axes = fig.subplots(1, len(arrays), squeeze=False)[0]
     for ax, array, gone, name in zip(axes, arrays, absent, titles, strict=True):
-        image = ax.imshow(np.ma.masked_invalid(array), cmap="viridis", vmin=0.0, vmax=top, aspect="auto",
-                          interpolation="nearest")
-        for k in np.flatnonzero(np.asarray(gone, dtype=bool)):           # no attention to or from them
-            for span in (ax.axvspan, ax.axhspan):
-                span(k - 0.5, k + 0.5, facecolor="none", edgecolor="0.55", hatch="///", linewidth=0)
-        for b in breaks:
-            ax.axhline(b - 0.5, color="white", linewidth=1.0)
-            ax.axvline(b - 0.5, color="white", linewidth=1.0)
-        _tick_labels(ax, "x", labels, size)
-        _tick_labels(ax, "y", labels, size)
-        for ticks in (ax.get_xticklabels(), ax.get_yticklabels()):
-            for k, text in enumerate(ticks):
-                if k < size and dropped[k]:
-                    text.set_color("0.65")
-        ax.scatter(np.flatnonzero(dropped), np.full(int(dropped.sum()), -1.0), marker="x", color="red", s=14,
-                   clip_on=False)
-        ax.set_xlim(-0.5, size - 0.5)
-        ax.set_ylim(size - 0.5, -0.5)
-        ax.set_title(name, fontsize=9, pad=12)
-        ax.set_xlabel("key", fontsize=8)
-        ax.set_ylabel("query", fontsize=8)
+        image = _selection_panel(ax, array, np.asarray(gone, dtype=bool), name, top=top, breaks=breaks, labels=labels,
+                                 dropped=dropped)
     fig.colorbar(image, ax=list(axes), shrink=0.8, label="attention weight")
     fig.suptitle(title, fontsize=10)
     if note:
         fig.text(0.01, -0.02, note, fontsize=6, wrap=True, va="top")
     return _save(fig, path)
 
+
+
+def _selection_panel(ax, array: np.ndarray, gone: np.ndarray, name: str, *, top: float, breaks: Sequence[int],
+                     labels: Sequence[str] | None, dropped: np.ndarray):
+    """One map of :func:`selection_maps` on ``ax``: tokens ``gone`` at its input hatched, sentence breaks as
+    white lines, the tokens ``dropped`` by the end greyed and marked with a red x; returns the image."""
+    size = array.shape[0]
+    image = ax.imshow(np.ma.masked_invalid(array), cmap="viridis", vmin=0.0, vmax=top, aspect="auto",
+                      interpolation="nearest")
+    for k in np.flatnonzero(gone):                                       # no attention to or from them
+        for span in (ax.axvspan, ax.axhspan):
+            span(k - 0.5, k + 0.5, facecolor="none", edgecolor="0.55", hatch="///", linewidth=0)
+    for b in breaks:
+        ax.axhline(b - 0.5, color="white", linewidth=1.0)
+        ax.axvline(b - 0.5, color="white", linewidth=1.0)
+    _tick_labels(ax, "x", labels, size)
+    _tick_labels(ax, "y", labels, size)
+    for ticks in (ax.get_xticklabels(), ax.get_yticklabels()):
+        for k, text in enumerate(ticks):
+            if k < size and dropped[k]:
+                text.set_color("0.65")
+    ax.scatter(np.flatnonzero(dropped), np.full(int(dropped.sum()), -1.0), marker="x", color="red", s=14,
+               clip_on=False)
+    ax.set_xlim(-0.5, size - 0.5)
+    ax.set_ylim(size - 0.5, -0.5)
+    ax.set_title(name, fontsize=9, pad=12)
+    ax.set_xlabel("key", fontsize=8)
+    ax.set_ylabel("query", fontsize=8)
+    return image
 
 def kept_share_chart(series: dict, title: str, path: Path, note: str | None = None):
     """The share of context tokens kept (%) against the selection layer, one line per context side (Yang et al.,

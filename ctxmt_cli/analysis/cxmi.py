@@ -235,30 +235,9 @@ def _check_request(req: CxmiRequest) -> None:
 
 def run_cxmi(req: CxmiRequest) -> dict:
     """Score the split without and with context; returns the figures and writes --out / --per-sentence."""
-
-    from ctxmt_cli.data.store import PreparedData
-    from ctxmt_cli.evaluate.translation import check_vocabulary
-    from ctxmt_cli.models.families import inputs_of, next_sentences
-    from ctxmt_cli.models.loading import load_model, torch_device
-
     _check_request(req)
-    loaded = load_model(req.checkpoint, device=torch_device(req.device))
-    if inputs_of(loaded.recipe.model).target_concat:                  # its target context needs a first pass
-        raise CtxmtError(f"{req.checkpoint} is a {loaded.recipe.model.family} model reading target context; cxmi "
-                         "scores source context only and gives it no target context (first pass): use a "
-                         "source-context checkpoint")
-    prepared = PreparedData(Path(req.data or loaded.recipe.data.path))
-    for path, what in ((req.out, option("out")), (req.per_sentence, option("per_sentence"))):
-        if path is not None:                        # the recipe's data folder, when --data did not name it
-            check_not_input(Path(path), [prepared.dir], what)
-    docs = document_pairs(prepared.split(req.split))
-    check_vocabulary(loaded, prepared, req.checkpoint)
-    keep = cxmi_context(loaded.recipe.model, req.context, docs)
-    following = next_sentences(loaded.recipe.model, req.context)
-    if max(*keep, following) == 0:          # correct, but a column of zeros without a word reads like a fault
-        why = (f"{option('context')} 0 gives no context sentences" if req.context == 0 else
-               f"{req.checkpoint} is a sentence-level model: it reads no context")
-        log.warning(f"{why}, so CXMI is 0 by construction")
+    loaded, prepared, docs = _model_and_split(req)
+    keep, following = _context_sizes(req, loaded.recipe.model, docs)
     donor = random_donor(docs, max(keep), np.random.default_rng(req.seed)) if req.random_context else None
     pairs = sentence_pairs(docs, keep, loaded.recipe.data.max_window_tokens, donor, following)
     plain, contextual, tokens, *deltas = _scored(loaded, pairs, req)
@@ -281,6 +260,42 @@ def run_cxmi(req: CxmiRequest) -> dict:
     if req.out is not None:
         _write(Path(req.out), json.dumps(result, indent=2) + "\n")
     return result
+
+
+def _model_and_split(req: CxmiRequest) -> tuple:
+    """The checkpoint's model (one reading source context only), its prepared data (the recipe's data folder
+    unless ``req.data`` names one; no output file inside it) and the split's documents."""
+    from ctxmt_cli.data.store import PreparedData
+    from ctxmt_cli.evaluate.translation import check_vocabulary
+    from ctxmt_cli.models.families import inputs_of
+    from ctxmt_cli.models.loading import load_model, torch_device
+
+    loaded = load_model(req.checkpoint, device=torch_device(req.device))
+    if inputs_of(loaded.recipe.model).target_concat:                  # its target context needs a first pass
+        raise CtxmtError(f"{req.checkpoint} is a {loaded.recipe.model.family} model reading target context; cxmi "
+                         "scores source context only and gives it no target context (first pass): use a "
+                         "source-context checkpoint")
+    prepared = PreparedData(Path(req.data or loaded.recipe.data.path))
+    for path, what in ((req.out, option("out")), (req.per_sentence, option("per_sentence"))):
+        if path is not None:                        # the recipe's data folder, when --data did not name it
+            check_not_input(Path(path), [prepared.dir], what)
+    docs = document_pairs(prepared.split(req.split))
+    check_vocabulary(loaded, prepared, req.checkpoint)
+    return loaded, prepared, docs
+
+
+def _context_sizes(req: CxmiRequest, model_cfg, docs) -> tuple[tuple[int, int], int]:
+    """The (source, target) context sentences and the next sentences scored with context; a warning when there
+    are none (CXMI is then 0 by construction)."""
+    from ctxmt_cli.models.families import next_sentences
+
+    keep = cxmi_context(model_cfg, req.context, docs)
+    following = next_sentences(model_cfg, req.context)
+    if max(*keep, following) == 0:          # correct, but a column of zeros without a word reads like a fault
+        why = (f"{option('context')} 0 gives no context sentences" if req.context == 0 else
+               f"{req.checkpoint} is a sentence-level model: it reads no context")
+        log.warning(f"{why}, so CXMI is 0 by construction")
+    return keep, following
 
 
 def _scored(loaded, pairs: list[SentencePair], req: CxmiRequest) -> tuple:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -181,19 +182,9 @@ def score_rows(
                                             tuple(r[4]) if len(r) > 4 else None), len(distinct))
                        for r in rows], dtype=np.int64)
     unique_rows = list(distinct)
-    sources = [enc.window("src", list(r[0])) for r in unique_rows]
-    targets = [enc.window("tgt", list(r[1])) for r in unique_rows]
-    following = np.array([r[3] for r in unique_rows], dtype=np.int64)
-    inputs = inputs_of(model.cfg)
-    if following.any() and not inputs.next_sentences():
-        raise ValueError("rows hold next sentences but the model reads none")
-    concat = None
-    if inputs.target_concat:                                        # a row without a fifth element: none
-        concat = [np.zeros(0, np.int64) if r[4] is None else enc.concatenation(list(r[4]), r[0][-1])
-                  for r in unique_rows]
+    encoded = _encode_rows(enc, unique_rows, inputs_of(model.cfg))
     kept: list | None = [None] * len(unique_rows) if per_token else None
-    logprob, tokens = _score_rows(model, tokenizer, (sources, following, concat), targets,
-                                  [r[2] for r in unique_rows], max_tokens, (progress, kept))
+    logprob, tokens = _score_rows(model, tokenizer, encoded, max_tokens=max_tokens, progress=progress, kept=kept)
     if kept is None:
         return logprob[row_of], tokens[row_of]
     return logprob[row_of], tokens[row_of], [kept[r] for r in row_of]
@@ -220,41 +211,44 @@ def shared_source_batches(src_key: np.ndarray, src_len: np.ndarray, tgt_len: np.
     return batches
 
 
-def _score_rows(model, tokenizer, windows, targets, scored, max_tokens, report) -> tuple[np.ndarray, np.ndarray]:
-    """Summed log-probability and token count of the scored trailing sentences of every row; ``windows``: the
-    source windows, the next sentences in each (``Batch.src_next`` for a model reading next sentences) and the
-    target concatenations (a bilingual model's, handed to its ``scoring_batch``; None for any other); ``report``:
-    the progress callback and a list to receive each row's token log-probabilities (either None)."""
-    pad, bos, brk = tokenizer.pad_id, tokenizer.bos_id, tokenizer.brk_id
-    (sources, following, concat), (progress, kept) = windows, report
-    following = np.zeros(len(sources), dtype=np.int64) if following is None else np.asarray(following)
+@dataclass
+class _EncodedRows:
+    """The distinct rows of :func:`score_rows` as token ids, each list one entry per row."""
+
+    sources: list[np.ndarray]           # source windows
+    targets: list[np.ndarray]           # target windows
+    scored: np.ndarray                  # how many trailing target sentences are scored
+    following: np.ndarray               # the next sentences in each source window (``Batch.src_next``)
+    concat: list[np.ndarray] | None     # a bilingual model's target concatenations (its ``scoring_batch``'s)
+
+
+def _encode_rows(enc: _Encoder, rows: list[tuple], inputs) -> _EncodedRows:
+    """``rows`` (distinct, in :func:`score_rows`' key form) as ids for a model with these ``inputs``."""
+    following = np.array([r[3] for r in rows], dtype=np.int64)
+    if following.any() and not inputs.next_sentences():
+        raise ValueError("rows hold next sentences but the model reads none")
+    concat = None
+    if inputs.target_concat:                                        # a row without a fifth element: none
+        concat = [np.zeros(0, np.int64) if r[4] is None else enc.concatenation(list(r[4]), r[0][-1]) for r in rows]
+    return _EncodedRows(sources=[enc.window("src", list(r[0])) for r in rows],
+                        targets=[enc.window("tgt", list(r[1])) for r in rows],
+                        scored=np.array([r[2] for r in rows], dtype=np.int64), following=following, concat=concat)
+
+
+def _score_rows(model, tokenizer, rows: _EncodedRows, *, max_tokens: int, progress: Callable[[int], None] | None,
+                kept: list | None) -> tuple[np.ndarray, np.ndarray]:
+    """Summed log-probability and token count of the scored trailing sentences of every row; ``progress`` after
+    each batch (its row count); ``kept`` (when given) receives each row's scored token log-probabilities."""
     inputs = inputs_of(model.cfg)
-    reads_next = bool(inputs.next_sentences())
-    keys: dict[tuple, int] = {}
-    second = [b""] * len(sources) if concat is None else [c.tobytes() for c in concat]
-    src_key = np.array([keys.setdefault((s.tobytes(), int(m), c), len(keys))
-                        for s, m, c in zip(sources, following, second, strict=True)])
-    src_len, tgt_len = np.array([len(s) for s in sources]), np.array([len(t) + 1 for t in targets])
-    logprob, tokens = np.zeros(len(sources)), np.zeros(len(sources))
+    src_key = _source_keys(rows)
+    src_len, tgt_len = np.array([len(s) for s in rows.sources]), np.array([len(t) + 1 for t in rows.targets])
+    logprob, tokens = np.zeros(len(rows.sources)), np.zeros(len(rows.sources))
     device = next(model.parameters()).device
     for ids in shared_source_batches(src_key, src_len, tgt_len, max_tokens=max_tokens):
-        unique, src_index = np.unique(src_key[ids], return_inverse=True)
-        if len(unique) == len(ids):                                    # every row its own source: nothing to share
-            src_rows = ids
-        else:
-            # a row holding each distinct source (reversed: the first row of each wins)
-            first = {k: j for j, k in zip(ids[::-1], src_key[ids][::-1], strict=True)}
-            src_rows = np.array([first[k] for k in unique], dtype=np.int64)
-        batch = collate([sources[j] for j in src_rows], [targets[j] for j in ids], pad, bos,
-                        src_next=following[src_rows] if reads_next else None)
-        if len(unique) < len(ids):
-            batch.src_index = torch.from_numpy(src_index.reshape(-1))
-        batch = inputs.scoring_batch(batch, model.vocab,                     # as the family reads it
-                                     None if concat is None else [concat[j] for j in src_rows])
-        batch = batch.to(device)
-        index, n_sent = sentence_index(batch.tgt_out, brk)                            # (B, T), (B,)
-        last = torch.as_tensor(np.asarray(scored)[ids], device=device)                # (B,)
-        mask = (index >= (n_sent - last).unsqueeze(1)) & (batch.tgt_out != pad)        # (B, T)
+        batch = _shared_source_batch(model, tokenizer, inputs, rows, ids, src_key).to(device)
+        index, n_sent = sentence_index(batch.tgt_out, tokenizer.brk_id)              # (B, T), (B,)
+        last = torch.as_tensor(rows.scored[ids], device=device)                       # (B,)
+        mask = (index >= (n_sent - last).unsqueeze(1)) & (batch.tgt_out != tokenizer.pad_id)   # (B, T)
         token_lp = model.target_logprobs(batch, mask)                                 # (B, T), 0 off the mask
         logprob[ids] = token_lp.sum(1).cpu().numpy()
         tokens[ids] = mask.sum(1).cpu().numpy()
@@ -264,6 +258,33 @@ def _score_rows(model, tokenizer, windows, targets, scored, max_tokens, report) 
         if progress is not None:
             progress(len(ids))
     return logprob, tokens
+
+
+def _source_keys(rows: _EncodedRows) -> np.ndarray:
+    """(N,) one key per distinct source side: the window, its next sentences and target concatenation."""
+    keys: dict[tuple, int] = {}
+    second = [b""] * len(rows.sources) if rows.concat is None else [c.tobytes() for c in rows.concat]
+    return np.array([keys.setdefault((s.tobytes(), int(m), c), len(keys))
+                     for s, m, c in zip(rows.sources, rows.following, second, strict=True)])
+
+
+def _shared_source_batch(model, tokenizer, inputs, rows: _EncodedRows, ids: np.ndarray, src_key: np.ndarray):
+    """The scoring batch of rows ``ids``, each distinct source side encoded once (``Batch.src_index``), as the
+    family reads it."""
+    unique, src_index = np.unique(src_key[ids], return_inverse=True)
+    if len(unique) == len(ids):                                    # every row its own source: nothing to share
+        src_rows = ids
+    else:
+        # a row holding each distinct source (reversed: the first row of each wins)
+        first = {k: j for j, k in zip(ids[::-1], src_key[ids][::-1], strict=True)}
+        src_rows = np.array([first[k] for k in unique], dtype=np.int64)
+    following = rows.following[src_rows] if inputs.next_sentences() else None
+    batch = collate([rows.sources[j] for j in src_rows], [rows.targets[j] for j in ids], tokenizer.pad_id,
+                    tokenizer.bos_id, src_next=following)
+    if len(unique) < len(ids):
+        batch.src_index = torch.from_numpy(src_index.reshape(-1))
+    concat = None if rows.concat is None else [rows.concat[j] for j in src_rows]
+    return inputs.scoring_batch(batch, model.vocab, concat)
 
 
 def decisions(testset: TestSet, scores: list[list[float]]) -> list[bool]:

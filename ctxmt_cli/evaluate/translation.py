@@ -255,10 +255,22 @@ def _check_stdin(req: EvalRequest) -> None:
 
 
 def _validate(req: EvalRequest) -> list[str]:
-    """Every check that needs no model or file contents; returns the significance tests to run."""
-    from ctxmt_cli.evaluate.bleu import check_tokenize
-    from ctxmt_cli.evaluate.significance import check_seed, parse_tests
+    """Every check that needs no model or file contents, in this order; returns the significance tests to run."""
+    _check_inputs(req)
+    _check_sweeps(req)
+    if not req.hyps:
+        _check_split_inputs(req)
+    tests = _check_statistics(req)
+    if req.out is not None:                                         # before any work: a file we may write
+        _check_out(req)
+    if req.comet is not None:
+        _check_comet(req)
+    return tests
 
+
+def _check_inputs(req: EvalRequest) -> None:
+    """Checkpoints or hypothesis files, not both; the reference the files need; the options only a checkpoint
+    reads."""
     if req.hyps and req.checkpoints:
         raise CtxmtError(f"give either {option('checkpoint')} (translate a split) or {option('hyp')}/{option('ref')} "
                          "(score files), not both")
@@ -269,6 +281,11 @@ def _validate(req: EvalRequest) -> list[str]:
                               ("context", req.context, "sets the context a checkpoint translates with")):
         if req.hyps and value is not None:
             raise CtxmtError(f"{option(name)} {what}; give it with {option('checkpoint')}, not {option('hyp')} files")
+
+
+def _check_sweeps(req: EvalRequest) -> None:
+    """The context sizes and sentence groups to sweep; a group sweep goes with checkpoints alone and draws its
+    figure with matplotlib."""
     parse_contexts(req.context)
     parse_group_sentences(req.group_sentences)
     if req.group_sentences is not None and (req.hyps or req.context is not None):
@@ -278,32 +295,43 @@ def _validate(req: EvalRequest) -> list[str]:
         from ctxmt_cli.figures import require_matplotlib
 
         require_matplotlib()                               # the Figure 4 PNG beside --out
-    if not req.hyps:
-        if req.ref is not None:
-            raise CtxmtError(f"{option('ref')} needs at least one {option('hyp')} HYPOTHESIS_FILE")
-        if not req.checkpoints:
-            raise CtxmtError(f"give {option('checkpoint')} CKPT (to translate a prepared split) or {option('hyp')} H "
-                             f"{option('ref')} R")
-        if req.src is not None or req.docids is not None:
-            raise CtxmtError(f"{option('src')} and {option('docids')} go with {option('hyp')}/{option('ref')}; a "
-                             "prepared split has its own sources and documents")
+
+
+def _check_split_inputs(req: EvalRequest) -> None:
+    """Without hypothesis files: a checkpoint to translate the split, and none of the files' own options."""
+    if req.ref is not None:
+        raise CtxmtError(f"{option('ref')} needs at least one {option('hyp')} HYPOTHESIS_FILE")
+    if not req.checkpoints:
+        raise CtxmtError(f"give {option('checkpoint')} CKPT (to translate a prepared split) or {option('hyp')} H "
+                         f"{option('ref')} R")
+    if req.src is not None or req.docids is not None:
+        raise CtxmtError(f"{option('src')} and {option('docids')} go with {option('hyp')}/{option('ref')}; a "
+                         "prepared split has its own sources and documents")
+
+
+def _check_statistics(req: EvalRequest) -> list[str]:
+    """The BLEU tokenizer, the significance tests (returned), their seed and number of samples."""
+    from ctxmt_cli.evaluate.bleu import check_tokenize
+    from ctxmt_cli.evaluate.significance import check_seed, parse_tests
+
     check_tokenize(req.tokenize)
     tests = parse_tests(req.significance, len(req.hyps) + len(req.checkpoints))
     if tests:
         check_seed(req.seed)
     if req.samples is not None and req.samples < 1:
         raise OptionError("samples", req.samples, "give a positive number of resamples / trials")
-    if req.out is not None:                                         # before any work: a file we may write
-        _check_out(req)
-    if req.comet is not None:
-        if req.hyps and req.src is None:
-            raise CtxmtError(f"{option('comet')} needs the source sentences: give {option('src')} SOURCE_FILE (aligned "
-                             f"with {option('ref')})")
-        from ctxmt_cli.evaluate.comet import require_comet, resolve_checkpoint
-
-        require_comet()
-        resolve_checkpoint(req.comet)
     return tests
+
+
+def _check_comet(req: EvalRequest) -> None:
+    """COMET reads the sources (hypothesis files need ``src``) and a model that is installed and found."""
+    if req.hyps and req.src is None:
+        raise CtxmtError(f"{option('comet')} needs the source sentences: give {option('src')} SOURCE_FILE (aligned "
+                         f"with {option('ref')})")
+    from ctxmt_cli.evaluate.comet import require_comet, resolve_checkpoint
+
+    require_comet()
+    resolve_checkpoint(req.comet)
 
 
 def _system_scores(corpus: Corpus, req: EvalRequest, comet: dict) -> tuple[dict, dict, list[str]]:
