@@ -23,9 +23,10 @@ torch is imported by :func:`load`, not by ``import ctxmt_cli.api``.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
+from typing import Any
 
 from ctxmt_cli.config_base import DEFAULT_MAX_TOKENS
 from ctxmt_cli.decode.records import Candidate, Document, DocumentTranslation, Given, SentenceTranslation
@@ -34,7 +35,7 @@ from ctxmt_cli.errors import CtxmtError, OptionError, named, option
 __all__ = ["Candidate", "Document", "DocumentTranslation", "Model", "ScoreItem", "SentenceTranslation", "load"]
 
 #: what :meth:`Model.translate` takes as a document
-DocumentLike = Union[Document, Sequence[str]]
+DocumentLike = Document | Sequence[str]
 #: what runs the search (:func:`load`'s ``engine``): ctxmt's own, or CTranslate2 over an exported folder
 ENGINES = ("torch", "ctranslate2")
 
@@ -50,8 +51,8 @@ class ScoreItem:
     candidates: list[str]
 
 
-def load(checkpoint: Union[str, Path], device: str = "auto", *, first_pass: Union[str, Path, None] = None,
-         repair: Union[str, Path, None] = None, engine: str = "torch") -> "Model":
+def load(checkpoint: str | Path, device: str = "auto", *, first_pass: str | Path | None = None,
+         repair: str | Path | None = None, engine: str = "torch") -> Model:
     """The model of a checkpoint, ready to translate (eval mode, on ``device``: ``auto`` = CUDA when present).
 
     ``first_pass``: a sentence-level checkpoint whose translations a bilingual HanoiT model reads as target
@@ -82,7 +83,7 @@ def load(checkpoint: Union[str, Path], device: str = "auto", *, first_pass: Unio
     return model
 
 
-def _load_exported(folder: Path, device: str, engine: str, first_pass, repair) -> "Model":
+def _load_exported(folder: Path, device: str, engine: str, first_pass, repair) -> Model:
     """:func:`load` of an exported CTranslate2 folder; the options only the torch engine has are refused."""
     if engine not in ENGINES:
         raise OptionError("engine", engine, f"choose one of {', '.join(ENGINES)}")
@@ -109,8 +110,8 @@ class Model:
     def __init__(self, loaded, checkpoint: Path):
         self.loaded, self.checkpoint = loaded, Path(checkpoint)
         self.engine = None
-        self.first_pass_model: Optional[Model] = None
-        self.repairer: Optional[tuple[Any, int]] = None
+        self.first_pass_model: Model | None = None
+        self.repairer: tuple[Any, int] | None = None
         self.warn: Callable[[str], None] = lambda line: warnings.warn(line, stacklevel=3)
 
     @property
@@ -124,12 +125,12 @@ class Model:
         return self.loaded.recipe
 
     def translate(
-        self, documents: Sequence[DocumentLike], *, tgt_context: Optional[Sequence[Sequence[Given]]] = None,
-        scores: bool = False, beam: Optional[int] = None, lenpen: Optional[float] = None,
-        nbest: Optional[int] = None, target_mode: Optional[str] = None, context: Optional[int] = None,
-        batch_docs: Optional[int] = None, group_sentences: Optional[int] = None, group_order: Optional[str] = None,
-        warmup_sentences: Optional[int] = None, progress: Optional[Callable] = None, stats=None,
-        mode: Optional[str] = None, target_context: Optional[Sequence[Sequence[Given]]] = None,
+        self, documents: Sequence[DocumentLike], *, tgt_context: Sequence[Sequence[Given]] | None = None,
+        scores: bool = False, beam: int | None = None, lenpen: float | None = None,
+        nbest: int | None = None, target_mode: str | None = None, context: int | None = None,
+        batch_docs: int | None = None, group_sentences: int | None = None, group_order: str | None = None,
+        warmup_sentences: int | None = None, progress: Callable | None = None, stats=None,
+        mode: str | None = None, target_context: Sequence[Sequence[Given]] | None = None,
     ) -> list[DocumentTranslation]:
         """Translate ``documents``; one :class:`DocumentTranslation` per document, of the sentences after its
         given target context.
@@ -161,11 +162,11 @@ class Model:
                                nbest=nbest is not None, batch_docs=batch_docs, progress=progress, stats=stats)
 
     def translate_stream(
-        self, documents: Iterable[DocumentLike], *, scores: bool = False, beam: Optional[int] = None,
-        lenpen: Optional[float] = None, nbest: Optional[int] = None, target_mode: Optional[str] = None,
-        context: Optional[int] = None, batch_docs: Optional[int] = None, group_sentences: Optional[int] = None,
-        group_order: Optional[str] = None, warmup_sentences: Optional[int] = None,
-        progress: Optional[Callable] = None, stats=None, mode: Optional[str] = None, tgt_context=None,
+        self, documents: Iterable[DocumentLike], *, scores: bool = False, beam: int | None = None,
+        lenpen: float | None = None, nbest: int | None = None, target_mode: str | None = None,
+        context: int | None = None, batch_docs: int | None = None, group_sentences: int | None = None,
+        group_order: str | None = None, warmup_sentences: int | None = None,
+        progress: Callable | None = None, stats=None, mode: str | None = None, tgt_context=None,
     ) -> Iterator[DocumentTranslation]:
         """:meth:`translate` (the same keyword arguments except ``tgt_context``) over documents that may still be
         arriving: each result is yielded as soon as its batch is done, a batch being the documents ready at
@@ -185,7 +186,7 @@ class Model:
             yield from self._translate(_documents(chunk, None), settings, scores=scores, nbest=nbest is not None,
                                        batch_docs=batch_docs, progress=progress, stats=stats)
 
-    def score(self, items: Sequence[ScoreItem], *, normalize: str = "none", context: Optional[int] = None,
+    def score(self, items: Sequence[ScoreItem], *, normalize: str = "none", context: int | None = None,
               span: str = "all", max_tokens: int = DEFAULT_MAX_TOKENS, pretokenized: bool = False) -> list[list[float]]:
         """Forced-decoding scores of every candidate of every item (higher = better), as ``ctxmt contrastive``
         computes them (an item may also be a :class:`~ctxmt_cli.evaluate.testsets.base.ContrastiveItem`, whose
@@ -208,8 +209,8 @@ class Model:
         return score_testset(self.loaded.model, self.loaded.tokenizer, testset, max_tokens=max_tokens,
                              normalize=normalize, span=span, context=context)
 
-    def analyze(self, src: Sequence[Sequence[str]], ref: Sequence[Sequence[str]], *, context: Optional[int] = None,
-                max_sentences: Optional[int] = None, max_tokens: int = DEFAULT_MAX_TOKENS) -> dict:
+    def analyze(self, src: Sequence[Sequence[str]], ref: Sequence[Sequence[str]], *, context: int | None = None,
+                max_sentences: int | None = None, max_tokens: int = DEFAULT_MAX_TOKENS) -> dict:
         """Attention statistics teacher-forced over aligned source and reference documents: what ``ctxmt
         analyze-attention --src --ref`` writes to ``analysis.json`` (entropy and current-sentence share per
         kind, layer and head, group usage, kept context shares), without files or figures."""
@@ -240,8 +241,8 @@ class Model:
                               "repair rewrites; leave out the repair or them")
         return settings
 
-    def _translate(self, docs: list[Document], settings, *, scores: bool, nbest: bool, batch_docs: Optional[int],
-                   progress: Optional[Callable], stats) -> list[DocumentTranslation]:
+    def _translate(self, docs: list[Document], settings, *, scores: bool, nbest: bool, batch_docs: int | None,
+                   progress: Callable | None, stats) -> list[DocumentTranslation]:
         """:meth:`translate` of ``docs`` with checked ``settings``; ``nbest``: keep each sentence's n-best list;
         ``batch_docs``: the caller's (None: each model's own), for the first-pass model."""
         from ctxmt_cli.decode.translator import decode_documents
@@ -252,9 +253,9 @@ class Model:
                                  progress=progress, stats=stats, engine=engine)
         if self.repairer is not None:
             found = self._repair(docs, found)
-        return [_result(doc, sentences, scores, nbest) for doc, sentences in zip(docs, found)]
+        return [_result(doc, sentences, scores, nbest) for doc, sentences in zip(docs, found, strict=True)]
 
-    def _first_pass(self, docs: list[Document], batch_docs: Optional[int]) -> Optional[list[list[str]]]:
+    def _first_pass(self, docs: list[Document], batch_docs: int | None) -> list[list[str]] | None:
         """Each document's first pass for a bilingual model (the given one, completed by the first-pass model);
         None for any other model."""
         from ctxmt_cli.models.families import inputs_of
@@ -271,7 +272,7 @@ class Model:
         if missing:                                                    # the given first pass is its prefix
             done = self.first_pass_model.translate(
                 [Document(docs[i].src, tgt_context=firsts[i]) for i in missing], batch_docs=batch_docs)
-            for i, result in zip(missing, done):
+            for i, result in zip(missing, done, strict=True):
                 firsts[i] += result.translations
         return firsts
 
@@ -281,9 +282,12 @@ class Model:
         from ctxmt_cli.decode.repair import RepairStats, repair_documents
 
         repairer, size = self.repairer
-        as_text = lambda t: t if isinstance(t, str) else self.loaded.tokenizer.decode_tgt(list(t))  # noqa: E731
+
+        def as_text(given) -> str:                     # a given translation: text, or target token ids
+            return given if isinstance(given, str) else self.loaded.tokenizer.decode_tgt(list(given))
+
         texts = [[as_text(t) for t in d.tgt_context] + [c[0].text if c else "" for c in sentences[len(d.tgt_context):]]
-                 for d, sentences in zip(docs, found)]
+                 for d, sentences in zip(docs, found, strict=True)]
         stats = RepairStats()
         repaired = repair_documents(repairer, texts, group_size=size, stats=stats)
         kept = stats.fallbacks + stats.too_long
@@ -293,10 +297,10 @@ class Model:
                       f"translation ({stats.fallbacks} rewritten with a wrong or empty sentence, {stats.too_long} "
                       "too long for the repair model)"))
         out = []
-        for d, new, sentences in zip(docs, repaired, found):   # rewritten texts; no score describes them
+        for d, new, sentences in zip(docs, repaired, found, strict=True):   # rewritten texts; no score describes them
             given = len(d.tgt_context)
             out.append([None] * given + [[Candidate(text, float("nan"), float("nan"))] if c else []
-                                         for text, c in zip(new[given:], sentences[given:])])
+                                         for text, c in zip(new[given:], sentences[given:], strict=True)])
         return out
 
 
@@ -327,7 +331,8 @@ def _documents(documents: Sequence[DocumentLike], target_context) -> list[Docume
                          "list of translations per document")
     if any(doc.tgt_context for doc in docs):
         raise CtxmtError("give the target context once: in tgt_context or in Document.tgt_context")
-    return [Document(doc.src, list(given), doc.doc_id, doc.first_pass) for doc, given in zip(docs, target_context)]
+    return [Document(doc.src, list(given), doc.doc_id, doc.first_pass)
+            for doc, given in zip(docs, target_context, strict=True)]
 
 
 def _result(doc: Document, found: list, scores: bool, nbest: bool) -> DocumentTranslation:

@@ -15,7 +15,7 @@ import difflib
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Optional, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
@@ -58,7 +58,8 @@ class DataConfig(Section):
     max_window_tokens: int = Field(
         1024, ge=8, le=MAX_POSITIONS, description="windows longer than this lose their oldest context sentences"
     )
-    bucket_width: int = Field(1, ge=1, le=MAX_POSITIONS, description="length bucketing granularity in tokens (1: exact lengths, random order among equals)")
+    bucket_width: int = Field(1, ge=1, le=MAX_POSITIONS, description="length bucketing granularity in tokens (1: "
+                              "exact lengths, random order among equals)")
     input_noise: float = Field(0.0, ge=0.0, lt=1.0, description="share of source tokens (special tokens aside) "
                                "replaced by a random subword in every training batch, drawn from the seed, epoch "
                                "and position (Voita et al. 2019's DocRepair: 0.1); validation and translation read "
@@ -73,7 +74,8 @@ DEFAULT_FAMILY = "sentence"
 
 def _model_config():
     """The model section's type: a union of the family configs, discriminated by ``family``."""
-    return Annotated[Union[tuple(FAMILY_CONFIGS.values())], Field(discriminator="family")]
+    # a union of a tuple built at run time has no `X | Y` spelling
+    return Annotated[Union[tuple(FAMILY_CONFIGS.values())], Field(discriminator="family")]  # noqa: UP007
 
 
 def _default_model() -> ModelBase:
@@ -94,7 +96,7 @@ class TrainConfig(Section):
     save_dir: str = Field("runs/model", description="run directory: checkpoints, metrics.jsonl, the resolved recipe")
     seed: int = Field(1, ge=0, le=MAX_SEED, description="seed of the initialisation, the batch order and dropout "
                       "(0 to 2^32 - 1: what Python's, numpy's and torch's generators all accept)")
-    init_from: Optional[str] = Field(
+    init_from: str | None = Field(
         None, min_length=1, description="start from this checkpoint's weights (.pt or .safetensors, any family): its "
         "architecture replaces the recipe's, tensors are matched by name and shape, what the family adds is "
         "initialised as in a fresh run; the optimiser, schedule and step start fresh (two-step training)")
@@ -108,25 +110,29 @@ class TrainConfig(Section):
     update_freq: int = Field(1, ge=1, le=MAX_POSITIONS, description="gradient accumulation steps")
     max_steps: int = Field(100_000, ge=1, le=MAX_COUNT, description="stop after N updates")
     max_epochs: int = Field(1000, ge=1, le=MAX_COUNT, description="stop after N passes over the training split")
-    max_minutes: Optional[float] = Field(None, gt=0.0, le=1e7, description="stop (and validate) after this wall time "
+    max_minutes: float | None = Field(None, gt=0.0, le=1e7, description="stop (and validate) after this wall time "
                                          "(at most 10^7: 19 years)")
     valid_every: int = Field(1000, ge=1, le=MAX_COUNT, description="validate and checkpoint every N updates")
-    patience: int = Field(12, ge=0, le=MAX_COUNT, description="stop after N validations without improvement (0 = never)")
+    patience: int = Field(12, ge=0, le=MAX_COUNT,
+                          description="stop after N validations without improvement (0 = never)")
     early_stop_on: Literal["window_loss", "discounted_loss", "current_loss"] = Field(
         "window_loss", description="validation loss that picks the best checkpoint and counts patience: the whole "
         "target window's, the context-discounted objective, or the current sentence's alone")
     keep_checkpoints: int = Field(10, ge=1, le=MAX_CHECKPOINTS, description="step checkpoints kept on disk")
-    average_checkpoints: int = Field(0, ge=0, le=MAX_CHECKPOINTS, description="average the best and the N following checkpoints")
-    average_last: int = Field(0, ge=0, le=MAX_CHECKPOINTS, description="average the last N step checkpoints (Morishita et al. 2021: "
-                                                   "saved every 200 updates, the last 8); excludes average_checkpoints")
-    amp: Literal["off", "bf16", "fp16"] = Field("off", description="mixed precision (autocast); fp16 adds a grad scaler")
+    average_checkpoints: int = Field(0, ge=0, le=MAX_CHECKPOINTS,
+                                     description="average the best and the N following checkpoints")
+    average_last: int = Field(0, ge=0, le=MAX_CHECKPOINTS, description="average the last N step checkpoints "
+                              "(Morishita et al. 2021: saved every 200 updates, the last 8); excludes "
+                              "average_checkpoints")
+    amp: Literal["off", "bf16", "fp16"] = Field(
+        "off", description="mixed precision (autocast); fp16 adds a grad scaler")
     compile: bool = Field(False, description="torch.compile the training forward and loss (inductor, dynamic shapes); "
                                             "the first updates spend a minute or more compiling")
     log_every: int = Field(50, ge=1, le=MAX_COUNT, description="log the training loss and tokens/s every N updates")
-    threads: Optional[int] = Field(None, ge=1, le=4096, description="torch CPU threads (default: torch's choice)")
+    threads: int | None = Field(None, ge=1, le=4096, description="torch CPU threads (default: torch's choice)")
 
     @model_validator(mode="after")
-    def _check_averaging(self) -> "TrainConfig":
+    def _check_averaging(self) -> TrainConfig:
         if self.average_last and self.average_checkpoints:
             raise ValueError(f"average_last ({self.average_last}) and average_checkpoints "
                              f"({self.average_checkpoints}) are two ways to average: set one of them to 0")
@@ -141,16 +147,17 @@ class DecodeConfig(Section):
 
     beam: int = Field(4, ge=1, le=1024, description="beam size (1 = greedy; at most 1,024: past a few hundred beams "
                       "BLEU only drops, the beam search curse)")
-    lenpen: float = Field(0.6, ge=0.0, le=5.0, description="length penalty: scores divided by length ** lenpen (at most "
-                          "5, where 65,536 ** lenpen still fits a float32 score; 0.6-2 in practice)")
-    max_len_a: float = Field(1.5, ge=0.0, le=100.0, description="longest output: max_len_a * source length + max_len_b tokens")
+    lenpen: float = Field(0.6, ge=0.0, le=5.0, description="length penalty: scores divided by length ** lenpen "
+                          "(at most 5, where 65,536 ** lenpen still fits a float32 score; 0.6-2 in practice)")
+    max_len_a: float = Field(1.5, ge=0.0, le=100.0,
+                             description="longest output: max_len_a * source length + max_len_b tokens")
     max_len_b: int = Field(10, ge=1, le=MAX_POSITIONS, description="see max_len_a")
     target_mode: Literal["prefix", "generate"] = Field(
         "prefix", description="target context of a window-reading model: its own earlier outputs forced as a prefix, "
         "or the whole window generated and its last sentence kept")
-    batch_docs: int = Field(64, ge=1, le=MAX_POSITIONS, description="documents (or pieces of documents, for a model reading no "
-                            "target context) decoded in parallel")
-    warmup_sentences: Optional[int] = Field(
+    batch_docs: int = Field(64, ge=1, le=MAX_POSITIONS, description="documents (or pieces of documents, for a model "
+                            "reading no target context) decoded in parallel")
+    warmup_sentences: int | None = Field(
         None, ge=0, le=64, description="a model reading its earlier translations: None translates each document "
         "sentence after sentence (exact); N cuts documents into pieces that translate side by side, each piece "
         "first translating (and dropping) the N sentences before it, at least the model's context, so that their "
@@ -328,7 +335,7 @@ def read_moved(raw: dict, source: str, quiet: bool = False) -> dict:
     return out
 
 
-def validate_recipe(raw: Any, source: str = "recipe", overrides: Optional[list[str]] = None,
+def validate_recipe(raw: Any, source: str = "recipe", overrides: list[str] | None = None,
                     stored: bool = False) -> Recipe:
     """Validate a raw dict; any problem becomes one CtxmtError line naming ``source`` (or the ``--set`` of
     ``overrides`` that gave the value) and the key path. Keys under an old name are read under the new one
@@ -364,7 +371,7 @@ def read_yaml_file(path: Path, kind: str = "recipe") -> Any:
                          "{ } [ ] or ': ')") from None
 
 
-def load_recipe(path: str | Path, overrides: Optional[list[str]] = None) -> Recipe:
+def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
     """Read, override and validate a recipe: a YAML file, or the name of a packaged recipe (``ctxmt recipes list``)."""
     path = resolve_recipe(path)
     raw = read_yaml_file(path)

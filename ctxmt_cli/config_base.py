@@ -6,7 +6,7 @@ own (:mod:`ctxmt_cli.models.hanoit.config`). No torch here either.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, get_args
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -20,6 +20,8 @@ PRESETS: dict[str, tuple[int, int, int, int, int]] = {
     "base": (512, 2048, 8, 6, 6),
     "big": (1024, 4096, 16, 6, 6),
 }
+#: the fields a preset fills, in the order of its tuple
+PRESET_FIELDS = ("d_model", "ffn_dim", "heads", "encoder_layers", "decoder_layers")
 
 # Upper bounds of the schema's numbers, each far above any system the papers (or the largest GPU) train, and low
 # enough that a typo (1e9, a few extra zeros) is refused as one line instead of exhausting memory in a constructor
@@ -91,17 +93,17 @@ class Section(BaseModel):
 class ModelBase(Section):
     """Transformer dimensions shared by every family; ``preset`` fills the ones left unset."""
 
-    preset: Optional[Literal["tiny", "small", "base", "big"]] = Field(
+    preset: Literal["tiny", "small", "base", "big"] | None = Field(
         "small", description="dimensions (d_model, ffn_dim, heads, encoder/decoder layers): tiny 128/512/4/2+2, small "
         "256/1024/4/3+3, base 512/2048/8/6+6, big 1024/4096/16/6+6; fields given explicitly win")
-    d_model: Optional[int] = Field(None, ge=8, le=MAX_WIDTH, description="model width (default: the preset's)")
-    ffn_dim: Optional[int] = Field(None, ge=8, le=MAX_HIDDEN, description="feed-forward inner width (default: the "
+    d_model: int | None = Field(None, ge=8, le=MAX_WIDTH, description="model width (default: the preset's)")
+    ffn_dim: int | None = Field(None, ge=8, le=MAX_HIDDEN, description="feed-forward inner width (default: the "
                                    "preset's)")
-    heads: Optional[int] = Field(None, ge=1, le=MAX_HEADS, description="attention heads; must divide d_model "
+    heads: int | None = Field(None, ge=1, le=MAX_HEADS, description="attention heads; must divide d_model "
                                  "(default: the preset's)")
-    encoder_layers: Optional[int] = Field(None, ge=1, le=MAX_LAYERS, description="encoder layers (default: the "
+    encoder_layers: int | None = Field(None, ge=1, le=MAX_LAYERS, description="encoder layers (default: the "
                                           "preset's)")
-    decoder_layers: Optional[int] = Field(None, ge=1, le=MAX_LAYERS, description="decoder layers (default: the "
+    decoder_layers: int | None = Field(None, ge=1, le=MAX_LAYERS, description="decoder layers (default: the "
                                           "preset's)")
     dropout: float = Field(0.1, ge=0.0, lt=1.0, description="dropout on embeddings and every sub-layer's output")
     attention_dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout on attention probabilities")
@@ -110,16 +112,16 @@ class ModelBase(Section):
     share_embeddings: Literal["auto", "all", "decoder", "none"] = Field(
         "auto", description="auto: tie all three when the vocabulary is joint, else decoder in/out"
     )
-    max_positions: int = Field(1024, ge=16, le=MAX_POSITIONS, description="longest window in tokens the position table covers")
+    max_positions: int = Field(1024, ge=16, le=MAX_POSITIONS,
+                               description="longest window in tokens the position table covers")
 
     @model_validator(mode="after")
-    def _fill_preset(self) -> "ModelBase":
+    def _fill_preset(self) -> ModelBase:
         if self.preset is not None:
-            d, f, h, e, dl = PRESETS[self.preset]
-            for key, value in (("d_model", d), ("ffn_dim", f), ("heads", h), ("encoder_layers", e), ("decoder_layers", dl)):
+            for key, value in zip(PRESET_FIELDS, PRESETS[self.preset], strict=True):
                 if getattr(self, key) is None:
                     object.__setattr__(self, key, value)
-        missing = [k for k in ("d_model", "ffn_dim", "heads", "encoder_layers", "decoder_layers") if getattr(self, k) is None]
+        missing = [k for k in PRESET_FIELDS if getattr(self, k) is None]
         if missing:
             raise ValueError(f"set a preset or give {', '.join(missing)}")
         if self.d_model % self.heads:
@@ -156,12 +158,12 @@ class TargetContextOptions(Section):
     out, filled by :meth:`fill_target_context` for a model that reads them. Every section with these options declares
     its own ``bilingual`` field (each family words what it caches or concatenates)."""
 
-    target_context_from: Optional[Literal["first_pass", "reference"]] = Field(
+    target_context_from: Literal["first_pass", "reference"] | None = Field(
         None, description="a model reading target context: where its target context comes from in training and "
         "validation: first_pass (sentence-level translations of the context sentences, a stream written by `ctxmt "
         "first-pass`; Yang et al.'s setting) | reference (the split's own target side, for ablations) "
         "[default first_pass]")
-    first_pass_stream: Optional[str] = Field(
+    first_pass_stream: str | None = Field(
         None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$", description="target_context_from first_pass: the name of the "
         f"stream beside the train and valid splits (`ctxmt first-pass --name`) [default {FIRST_PASS_STREAM}]")
 

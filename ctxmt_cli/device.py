@@ -8,7 +8,6 @@ inside :func:`resolve_device`, so the command line can check a name's spelling w
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 from ctxmt_cli.errors import OptionError, option
 
@@ -23,7 +22,7 @@ def check_device_name(name: str) -> str:
     return str(name)
 
 
-def resolve_device(name="auto", local_rank: Optional[int] = None):
+def resolve_device(name="auto", local_rank: int | None = None):
     """The ``torch.device`` that ``name`` (a ``--device`` value or a ``torch.device``) means on this machine.
 
     ``auto``: CUDA when present, else the CPU. ``auto`` and ``cuda`` take CUDA device ``local_rank`` (modulo the

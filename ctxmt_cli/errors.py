@@ -14,7 +14,7 @@ way of the moment.
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 #: the marks around an option's name inside a message (see :func:`option`)
 MARK = "\ue000"                                  # a private-use character: no text holds it

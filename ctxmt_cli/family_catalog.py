@@ -18,7 +18,7 @@ import importlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from ctxmt_cli.errors import CtxmtError
 
@@ -39,7 +39,7 @@ class FamilyEntry:
     inputs: str = PLAIN_INPUTS
 
 
-def packaged(name: str, *, config: str, model: str, inputs: Optional[str] = None) -> FamilyEntry:
+def packaged(name: str, *, config: str, model: str, inputs: str | None = None) -> FamilyEntry:
     """The line of a family in ``ctxmt_cli/models/<name>/``: its ``config.py``, ``model.py`` and ``inputs.py`` hold
     the classes named (no ``inputs``: the plain inputs, :data:`PLAIN_INPUTS`)."""
     folder = f"ctxmt_cli.models.{name}"
@@ -115,7 +115,7 @@ def path_of(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def join(entry: FamilyEntry, *, classes: Optional[Mapping[Role, type]] = None) -> None:
+def join(entry: FamilyEntry, *, classes: Mapping[Role, type] | None = None) -> None:
     """Add a family's line at run time (``classes``: those already at hand, for a class no path imports, one
     defined in a function). The same line again changes nothing; another family of a taken name is refused, and a
     line whose config class does not import leaves the catalog as it was."""

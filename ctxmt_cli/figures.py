@@ -13,8 +13,8 @@ what is on it.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 import numpy as np
 
@@ -67,7 +67,7 @@ def _matrix(values, name: str) -> np.ndarray:
     return array
 
 
-def _tick_labels(ax, axis: str, labels: Optional[Sequence[str]], size: int) -> None:
+def _tick_labels(ax, axis: str, labels: Sequence[str] | None, size: int) -> None:
     """Token labels on one axis when given and at most :data:`MAX_LABELS`; plain indices otherwise."""
     if labels is None or len(labels) > MAX_LABELS:
         return
@@ -81,8 +81,8 @@ def _tick_labels(ax, axis: str, labels: Optional[Sequence[str]], size: int) -> N
 
 
 def attention_maps(maps: Sequence, query_breaks: Sequence[int], key_breaks: Sequence[int], title: str,
-                   path: Path, query_labels: Optional[Sequence[str]] = None,
-                   key_labels: Optional[Sequence[str]] = None):
+                   path: Path, query_labels: Sequence[str] | None = None,
+                   key_labels: Sequence[str] | None = None):
     """One heat map per layer (queries × keys, attention already averaged over heads), in a grid.
 
     ``query_breaks`` / ``key_breaks``: the indices where a new sentence starts on each axis; a line is drawn
@@ -149,7 +149,7 @@ def layer_head_grid(values: dict, title: str, path: Path, fmt: str = ".2f"):
     rows, cols = _grid(len(matrices), 2)
     fig = new_figure(figsize=(4.4 * cols, 3.2 * rows + 0.5), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False)
-    for ax, (kind, matrix) in zip(axes.flat, matrices.items()):
+    for ax, (kind, matrix) in zip(axes.flat, matrices.items(), strict=False):
         layers, heads = matrix.shape
         image = ax.imshow(matrix, cmap="magma", aspect="auto", interpolation="nearest")
         _annotate(ax, matrix, fmt)
@@ -192,7 +192,7 @@ def assignment_map(weights, tokens: Sequence[str], title: str, path: Path):
 
 
 def selection_maps(maps: Sequence, titles: Sequence[str], absent: Sequence, dropped, breaks: Sequence[int],
-                   labels: Optional[Sequence[str]], title: str, path: Path, note: Optional[str] = None):
+                   labels: Sequence[str] | None, title: str, path: Path, note: str | None = None):
     """Self-attention maps of one window side by side (queries × keys, averaged over heads) with the tokens a
     context selection dropped marked (Yang et al., Figure 6).
 
@@ -212,28 +212,9 @@ def selection_maps(maps: Sequence, titles: Sequence[str], absent: Sequence, drop
     side = 4.2 if size <= MAX_LABELS else 3.4
     fig = new_figure(figsize=(side * len(arrays) + 1.0, side + (1.0 if note else 0.6)), layout="constrained")
     axes = fig.subplots(1, len(arrays), squeeze=False)[0]
-    for ax, array, gone, name in zip(axes, arrays, absent, titles):
-        image = ax.imshow(np.ma.masked_invalid(array), cmap="viridis", vmin=0.0, vmax=top, aspect="auto",
-                          interpolation="nearest")
-        for k in np.flatnonzero(np.asarray(gone, dtype=bool)):           # no attention to or from them
-            for span in (ax.axvspan, ax.axhspan):
-                span(k - 0.5, k + 0.5, facecolor="none", edgecolor="0.55", hatch="///", linewidth=0)
-        for b in breaks:
-            ax.axhline(b - 0.5, color="white", linewidth=1.0)
-            ax.axvline(b - 0.5, color="white", linewidth=1.0)
-        _tick_labels(ax, "x", labels, size)
-        _tick_labels(ax, "y", labels, size)
-        for ticks in (ax.get_xticklabels(), ax.get_yticklabels()):
-            for k, text in enumerate(ticks):
-                if k < size and dropped[k]:
-                    text.set_color("0.65")
-        ax.scatter(np.flatnonzero(dropped), np.full(int(dropped.sum()), -1.0), marker="x", color="red", s=14,
-                   clip_on=False)
-        ax.set_xlim(-0.5, size - 0.5)
-        ax.set_ylim(size - 0.5, -0.5)
-        ax.set_title(name, fontsize=9, pad=12)
-        ax.set_xlabel("key", fontsize=8)
-        ax.set_ylabel("query", fontsize=8)
+    for ax, array, gone, name in zip(axes, arrays, absent, titles, strict=True):
+        image = _selection_panel(ax, array, np.asarray(gone, dtype=bool), name, top=top, breaks=breaks, labels=labels,
+                                 dropped=dropped)
     fig.colorbar(image, ax=list(axes), shrink=0.8, label="attention weight")
     fig.suptitle(title, fontsize=10)
     if note:
@@ -241,7 +222,36 @@ def selection_maps(maps: Sequence, titles: Sequence[str], absent: Sequence, drop
     return _save(fig, path)
 
 
-def kept_share_chart(series: dict, title: str, path: Path, note: Optional[str] = None):
+
+def _selection_panel(ax, array: np.ndarray, gone: np.ndarray, name: str, *, top: float, breaks: Sequence[int],
+                     labels: Sequence[str] | None, dropped: np.ndarray):
+    """One map of :func:`selection_maps` on ``ax``: tokens ``gone`` at its input hatched, sentence breaks as
+    white lines, the tokens ``dropped`` by the end greyed and marked with a red x; returns the image."""
+    size = array.shape[0]
+    image = ax.imshow(np.ma.masked_invalid(array), cmap="viridis", vmin=0.0, vmax=top, aspect="auto",
+                      interpolation="nearest")
+    for k in np.flatnonzero(gone):                                       # no attention to or from them
+        for span in (ax.axvspan, ax.axhspan):
+            span(k - 0.5, k + 0.5, facecolor="none", edgecolor="0.55", hatch="///", linewidth=0)
+    for b in breaks:
+        ax.axhline(b - 0.5, color="white", linewidth=1.0)
+        ax.axvline(b - 0.5, color="white", linewidth=1.0)
+    _tick_labels(ax, "x", labels, size)
+    _tick_labels(ax, "y", labels, size)
+    for ticks in (ax.get_xticklabels(), ax.get_yticklabels()):
+        for k, text in enumerate(ticks):
+            if k < size and dropped[k]:
+                text.set_color("0.65")
+    ax.scatter(np.flatnonzero(dropped), np.full(int(dropped.sum()), -1.0), marker="x", color="red", s=14,
+               clip_on=False)
+    ax.set_xlim(-0.5, size - 0.5)
+    ax.set_ylim(size - 0.5, -0.5)
+    ax.set_title(name, fontsize=9, pad=12)
+    ax.set_xlabel("key", fontsize=8)
+    ax.set_ylabel("query", fontsize=8)
+    return image
+
+def kept_share_chart(series: dict, title: str, path: Path, note: str | None = None):
     """The share of context tokens kept (%) against the selection layer, one line per context side (Yang et al.,
     Figure 4). ``series``: side -> (1-based encoder layers, shares in [0, 1], None where nothing was counted)."""
     new_figure = require_matplotlib()
@@ -254,7 +264,7 @@ def kept_share_chart(series: dict, title: str, path: Path, note: Optional[str] =
             raise ValueError(f"series {label!r} has {len(shares)} shares for {len(layers)} layers")
         values = np.asarray([np.nan if s is None else 100.0 * s for s in shares], dtype=float)
         ax.plot(layers, values, marker="o", color=f"C{i % 10}", label=str(label))
-        for x, v in zip(layers, values):
+        for x, v in zip(layers, values, strict=True):
             if math.isfinite(v):
                 ax.annotate(f"{v:.1f}", (x, v), ha="center", va="bottom", fontsize=7, xytext=(0, 3),
                             textcoords="offset points")
@@ -264,7 +274,7 @@ def kept_share_chart(series: dict, title: str, path: Path, note: Optional[str] =
 
 
 
-def _finish_lines(fig, ax, xlabel: str, ylabel: str, title: str, note: Optional[str], path: Path, legend: int):
+def _finish_lines(fig, ax, xlabel: str, ylabel: str, title: str, note: str | None, path: Path, legend: int):
     """Axis labels, title, grid, legend (font size ``legend``) and an optional footnote; saves the figure."""
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -276,7 +286,7 @@ def _finish_lines(fig, ax, xlabel: str, ylabel: str, title: str, note: Optional[
     return _save(fig, path)
 
 def bar_chart(categories: Sequence[str], series: dict, title: str, path: Path, ylabel: str,
-              xlabel: Optional[str] = None, fmt: Optional[str] = ".1f"):
+              xlabel: str | None = None, fmt: str | None = ".1f"):
     """Grouped bars: one group per category along the x axis, one bar per series in each group (legend).
 
     ``series``: label -> one value per category (NaN: no bar). E.g. BLEU per test window size, a series per
@@ -297,7 +307,7 @@ def bar_chart(categories: Sequence[str], series: dict, title: str, path: Path, y
     for i, (label, values) in enumerate(series.items()):
         heights = np.asarray(values, dtype=float)
         bars = ax.bar(centres - 0.4 + width * (i + 0.5), np.nan_to_num(heights, nan=0.0), width, label=str(label))
-        for bar, value in zip(bars, heights):
+        for bar, value in zip(bars, heights, strict=True):
             if not math.isfinite(value):
                 bar.set_visible(False)                              # a missing value: no bar, not a zero
             elif fmt is not None:
@@ -313,7 +323,7 @@ def bar_chart(categories: Sequence[str], series: dict, title: str, path: Path, y
     return _save(fig, path)
 
 
-def line_chart(lines: dict, title: str, ylabel: str, path: Path, note: Optional[str] = None):
+def line_chart(lines: dict, title: str, ylabel: str, path: Path, note: str | None = None):
     """Curves against the update step: ``lines`` maps a run label to {row kind: (steps, values)}.
 
     One colour per run; train rows as solid lines, valid rows dashed with markers. ``note`` is printed

@@ -15,14 +15,14 @@ import json
 import math
 import sys
 import time
-from typing import Optional, TextIO
+from typing import TextIO
 
 LOG_FORMATS = ("plain", "rich", "json")
 #: seconds between two progress lines of a long command (plain and json; the first and the last always print)
 REPORT_EVERY = 30.0
 
 
-def resolve_log_format(requested: Optional[str], stream: Optional[TextIO] = None) -> str:
+def resolve_log_format(requested: str | None, stream: TextIO | None = None) -> str:
     """``requested``, or (None) ``rich`` when ``stream`` (default stdout) is a terminal and ``plain`` otherwise."""
     if requested is not None:
         if requested not in LOG_FORMATS:
@@ -36,7 +36,7 @@ def resolve_log_format(requested: Optional[str], stream: Optional[TextIO] = None
         return "plain"
 
 
-def duration(seconds: Optional[float]) -> str:
+def duration(seconds: float | None) -> str:
     """``3725.2`` -> ``1:02:05``; None (unknown) -> ``-``."""
     if seconds is None or not math.isfinite(seconds):
         return "-"
@@ -44,7 +44,7 @@ def duration(seconds: Optional[float]) -> str:
     return f"{whole // 3600}:{whole % 3600 // 60:02d}:{whole % 60:02d}"
 
 
-def eta_seconds(done: float, total: float, seconds: float, start: float = 0.0) -> Optional[float]:
+def eta_seconds(done: float, total: float, seconds: float, start: float = 0.0) -> float | None:
     """Time left to reach ``total`` at the rate since ``start`` (``done - start`` units in ``seconds``), or None
     before there is a rate."""
     progressed = done - start
@@ -85,7 +85,7 @@ class CountLog:
     reads it, and a long one reports periodically.
     """
 
-    def __init__(self, log_format: str, unit: str, stream: Optional[TextIO] = None, every: float = 0.0,
+    def __init__(self, log_format: str, unit: str, stream: TextIO | None = None, every: float = 0.0,
                  first: bool = True):
         self.format, self.unit, self.stream, self.every = log_format, unit, stream or sys.stderr, every
         self.first = first
@@ -94,13 +94,13 @@ class CountLog:
         self._bar, self._bar_tasks = None, {}
 
     @classmethod
-    def on_stderr(cls, log_format: Optional[str], unit: str, every: float = 0.0) -> "CountLog":
+    def on_stderr(cls, log_format: str | None, unit: str, every: float = 0.0) -> CountLog:
         """A log on stderr, where a command whose stdout carries its result reports progress; ``log_format`` None:
         ``rich`` when stderr is a terminal, ``plain`` otherwise."""
         return cls(resolve_log_format(log_format, sys.stderr), unit, sys.stderr, every)
 
     @classmethod
-    def periodic(cls, log_format: Optional[str], unit: str) -> "CountLog":
+    def periodic(cls, log_format: str | None, unit: str) -> CountLog:
         """The progress of a command that may run long (``translate``, ``cxmi``, ``analyze-attention``, ``prepare``,
         ``serve``): on stderr, a bar on a terminal, else a line every :data:`REPORT_EVERY` seconds once a task has
         run that long (a shorter task prints none)."""
@@ -115,7 +115,7 @@ class CountLog:
         else:
             self._print(text)
 
-    def update(self, task: str, done: int, total: Optional[int]) -> None:
+    def update(self, task: str, done: int, total: int | None) -> None:
         """``done`` of ``total`` units of ``task`` (``total`` None: unknown)."""
         now = time.monotonic()
         started, start = self._tasks.setdefault(task, (now, done))
@@ -140,7 +140,7 @@ class CountLog:
         else:
             self._print(f"{task}: {done}/{total} {self.unit}  elapsed {duration(elapsed)}  eta {duration(eta)}")
 
-    def _rich(self, task: str, done: int, total: Optional[int]) -> None:
+    def _rich(self, task: str, done: int, total: int | None) -> None:
         if self._bar is None:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn

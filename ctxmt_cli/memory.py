@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Optional
 
 from ctxmt_cli.errors import CtxmtError
 
@@ -25,7 +24,7 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
-def _limit_from_environment() -> Optional[int]:
+def _limit_from_environment() -> int | None:
     """``CTXMT_MEMORY_LIMIT`` in bytes (None when unset); a value that is no size is one line."""
     text = os.environ.get(LIMIT_VARIABLE)
     if text is None or not text.strip():
@@ -37,7 +36,7 @@ def _limit_from_environment() -> Optional[int]:
     return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
 
 
-def _cgroup_free() -> Optional[int]:
+def _cgroup_free() -> int | None:
     """What the process's cgroup (v2) still allows, where it has a limit (a container, a Slurm job)."""
     try:
         top = Path("/sys/fs/cgroup/memory.max").read_text().strip()
@@ -47,7 +46,7 @@ def _cgroup_free() -> Optional[int]:
         return None
 
 
-def _host_free() -> Optional[int]:
+def _host_free() -> int | None:
     """The host's available memory: ``MemAvailable`` (free plus reclaimable caches), else the free pages."""
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -61,7 +60,7 @@ def _host_free() -> Optional[int]:
         return None
 
 
-def available_bytes(device=None) -> Optional[int]:
+def available_bytes(device=None) -> int | None:
     """Bytes a new computation may allocate on ``device`` (a ``torch.device``; None or the CPU: host memory), at
     most ``CTXMT_MEMORY_LIMIT``; None when nothing says (then nothing is refused)."""
     if getattr(device, "type", "cpu") == "cuda":

@@ -18,8 +18,8 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, Optional
 
 from ctxmt_cli.temps import (  # noqa: F401 (TEMP_TAG, ASIDE_TAG and remove_stale re-exported for every writer)
     ASIDE_TAG,
@@ -32,7 +32,7 @@ from ctxmt_cli.temps import fsync_dir as _fsync_dir
 
 
 # ---- atomic files ----------------------------------------------------------------------------------------------
-def _named(err: BaseException, target: Path, full: bool) -> Optional[OSError]:
+def _named(err: BaseException, target: Path, full: bool) -> OSError | None:
     """The error to raise instead of ``err``, naming ``target`` (the file the user knows, not the temp): an OS
     error, also one that a writer's RuntimeError hides in its context (torch's zip writer, whose
     end-of-file record fails after Python's own ENOSPC), or ENOSPC when the disk was ``full``."""
@@ -70,7 +70,7 @@ def atomic_path(target: Path) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def atomic_file(target: Path, mode: str = "w", encoding: Optional[str] = "utf-8") -> Iterator:
+def atomic_file(target: Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator:
     """Open a temp file beside ``target`` (``mode`` "w" text or "wb" binary); closed and renamed over
     ``target`` when the block ends without an error, removed otherwise."""
     with atomic_path(target) as tmp:

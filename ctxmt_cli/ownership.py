@@ -12,8 +12,8 @@ listed, the same size and hash as recorded (a file edited since is not ctxmt's a
 not a mount point, not the lock of a run still going (:mod:`ctxmt_cli.run_lock`). Otherwise one line names the
 first entry in the way and nothing is deleted. A folder without a manifest is never replaced; an older
 manifest (names only, ``entries``, and name patterns) accounts for exactly those names, none by a pattern.
-Replacing builds the new folder beside the old one and swaps them (:func:`ctxmt_cli.replacing.build_dir`), so a failure keeps the
-old one.
+Replacing builds the new folder beside the old one and swaps them (:func:`ctxmt_cli.replacing.build_dir`), so a
+failure keeps the old one.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import contextlib
 import json
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Optional
 
 from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.outputs import file_sha256, write_json
@@ -40,7 +40,8 @@ FORMAT = 2
 @dataclass
 class Ledger:
     """A folder's manifest: who wrote it, ``files`` (path -> {size, sha256}; None: a name an older manifest
-    listed without a hash, kept as it was) and ``dirs``; ``extra``: other fields kept as they are (a run's ``init_from``)."""
+    listed without a hash, kept as it was) and ``dirs``; ``extra``: other fields kept as they are (a run's
+    ``init_from``)."""
 
     command: str
     files: dict = field(default_factory=dict)
@@ -57,7 +58,7 @@ def _bookkeeping(name: str) -> bool:
     return name in (MANIFEST, LOCK_NAME) or _OURS.match(name) is not None
 
 
-def read_ledger(directory: Path) -> Optional[Ledger]:
+def read_ledger(directory: Path) -> Ledger | None:
     """The manifest of ``directory``, or None (none, unreadable, or a symbolic link)."""
     path = Path(directory) / MANIFEST
     if not path.is_file() or path.is_symlink():
@@ -107,7 +108,7 @@ def _scan(directory: Path, ledger: Ledger, prefix: str = "") -> None:
             ledger.files[rel] = _fingerprint(Path(entry.path))
 
 
-def write_manifest(directory: Path, command: str, *, listed: bool = True, record: Optional[dict] = None) -> Path:
+def write_manifest(directory: Path, command: str, *, listed: bool = True, record: dict | None = None) -> Path:
     """Record ``directory`` as ``command``'s output: every file now in it with its size and hash (``listed``;
     else none yet), and ``record``'s fields (e.g. a run's ``init_from``)."""
     ledger = Ledger(command, extra=dict(record or {}))
@@ -116,15 +117,15 @@ def write_manifest(directory: Path, command: str, *, listed: bool = True, record
     return save_ledger(directory, ledger)
 
 
-def claim(directory: Path, command: str, record: Optional[dict] = None) -> None:
+def claim(directory: Path, command: str, record: dict | None = None) -> None:
     """Give ``directory``, which ``command`` fills over time (a training run's ``save_dir``), a manifest listing
     nothing yet unless it has one: what is there already stays foreign until :func:`record` lists it."""
     if read_ledger(directory) is None:
         write_manifest(directory, command, listed=False, record=record)
 
 
-def record(directory: Path, paths: Iterable[Path], *, command: Optional[str] = None,
-           copies: Optional[dict] = None) -> None:
+def record(directory: Path, paths: Iterable[Path], *, command: str | None = None,
+           copies: dict | None = None) -> None:
     """List ``paths`` (inside ``directory``) in its manifest as they are now: a file with its size and hash, a
     folder (and the folders above it) as ctxmt's, a path that is gone dropped. Without a manifest, one is
     started for ``command`` (None: nothing is recorded). ``copies`` maps a path to one it is a fresh copy of
@@ -161,7 +162,7 @@ def record_in_folder(folder: Path, paths: Iterable[Path], *, command: str) -> No
     record(owner, paths, command=command)
 
 
-def _owner(path: Path) -> tuple[Optional[Ledger], str]:
+def _owner(path: Path) -> tuple[Ledger | None, str]:
     """The nearest manifest above ``path`` and ``path`` relative to its folder (None, "" when there is none)."""
     for folder in Path(os.path.abspath(path)).parents:
         ledger = read_ledger(folder)
@@ -171,13 +172,13 @@ def _owner(path: Path) -> tuple[Optional[Ledger], str]:
 
 
 # ---- what is in the way of --force ------------------------------------------------------------------------------
-def _changed(path: Path, listed: Optional[dict]) -> bool:
+def _changed(path: Path, listed: dict | None) -> bool:
     if listed is None:                                   # an older manifest's name: no size or hash to compare
         return False
     return path.stat().st_size != listed["size"] or file_sha256(path) != listed["sha256"]
 
 
-def _in_the_way(entry: os.DirEntry, rel: str, ledger: Ledger, device: int) -> Optional[str]:
+def _in_the_way(entry: os.DirEntry, rel: str, ledger: Ledger, device: int) -> str | None:
     """Why ``entry`` (``rel`` inside the folder ``ledger`` describes) stops ``--force``, or None."""
     path = Path(entry.path)
     if entry.is_symlink():
@@ -199,7 +200,7 @@ def _in_the_way(entry: os.DirEntry, rel: str, ledger: Ledger, device: int) -> Op
     return "has changed since ctxmt wrote it" if _changed(path, ledger.files[rel]) else None
 
 
-def first_foreign(directory: Path, ledger: Ledger, prefix: str = "") -> Optional[tuple[Path, str]]:
+def first_foreign(directory: Path, ledger: Ledger, prefix: str = "") -> tuple[Path, str] | None:
     """The first entry under ``directory`` that ``ledger`` does not account for, and why; None when all are
     ctxmt's, unchanged."""
     device = os.stat(directory).st_dev
@@ -219,7 +220,7 @@ def first_foreign(directory: Path, ledger: Ledger, prefix: str = "") -> Optional
     return None
 
 
-def _mount_in(out: Path) -> Optional[Path]:
+def _mount_in(out: Path) -> Path | None:
     """A mount point at or under ``out`` (renaming or deleting it fails half-way with EBUSY, or reaches into
     another file system), from /proc/self/mountinfo; where that cannot be read, ``out`` itself when it is one."""
     real = os.path.realpath(out)

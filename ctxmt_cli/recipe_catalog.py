@@ -19,7 +19,6 @@ import difflib
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Optional
 
 import yaml
 
@@ -78,7 +77,7 @@ class RecipeInfo:
         return (found or header or [""])[0]
 
 
-def packaged_recipes(folder: Optional[str] = None) -> list[RecipeInfo]:
+def packaged_recipes(folder: str | None = None) -> list[RecipeInfo]:
     """Every packaged recipe (sorted by name), or those of one ``folder``."""
     if folder is not None and folder not in recipe_folders():
         raise CtxmtError(f"no recipe folder {folder!r}; folders: {', '.join(recipe_folders())}")
@@ -183,7 +182,7 @@ def copy_recipes(name: str, dest: Path) -> list[Path]:
     remove_stale(dest)
     done = []
     try:
-        for source, target in zip(sources, targets):
+        for source, target in zip(sources, targets, strict=True):
             done.append(copy_atomic(source, target))     # a full disk leaves no empty copy behind to block a retry
     except BaseException:                  # all or nothing: no part of a folder, no empty folder left behind
         for path in done:

@@ -14,8 +14,9 @@ import contextlib
 import errno
 import os
 import shutil
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, TypeVar
+from typing import TypeVar
 
 from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.ownership import check_replaceable, write_manifest

@@ -14,7 +14,6 @@ import errno
 import fcntl
 import os
 from pathlib import Path
-from typing import Optional
 
 from ctxmt_cli.errors import CtxmtError
 
@@ -47,13 +46,13 @@ def _same(path: Path, fd: int) -> bool:
     return (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino)
 
 
-def _read_pid(fd: int) -> Optional[int]:
+def _read_pid(fd: int) -> int | None:
     with contextlib.suppress(OSError, ValueError):
         return int(os.pread(fd, 32, 0).decode("ascii").strip() or "x")
     return None
 
 
-def holder(path: Path) -> Optional[int]:
+def holder(path: Path) -> int | None:
     """The PID of the run holding the lock file ``path`` (0 when it holds it but wrote no PID), None when no run
     holds it (a left-over file, or none). Opens the file read-only: nothing is created or changed."""
     try:

@@ -21,7 +21,7 @@ import contextlib
 import os
 import signal
 import threading
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 #: the signals that stop a command as Ctrl-C does (SIGHUP only where the platform has it)
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
@@ -61,11 +61,11 @@ class _State:
 
     def __init__(self, pid: int = -1):
         self.pid = pid
-        self.unwinding: Optional[int] = None          # the signal being handled: repeats are ignored
+        self.unwinding: int | None = None          # the signal being handled: repeats are ignored
         self.deferring = 0                            # depth of :func:`deferred` blocks
-        self.pending: Optional[int] = None            # a signal recorded under :func:`deferred`
+        self.pending: int | None = None            # a signal recorded under :func:`deferred`
         self.holding = 0                              # depth of :func:`held` blocks
-        self.held: Optional[int] = None               # a signal that arrived under :func:`held`
+        self.held: int | None = None               # a signal that arrived under :func:`held`
 
 
 _state = _State()
@@ -128,12 +128,12 @@ def deferred() -> Iterator[None]:
     act_on_pending()
 
 
-def pending() -> Optional[int]:
+def pending() -> int | None:
     """The stop signal received under :func:`deferred` and not yet acted on, or None."""
     return _state.pending
 
 
-def act_on_pending(note: str = "", fallback: Optional[int] = None) -> None:
+def act_on_pending(note: str = "", fallback: int | None = None) -> None:
     """Raise the :class:`Interrupted` of the pending signal (with ``note``), if there is one, else of ``fallback``
     if given (a training job's rank that the signal missed stops with the others)."""
     signum = _state.pending if _state.pending is not None else fallback

@@ -9,8 +9,6 @@ This module imports nothing heavy (rich, inside the function).
 
 from __future__ import annotations
 
-from typing import Optional
-
 #: what a cell's line breaks become in a tab-separated row
 BREAK = "; "
 
@@ -49,7 +47,7 @@ def table_lines(table) -> list[str]:
     return lines
 
 
-def _plain(cell: Optional[object]) -> str:
+def _plain(cell: object | None) -> str:
     """A cell's text without its markup, on one line, without tabs."""
     from rich.errors import MarkupError
     from rich.text import Text

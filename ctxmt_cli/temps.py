@@ -17,7 +17,6 @@ import re
 import shutil
 import uuid
 from pathlib import Path
-from typing import Optional
 
 #: the file that marks a directory as a ctxmt output (:mod:`ctxmt_cli.outputs`)
 MANIFEST = ".ctxmt-output.json"
@@ -142,7 +141,7 @@ def renamed_to_temp(path: Path) -> Path:
     return garbage
 
 
-def put_back(aside: Optional[Path], out: Path, made: bool) -> None:
+def put_back(aside: Path | None, out: Path, made: bool) -> None:
     """A run that did not commit: the ``out`` it ``made`` removed, the old one set aside in ``aside`` restored."""
     if made:
         shutil.rmtree(renamed_to_temp(out), ignore_errors=True)     # unlinks symbolic links, never follows them

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import yaml
 
@@ -30,12 +30,12 @@ class YamlLimitError(yaml.YAMLError):
     """YAML text beyond one of this module's bounds; ``what`` says which (a phrase following "the YAML is"),
     ``line`` where (1-based, or None)."""
 
-    def __init__(self, what: str, line: Optional[int] = None):
+    def __init__(self, what: str, line: int | None = None):
         super().__init__(what)
         self.what, self.line = what, line
 
 
-def _line(node_or_mark) -> Optional[int]:
+def _line(node_or_mark) -> int | None:
     mark = getattr(node_or_mark, "start_mark", node_or_mark)
     return None if mark is None else mark.line + 1
 

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 #: text of every kind: letters, spaces, punctuation, emoji, controls (NUL, CR, form feed, U+2028), surrogates
 TEXT = st.text(st.characters(codec=None, blacklist_categories=()), max_size=30)
 WORDS = st.text(st.sampled_from("abc xyz .,'\"<>&\\/[]{}:éü😀\t"), min_size=1, max_size=20)
-VALUES = st.recursive(st.none() | st.booleans() | st.integers(-10 ** 20, 10 ** 20) | st.floats(allow_nan=False)
-                      | WORDS | TEXT, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(WORDS, inner, max_size=3),
+SCALARS = st.none() | st.booleans() | st.integers(-10 ** 20, 10 ** 20) | st.floats(allow_nan=False) | WORDS | TEXT
+VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(WORDS, inner, max_size=3),
                       max_leaves=8)
 
 

@@ -4,8 +4,8 @@ with the reason where this user cannot mount one."""
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

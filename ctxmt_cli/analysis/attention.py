@@ -91,7 +91,7 @@ class KindSums:
     def to_json(self) -> dict:
         """Means per layer × head (None where a layer saw no current-sentence query)."""
         def mean(sums, counts):
-            return [[float(x) / c for x in s] if c else [None] * len(s) for s, c in zip(sums, counts)]
+            return [[float(x) / c for x in s] if c else [None] * len(s) for s, c in zip(sums, counts, strict=True)]
 
         return {"entropy": mean(self.entropy, self.queries),
                 "entropy_normalized": mean(self.entropy_norm, self.queries),
@@ -143,9 +143,12 @@ class AttentionStats:
         q = view.query_mask[:, None, :].float()                             # (B, 1, Tq)
         cq = (view.query_current & view.query_mask)[:, None, :].float()
         heads = entropy.size(1)
+
+        def per_head(x: torch.Tensor) -> np.ndarray:                        # (B, H, Tq) -> (H,)
+            return x.sum((0, 2)).double().numpy(force=True)
+
         self.kinds.setdefault(view.kind, KindSums()).add(
-            view.layer, (entropy * q).sum((0, 2)).double().numpy(force=True),
-            (normalized * q).sum((0, 2)).double().numpy(force=True), (share * cq).sum((0, 2)).double().numpy(force=True),
+            view.layer, per_head(entropy * q), per_head(normalized * q), per_head(share * cq),
             float(q.sum()), float(cq.sum()))
         if view.kind not in SUMMARY_KINDS:
             return

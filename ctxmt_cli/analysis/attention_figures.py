@@ -23,7 +23,7 @@ SIDES = {"encoder_self": ("src", "src"), "decoder_self": ("tgt", "tgt"), "cross"
 def draw_grids(result: dict, out: Path) -> list[Path]:
     """Entropy and current-sentence share of every kind as layer × head grids over the split."""
     paths = []
-    for stat, fmt in (("entropy", ".2f"), ("current_share", ".2f")):
+    for stat in ("entropy", "current_share"):
         values = {kind: np.asarray(v[stat], dtype=float) for kind, v in result["by_kind"].items()}
         path = Path(out) / f"{stat}_grid.png"
         figures.layer_head_grid(values, f"{stat.replace('_', ' ')} per layer and head — {result['split']}, "
@@ -91,7 +91,7 @@ def draw_window(loaded, dataset, j: int, n: int, out: Path) -> list[Path]:
                                     (k_side, k_real, views[0].key_current[0])):
             tokens = rows[side][:real] if side is not None and len(rows[side]) >= real else None
             if tokens is not None and real != len([t for t in rows[side] if t != vocab.pad]):
-                tokens = None                                               # a family's own rows (caching: current only)
+                tokens = None                               # a family's own rows (caching: the current one only)
             breaks.append(_breaks(tokens, current[:real].numpy(force=True), vocab.brk, side == "tgt"))
             labels.append(None if tokens is None else [tok.piece(t, side) for t in tokens])
         path = Path(out) / f"window{n}_{kind}.png"

@@ -18,9 +18,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
 
 import numpy as np
 import torch
@@ -42,18 +42,18 @@ class AttentionRequest:
 
     checkpoint: Path
     out: Path
-    data: Optional[Path] = None
+    data: Path | None = None
     split: str = "test"
-    src: Optional[Path] = None
-    ref: Optional[Path] = None
-    context: Optional[int] = None
-    max_sentences: Optional[int] = None
+    src: Path | None = None
+    ref: Path | None = None
+    context: int | None = None
+    max_sentences: int | None = None
     show: tuple[int, ...] = ()
     plots: bool = True
     max_tokens: int = DEFAULT_MAX_TOKENS
     device: str = "cpu"
     force: bool = False
-    log_format: Optional[str] = None    # windows analysed so far, on stderr (None: a bar on a terminal, else lines)
+    log_format: str | None = None    # windows analysed so far, on stderr (None: a bar on a terminal, else lines)
 
 
 def _check(req: AttentionRequest) -> None:
@@ -102,7 +102,9 @@ def documents_split(loaded, src: list[list[str]], ref: list[list[str]], name: st
     that differ in shape are refused, naming ``what``."""
     from ctxmt_cli.data.store import MemorySplit
 
-    shape = lambda docs: [len(d) for d in docs]  # noqa: E731
+    def shape(docs: list[list[str]]) -> list[int]:
+        return [len(d) for d in docs]
+
     if shape(src) != shape(ref):
         raise CtxmtError(f"{what} differ in documents or sentences per document "
                          f"({sum(shape(src))} vs {sum(shape(ref))} sentences); give aligned files")
@@ -111,12 +113,12 @@ def documents_split(loaded, src: list[list[str]], ref: list[list[str]], name: st
     ids_ref = tok.encode_batch([s for d in ref for s in d], "tgt")
     docs, i = [], 0
     for doc in src:
-        docs.append(list(zip(ids_src[i:i + len(doc)], ids_ref[i:i + len(doc)])))
+        docs.append(list(zip(ids_src[i:i + len(doc)], ids_ref[i:i + len(doc)], strict=True)))
         i += len(doc)
     return MemorySplit(docs, name=name)
 
 
-def window_dataset(loaded, split, context: Optional[int], target_concat=None):
+def window_dataset(loaded, split, context: int | None, target_concat=None):
     """Windows of ``split`` with the model's context, or ``context`` sentences on each side that has context
     (and as many next sentences, for a model that reads them: they come from the split's documents);
     ``target_concat``: a bilingual model's second rows (:func:`target_concatenation`)."""
@@ -166,7 +168,7 @@ def reference_concatenation(loaded, split, name: str):
 
 @torch.no_grad()
 def collect_statistics(model, dataset, indices: np.ndarray, *, max_tokens: int, device,
-                       progress: Optional[Callable[[int], None]] = None) -> tuple[AttentionStats, KeptShares]:
+                       progress: Callable[[int], None] | None = None) -> tuple[AttentionStats, KeptShares]:
     """Run every window of ``indices`` through ``model`` with a statistics probe, batch by batch; the kept shares
     of a model that selects context tokens are pooled from each pass's loss terms. ``progress(n)``: after each
     batch, its n windows."""
@@ -207,7 +209,7 @@ def run_attention(req: AttentionRequest) -> dict:
     try:
         write_json(stage / "analysis.json", result)
         doc = dataset.split.doc_index
-        lines = [json.dumps({"sentence": sid, "doc": int(doc[sid]), **dict(zip(COLUMNS, row.tolist()))})
+        lines = [json.dumps({"sentence": sid, "doc": int(doc[sid]), **dict(zip(COLUMNS, row.tolist(), strict=True))})
                  for sid, row in sorted(stats.sentences.items())]
         write_atomic(stage / "sentences.jsonl", "\n".join(lines) + "\n")
         figures = []
@@ -251,7 +253,7 @@ def _install(stage: Path, out: Path, force: bool) -> None:
     record(out, [out / name for name in names], command="analyze-attention")
 
 
-def analysed_windows(dataset, max_sentences: Optional[int], show: tuple[int, ...] = ()) -> np.ndarray:
+def analysed_windows(dataset, max_sentences: int | None, show: tuple[int, ...] = ()) -> np.ndarray:
     """The windows to analyse (the first ``max_sentences``); none, or a ``show`` number out of range, is refused."""
     indices = dataset.indices if max_sentences is None else dataset.indices[:max_sentences]
     if len(indices) == 0:
@@ -262,8 +264,8 @@ def analysed_windows(dataset, max_sentences: Optional[int], show: tuple[int, ...
     return indices
 
 
-def attention_result(loaded, dataset, indices: np.ndarray, max_tokens: int, checkpoint: Optional[str] = None, *,
-                     progress: Optional[Callable[[int], None]] = None) -> tuple[AttentionStats, dict]:
+def attention_result(loaded, dataset, indices: np.ndarray, max_tokens: int, checkpoint: str | None = None, *,
+                     progress: Callable[[int], None] | None = None) -> tuple[AttentionStats, dict]:
     """The statistics of ``indices`` and ``analysis.json``'s content (``checkpoint``: the path it names;
     ``progress(n)``: after each batch of n windows)."""
     device = next(loaded.model.parameters()).device
@@ -282,8 +284,8 @@ def attention_result(loaded, dataset, indices: np.ndarray, max_tokens: int, chec
     return stats, result
 
 
-def analyze_documents(loaded, src: list[list[str]], ref: list[list[str]], *, context: Optional[int] = None,
-                      max_sentences: Optional[int] = None, max_tokens: int = DEFAULT_MAX_TOKENS) -> dict:
+def analyze_documents(loaded, src: list[list[str]], ref: list[list[str]], *, context: int | None = None,
+                      max_sentences: int | None = None, max_tokens: int = DEFAULT_MAX_TOKENS) -> dict:
     """``analysis.json``'s content for aligned source and reference documents (what ``--src``/``--ref`` files
     give), computed without writing anything (the Python API's ``Model.analyze``)."""
     split = documents_split(loaded, src, ref, "documents")
@@ -294,7 +296,10 @@ def analyze_documents(loaded, src: list[list[str]], ref: list[list[str]], *, con
 def render(result: dict) -> str:
     """The printed report: the summary numbers with their definition, then each kind's layer means."""
     s = result["summary"]
-    fmt = lambda x: "n/a" if x is None else f"{x:.4f}"  # noqa: E731
+
+    def fmt(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.4f}"
+
     lines = [f"{result['family']} on {result['split']} ({result['sentences']} sentences, context "
              f"{result['context']['src']}/{result['context']['tgt']})",
              f"entropy {fmt(s['entropy'])} nats (current-sentence queries {fmt(s['entropy_current'])}; of the "
@@ -352,5 +357,6 @@ def render_compare(result: dict) -> str:
     for name in SUMMARY:
         if name in result:
             r = result[name]
-            lines.append(f"{name:>19}: A {r['a']:.4f}  B {r['b']:.4f}  B-A {r['difference']:+.4f}  p = {r['p_value']:.4f}")
+            lines.append(f"{name:>19}: A {r['a']:.4f}  B {r['b']:.4f}  B-A {r['difference']:+.4f}  "
+                         f"p = {r['p_value']:.4f}")
     return "\n".join(lines)

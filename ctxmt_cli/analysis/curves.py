@@ -21,9 +21,9 @@ import json
 import logging
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
 
 from ctxmt_cli.errors import CtxmtError, option
 
@@ -36,7 +36,7 @@ BOOKKEEPING = frozenset({"step", "kind", "epoch", "tokens", "current_tokens", "b
 KINDS = ("train", "valid")
 
 
-def _context_loss(row: dict) -> Optional[float]:
+def _context_loss(row: dict) -> float | None:
     """Mean loss per target token of the context sentences (the concat family logs it as its
     ``context_loss`` term; otherwise it follows from the window and current sums)."""
     if isinstance(row.get("context_loss"), (int, float)):
@@ -51,15 +51,15 @@ def _context_loss(row: dict) -> Optional[float]:
     return (window * tokens - current_loss * current) / (tokens - current)
 
 
-def _ratio(row: dict) -> Optional[float]:
+def _ratio(row: dict) -> float | None:
     context, current = _context_loss(row), row.get("current_loss")
     if context is None or not isinstance(current, (int, float)) or not context > 0:
         return None
     return float(current) / context
 
 
-def _field(name: str) -> Callable[[dict], Optional[float]]:
-    def get(row: dict) -> Optional[float]:
+def _field(name: str) -> Callable[[dict], float | None]:
+    def get(row: dict) -> float | None:
         value = row.get(name)
         return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
     return get
@@ -72,7 +72,7 @@ class Spec:
     name: str
     label: str
     definition: str
-    readers: dict[str, Callable[[dict], Optional[float]]]
+    readers: dict[str, Callable[[dict], float | None]]
 
 
 #: the curves every family has, in the order they are drawn; other numeric fields follow as named terms
@@ -161,7 +161,7 @@ def read_metrics(run_dir: Path) -> list[dict]:
     return sorted(rows, key=lambda r: r["step"])
 
 
-def _row_problem(line: str) -> Optional[str]:
+def _row_problem(line: str) -> str | None:
     """Why a line of metrics.jsonl is not a metric row; None when it is one."""
     try:
         row = json.loads(line)
@@ -190,7 +190,7 @@ def run_labels(run_dirs: list[Path]) -> list[str]:
     return labels
 
 
-def _line(rows: list[dict], kind: str, read: Callable[[dict], Optional[float]]) -> Optional[Line]:
+def _line(rows: list[dict], kind: str, read: Callable[[dict], float | None]) -> Line | None:
     """(steps, values) of the rows of ``kind`` where ``read`` gives a value; None without a finite one."""
     points = [(r["step"], read(r)) for r in rows if r["kind"] == kind]
     points = [(s, v) for s, v in points if v is not None]
@@ -228,7 +228,7 @@ def select(runs: dict[str, list[dict]]) -> list[Quantity]:
     return quantities
 
 
-def plot_runs(run_dirs: list[Path], out: Optional[Path] = None, force: bool = False) -> list[Path]:
+def plot_runs(run_dirs: list[Path], out: Path | None = None, force: bool = False) -> list[Path]:
     """``ctxmt plot``: the curves of each run's ``metrics.jsonl`` as PNGs in ``out``, runs overlaid.
 
     ``out`` defaults to ``plots/`` inside the first run directory. Every file is checked before anything is
@@ -242,7 +242,7 @@ def plot_runs(run_dirs: list[Path], out: Optional[Path] = None, force: bool = Fa
     if not run_dirs:
         raise CtxmtError("no run directory given; give one or more directories ctxmt train wrote")
     require_matplotlib()
-    runs = dict(zip(run_labels(run_dirs), (read_metrics(d) for d in run_dirs)))
+    runs = dict(zip(run_labels(run_dirs), (read_metrics(d) for d in run_dirs), strict=True))
     out = Path(out) if out is not None else Path(run_dirs[0]) / "plots"
     inputs = [Path(d) / "metrics.jsonl" for d in run_dirs]
     check_output_dir(out, option("out"), inputs=inputs)

@@ -40,9 +40,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional, Sequence
 
 import numpy as np
 
@@ -72,18 +72,18 @@ class CxmiRequest:
     """What ``ctxmt cxmi`` was asked to do (the CLI's options, one field each)."""
 
     checkpoint: Path
-    data: Optional[Path] = None
+    data: Path | None = None
     split: str = "test"
-    context: Optional[int] = None
+    context: int | None = None
     random_context: bool = False
     seed: int = 1
     max_tokens: int = DEFAULT_MAX_TOKENS
     device: str = "cpu"
-    out: Optional[str | Path] = None               # as given: a trailing slash names a folder, refused
-    per_sentence: Optional[str | Path] = None
-    tokens: Optional[Sequence[str]] = None         # P-CXMI restricted to these target words too
+    out: str | Path | None = None               # as given: a trailing slash names a folder, refused
+    per_sentence: str | Path | None = None
+    tokens: Sequence[str] | None = None         # P-CXMI restricted to these target words too
     force: bool = False                            # replace an existing --out / --per-sentence file
-    log_format: Optional[str] = None               # rows scored so far, on stderr (None: a bar on a terminal)
+    log_format: str | None = None               # rows scored so far, on stderr (None: a bar on a terminal)
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ def random_donor(docs: list[Document], keep: int, rng: np.random.Generator) -> C
         raise CtxmtError(f"{option('random_context')} draws context from another document, but the split has one; "
                          "use a split with several documents")
 
-    def donor(d: int, j: int, wanted: Optional[int] = None) -> list:
+    def donor(d: int, j: int, wanted: int | None = None) -> list:
         """``wanted`` pairs (default: what the previous context of sentence ``j`` could hold)."""
         wanted = min(keep, j) if wanted is None else wanted
         if wanted == 0:
@@ -124,7 +124,7 @@ def random_donor(docs: list[Document], keep: int, rng: np.random.Generator) -> C
     return donor
 
 
-def cxmi_context(cfg, context: Optional[int], docs: list[Document]) -> tuple[int, int]:
+def cxmi_context(cfg, context: int | None, docs: list[Document]) -> tuple[int, int]:
     """(source, target) previous sentences of the contextual rows: those the model translates with (``context``: K
     on each side it reads), or, for a model that reads the sentences around it as one group (mbe), every previous
     sentence the window limit holds, as contrastive scoring gives it (:meth:`Inputs.scoring_context`)."""
@@ -134,7 +134,7 @@ def cxmi_context(cfg, context: Optional[int], docs: list[Document]) -> tuple[int
 
 
 def sentence_pairs(docs: list[Document], keep: tuple[int, int], limit: int,
-                   donor: Optional[Callable[..., list]] = None, following: int = 0) -> list[SentencePair]:
+                   donor: Callable[..., list] | None = None, following: int = 0) -> list[SentencePair]:
     """Rows without and with context for every sentence; ``donor(d, j)`` replaces the gold previous pairs
     (``donor(d, j, n)`` the ``n`` gold next ones); ``following``: next source sentences, for a model reading them."""
     from ctxmt_cli.data.windows import fit_window
@@ -158,7 +158,7 @@ def sentence_pairs(docs: list[Document], keep: tuple[int, int], limit: int,
 
 
 def score_pairs(model, tokenizer, pairs: list[SentencePair], max_tokens: int, per_token: bool = False, *,
-                progress: Optional[Callable[[int], None]] = None) -> tuple:
+                progress: Callable[[int], None] | None = None) -> tuple:
     """Summed log-probabilities without and with context, and the scored token counts, per sentence; with
     ``per_token``, a fourth element: each sentence's scored tokens' log-probability differences (context minus
     none, ``</s>`` last). ``progress(n)``: after each batch of n distinct rows (a sentence without context is one
@@ -171,7 +171,7 @@ def score_pairs(model, tokenizer, pairs: list[SentencePair], max_tokens: int, pe
     n = len(pairs)
     if not per_token:
         return logprob[:n], logprob[n:], tokens[:n]
-    return logprob[:n], logprob[n:], tokens[:n], [c - p for p, c in zip(kept[0][:n], kept[0][n:])]
+    return logprob[:n], logprob[n:], tokens[:n], [c - p for p, c in zip(kept[0][:n], kept[0][n:], strict=True)]
 
 
 def figures(plain: np.ndarray, contextual: np.ndarray, tokens: np.ndarray) -> dict:
@@ -183,7 +183,7 @@ def figures(plain: np.ndarray, contextual: np.ndarray, tokens: np.ndarray) -> di
             "n": int(len(plain))}
 
 
-def synthetic_tags(prepared, split: str, docs: list[Document]) -> Optional[list[list[str]]]:
+def synthetic_tags(prepared, split: str, docs: list[Document]) -> list[list[str]] | None:
     """Per-sentence tags of a prepared synthetic benchmark split, or None when they cannot be re-derived.
 
     Tags: ``context-dependent`` or ``other``; for each context-dependent event its phenomenon, and
@@ -202,7 +202,7 @@ def synthetic_tags(prepared, split: str, docs: list[Document]) -> Optional[list[
         return None
     lexicon = build_lexicon(int(source.get("seed", 1)))
     tags = []
-    for src, tgt in zip(src_docs, tgt_docs):
+    for src, tgt in zip(src_docs, tgt_docs, strict=True):
         translated = translate_document(src, lexicon)
         if [t for t, _ in translated] != tgt:                              # not the generator's output (edited?)
             return None
@@ -213,7 +213,7 @@ def synthetic_tags(prepared, split: str, docs: list[Document]) -> Optional[list[
                 continue
             top = max(dist for _, dist in far)
             tags.append(["context-dependent", *sorted({p for p, _ in far}), f"d={top}" if top <= 3 else "d>3"])
-    return [tags[start:start + len(d)] for start, d in zip(np.cumsum([0] + [len(d) for d in docs]), docs)]
+    return [tags[start:start + len(d)] for start, d in zip(np.cumsum([0] + [len(d) for d in docs]), docs, strict=False)]
 
 
 def _check_request(req: CxmiRequest) -> None:
@@ -227,36 +227,17 @@ def _check_request(req: CxmiRequest) -> None:
     for path, what in ((req.out, option("out")), (req.per_sentence, option("per_sentence"))):
         if path is not None:
             check_output_file(path, what, force=req.force, inputs=(req.checkpoint, req.data), make_parents=True)
-    if req.out is not None and req.per_sentence is not None and Path(req.out).resolve() == Path(req.per_sentence).resolve():
+    both = req.out is not None and req.per_sentence is not None
+    if both and Path(req.out).resolve() == Path(req.per_sentence).resolve():
         raise CtxmtError(f"{option('out')} and {option('per_sentence')} are the same file {req.out}; give two file "
                          "names")
 
 
 def run_cxmi(req: CxmiRequest) -> dict:
     """Score the split without and with context; returns the figures and writes --out / --per-sentence."""
-
-    from ctxmt_cli.data.store import PreparedData
-    from ctxmt_cli.evaluate.translation import check_vocabulary
-    from ctxmt_cli.models.families import inputs_of, next_sentences
-    from ctxmt_cli.models.loading import load_model, torch_device
-
     _check_request(req)
-    loaded = load_model(req.checkpoint, device=torch_device(req.device))
-    if inputs_of(loaded.recipe.model).target_concat:                  # its target context needs a first pass
-        raise CtxmtError(f"{req.checkpoint} is a {loaded.recipe.model.family} model reading target context; cxmi scores source context "
-                         "only and gives it no target context (first pass): use a source-context checkpoint")
-    prepared = PreparedData(Path(req.data or loaded.recipe.data.path))
-    for path, what in ((req.out, option("out")), (req.per_sentence, option("per_sentence"))):
-        if path is not None:                        # the recipe's data folder, when --data did not name it
-            check_not_input(Path(path), [prepared.dir], what)
-    docs = document_pairs(prepared.split(req.split))
-    check_vocabulary(loaded, prepared, req.checkpoint)
-    keep = cxmi_context(loaded.recipe.model, req.context, docs)
-    following = next_sentences(loaded.recipe.model, req.context)
-    if max(*keep, following) == 0:          # correct, but a column of zeros without a word reads like a fault
-        why = (f"{option('context')} 0 gives no context sentences" if req.context == 0 else
-               f"{req.checkpoint} is a sentence-level model: it reads no context")
-        log.warning(f"{why}, so CXMI is 0 by construction")
+    loaded, prepared, docs = _model_and_split(req)
+    keep, following = _context_sizes(req, loaded.recipe.model, docs)
     donor = random_donor(docs, max(keep), np.random.default_rng(req.seed)) if req.random_context else None
     pairs = sentence_pairs(docs, keep, loaded.recipe.data.max_window_tokens, donor, following)
     plain, contextual, tokens, *deltas = _scored(loaded, pairs, req)
@@ -274,11 +255,47 @@ def run_cxmi(req: CxmiRequest) -> dict:
         "data": str(prepared.dir), "split": req.split, "definition": DEFINITION,
     })
     if req.per_sentence is not None:
-        _write(Path(req.per_sentence), "".join(json.dumps(line) + "\n"
-                                               for line in per_sentence_lines(plain, contextual, tokens, pairs, flat_tags)))
+        lines = per_sentence_lines(plain, contextual, tokens, pairs, flat_tags)
+        _write(Path(req.per_sentence), "".join(json.dumps(line) + "\n" for line in lines))
     if req.out is not None:
         _write(Path(req.out), json.dumps(result, indent=2) + "\n")
     return result
+
+
+def _model_and_split(req: CxmiRequest) -> tuple:
+    """The checkpoint's model (one reading source context only), its prepared data (the recipe's data folder
+    unless ``req.data`` names one; no output file inside it) and the split's documents."""
+    from ctxmt_cli.data.store import PreparedData
+    from ctxmt_cli.evaluate.translation import check_vocabulary
+    from ctxmt_cli.models.families import inputs_of
+    from ctxmt_cli.models.loading import load_model, torch_device
+
+    loaded = load_model(req.checkpoint, device=torch_device(req.device))
+    if inputs_of(loaded.recipe.model).target_concat:                  # its target context needs a first pass
+        raise CtxmtError(f"{req.checkpoint} is a {loaded.recipe.model.family} model reading target context; cxmi "
+                         "scores source context only and gives it no target context (first pass): use a "
+                         "source-context checkpoint")
+    prepared = PreparedData(Path(req.data or loaded.recipe.data.path))
+    for path, what in ((req.out, option("out")), (req.per_sentence, option("per_sentence"))):
+        if path is not None:                        # the recipe's data folder, when --data did not name it
+            check_not_input(Path(path), [prepared.dir], what)
+    docs = document_pairs(prepared.split(req.split))
+    check_vocabulary(loaded, prepared, req.checkpoint)
+    return loaded, prepared, docs
+
+
+def _context_sizes(req: CxmiRequest, model_cfg, docs) -> tuple[tuple[int, int], int]:
+    """The (source, target) context sentences and the next sentences scored with context; a warning when there
+    are none (CXMI is then 0 by construction)."""
+    from ctxmt_cli.models.families import next_sentences
+
+    keep = cxmi_context(model_cfg, req.context, docs)
+    following = next_sentences(model_cfg, req.context)
+    if max(*keep, following) == 0:          # correct, but a column of zeros without a word reads like a fault
+        why = (f"{option('context')} 0 gives no context sentences" if req.context == 0 else
+               f"{req.checkpoint} is a sentence-level model: it reads no context")
+        log.warning(f"{why}, so CXMI is 0 by construction")
+    return keep, following
 
 
 def _scored(loaded, pairs: list[SentencePair], req: CxmiRequest) -> tuple:
@@ -303,7 +320,7 @@ def _scored(loaded, pairs: list[SentencePair], req: CxmiRequest) -> tuple:
         log.close()
 
 
-def summarize(plain, contextual, tokens, pairs: list[SentencePair], tags: Optional[list[list[str]]]) -> dict:
+def summarize(plain, contextual, tokens, pairs: list[SentencePair], tags: list[list[str]] | None) -> dict:
     """The overall figures, those of the sentences that had context, and (with tags) per tag."""
     had = np.array([max(p.context) > 0 or p.next > 0 for p in pairs], dtype=bool)
     result = {**figures(plain, contextual, tokens), "tokens": int(tokens.sum()), "n_with_context": int(had.sum()),
@@ -341,10 +358,14 @@ def _write(path: Path, text: str) -> None:
 def render(result: dict) -> str:
     """The printed report: one row per group of sentences."""
     side = result["context_sentences"]
-    kind = f"random context from other documents (seed {result['seed']})" if result["random_context"] else "gold context"
+    if result["random_context"]:
+        kind = f"random context from other documents (seed {result['seed']})"
+    else:
+        kind = "gold context"
     after = f" + {side['src_next']} next" if side.get("src_next") else ""
-    lines = [f"CXMI, split {result['split']}: K = {result['context']} (source {side['src']}{after}, target {side['tgt']} "
-             f"context sentences), {kind}; {result['n']} sentences, {result['n_with_context']} with context, "
+    lines = [f"CXMI, split {result['split']}: K = {result['context']} (source {side['src']}{after}, "
+             f"target {side['tgt']} context sentences), {kind}; {result['n']} sentences, "
+             f"{result['n_with_context']} with context, "
              f"{result['tokens']} tokens",
              f"{'sentences':<20}{'n':>7}{'per token':>13}{'per sentence':>15}"]
     groups = {"all": result, "with context": result["with_context"], **result.get("by_tag", {})}

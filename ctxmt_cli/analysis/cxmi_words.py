@@ -23,7 +23,7 @@ Sentences at a document start have no context and contribute exactly 0, as in th
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -68,7 +68,7 @@ def word_figures(targets: Sequence[Sequence[int]], deltas: Sequence[np.ndarray],
     scored tokens' log-probability differences (context minus none, ``</s>`` last) are ``deltas``."""
     chosen = [w.casefold() for w in check_words(words)]
     occurrences = []                                            # (word, pieces, summed difference)
-    for ids, delta in zip(targets, deltas):
+    for ids, delta in zip(targets, deltas, strict=True):
         if len(delta) != len(ids) + 1:
             raise ValueError(f"{len(delta)} scored tokens for a sentence of {len(ids)} tokens and </s>")
         occurrences += [(text, end - start, float(delta[start:end].sum())) for text, start, end in words_of(ids, piece)]
@@ -86,7 +86,7 @@ def _figures(occurrences: list[tuple[str, int, float]]) -> dict:
             "p_cxmi_per_token": total / tokens if tokens else None}
 
 
-def render_words(restricted: Optional[dict]) -> list[str]:
+def render_words(restricted: dict | None) -> list[str]:
     """The printed lines of the restricted figures (none when no words were chosen)."""
     if restricted is None:
         return []

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 import torch
@@ -78,7 +77,7 @@ class KeptShares:
                 sums[0], sums[1] = sums[0] + float(kept), sums[1] + float(total)
         return listen
 
-    def to_json(self) -> Optional[dict]:
+    def to_json(self) -> dict | None:
         """``{"source": {"layers", "kept", "context", "share"}, "target": …, "definition"}``; None when the model
         selects nothing (no kept-share term was seen). ``share`` is None for a side whose windows had no context."""
         if not self.kept:
@@ -89,7 +88,7 @@ class KeptShares:
             kept = [self.kept[side][n] for n in layers]
             context = [self.context[side][n] for n in layers]       # the same input count for every layer
             out[side] = {"layers": layers, "kept": [int(round(k)) for k in kept], "context": int(round(max(context))),
-                         "share": [k / c if c else None for k, c in zip(kept, context)]}
+                         "share": [k / c if c else None for k, c in zip(kept, context, strict=True)]}
             if side == "source" and self.control:
                 pairs = [self.control.get(n, (0.0, 0.0)) for n in layers]
                 out[side]["current_control"] = [k / c if c else None for k, c in pairs]
@@ -105,7 +104,7 @@ def render_kept(kept: dict) -> list[str]:
              "   " + f"{'layer':>8}" + "".join(f"{n:>8}" for n in layers)]
 
     def row(label: str, series: dict, shares: list, note: str) -> str:
-        by_layer = dict(zip(series["layers"], shares))
+        by_layer = dict(zip(series["layers"], shares, strict=True))
         cells = ["-" if by_layer.get(n) is None else f"{100 * by_layer[n]:.1f}%" for n in layers]
         return "   " + f"{label:>8}" + "".join(f"{c:>8}" for c in cells) + note
 

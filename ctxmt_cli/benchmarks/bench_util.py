@@ -24,10 +24,10 @@ import gc
 import os
 import statistics
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterator, Optional
 
 import torch
 
@@ -65,11 +65,11 @@ class Settings:
     preset: str = "small"
     quick: bool = False
     threads: int = 2
-    repeats: Optional[int] = None     # timed rounds, round-robin; None: 5 (quick: 3); given, it wins over quick
+    repeats: int | None = None     # timed rounds, round-robin; None: 5 (quick: 3); given, it wins over quick
     seed: int = 0
     device: str = "cpu"               # a --device value; :func:`check` resolves it (auto -> cpu or cuda:N)
     count_ops: bool = False           # train: count aten ops per update instead of timing (``train_ops.py``)
-    batch_tokens: Optional[int] = None  # train: time this batch size on real lengths, with MFU (``train_scale.py``)
+    batch_tokens: int | None = None  # train: time this batch size on real lengths, with MFU (``train_scale.py``)
 
     def timed_repeats(self) -> int:
         """Rounds to time: ``--repeats`` when given (also with ``--quick``: a between-commit comparison needs
@@ -93,7 +93,7 @@ class Dims:
     max_positions: int = 1024
 
     @classmethod
-    def of(cls, preset: str) -> "Dims":
+    def of(cls, preset: str) -> Dims:
         d, f, h, e, dl = PRESETS[preset]
         return cls(d, f, h, e, dl, VOCAB.get(preset, DEFAULT_VOCAB))
 
@@ -171,7 +171,7 @@ def random_pairs(rows: int, length: int, vocab: int, seed: int) -> Batch:
 
 
 def time_round_robin(runs: dict[str, Callable[[], object]], repeats: int,
-                     warmups: Optional[dict[str, Callable[[], object]]] = None,
+                     warmups: dict[str, Callable[[], object]] | None = None,
                      device: str = "cpu") -> dict[str, list[float]]:
     """Seconds of each run per repeat: one warm-up call each (``warmups[name]`` instead where given: a
     shorter call of the same code), then ``repeats`` rounds over all runs; ``device`` is synchronised
@@ -265,13 +265,13 @@ def operation_memory(fn: Callable[[], object], device: str = "cpu") -> float:
     return measure(fn, device) / MB
 
 
-def peak_memory(runs: dict[str, Callable[[], object]], device: str = "cpu") -> dict[str, Optional[float]]:
+def peak_memory(runs: dict[str, Callable[[], object]], device: str = "cpu") -> dict[str, float | None]:
     """MB of one extra, untimed call of each run on ``device`` (call it after the timed rounds: warm-up done);
     None where the implementation has its own allocator (:data:`OWN_ALLOCATOR`)."""
     return {name: None if name in OWN_ALLOCATOR else operation_memory(fn, device) for name, fn in runs.items()}
 
 
-def memory_lines(figure: str, per_impl: dict[str, Optional[float]], shown: Optional[set[str]] = None) -> list[str]:
+def memory_lines(figure: str, per_impl: dict[str, float | None], shown: set[str] | None = None) -> list[str]:
     """``memory: FIGURE IMPL = X.X MB`` per implementation (only those in ``shown`` if given), then
     ``memory-ratio: FIGURE PEER/ctxmt = X.XX`` per peer with a figure (peer MB over ctxmt MB: above 1 = ctxmt
     uses less)."""
@@ -307,7 +307,8 @@ def ratio_lines(figure: str, per_impl: dict[str, list[float]]) -> list[str]:
         if name == "ctxmt":
             continue
         line = f"ratio: {figure} ctxmt/{name} = {ours / statistics.median(values):.2f}"
-        rounds = [a / b for a, b in zip(per_impl["ctxmt"], values)]   # the same round: the machine's same moment
+        # one round's pair of runs: the machine's same moment
+        rounds = [a / b for a, b in zip(per_impl["ctxmt"], values, strict=False)]
         if len(rounds) > 1:
             line += f" (rounds {min(rounds):.2f}-{max(rounds):.2f})"
         lines.append(line)

@@ -1,4 +1,5 @@
-"""Context scaling: time per translated sentence and operation memory as the context grows ("Sequence Shortening for Context-Aware MT", 2023, Fig. 4).
+"""Context scaling: time per translated sentence and operation memory as the context grows ("Sequence Shortening
+for Context-Aware MT", 2023, Fig. 4).
 
 For each context size K (default 1, 2, 4, 8, 16 sentences), four random models of the same dims (same
 seed, eval mode) translate the same documents with ``translate_documents``: ``concat`` s(K+1)to(K+1)
@@ -50,7 +51,6 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Optional
 
 import torch
 
@@ -99,7 +99,7 @@ class Settings:
     log_format: str = "plain"          # the per-K lines: plain, rich (a bar over the Ks) or json (ctxmt_cli.logs)
 
     @classmethod
-    def make(cls, quick: bool = False, contexts: Optional[str] = None, **given) -> "Settings":
+    def make(cls, quick: bool = False, contexts: str | None = None, **given) -> Settings:
         """The options given (None = not given; ``contexts`` as ``--contexts`` text) over the defaults, or over
         :data:`QUICK`'s with ``quick``."""
         given["contexts"] = parse_contexts(contexts) if contexts else None
@@ -145,8 +145,8 @@ def load_text(vocab: int) -> tuple[list[list[str]], Tokenizer, str]:
     if IWSLT.is_file():
         docs, name = iwslt_documents(IWSLT), "IWSLT17 TED test (en)"
     else:
-        print(f"note: {IWSLT} not found (no ../shared/data; set {bu.SHARED_DATA_ENV}); using the synthetic benchmark's text instead",
-              file=sys.stderr)
+        print(f"note: {IWSLT} not found (no ../shared/data; set {bu.SHARED_DATA_ENV}); using the synthetic "
+              "benchmark's text instead", file=sys.stderr)
         docs, name = synthetic_documents(), "synthetic benchmark (source side)"
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "text.txt"
@@ -195,7 +195,8 @@ def measure_k(k: int, settings: Settings, tok, timed_docs, memory_docs) -> list[
     """Every model at context size ``k``: warmed up, timed ``repeats`` times round-robin (fastest run kept, so a
     slow spell of the shared machine hits all models alike and is mostly filtered out), then its memory."""
     models = {name: build(name, k, settings, tok) for name in MODELS}
-    runs = {name: functools.partial(translate, m, tok, name=name, k=k, beam=settings.beam) for name, m in models.items()}
+    runs = {name: functools.partial(translate, m, tok, name=name, k=k, beam=settings.beam)
+            for name, m in models.items()}
     for run in runs.values():
         run([d[:2] for d in timed_docs[:2]])                               # warm-up: first-call costs out of the timing
     best = {name: [float("inf"), float("inf"), 0] for name in MODELS}      # wall s, CPU s, sentences

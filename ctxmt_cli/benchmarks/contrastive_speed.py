@@ -53,7 +53,8 @@ def build(testset, preset: str):
 def plain_batches(testset, tok, model, max_tokens: int):
     """The same rows as the scorer, collated into standard length-bucketed batches (one row per candidate)."""
     enc = _Encoder(tok, testset.pretokenized)
-    rows = [r for item in testset.items for k in range(len(item.candidates)) for r in candidate_rows(item, k, 3, 3, "all")]
+    rows = [r for item in testset.items for k in range(len(item.candidates))
+            for r in candidate_rows(item, k, 3, 3, "all")]
     enc.prime("src", (s for r in rows for s in r[0]))
     enc.prime("tgt", (s for r in rows for s in r[1]))
     src = [enc.window("src", r[0]) for r in rows]
@@ -92,7 +93,7 @@ def main() -> None:
         n = min(args.per_example, len(testset.items))
         per_item = np.cumsum([0] + [len(item.candidates) for item in testset.items[:n]])
         t_example = timed(lambda: [model(collate(src[a:b], tgt[a:b], tok.pad_id, tok.bos_id))
-                                   for a, b in zip(per_item[:-1], per_item[1:])])
+                                   for a, b in zip(per_item[:-1], per_item[1:], strict=True)])
     t_ctxmt = timed(lambda: score_testset(model, tok, testset, max_tokens=args.max_tokens))
 
     rates = {"ctxmt": pairs / t_ctxmt, "forward": pairs / t_forward, "per-example": per_item[-1] / t_example}

@@ -39,7 +39,6 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Optional
 
 import torch
 from torch import nn
@@ -72,7 +71,7 @@ FAMILY_OPTIONS = {"concat": {"src_context_sentences": CONTEXT, "tgt_context_sent
 class CopyState(DecoderState):
     """The decoder state plus the source window to copy, reordered with the beams."""
 
-    copy: Optional[torch.Tensor] = None                                    # (B, S)
+    copy: torch.Tensor | None = None                                    # (B, S)
 
     def index_select(self, index):
         return replace(super().index_select(index), copy=self.copy.index_select(0, index))

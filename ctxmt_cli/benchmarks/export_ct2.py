@@ -29,7 +29,6 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 try:
@@ -46,7 +45,7 @@ ENGINES = ("ctxmt-float32", "ct2-float32", "ct2-int8")
 
 @dataclass(frozen=True)
 class Settings:
-    checkpoint: Optional[Path] = None
+    checkpoint: Path | None = None
     quick: bool = False
     threads: int = 2
     repeats: int = 3
@@ -96,7 +95,7 @@ def output_tokens(tokenizer, documents: list[list[str]]) -> int:
 _WORKER: dict = {}
 
 
-def start_engine(name: str, checkpoint: Path, folder: Optional[Path], threads: int, device: str) -> None:
+def start_engine(name: str, checkpoint: Path, folder: Path | None, threads: int, device: str) -> None:
     """Worker initializer: load engine ``name`` (ctxmt on ``checkpoint``, or CTranslate2 on the exported ``folder``)
     with ``threads`` threads."""
     import torch
@@ -155,6 +154,11 @@ def measure(checkpoint: Path, root: Path, sources: list[list[str]], settings: Se
     return seconds, outputs
 
 
+def _flat(documents: list[list[str]]) -> list[str]:
+    """The sentences of every document, in order."""
+    return [s for d in documents for s in d]
+
+
 def bleu_scores(outputs: dict, references: list[list[str]]) -> dict[str, float]:
     """Corpus BLEU of each engine's translations (sacrebleu's "forgot to detokenize?" hint silenced: the synthetic
     languages write "word ." by design, as the quickstart says)."""
@@ -162,12 +166,11 @@ def bleu_scores(outputs: dict, references: list[list[str]]) -> dict[str, float]:
 
     from ctxmt_cli.evaluate.bleu import corpus_scores
 
-    flat = lambda docs: [s for d in docs for s in d]  # noqa: E731
     sacre_log = logging.getLogger("sacrebleu")
     level = sacre_log.level
     sacre_log.setLevel(logging.ERROR)
     try:
-        return {name: corpus_scores(flat(docs), flat(references))[0].score for name, docs in outputs.items()}
+        return {name: corpus_scores(_flat(docs), _flat(references))[0].score for name, docs in outputs.items()}
     finally:
         sacre_log.setLevel(level)
 
@@ -197,11 +200,11 @@ def run(settings: Settings) -> dict:
         loaded = load_model(checkpoint)
         sources, references = split_documents(PreparedData(prepared_data(root, loaded)), "test")
         seconds, outputs = measure(checkpoint, root, sources, settings)
-    tok, flat = loaded.tokenizer, lambda docs: [s for d in docs for s in d]  # noqa: E731
+    tok = loaded.tokenizer
     rates = {name: [output_tokens(tok, outputs[name]) / s for s in seconds[name]] for name in seconds}
     bleu = bleu_scores(outputs, references)
-    ours = flat(outputs["ctxmt-float32"])
-    same = {name: sum(a == b for a, b in zip(ours, flat(outputs[name]))) for name in outputs}
+    ours = _flat(outputs["ctxmt-float32"])
+    same = {name: sum(a == b for a, b in zip(ours, _flat(outputs[name]), strict=True)) for name in outputs}
     figure = f"translate-{loaded.recipe.model.family}-beam{settings.beam}"
     print(f"ctranslate2: {checkpoint.name} ({loaded.recipe.model.family}, d_model {loaded.recipe.model.d_model}), "
           f"synthetic test split: {len(sources)} documents, {len(ours)} sentences; beam {settings.beam}; "

@@ -96,7 +96,7 @@ def timed_updates(settings: Settings) -> int:
 def spans(item) -> tuple[object, list[tuple[int, int]]]:
     """The rows of a planned batch and the row ranges the model runs as one tensor each (its chunks)."""
     if isinstance(item, GroupedBatch):
-        return item.indices, list(zip((0, *item.ends[:-1]), item.ends))
+        return item.indices, list(zip((0, *item.ends[:-1]), item.ends, strict=True))
     return item, [(0, len(item))]
 
 
@@ -151,8 +151,10 @@ def missing_data(corpus: str) -> str | None:
         return None
     missing = [f"concatenated_en2de_{split}_{lang}.txt" for split in ("dev", "test") for lang in ("en", "de")
                if not (MARUF / f"concatenated_en2de_{split}_{lang}.txt").is_file()]
+    if not missing:
+        return None
     return (f"{MARUF}/{missing[0]} not found (Maruf et al. 2019's IWSLT 2017 files belong in "
-            f"../shared/data/maruf2019/IWSLT2017 beside the repository, or set {bu.SHARED_DATA_ENV})") if missing else None
+            f"../shared/data/maruf2019/IWSLT2017 beside the repository, or set {bu.SHARED_DATA_ENV})")
 
 
 def prepare(corpus: str, preset: str, data: Path) -> None:
@@ -164,7 +166,7 @@ def prepare(corpus: str, preset: str, data: Path) -> None:
         return
     from ctxmt_cli.data.prepare import PrepareSpec, SplitInput, prepare_corpus
 
-    files = {split: SplitInput(MARUF / f"concatenated_en2de_{split}_en.txt", MARUF / f"concatenated_en2de_{split}_de.txt")
+    files = {split: SplitInput(*(MARUF / f"concatenated_en2de_{split}_{lang}.txt" for lang in ("en", "de")))
              for split in ("dev", "test")}
     prepare_corpus(PrepareSpec(fmt="maruf", splits={"train": files["dev"], "valid": files["test"]},
                                src_lang="en", tgt_lang="de", out=data, vocab_size=MARUF_VOCAB))
@@ -225,8 +227,9 @@ def run(settings: Settings) -> dict[str, list[float]]:
         updates = len(systems["sentence"].timed)
         # round-robin per update, not per run: a shared machine's load changes within a run, so every
         # system's k-th update runs right after the others' (a run = the sum of its `updates` updates)
-        seconds = bu.time_round_robin({n: s.next_update for n, s in systems.items()}, settings.timed_repeats() * updates,
-                                      {n: s.warm_up for n, s in systems.items()})
+        steps = {n: s.next_update for n, s in systems.items()}
+        warm_ups = {n: s.warm_up for n, s in systems.items()}
+        seconds = bu.time_round_robin(steps, settings.timed_repeats() * updates, warm_ups)
         for trainer in {id(s.trainer): s.trainer for s in systems.values()}.values():
             trainer.close()
     rates = {name: [systems[name].tokens / sum(values[i:i + updates]) for i in range(0, len(values), updates)]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib.util
 import tempfile
-from typing import Optional
 
 import torch
 from bench_util import EOS, PAD
@@ -75,7 +74,7 @@ class CT2Peer:
         return torch.tensor([[index[t] for t in r.hypotheses[0]] for r in results])
 
 
-def ct2_peer(model, vocab: int, max_positions: int, threads: int, say=print) -> Optional[CT2Peer]:
+def ct2_peer(model, vocab: int, max_positions: int, threads: int, say=print) -> CT2Peer | None:
     """:class:`CT2Peer`, or None with one printed line when ``ctranslate2`` is not installed."""
     if importlib.util.find_spec("ctranslate2") is None:
         say("note: peer ct2 skipped: ctranslate2 is not installed (pip install -e '.[bench]')")

@@ -26,7 +26,6 @@ from __future__ import annotations
 import importlib.util
 import math
 import warnings
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -218,7 +217,7 @@ def make_peers(dims: Dims, seed: int, say=print, inference_of=None, threads: int
     return [peer for peer in peers if peer is not None]
 
 
-def hf_peer(dims: Dims, seed: int, say=print, device: str = "cpu") -> Optional[HFPeer]:
+def hf_peer(dims: Dims, seed: int, say=print, device: str = "cpu") -> HFPeer | None:
     """:class:`HFPeer` on ``device``, or None with one printed line when ``transformers`` is not installed."""
     if importlib.util.find_spec("transformers") is None:
         say("note: peer hf skipped: transformers is not installed (pip install -e '.[bench]')")

@@ -42,10 +42,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Callable
 
 # the sibling helpers, importable only while this directory is on the path (see score.py)
 sys.path.insert(0, str(Path(__file__).resolve().parent))

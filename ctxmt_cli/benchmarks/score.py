@@ -23,6 +23,8 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
+
 # the sibling helpers, importable only while this directory is on the path: left there, its train.py /
 # score.py / decode.py would shadow any other module of those names in the same process
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -33,7 +35,7 @@ finally:
     sys.path.pop(0)
 
 from ctxmt_cli.config_base import DEFAULT_MAX_TOKENS  # noqa: E402
-from ctxmt_cli.evaluate.contrastive import _score_rows  # noqa: E402
+from ctxmt_cli.evaluate.contrastive import _EncodedRows, _score_rows  # noqa: E402
 
 Settings = bu.Settings
 PAIRS, LENGTH = 64, 25
@@ -44,12 +46,16 @@ def ctxmt_scorer(model, batch):
     """A callable scoring ``batch``'s pairs (on the CPU: they become token-id arrays) through ctxmt's contrastive
     scoring path (no tokenisation)."""
     ids = SimpleNamespace(pad_id=bu.PAD, bos_id=bu.BOS, brk_id=bu.BRK)   # the scorer only reads these ids
-    sources = [row.numpy() for row in batch.src]
-    targets = [row.numpy() for row in batch.tgt_out]
-    scored = [1] * len(sources)                                          # one sentence per row: score all of it
+    rows = len(batch.src)
+    # one sentence per row, all of it scored; no next sentences, no target concatenation
+    encoded = _EncodedRows(sources=[row.numpy() for row in batch.src], targets=[row.numpy() for row in batch.tgt_out],
+                           scored=np.ones(rows, dtype=np.int64), following=np.zeros(rows, dtype=np.int64), concat=None)
     model.eval()
-    windows = (sources, [0] * len(sources), None)                    # no next sentences, no target concatenation
-    return lambda: _score_rows(model, ids, windows, targets, scored, MAX_TOKENS, (None, None))
+
+    def score():
+        return _score_rows(model, ids, encoded, max_tokens=MAX_TOKENS, progress=None, kept=None)
+
+    return score
 
 
 def run(settings: Settings) -> dict[str, list[float]]:

@@ -106,7 +106,8 @@ def measure(preset: str, settings: Settings) -> tuple[dict[str, list[float]], di
         runs[peer.name] = lambda peer=peer: peer.train_step(batch)
     fp16 = f" (ctxmt fp16: {FP16_WARMUP})" if warmups else ""
     print(f"train {preset}: {dims.describe()}; {rows} sentences x {LENGTH} = {tokens} target tokens per batch; "
-          f"fp32; {settings.timed_repeats()} timed updates each after one warm-up{fp16}{bu.device_note(settings.device)}")
+          f"fp32; {settings.timed_repeats()} timed updates each after one warm-up{fp16}"
+          f"{bu.device_note(settings.device)}")
     seconds = bu.time_round_robin(runs, settings.timed_repeats(), warmups, settings.device)
     return bu.rates(seconds, tokens), bu.peak_memory(runs, settings.device)
 

@@ -40,7 +40,7 @@ def scat_pairs(limit: int) -> list[tuple[str, str]]:
     en, fr = SCAT / "highlighted.train.en", SCAT / "highlighted.train.fr"
     if not en.is_file():
         return []
-    pairs = zip(en.read_text(encoding="utf-8").splitlines(), fr.read_text(encoding="utf-8").splitlines())
+    pairs = zip(en.read_text(encoding="utf-8").splitlines(), fr.read_text(encoding="utf-8").splitlines(), strict=False)
     return [(MARKERS.sub("", s).strip(), MARKERS.sub("", t).strip()) for s, t in list(pairs)[:limit]]
 
 

@@ -30,7 +30,6 @@ unlisted GPU. Prints ``speed: train-PRESET-bN-PRECISION ctxmt = X tok/s, MFU = Y
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import Optional
 
 import bench_util as bu  # a sibling: train.py puts this folder on the path
 import numpy as np
@@ -44,7 +43,7 @@ EUROPARL = bu.shared_data("europarl_enfr")
 POOL = 4000                                              # sentence pairs whose lengths are used
 
 
-def peak_tflops(device: str, precision: str) -> Optional[float]:
+def peak_tflops(device: str, precision: str) -> float | None:
     """The device's dense peak for ``precision`` (``fp32``; ``bf16``/``fp16`` share the tensor-core figure), or
     None on a CPU or a GPU not in :data:`PEAK_TFLOPS`."""
     if not bu.is_cuda(device):
@@ -75,8 +74,8 @@ def real_pairs() -> tuple[str, list[tuple[str, str]]]:
     """(corpus name, sentence pairs): Europarl's validation set where present, else the synthetic corpus."""
     en, fr = EUROPARL / "valid.en", EUROPARL / "valid.fr"
     if en.is_file() and fr.is_file():
-        pairs = zip(en.read_text(encoding="utf-8").splitlines(), fr.read_text(encoding="utf-8").splitlines())
-        return "europarl", list(pairs)[:POOL]
+        src, tgt = (path.read_text(encoding="utf-8").splitlines() for path in (en, fr))
+        return "europarl", list(zip(src, tgt, strict=False))[:POOL]
     print(f"note: {EUROPARL} not found (set {bu.SHARED_DATA_ENV}); synthetic sentence lengths")
     return "synthetic", train_real.synthetic_pairs(POOL)
 

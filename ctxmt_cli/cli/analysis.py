@@ -7,7 +7,6 @@ Registered on the app by :func:`register`. Like every command, each parses its o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -28,7 +27,7 @@ from ctxmt_cli.errors import CtxmtError
 COMMANDS: dict = {}
 
 
-def _show(value: Optional[str]) -> tuple[int, ...]:
+def _show(value: str | None) -> tuple[int, ...]:
     """``--show 0,5`` -> (0, 5)."""
     if not value:
         return ()
@@ -40,21 +39,21 @@ def _show(value: Optional[str]) -> tuple[int, ...]:
 
 def analyze_attention(
     ctx: typer.Context,
-    runs: Optional[List[str]] = typer.Argument(None, metavar="[compare RUN_A RUN_B]",
+    runs: list[str] | None = typer.Argument(None, metavar="[compare RUN_A RUN_B]",
                                                help="'compare' and two --out directories: approximate randomisation"),
-    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="model checkpoint"),
-    data: Optional[Path] = typer.Option(None, help="prepared dir (default: the checkpoint recipe's data.path)"),
+    checkpoint: Path | None = typer.Option(None, "--checkpoint", "-c", help="model checkpoint"),
+    data: Path | None = typer.Option(None, help="prepared dir (default: the checkpoint recipe's data.path)"),
     split: str = typer.Option("test", help="prepared split, teacher-forced over its references"),
-    src: Optional[Path] = typer.Option(None, help="source documents (blank line between documents) instead of a split"),
-    ref: Optional[Path] = typer.Option(None, help="their reference translations, aligned with --src"),
-    context: Optional[int] = typer.Option(None, **CONTEXT, help="K context sentences per side that has context (default: "
+    src: Path | None = typer.Option(None, help="source documents (blank line between documents) instead of a split"),
+    ref: Path | None = typer.Option(None, help="their reference translations, aligned with --src"),
+    context: int | None = typer.Option(None, **CONTEXT, help="K context sentences per side that has context (default: "
                                           "the model's own; for sKtoK windows of K+1 sentences; K next sentences too "
                                           "for a model reading them)"),
-    max_sentences: Optional[int] = typer.Option(None, **COUNT, help="analyse the first N windows only"),
-    show: Optional[str] = typer.Option(None, help="window numbers (comma-separated) to draw as heat maps"),
+    max_sentences: int | None = typer.Option(None, **COUNT, help="analyse the first N windows only"),
+    show: str | None = typer.Option(None, help="window numbers (comma-separated) to draw as heat maps"),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="draw the PNGs (needs matplotlib)"),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="directory for analysis.json, sentences.jsonl and the PNGs "
-                                       "(default: analysis-SPLIT beside the checkpoint)"),
+    out: Path | None = typer.Option(None, "--out", "-o", help="directory for analysis.json, sentences.jsonl and the "
+                                    "PNGs (default: analysis-SPLIT beside the checkpoint)"),
     force: bool = typer.Option(False, help="overwrite an earlier analysis in --out"),
     trials: int = typer.Option(1000, **SAMPLES, help="compare: permutations of approximate randomisation"),
     seed: int = typer.Option(1, **SEED, help="compare: seed of the permutations"),
@@ -96,18 +95,18 @@ COMMANDS["analyze-attention"] = analyze_attention
 def cxmi(
     ctx: typer.Context,
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="model checkpoint"),
-    data: Optional[Path] = typer.Option(None, help="prepared dir (default: the checkpoint recipe's data.path)"),
+    data: Path | None = typer.Option(None, help="prepared dir (default: the checkpoint recipe's data.path)"),
     split: str = typer.Option("test", help="prepared split whose reference sentences are scored"),
-    context: Optional[int] = typer.Option(None, **CONTEXT, help="K context sentences per side that has context (default: "
+    context: int | None = typer.Option(None, **CONTEXT, help="K context sentences per side that has context (default: "
                                           "the model's own; K next sentences too for a model reading them, taken "
                                           "from the document); a sentence-level model reads none: its CXMI is 0"),
     random_context: bool = typer.Option(False, "--random-context", help="control: context sentences (source and "
                                         "target, aligned) drawn from another document, seeded"),
     seed: int = typer.Option(1, **SEED, help="seed of --random-context"),
-    out: Optional[str] = typer.Option(None, "--out", "-o", metavar="PATH", help="write the figures to this JSON file"),
-    per_sentence: Optional[str] = typer.Option(None, metavar="PATH", help="write P-CXMI (one JSON line per sentence) "
+    out: str | None = typer.Option(None, "--out", "-o", metavar="PATH", help="write the figures to this JSON file"),
+    per_sentence: str | None = typer.Option(None, metavar="PATH", help="write P-CXMI (one JSON line per sentence) "
                                                "to this file"),
-    tokens: Optional[str] = typer.Option(None, metavar="WORD[,WORD...]", help="also P-CXMI restricted to these "
+    tokens: str | None = typer.Option(None, metavar="WORD[,WORD...]", help="also P-CXMI restricted to these "
                                          "target words (e.g. il,elle,ils,elles; case-folded, a word = its "
                                          "SentencePiece pieces, each occurrence the sum of its pieces' differences)"),
     max_tokens: int = typer.Option(DEFAULT_MAX_TOKENS, **MAX_TOKENS, help="token budget per scoring batch"),
@@ -134,7 +133,8 @@ COMMANDS["cxmi"] = cxmi
 def plot(
     run_dirs: list[Path] = typer.Argument(..., metavar="RUN_DIR", help="training directories (train.save_dir) "
                                           "holding metrics.jsonl; several are overlaid, one colour each"),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="directory for the PNGs (default: RUN_DIR/plots of the first run)"),
+    out: Path | None = typer.Option(None, "--out", "-o",
+                                    help="directory for the PNGs (default: RUN_DIR/plots of the first run)"),
     force: bool = typer.Option(False, help="overwrite PNGs that already exist"),
 ):
     """Training curves (Lupo et al. 2022, Figure 3): losses, current / context loss ratio, learning rate, tokens/s

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal
 
 import typer
 
@@ -64,30 +64,32 @@ def _load_benchmark(name: str):
 def benchmark(
     ctx: typer.Context,
     name: BenchmarkName = typer.Argument(..., metavar="NAME", help="the benchmark to run"),
-    contexts: Optional[str] = typer.Option(None, help="context sizes K in sentences, comma-separated "
+    contexts: str | None = typer.Option(None, help="context sizes K in sentences, comma-separated "
                                            "[default: 1,2,4,8,16; --quick 1,4,8]"),
-    out: Path = typer.Option(CONTEXT_SCALING_OUT, "--out", "-o", help="directory for the JSON results and the PNG plot"),
-    docs: Optional[int] = typer.Option(None, **COUNT, help="documents timed (decoded in parallel) [default: 4; --quick 2]"),
-    sentences: Optional[int] = typer.Option(None, **COUNT, help="first N sentences of each timed document "
+    out: Path = typer.Option(CONTEXT_SCALING_OUT, "--out", "-o",
+                             help="directory for the JSON results and the PNG plot"),
+    docs: int | None = typer.Option(None, **COUNT,
+                                    help="documents timed (decoded in parallel) [default: 4; --quick 2]"),
+    sentences: int | None = typer.Option(None, **COUNT, help="first N sentences of each timed document "
                                             "[default: 32; --quick 16]"),
     device: Device = "auto",
     preset: Preset = typer.Option("small", help="model dims"),
     beam: int = typer.Option(1, **BEAM, help="beam size (1 = greedy)"),
-    repeats: Optional[int] = typer.Option(None, **COUNT, help="timed runs per implementation, round-robin "
+    repeats: int | None = typer.Option(None, **COUNT, help="timed runs per implementation, round-robin "
                                            "(default: context-scaling 2, --quick 1, the fastest kept; "
                                            "train/score/decode 5, --quick 3, median; given, it wins over --quick)"),
-    threads: Optional[int] = typer.Option(None, **THREADS, help="torch CPU threads, same for ctxmt and peers "
+    threads: int | None = typer.Option(None, **THREADS, help="torch CPU threads, same for ctxmt and peers "
                                           "(default: context-scaling 1, train/score/decode 2)"),
     quick: bool = typer.Option(False, "--quick", help="fewer repeats (context-scaling: fewer K, documents and "
                                                    "sentences): under 3 minutes"),
-    corpus: Optional[BenchCorpus] = typer.Option(None, help="mbe: synthetic (the quickstart's corpus), maruf-iwslt17 "
+    corpus: BenchCorpus | None = typer.Option(None, help="mbe: synthetic (the quickstart's corpus), maruf-iwslt17 "
                                                  "(real TED talks, ../shared/data/maruf2019) [default: synthetic]"),
     log_format: LogFormat = None,
     count_ops: bool = typer.Option(False, "--count-ops", help="train: count the aten ops of one update (ctxmt and "
                                    "plain torch, fp32 and bf16, small/base/big) instead of timing"),
-    batch_tokens: Optional[int] = typer.Option(None, **BATCH_TOKENS, help="train: tokens/s and MFU at batches of N target "
+    batch_tokens: int | None = typer.Option(None, **BATCH_TOKENS, help="train: tokens/s and MFU at batches of N target "
                                                "tokens of real sentence lengths (e.g. 25000 with --preset base)"),
-    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="ctranslate2: an exportable checkpoint "
+    checkpoint: Path | None = typer.Option(None, "--checkpoint", "-c", help="ctranslate2: an exportable checkpoint "
                                               "of the quickstart's synthetic data [default: train one here]"),
 ):
     """Run a benchmark (code in ctxmt_cli/benchmarks/): context-scaling = time and memory vs context size;

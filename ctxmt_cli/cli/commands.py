@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 from ctxmt_cli.errors import CtxmtError
 from ctxmt_cli.paths import check_output_file
@@ -19,7 +18,7 @@ def _dry_run_meta(meta_path: Path) -> dict:
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         sizes = meta["vocab_size"]
-        good = all(isinstance(sizes[s], int) and not isinstance(sizes[s], bool) and sizes[s] > 0 for s in ("src", "tgt"))
+        good = all(type(sizes[s]) is int and sizes[s] > 0 for s in ("src", "tgt"))   # a bool is no size
     except (ValueError, KeyError, TypeError):         # not JSON, not UTF-8, not an object, no sizes
         good = False
     if not good:
@@ -69,9 +68,9 @@ def train_result_lines(result, log_format=None) -> str:
 
 
 
-def translate_file(input: str, out: str, checkpoint: Path, loading: Optional[dict] = None, *,
+def translate_file(input: str, out: str, checkpoint: Path, loading: dict | None = None, *,
                    input_format: str = "text", scores: bool = False, force: bool = False,
-                   log_format: Optional[str] = None, **options) -> int:
+                   log_format: str | None = None, **options) -> int:
     """``ctxmt translate``: translate a document file (or stdin, as it arrives) with the Python API
     (:meth:`ctxmt_cli.api.Model.translate_stream`) and write each document as soon as it is done; returns the
     number of sentences translated.
@@ -116,7 +115,7 @@ def translate_file(input: str, out: str, checkpoint: Path, loading: Optional[dic
     return count
 
 
-def _to_translate(documents) -> Optional[int]:
+def _to_translate(documents) -> int | None:
     """The sentences of ``documents`` that will be translated (non-blank, after any given target context); None
     for documents still arriving (stdin)."""
     if not isinstance(documents, list):
@@ -172,6 +171,6 @@ def contrastive_accuracy(model, tokenizer, testset, *, context=None, normalize="
     scores = score_testset(model, tokenizer, testset, context=context, normalize=normalize)
     ok = decisions(testset, scores)
     table = accuracy_by(testset.items, ok, "phenomenon", "distance")
-    context = [o for item, o in zip(testset.items, ok) if str(item.tags.get("distance")) != "0"]
+    context = [o for item, o in zip(testset.items, ok, strict=True) if str(item.tags.get("distance")) != "0"]
     table["all"] = {"all": sum(ok) / max(len(ok), 1), "d>=1": sum(context) / max(len(context), 1)}
     return table

@@ -37,7 +37,7 @@ def list_cards():
     header = ("NAME", "LANGUAGES", "PREPARED DIRECTORY", "READ BY")
     widths = [max(len(row[k]) for row in [header, *rows]) for k in range(3)]
     for row in [header, *rows]:
-        typer.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[3])
+        typer.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[3])
     typer.echo(f"{len(cards)} corpus cards; `ctxmt data show NAME` prints one", err=True)
 
 

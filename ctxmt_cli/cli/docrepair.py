@@ -10,7 +10,6 @@ error.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -96,7 +95,8 @@ def prepare_derived(ctx) -> str:
 
     names = tuple(s.strip() for s in splits.split(",") if s.strip())
     if not names or len(set(names)) != len(names):
-        raise CtxmtError(f"--splits {splits!r}: give prepared split names, comma-separated, each once (e.g. train,valid)")
+        raise CtxmtError(f"--splits {splits!r}: give prepared split names, comma-separated, each once "
+                         "(e.g. train,valid)")
     job = RoundTrip(data, out, opts["reverse"], opts["forward"], names, opts["group_size"], opts["stride"],
                     device=opts["device"], round_trip=opts["round_trip"], seed=opts["seed"])
     log = _progress_log(opts["log_format"])
@@ -109,7 +109,7 @@ def prepare_derived(ctx) -> str:
     return f"prepared {out} (DocRepair, {meta['tgt_lang']} → {meta['tgt_lang']}, groups of {job.group_size}; {sizes})"
 
 
-def _progress_log(log_format: Optional[str]):
+def _progress_log(log_format: str | None):
     """Progress of a translation pass on stderr (stdout keeps the command's summary line) in ``log_format``."""
     from ctxmt_cli.logs import CountLog
 

@@ -14,7 +14,6 @@ import logging
 import sys
 import warnings
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -26,7 +25,7 @@ from ctxmt_cli.signals import interruption, stop_signals
 UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 
 
-def _given_value(argv: list[str], opts: list[str]) -> Optional[str]:
+def _given_value(argv: list[str], opts: list[str]) -> str | None:
     """The value the command line gave an option (its last occurrence), for the error line."""
     found = None
     for i, arg in enumerate(argv):
@@ -38,7 +37,7 @@ def _given_value(argv: list[str], opts: list[str]) -> Optional[str]:
     return found
 
 
-def _subcommand(ctx) -> Optional[str]:
+def _subcommand(ctx) -> str | None:
     """The command below the program name (``recipes list`` for ``ctxmt recipes list``), None at the top."""
     names = []
     while ctx is not None and ctx.parent is not None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -36,19 +35,25 @@ from ctxmt_cli.paths import check_output_dir
 def contrastive(
     ctx: typer.Context,
     testset: str = typer.Argument(..., metavar="TESTSET", callback=check_testset, help=TESTSET_HELP),
-    runs: Optional[List[Path]] = typer.Argument(None, metavar="[RUN_A RUN_B]", help="with 'compare': two --out directories"),
-    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="model checkpoint"),
-    data: Optional[Path] = typer.Option(None, help="the test set's files (folder or file) when not given as KIND:PATH"),
-    context: Optional[int] = typer.Option(None, **CONTEXT, help="context sentences per side (default: the model's)"),
+    runs: list[Path] | None = typer.Argument(None, metavar="[RUN_A RUN_B]",
+                                             help="with 'compare': two --out directories"),
+    checkpoint: Path | None = typer.Option(None, "--checkpoint", "-c", help="model checkpoint"),
+    data: Path | None = typer.Option(None, help="the test set's files (folder or file) when not given as KIND:PATH"),
+    context: int | None = typer.Option(None, **CONTEXT, help="context sentences per side (default: the model's)"),
     normalize: Normalize = typer.Option("mean", help="mean (token-averaged log-prob), none (sum)"),
     score_span: ScoreSpan = typer.Option("all", help="all (every sentence of a candidate group), current (the last "
                                          "sentence)"),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="directory for results.json, SET.scores, SET.decisions.jsonl"),
+    out: Path | None = typer.Option(None, "--out", "-o",
+                                    help="directory for results.json, SET.scores, SET.decisions.jsonl"),
     force: bool = typer.Option(False, help="overwrite an existing OUT/results.json"),
-    split: Optional[ScatSplit] = typer.Option(None, help="scat: its split [default: test]"),
+    split: ScatSplit | None = typer.Option(None, help="scat: its split [default: test]"),
     dev: bool = typer.Option(False, help="voita: the dev sets instead of the test sets"),
-    documents: Optional[Path] = typer.Option(None, help="contrapro: OPUS OpenSubtitles documents/ folder to extract context from"),
-    testset_json: Optional[str] = typer.Option(None, "--testset-json", metavar="PATH|none", help="lopes: the publisher's test-set json the files were extracted from (default: the one *testset*.json beside the extracted folder or one up, announced); none: the files alone, in file order"),
+    documents: Path | None = typer.Option(
+        None, help="contrapro: OPUS OpenSubtitles documents/ folder to extract context from"),
+    testset_json: str | None = typer.Option(
+        None, "--testset-json", metavar="PATH|none",
+        help="lopes: the publisher's test-set json the files were extracted from (default: the one *testset*.json "
+        "beside the extracted folder or one up, announced); none: the files alone, in file order"),
     context_gain: bool = typer.Option(True, "--context-gain/--no-context-gain", help="also score every item with "
                                       "its context dropped, in the same pass, and report the gain in accuracy and "
                                       "balanced accuracy with McNemar's exact p (costs the rows context changes: "
@@ -127,39 +132,43 @@ def _compare_contrastive(runs) -> None:
 @user_errors
 def evaluate(
     ctx: typer.Context,
-    checkpoint: Optional[List[Path]] = typer.Option(None, "--checkpoint", "-c", help="translate the split with it; twice to compare two systems"),
+    checkpoint: list[Path] | None = typer.Option(
+        None, "--checkpoint", "-c", help="translate the split with it; twice to compare two systems"),
     split: str = typer.Option("test", help="prepared split to translate and score"),
-    data: Optional[Path] = typer.Option(None, help="prepared dir (default: the first checkpoint's recipe data.path)"),
-    hyp: Optional[List[Path]] = typer.Option(None, help="score this hypothesis file instead (repeatable; the first is "
+    data: Path | None = typer.Option(None, help="prepared dir (default: the first checkpoint's recipe data.path)"),
+    hyp: list[Path] | None = typer.Option(None, help="score this hypothesis file instead (repeatable; the first is "
                                              "the baseline); - = stdin, e.g. ctxmt translate ... | ctxmt evaluate "
                                              "--hyp - --ref R"),
-    ref: Optional[Path] = typer.Option(None, help="reference file for --hyp (blank lines between documents)"),
-    src: Optional[Path] = typer.Option(None, help="source file for --hyp (needed by --comet)"),
-    docids: Optional[Path] = typer.Option(None, help="one document id per line of --hyp/--ref, instead of blank lines"),
+    ref: Path | None = typer.Option(None, help="reference file for --hyp (blank lines between documents)"),
+    src: Path | None = typer.Option(None, help="source file for --hyp (needed by --comet)"),
+    docids: Path | None = typer.Option(None, help="one document id per line of --hyp/--ref, instead of blank lines"),
     lowercase: bool = typer.Option(False, help="lowercased BLEU (as Voita et al. for Russian)"),
     tokenize: Tokenize = typer.Option("13a", help="sacrebleu tokenizer: 13a (detokenized BLEU), none (tokenized "
                                       "BLEU), ... (ja-mecab, ko-mecab need extras; spm, flores* a download)"),
-    document_level: bool = typer.Option(False, help="also BLEU/chrF with each document's sentences joined into one segment"),
-    significance: Optional[Significance] = typer.Option(None, help="paired tests of each system against the first: "
+    document_level: bool = typer.Option(
+        False, help="also BLEU/chrF with each document's sentences joined into one segment"),
+    significance: Significance | None = typer.Option(None, help="paired tests of each system against the first: "
                                                         "bootstrap resampling, ar (approximate randomisation), both"),
-    samples: Optional[int] = typer.Option(None, **SAMPLES, help="bootstrap resamples / AR trials (default 1000 / 10000)"),
+    samples: int | None = typer.Option(None, **SAMPLES, help="bootstrap resamples / AR trials (default 1000 / 10000)"),
     seed: int = typer.Option(12345, **SEED, help="seed of the significance tests (sacrebleu's default)"),
-    comet: Optional[Path] = typer.Option(None, help="local COMET model folder or .ckpt; needs the optional unbabel-comet (extra: comet)"),
-    out: Optional[str] = typer.Option(None, "--out", "-o", metavar="PATH", help="write every figure to this JSON file"),
+    comet: Path | None = typer.Option(
+        None, help="local COMET model folder or .ckpt; needs the optional unbabel-comet (extra: comet)"),
+    out: str | None = typer.Option(None, "--out", "-o", metavar="PATH", help="write every figure to this JSON file"),
     force: bool = typer.Option(False, help="replace an existing --out file"),
     beam: Beam = None, lenpen: Lenpen = None, target_mode: TargetModeOption = None,   # as translate decodes
     warmup_sentences: WarmupSentences = None,
-    context: Optional[str] = typer.Option(None, metavar="K[,K...]", help="with --checkpoint: translate once per K "
+    context: str | None = typer.Option(None, metavar="K[,K...]", help="with --checkpoint: translate once per K "
                                           "(comma-separated) and print BLEU/chrF per K. " + CONTEXT_HELP),
-    group_sentences: Optional[str] = typer.Option(None, metavar="N[,N...|all]", help="mbe: translate once per number "
+    group_sentences: str | None = typer.Option(None, metavar="N[,N...|all]", help="mbe: translate once per number "
                                                   "of sentences per group and print BLEU/chrF per N (Morishita et al. "
                                                   "2021, Figure 4; with --out also a PNG)"),
-    first_pass: Optional[Path] = typer.Option(None, help="hanoit reading target context: "
+    first_pass: Path | None = typer.Option(None, help="hanoit reading target context: "
                                               "its target context from this sentence-level "
                                               "checkpoint's translations (default: the split's first-pass stream)"),
     device: Device = "auto", log_format: LogFormat = None,
 ):
-    """BLEU and chrF (sacrebleu, signatures printed) of checkpoints on a prepared split, or of --hyp files against --ref.
+    """BLEU and chrF (sacrebleu, signatures printed) of checkpoints on a prepared split, or of --hyp files
+    against --ref.
 
     With --checkpoint, each system's decoding (beam, length penalty, target mode, time and, in generate mode, the
     windows decoded again in prefix mode) is printed on stderr and kept under "decoding" in --out."""
@@ -179,8 +188,9 @@ def evaluate(
 def _check_evaluate_options(ctx, scores_files: bool, comet: bool, significance: bool) -> None:
     """Refuse the options of one way of ``evaluate`` given for the other (they would be silently ignored)."""
     if scores_files:
-        refuse_given(ctx, ("split", "data", "beam", "lenpen", "target_mode", "warmup_sentences", "log_format"), "goes with --checkpoint (a "
-                     "prepared split is translated); --hyp files are scored as they are")
+        decoding = ("split", "data", "beam", "lenpen", "target_mode", "warmup_sentences", "log_format")
+        refuse_given(ctx, decoding, "goes with --checkpoint (a prepared split is translated); --hyp files are "
+                     "scored as they are")
         if not comet:
             refuse_given(ctx, ("device",), "goes with --checkpoint or --comet (with --hyp alone no model runs)")
     if not significance:

@@ -9,7 +9,7 @@ their owners would slow ``--help``); a unit test keeps each equal to the module 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal
 
 import typer
 
@@ -71,26 +71,27 @@ Device = Annotated[str, typer.Option(
     help="where the model runs: auto (CUDA when present, else the CPU), cpu, cuda or cuda:N")]
 
 LogFormatName = Literal["plain", "rich", "json"]
-LogFormat = Annotated[Optional[LogFormatName], typer.Option(
+LogFormat = Annotated[LogFormatName | None, typer.Option(
     "--log-format", show_default=False,
     help="progress as rich (a live bar), plain (one line per report: done/total, elapsed, ETA; train: also loss, "
          "tok/s, lr) or json (the same, one object per line) [default: rich on a terminal, plain otherwise]")]
 
 # ``ctxmt prepare``'s options for real-size corpora (fields of ctxmt_cli.data.prepare.PrepareSpec)
-SpmSample = Annotated[int, typer.Option(**COUNT, help="SentencePiece trains on a seeded sample of about this many train "
-                                        "pairs (sentences per side)")]
-SpmModel = Annotated[Optional[Path], typer.Option(help="reuse this SentencePiece .model (both sides) instead of "
+SpmSample = Annotated[int, typer.Option(**COUNT, help="SentencePiece trains on a seeded sample of about this many "
+                                        "train pairs (sentences per side)")]
+SpmModel = Annotated[Path | None, typer.Option(help="reuse this SentencePiece .model (both sides) instead of "
                                                   "training one: corpora prepared with it share one vocabulary")]
-VocabFrom = Annotated[Optional[Path], typer.Option(help="reuse the SentencePiece model(s) of this prepared dataset, "
+VocabFrom = Annotated[Path | None, typer.Option(help="reuse the SentencePiece model(s) of this prepared dataset, "
                                                    "or of this checkpoint (an imported Marian model), instead of "
                                                    "training")]
 Workers = Annotated[int, typer.Option(**WORKERS, help="encoding processes (0: one per CPU)")]
-MinWords = Annotated[int, typer.Option(min=0, max=MAX_POSITIONS, help="clean the train split: drop pairs with a side of fewer words "
-                                       "(0: off)")]
-MaxWords = Annotated[int, typer.Option(min=0, max=MAX_POSITIONS, help="clean the train split: drop pairs with a side of more words (0: "
-                                       "off; Moses clean-corpus-n is often run with 80)")]
-MaxLengthRatio = Annotated[float, typer.Option(min=0.0, max=1000.0, help="clean the train split: drop pairs whose longer side has "
-                                               "more than R times the words of the shorter (0: off; Moses: 9)")]
+MinWords = Annotated[int, typer.Option(min=0, max=MAX_POSITIONS, help="clean the train split: drop pairs with a "
+                                       "side of fewer words (0: off)")]
+MaxWords = Annotated[int, typer.Option(min=0, max=MAX_POSITIONS, help="clean the train split: drop pairs with a "
+                                       "side of more words (0: off; Moses clean-corpus-n is often run with 80)")]
+MaxLengthRatio = Annotated[float, typer.Option(min=0.0, max=1000.0, help="clean the train split: drop pairs whose "
+                                               "longer side has more than R times the words of the shorter (0: off; "
+                                               "Moses: 9)")]
 
 #: ``ctxmt prepare FORMAT``: the corpus readers (ctxmt_cli.data.pipeline.FORMATS), then the derived formats
 PrepareFormat = Literal["synthetic", "text", "jsonl", "iwslt-tags", "iwslt-xml", "voita", "maruf", "docrepair",
@@ -99,19 +100,19 @@ SpmType = Literal["unigram", "bpe"]
 TargetMode = Literal["prefix", "generate"]
 
 # the decoding options of ``translate`` and ``evaluate`` (None: the checkpoint's recipe decides)
-Beam = Annotated[Optional[int], typer.Option(**BEAM, show_default=False,
+Beam = Annotated[int | None, typer.Option(**BEAM, show_default=False,
                                              help="beam size [default: the recipe's decode.beam]")]
-Lenpen = Annotated[Optional[float], typer.Option(**LENPEN, show_default=False,
+Lenpen = Annotated[float | None, typer.Option(**LENPEN, show_default=False,
                                                  help="length penalty [default: the recipe's decode.lenpen]")]
-BatchDocs = Annotated[Optional[int], typer.Option(
-    **BATCH_DOCS, show_default=False, help="rows decoded in parallel: documents; pieces of documents for a model reading no "
-    "earlier translation; windows in generate mode [default: the recipe's decode.batch_docs]")]
-WarmupSentences = Annotated[Optional[int], typer.Option(
+BatchDocs = Annotated[int | None, typer.Option(
+    **BATCH_DOCS, show_default=False, help="rows decoded in parallel: documents; pieces of documents for a model "
+    "reading no earlier translation; windows in generate mode [default: the recipe's decode.batch_docs]")]
+WarmupSentences = Annotated[int | None, typer.Option(
     **WARMUP, show_default=False, help="a model reading its earlier translations: cut documents into pieces "
     "that translate side by side, each first translating (and dropping) N sentences before it as its target "
     "context (faster on a few long documents; the output may differ slightly from whole documents) [default: the "
     "recipe's decode.warmup_sentences; none: whole documents]")]
-TargetModeOption = Annotated[Optional[TargetMode], typer.Option(
+TargetModeOption = Annotated[TargetMode | None, typer.Option(
     show_default=False, help="how a model reading its earlier translations decodes them: prefix (its own outputs "
     "forced), generate (the whole target window written again, the last sentence kept; a window without the "
     "expected separators is decoded again in prefix mode, and counted) [default: the recipe's decode.target_mode]")]
@@ -152,6 +153,7 @@ TESTSET_HELP = (f"the test set: KIND or KIND:PATH, KIND one of {', '.join(CONTRA
                 "(then RUN_A RUN_B)")
 CONTEXT_HELP = ("K context sentences per side that has context, instead of the model's own: concatenation windows "
                 "of K+1 sentences (--context 3 = s4to4; an sNto1 model grows its source side only), caching: K cached "
-                "sentences, a model reading next sentences (hanoit) K next ones too; refused for a sentence-level model")
+                "sentences, a model reading next sentences (hanoit) K next ones too; refused for a sentence-level "
+                "model")
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from enum import Enum
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -32,9 +31,9 @@ recipes_app = typer.Typer(
 @recipes_app.command("list")
 @user_errors
 def list_recipes(
-    folder: Optional[str] = typer.Argument(None, metavar="[FOLDER]", autocompletion=complete_recipe_folder,
+    folder: str | None = typer.Argument(None, metavar="[FOLDER]", autocompletion=complete_recipe_folder,
                                            help="only this folder's recipes (e.g. quickstart, yang2023_hanoit)"),
-    family: Optional[Family] = typer.Option(None, help="only recipes of this model family"),
+    family: Family | None = typer.Option(None, help="only recipes of this model family"),
 ):
     """One line per packaged recipe: NAME, model family, what it is (its description or the paper row)."""
     from ctxmt_cli.recipe_catalog import packaged_recipes
@@ -77,7 +76,10 @@ def _table(info: dict):
 
     vocab, train = info["vocabulary"], info["training"]
     languages = f"{vocab['source_language'] or '?'} → {vocab['target_language'] or '?'}"
-    best = "—" if train["best"] is None else f"{train['best']:.4f} ({train['early_stop_on']}, step {train['best_step']})"
+    if train["best"] is None:
+        best = "—"
+    else:
+        best = f"{train['best']:.4f} ({train['early_stop_on']}, step {train['best_step']})"
     rows = [
         ("checkpoint", info["path"]), ("recipe name", info["name"]), ("family", info["family"]),
         ("parameters", f"{info['parameters']:,}"), ("written by", f"ctxmt {info['ctxmt_version']} "
@@ -93,8 +95,9 @@ def _table(info: dict):
     ]
     imported = info.get("imported_from")
     if imported:
-        rows.append(("imported from", f"{imported.get('kind')} model {imported.get('name_or_path') or '?'} "
-                                      f"({imported.get('folder')}; transformers {imported.get('transformers_version')})"))
+        model = f"{imported.get('kind')} model {imported.get('name_or_path') or '?'}"
+        rows.append(("imported from", f"{model} ({imported.get('folder')}; "
+                                      f"transformers {imported.get('transformers_version')})"))
     if train["averaged_from"]:
         rows.append(("averaged from", ", ".join(train["averaged_from"])))
     for depth, start in enumerate(train["init_from"]):

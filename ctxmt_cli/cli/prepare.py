@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -37,19 +36,20 @@ def prepare(
                                         "iwslt-xml, voita, maruf (a <d> line before each document, Maruf et al. 2019); "
                                         "from a prepared --data DIR: docrepair (its round-trip corpus), reverse"),
     out: Path = typer.Option(..., "--out", "-o", help="prepared dataset directory to write"),
-    train: Optional[Path] = typer.Option(None, help="train PATH, a prefix: PATH.L1 and PATH.L2 (iwslt-xml: "
+    train: Path | None = typer.Option(None, help="train PATH, a prefix: PATH.L1 and PATH.L2 (iwslt-xml: "
                                          "PATH.L1.xml and PATH.L2.xml; maruf: PATH.L1 and PATH.L2, else Maruf's "
                                          "PATH_L1.txt and PATH_L2.txt; jsonl: the file itself); L1, L2: --src-lang, "
                                          "--tgt-lang; any file may be .gz, .xz or .bz2 (PATH.L1.xz for PATH.L1)"),
-    valid: Optional[Path] = typer.Option(None, help="valid PATH"),
-    test: Optional[Path] = typer.Option(None, help="test PATH"),
+    valid: Path | None = typer.Option(None, help="valid PATH"),
+    test: Path | None = typer.Option(None, help="test PATH"),
     src_lang: str = typer.Option("src", help="source language code / file suffix"),
     tgt_lang: str = typer.Option("tgt", help="target language code / file suffix"),
     vocab_size: int = typer.Option(8000, **VOCAB, help="SentencePiece vocabulary size"),
     joint: bool = typer.Option(True, "--joint/--separate", help="one SentencePiece model for both sides"),
     moses: bool = typer.Option(False, help="Moses-tokenize (sacremoses) before SentencePiece"),
     spm_type: SpmType = typer.Option("unigram", help="SentencePiece model type"),
-    max_sentence_tokens: int = typer.Option(250, **SENTENCE_TOKENS, help="longer sentences are truncated with a warning"),
+    max_sentence_tokens: int = typer.Option(250, **SENTENCE_TOKENS,
+                                            help="longer sentences are truncated with a warning"),
     seed: int = typer.Option(1, **SEED, help="random seed"),
     spm_sample: SpmSample = 2_000_000,
     spm: SpmModel = None,
@@ -60,15 +60,15 @@ def prepare(
     max_length_ratio: MaxLengthRatio = 0.0,
     docs: int = typer.Option(2000, **SYNTHETIC_DOCS, help="synthetic: number of documents"),
     force: bool = typer.Option(False, help="overwrite an existing output directory"),
-    data: Optional[Path] = typer.Option(None, help="docrepair, reverse: the prepared dataset to read"),
+    data: Path | None = typer.Option(None, help="docrepair, reverse: the prepared dataset to read"),
     splits: str = typer.Option("train,valid", help="docrepair: splits to round-trip translate, comma-separated"),
-    reverse: Optional[Path] = typer.Option(None, help="docrepair: target → source checkpoint (trained on "
+    reverse: Path | None = typer.Option(None, help="docrepair: target → source checkpoint (trained on "
                                            "`ctxmt prepare reverse`)"),
-    forward: Optional[Path] = typer.Option(None, help="docrepair: source → target checkpoint"),
+    forward: Path | None = typer.Option(None, help="docrepair: source → target checkpoint"),
     group_size: int = typer.Option(4, **SENTENCES, help="docrepair: sentences per group (Voita et al. 2019: 4)"),
-    stride: Optional[int] = typer.Option(None, **SENTENCES, help="docrepair: a group starts every N sentences "
+    stride: int | None = typer.Option(None, **SENTENCES, help="docrepair: a group starts every N sentences "
                                          "(default: the group size, disjoint groups)"),
-    beam: Optional[int] = typer.Option(None, **BEAM, help="docrepair: beam of the back-translation (and of the "
+    beam: int | None = typer.Option(None, **BEAM, help="docrepair: beam of the back-translation (and of the "
                                        "forward one with --round-trip beam; default: each checkpoint recipe's)"),
     round_trip: RoundTripMode = typer.Option("sample", help="docrepair: the forward translation of the "
                                              "back-translations is sampled (seeded by --seed; Voita et al. 2019's "

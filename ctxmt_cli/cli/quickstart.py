@@ -17,7 +17,6 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -48,7 +47,7 @@ def available_systems() -> list[str]:
     return sorted(p.stem for p in RECIPE_DIR.glob("*.yaml")) if RECIPE_DIR.is_dir() else []
 
 
-def parse_systems(text: Optional[str]) -> list[str]:
+def parse_systems(text: str | None) -> list[str]:
     """``--systems a,b`` -> ``["a", "b"]``: known names, each once, in the order given."""
     if text is None:
         return list(DEFAULT_SYSTEMS)
@@ -65,7 +64,7 @@ def parse_systems(text: Optional[str]) -> list[str]:
     return names
 
 
-def system_recipe(name: str, out: Path, seed: int = 1, updates: Optional[int] = None) -> Recipe:
+def system_recipe(name: str, out: Path, seed: int = 1, updates: int | None = None) -> Recipe:
     """The recipe of quickstart system ``name`` with its data and checkpoints under ``out``.
 
     ``seed`` becomes ``train.seed``; ``updates`` replaces the recipe's update budget (``train.max_steps``).
@@ -92,7 +91,8 @@ def _prepare(out: Path, docs: int, seed: int, console, stages: int) -> Path:
     console.rule(f"[bold]1/{stages} synthetic benchmark")
     meta = prepare_synthetic(data, seed=seed, docs=docs, force=True, vocab_size=400)
     record(out, [data])                              # a part done: --force may replace it even if a later one fails
-    console.print(f"prepared {data}: " + ", ".join(f"{k} {v['sentences']} sentences" for k, v in meta["splits"].items()))
+    splits = ", ".join(f"{k} {v['sentences']} sentences" for k, v in meta["splits"].items())
+    console.print(f"prepared {data}: {splits}")
     return data
 
 
@@ -165,8 +165,8 @@ def _sample(results: dict, data: Path, console) -> dict:
 
 
 def run_quickstart(out: Path, docs: int = 2000, seed: int = 1, force: bool = False,
-                   systems: Optional[str] = None, updates: Optional[int] = None, device: str = "auto",
-                   log_format: Optional[str] = None) -> dict:
+                   systems: str | None = None, updates: int | None = None, device: str = "auto",
+                   log_format: str | None = None) -> dict:
     """Run the whole quickstart for ``systems`` (``"a,b"``; default concat,sentence); returns (and writes) the results.
 
     ``seed`` seeds the synthetic data and every system's training; ``updates`` overrides each recipe's budget;
@@ -214,12 +214,13 @@ def _run(out: Path, names: list, recipes: dict, docs: int, seed: int, device: st
     write_json(out / "results.json", payload)
     console.print(f"done in {payload['seconds']:.0f} s; results in {out / 'results.json'}")
     if log_format == "json":
-        print(json_line({"kind": "result", "results": str(out / "results.json"), "seconds": round(payload["seconds"], 3),
-                         "bleu": {n: r["bleu"] for n, r in payload["models"].items()}}), flush=True)
+        bleu = {n: r["bleu"] for n, r in payload["models"].items()}
+        print(json_line({"kind": "result", "results": str(out / "results.json"),
+                         "seconds": round(payload["seconds"], 3), "bleu": bleu}), flush=True)
     return payload
 
 
-def _train(name: str, recipe: Recipe, console, stage: str, device: str = "auto", log_format: Optional[str] = None) -> dict:
+def _train(name: str, recipe: Recipe, console, stage: str, device: str = "auto", log_format: str | None = None) -> dict:
     """Train one system (on ``device``, progress in ``log_format``); what results.json records about the run."""
     import torch
 
@@ -237,10 +238,11 @@ def _train(name: str, recipe: Recipe, console, stage: str, device: str = "auto",
 def quickstart_command(
     out: Path = typer.Option(Path("quickstart"), "--out", "-o", help="output directory"),
     docs: int = typer.Option(2000, **SYNTHETIC_DOCS, help="synthetic documents"),
-    systems: Optional[str] = typer.Option(
+    systems: str | None = typer.Option(
         None, autocompletion=complete_systems, help="comma-separated systems, one packaged recipe each "
         "(`ctxmt recipes list quickstart`; default: concat,sentence)"),
-    updates: Optional[int] = typer.Option(None, **UPDATES, help="updates per system (default: each recipe's train.max_steps)"),
+    updates: int | None = typer.Option(None, **UPDATES,
+                                       help="updates per system (default: each recipe's train.max_steps)"),
     seed: int = typer.Option(1, **SEED, help="seed of the synthetic data and of every system's training"),
     force: bool = typer.Option(False, help="reuse/overwrite an existing output directory"),
     device: Device = "auto",

@@ -7,7 +7,6 @@ inside the command, so ``--help`` stays instant and a missing server package is 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -68,12 +67,12 @@ def serve(
                                         "answered 503 and closed"),
     beam: Beam = None,
     lenpen: Lenpen = None,
-    first_pass: Optional[Path] = typer.Option(None, help="hanoit reading target context: "
+    first_pass: Path | None = typer.Option(None, help="hanoit reading target context: "
                                               "the sentence-level checkpoint whose "
                                               "translations it reads as target context"),
-    group_sentences: Optional[int] = typer.Option(None, **SENTENCES, help="mbe: groups of N consecutive sentences (the "
+    group_sentences: int | None = typer.Option(None, **SENTENCES, help="mbe: groups of N consecutive sentences (the "
                                                   "server keeps the unfinished group) [default: the whole document]"),
-    max_document_sentences: Optional[int] = typer.Option(None, **SENTENCES, help="mbe without --group-sentences: the "
+    max_document_sentences: int | None = typer.Option(None, **SENTENCES, help="mbe without --group-sentences: the "
                                                          "most sentences a document may hold (all are kept and "
                                                          "re-read) [default: 1024]"),
     log_format: LogFormat = None,
@@ -83,7 +82,8 @@ def serve(
     POST /translate {"doc_id": "d1", "sentences": [...]} continues a document as `ctxmt translate` would.
 
     DELETE /documents/ID forgets one; GET /health, GET /documents. Different documents are batched together.
-    The requests answered so far go to stderr (a live count on a terminal, otherwise a line every 30 s while requests come).
+    The requests answered so far go to stderr (a live count on a terminal, otherwise a line every 30 s while
+    requests come).
     """
     _check_packages()
     from ctxmt_cli.logs import CountLog

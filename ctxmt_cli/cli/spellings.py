@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from typing import Optional
 
 #: when the old spellings stop being read
 GOES = "the old spelling goes in the next release"
@@ -38,10 +37,10 @@ class OldSpellings:
     """
 
     flags: dict[str, str] = field(default_factory=dict)
-    positionals: tuple[Optional[str], ...] = ()
+    positionals: tuple[str | None, ...] = ()
     repeat: bool = False
 
-    def target(self, slot: int) -> Optional[str]:
+    def target(self, slot: int) -> str | None:
         """The option the ``slot``-th positional argument became, or None where it is still an argument."""
         if slot < len(self.positionals):
             return self.positionals[slot]
@@ -89,7 +88,9 @@ def _flags(path: str, renamed: dict[str, str], args: list[str]) -> list[str]:
         flag, eq, value = arg.partition("=")
         if flag in renamed:
             if flag not in announced:
-                warnings.warn(f"{flag} is now called {renamed[flag]} (read as such; {GOES})", FutureWarning)
+                # stacklevel 1: the warning is ctxmt's own, shown without a source location
+                warnings.warn(f"{flag} is now called {renamed[flag]} (read as such; {GOES})", FutureWarning,
+                              stacklevel=1)
                 announced.add(flag)
             arg = renamed[flag] + eq + value
         out.append(arg)
@@ -136,7 +137,8 @@ def _positionals(path: str, command, old: OldSpellings, args: list[str]) -> list
             _check_once(command, target, args, [v for t, v in moved if t == target])
         given = " ".join(v for _, v in moved)
         warnings.warn(f"ctxmt {path} {given}: {'these arguments are' if len(moved) > 1 else 'this argument is'} now "
-                      f"{' '.join(f'{t} {v}' for t, v in moved)} (read as such; {GOES})", FutureWarning)
+                      f"{' '.join(f'{t} {v}' for t, v in moved)} (read as such; {GOES})", FutureWarning,
+                      stacklevel=1)
     return out
 
 

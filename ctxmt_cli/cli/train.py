@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -19,14 +18,14 @@ def train_command(
     recipe: str = typer.Argument(..., metavar="RECIPE", autocompletion=complete_recipe,
                                  help="a recipe YAML file, or the NAME of a packaged recipe (`ctxmt recipes list`; "
                                  "e.g. quickstart/concat); an existing file wins"),
-    set_: List[str] = typer.Option([], "--set", help="override KEY.PATH=VALUE (repeatable)"),
+    set_: list[str] = typer.Option([], "--set", help="override KEY.PATH=VALUE (repeatable)"),
     resume: bool = typer.Option(False, help="continue from checkpoint_last.pt in train.save_dir (with the recipe it "
                                 "was trained with: see --allow-changed)"),
-    allow_changed: List[str] = typer.Option([], "--allow-changed", metavar="KEY[,KEY...]", help="with --resume: "
+    allow_changed: list[str] = typer.Option([], "--allow-changed", metavar="KEY[,KEY...]", help="with --resume: "
                                             "recipe keys (or sections) that may differ from the checkpoint's, e.g. "
                                             "train.max_steps,train.lr; each change is printed and recorded in the "
                                             "run (metrics.jsonl, the checkpoints' state.recipe_history)"),
-    init_from: Optional[Path] = typer.Option(None, "--init-from", metavar="CKPT", help="set train.init_from: start "
+    init_from: Path | None = typer.Option(None, "--init-from", metavar="CKPT", help="set train.init_from: start "
                                              "from this checkpoint's weights and architecture (two-step training)"),
     dry_run: bool = typer.Option(False, help="validate, print the resolved recipe and parameter count, exit"),
     device: Device = "auto",
@@ -59,7 +58,7 @@ def train_command(
 
 @user_errors
 def average(
-    checkpoint: List[Path] = typer.Option(..., "--checkpoint", "-c", metavar="CKPT", help="a checkpoint to average "
+    checkpoint: list[Path] = typer.Option(..., "--checkpoint", "-c", metavar="CKPT", help="a checkpoint to average "
                                           "(repeat: -c A -c B ...)"),
     out: str = typer.Option(..., "--out", "-o", metavar="PATH", help="averaged checkpoint to write (not one of the "
                             "inputs)"),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -43,22 +42,22 @@ def translate(
                                              "translations of the first sentences, forced as their context); "
                                              'the output is one line {"doc_id", "translations"} per document'),
     scores: bool = typer.Option(False, "--scores", help="jsonl: add each sentence's log-probability (\"scores\")"),
-    nbest: Optional[int] = typer.Option(None, **BEAM, help="jsonl: add each sentence's N best translations "
+    nbest: int | None = typer.Option(None, **BEAM, help="jsonl: add each sentence's N best translations "
                                         '("nbest"; N <= --beam)'),
     beam: Beam = None,
     lenpen: Lenpen = None,
     target_mode: TargetModeOption = None,
     batch_docs: BatchDocs = None,
     warmup_sentences: WarmupSentences = None,
-    context: Optional[int] = typer.Option(None, **CONTEXT, help=CONTEXT_HELP),
+    context: int | None = typer.Option(None, **CONTEXT, help=CONTEXT_HELP),
     device: Device = "auto",
-    repair: Optional[Path] = typer.Option(None, help="DocRepair: rewrite the translations with this repair checkpoint "
+    repair: Path | None = typer.Option(None, help="DocRepair: rewrite the translations with this repair checkpoint "
                                           "(`ctxmt prepare docrepair`), in groups of 4 consecutive sentences"),
-    group_sentences: Optional[int] = typer.Option(None, **SENTENCES, help="mbe: sentences per group (default: the whole "
+    group_sentences: int | None = typer.Option(None, **SENTENCES, help="mbe: sentences per group (default: the whole "
                                                   "document is one group)"),
     group_order: GroupOrder = typer.Option("consecutive", help="mbe: consecutive, or length (groups of "
                                            "length-sorted sentences)"),
-    first_pass: Optional[Path] = typer.Option(None, help="hanoit reading target context: "
+    first_pass: Path | None = typer.Option(None, help="hanoit reading target context: "
                                               "translate each document first with this "
                                               "sentence-level checkpoint; its translations are the target context"),
     log_format: LogFormat = None,

@@ -50,7 +50,8 @@ def read_weights(folder: Path) -> tuple[dict, Path]:
         try:
             state = load_file(str(safe))
         except (SafetensorError, OSError, ValueError) as err:
-            raise CtxmtError(f"{safe} is not a readable safetensors file ({str(err)[:80]}); download it again") from None
+            raise CtxmtError(f"{safe} is not a readable safetensors file ({str(err)[:80]}); download it "
+                             "again") from None
         return {k: v.float() for k, v in state.items()}, safe
     if pickled.is_file():
         try:

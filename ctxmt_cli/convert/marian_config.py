@@ -66,7 +66,8 @@ def check_marian(config: dict, path: Path) -> None:
         raise CtxmtError(f"{path}: model_type: {json.dumps(kind)} is not a Marian model; {HINT}")
     for key, want in FIXED.items():
         if key in config and config[key] != want:
-            raise _refuse(path, key, config[key], f"ctxmt computes Marian's architecture, where it is {json.dumps(want)}")
+            why = f"ctxmt computes Marian's architecture, where it is {json.dumps(want)}"
+            raise _refuse(path, key, config[key], why)
     act = config.get("activation_function", "gelu")
     if act not in ACTIVATIONS:
         raise _refuse(path, "activation_function", act, f"use one of {', '.join(ACTIVATIONS)}")

@@ -14,8 +14,9 @@ per layer).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
-from typing import Callable, ClassVar, NamedTuple, Optional
+from typing import ClassVar, NamedTuple
 
 import torch
 from torch import Tensor
@@ -35,7 +36,7 @@ class VocabInfo:
     joint: bool = True
 
     @classmethod
-    def of(cls, tokenizer) -> "VocabInfo":
+    def of(cls, tokenizer) -> VocabInfo:
         """The vocabulary description of a :class:`~ctxmt_cli.data.tokenize.Tokenizer`."""
         return cls(src_size=tokenizer.src_vocab_size, tgt_size=tokenizer.tgt_vocab_size, pad=tokenizer.pad_id,
                    unk=tokenizer.unk_id, bos=tokenizer.bos_id, eos=tokenizer.eos_id, brk=tokenizer.brk_id,
@@ -60,8 +61,8 @@ class LossTerm:
 
 @dataclass
 class ModelOutput:
-    logits: Optional[Tensor]                         # (B, T, V); None when forward(project=False)
-    hidden: Optional[Tensor] = None                  # (B, T, C) final decoder states, when project=False;
+    logits: Tensor | None                         # (B, T, V); None when forward(project=False)
+    hidden: Tensor | None = None                  # (B, T, C) final decoder states, when project=False;
     #                                                  (N, C) packed (Batch.pack order) for a chunked batch
     # a family's extra terms (see LossTerm), e.g. those its encoder computed (EncoderOut.loss_terms)
     loss_terms: dict[str, LossTerm] = field(default_factory=dict)   # a family's extra terms (see LossTerm)
@@ -80,11 +81,11 @@ class Extras:
 
     whole: ClassVar[tuple[str, ...]] = ()
 
-    def map(self, fn: Callable[[Tensor], Tensor]) -> "Extras":
+    def map(self, fn: Callable[[Tensor], Tensor]) -> Extras:
         """``fn`` applied to every tensor field (moving, pinning)."""
         return replace(self, **{f.name: fn(v) for f in fields(self) if isinstance(v := getattr(self, f.name), Tensor)})
 
-    def rows(self, start: int, end: int) -> "Extras":
+    def rows(self, start: int, end: int) -> Extras:
         """Rows ``start``..``end`` of every per-row field; ``whole`` fields as they are."""
         return replace(self, **{f.name: v[start:end] for f in fields(self)
                                 if f.name not in self.whole and isinstance(v := getattr(self, f.name), Tensor)})
@@ -113,18 +114,18 @@ class Batch:
     """
 
     src: Tensor                                  # (B, S) long
-    tgt_in: Optional[Tensor] = None              # (B, T) long
-    tgt_out: Optional[Tensor] = None             # (B, T) long
-    tgt_prefix: Optional[Tensor] = None          # (B, P) long, for decoding
-    tgt_sentences: Optional[Tensor] = None       # (B,) long, for decoding
-    ids: Optional[Tensor] = None                 # (B,) long, sentence/item index of each row
-    src_index: Optional[Tensor] = None           # (B_tgt,) long, source row of each target row
-    memory: Optional[list] = None                # context memory: per row, cached entries (M_i, C), oldest first
-    chunks: Optional[tuple[tuple[int, int, int, int], ...]] = None   # row chunks: (first, end, src width, tgt width)
-    src_next: Optional[Tensor] = None            # (B,) long, next sentences among each source row's context
-    extras: Optional[Extras] = None              # a family's own fields, per source row
+    tgt_in: Tensor | None = None              # (B, T) long
+    tgt_out: Tensor | None = None             # (B, T) long
+    tgt_prefix: Tensor | None = None          # (B, P) long, for decoding
+    tgt_sentences: Tensor | None = None       # (B,) long, for decoding
+    ids: Tensor | None = None                 # (B,) long, sentence/item index of each row
+    src_index: Tensor | None = None           # (B_tgt,) long, source row of each target row
+    memory: list | None = None                # context memory: per row, cached entries (M_i, C), oldest first
+    chunks: tuple[tuple[int, int, int, int], ...] | None = None   # row chunks: (first, end, src width, tgt width)
+    src_next: Tensor | None = None            # (B,) long, next sentences among each source row's context
+    extras: Extras | None = None              # a family's own fields, per source row
 
-    def map(self, fn: Callable[[Tensor], Tensor]) -> "Batch":
+    def map(self, fn: Callable[[Tensor], Tensor]) -> Batch:
         """A batch with ``fn`` applied to every tensor field and to the extras' (moving, pinning)."""
         moved = {f.name: getattr(self, f.name) for f in fields(self)}
         moved = {k: (fn(v) if isinstance(v, Tensor) else v) for k, v in moved.items()}
@@ -132,7 +133,7 @@ class Batch:
             moved["extras"] = self.extras.map(fn)
         return Batch(**moved)
 
-    def to(self, device: torch.device | str) -> "Batch":
+    def to(self, device: torch.device | str) -> Batch:
         """Move every tensor field to ``device``."""
         return self.map(lambda t: t.to(device, non_blocking=True))
 
@@ -144,17 +145,18 @@ class Batch:
         """Number of real target tokens (labels)."""
         return int((self.tgt_out != pad_id).sum()) if self.tgt_out is not None else 0
 
-    def parts(self) -> list["Batch"]:
+    def parts(self) -> list[Batch]:
         """The row chunks (``chunks``) as teacher-forcing batches of their own widths (views of this batch's
         tensors); the extras' per-row fields are cut with the rows (:meth:`Extras.rows`), keeping their width."""
         if self.chunks is None or self.src_index is not None or self.memory is not None or self.tgt_prefix is not None:
             raise ValueError("parts() needs a chunked teacher-forcing batch (no src_index, memory or tgt_prefix)")
-        cut = lambda t, a, b, w: None if t is None else t[a:b, :w]  # noqa: E731
-        rows = lambda t, a, b: None if t is None else t[a:b]  # noqa: E731
-        return [Batch(src=self.src[a:b, :s], tgt_in=cut(self.tgt_in, a, b, t), tgt_out=cut(self.tgt_out, a, b, t),
-                      ids=rows(self.ids, a, b), src_next=rows(self.src_next, a, b),
-                      extras=None if self.extras is None else self.extras.rows(a, b))
-                for a, b, s, t in self.chunks]
+
+        def part(a: int, b: int, s: int, t: int) -> Batch:        # rows a:b, source width s, target width t
+            return Batch(src=self.src[a:b, :s], tgt_in=_cut(self.tgt_in, a, b, t), tgt_out=_cut(self.tgt_out, a, b, t),
+                         ids=_cut(self.ids, a, b), src_next=_cut(self.src_next, a, b),
+                         extras=None if self.extras is None else self.extras.rows(a, b))
+
+        return [part(*chunk) for chunk in self.chunks]
 
     def pack(self, t: Tensor) -> Tensor:
         """The target positions a chunked forward computes, of a (B, T, ...) tensor: (N, ...), chunk after chunk,
@@ -177,13 +179,13 @@ class Memory:
 
     states: Tensor                               # (B, M, C)
     mask: Tensor                                 # (B, M) bool, True = real entry
-    current: Optional[Tensor] = None             # (B, M) bool, entries of the current sentence (analysis)
+    current: Tensor | None = None             # (B, M) bool, entries of the current sentence (analysis)
 
     def rows(self) -> list[Tensor]:
         """The real vectors of each row: B tensors (M_i, C)."""
         return [self.states[r][self.mask[r]] for r in range(self.states.size(0))]
 
-    def index_select(self, index: Tensor) -> "Memory":
+    def index_select(self, index: Tensor) -> Memory:
         """Rows ``index`` (B',)."""
         current = None if self.current is None else self.current.index_select(0, index)
         return Memory(self.states.index_select(0, index), self.mask.index_select(0, index), current)
@@ -197,11 +199,11 @@ class EncoderOut:
     states: Tensor                               # (B, S, C)
     mask: Tensor                                 # (B, S) bool, True = real token
     shift: Tensor                                # (B,) long, segment shift used by the decoder
-    current: Optional[Tensor] = None             # (B, S) bool, states of the current sentence (set when a probe asks)
-    prefix: Optional[Tensor] = None              # (B, P, C) vectors the decoder puts before its input (input prefix)
+    current: Tensor | None = None             # (B, S) bool, states of the current sentence (set when a probe asks)
+    prefix: Tensor | None = None              # (B, P, C) vectors the decoder puts before its input (input prefix)
     loss_terms: dict = field(default_factory=dict)   # terms computed while encoding (name -> LossTerm)
-    context: Optional[Memory] = None             # context memory read by context attention, (B, Mc, C)
-    entry: Optional[Memory] = None               # what this sentence leaves in a document memory, (B, M, C)
+    context: Memory | None = None             # context memory read by context attention, (B, Mc, C)
+    entry: Memory | None = None               # what this sentence leaves in a document memory, (B, M, C)
 
 
 class Fold(NamedTuple):
@@ -211,7 +213,7 @@ class Fold(NamedTuple):
     None: the rows are that layout. ``Fold()``: one row per shared row."""
 
     size: int = 1
-    slots: Optional[Tensor] = None
+    slots: Tensor | None = None
 
     def spread(self, x: Tensor, groups: int) -> Tensor:
         """Rows ``x`` (B, ...) in the slot layout (G * size, ...), empty slots zero."""
@@ -246,19 +248,19 @@ class SharedRows:
     group: Tensor                                # (B,) long: row -> stored row
 
     @classmethod
-    def one_per_row(cls, kv: list[tuple[Tensor, Tensor]], mask: Tensor) -> "SharedRows":
+    def one_per_row(cls, kv: list[tuple[Tensor, Tensor]], mask: Tensor) -> SharedRows:
         """One stored row per decoder row; made contiguous once here, not by every decoding step's matmul."""
         return cls([k.contiguous() for k, _ in kv], [v.contiguous() for _, v in kv], mask,
                    torch.arange(mask.size(0), device=mask.device))
 
-    def index_select(self, index: Tensor) -> "SharedRows":
+    def index_select(self, index: Tensor) -> SharedRows:
         """Rows ``index`` (reordering, expansion, removal); stored rows are copied only to compact them."""
         group = self.group.index_select(0, index)                           # (B',)
         used, remapped = torch.unique(group, return_inverse=True)           # sorted stored rows still in use
         if used.numel() > COMPACT_AT * self.mask.size(0):
             return replace(self, group=group)
-        pick = lambda t: t.index_select(0, used)  # noqa: E731
-        return SharedRows([pick(t) for t in self.k], [pick(t) for t in self.v], pick(self.mask), remapped.reshape(-1))
+        return SharedRows([t.index_select(0, used) for t in self.k], [t.index_select(0, used) for t in self.v],
+                          self.mask.index_select(0, used), remapped.reshape(-1))
 
     def for_rows(self) -> tuple[list[Tensor], list[Tensor], Tensor, Fold]:
         """Keys, values and mask laid out for the rows, and how the rows fold onto them.
@@ -276,8 +278,16 @@ class SharedRows:
         in_order = b == 0 or bool((self.group[1:] >= self.group[:-1]).all())
         if in_order and bool(((counts == 0) | (counts == f)).all()):
             return self.k, self.v, self.mask, Fold(f, self.group * f + torch.arange(b, device=device) % f)
-        pick = lambda t: t.index_select(0, self.group)  # noqa: E731
-        return [pick(t) for t in self.k], [pick(t) for t in self.v], pick(self.mask), Fold()
+        group = self.group
+        return ([t.index_select(0, group) for t in self.k], [t.index_select(0, group) for t in self.v],
+                self.mask.index_select(0, group), Fold())
+
+
+def _cut(t: Tensor | None, a: int, b: int, width: int | None = None) -> Tensor | None:
+    """Rows ``a:b`` of ``t`` (its first ``width`` columns when given); None stays None."""
+    if t is None:
+        return None
+    return t[a:b] if width is None else t[a:b, :width]
 
 
 @dataclass
@@ -297,13 +307,16 @@ class DecoderState:
     n_sent: Tensor                               # (B,) long
     shift: Tensor                                # (B,) long
     pending: Tensor                              # (B,) long
-    context: Optional[SharedRows] = None         # context-memory keys/values per layer, once per sentence
-    prefix: Optional[SharedRows] = None          # per layer (G, H, P, D): the forced target prefix's self-attention
+    context: SharedRows | None = None         # context-memory keys/values per layer, once per sentence
+    prefix: SharedRows | None = None          # per layer (G, H, P, D): the forced target prefix's self-attention
                                                  # keys/values, once per sentence; self_k/self_v follow them
 
-    def index_select(self, index: Tensor) -> "DecoderState":
+    def index_select(self, index: Tensor) -> DecoderState:
         """Rows ``index`` of every tensor (beam search reordering / expansion); shared rows are not copied."""
-        pick = lambda t: t.index_select(0, index)  # noqa: E731
+
+        def pick(t: Tensor) -> Tensor:
+            return t.index_select(0, index)
+
         return replace(
             self,
             self_k=[pick(t) for t in self.self_k], self_v=[pick(t) for t in self.self_v],

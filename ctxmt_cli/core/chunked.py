@@ -9,8 +9,6 @@ packed, (N, C) in :meth:`~ctxmt_cli.core.batch.Batch.pack` order.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 from torch import Tensor
 
@@ -18,7 +16,7 @@ from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.core.probe import AttentionProbe
 
 
-def chunked_hidden(model, batch: Batch, probe: Optional[AttentionProbe] = None) -> tuple[Tensor, dict]:
+def chunked_hidden(model, batch: Batch, probe: AttentionProbe | None = None) -> tuple[Tensor, dict]:
     """Decoder states of a chunked batch, (N, C) in :meth:`Batch.pack` order, and the batch's loss terms:
     ``model.encode_parts`` once, then the decoder chunk by chunk, each at its own width."""
     if probe is not None:
@@ -26,7 +24,7 @@ def chunked_hidden(model, batch: Batch, probe: Optional[AttentionProbe] = None) 
     parts = batch.parts()
     encs, terms = model.encode_parts(parts)
     hidden = []
-    for part, enc in zip(parts, encs):
+    for part, enc in zip(parts, encs, strict=True):
         h, _ = model._decode_full(part.tgt_in, enc, model.cross_kv(enc), context=model.context_kv(enc))
         hidden.append(h.reshape(-1, h.size(-1)))                            # (rows x width, C)
     return torch.cat(hidden), terms

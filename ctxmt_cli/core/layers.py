@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -68,9 +67,9 @@ class MultiheadAttention(nn.Module):
         return k, v
 
     def self_attend(
-        self, x: Tensor, past: Optional[tuple[Tensor, Tensor]] = None, mask: Optional[Tensor] = None,
-        causal: bool = False, need_weights: bool = False, shared: Optional[tuple] = None,
-    ) -> tuple[Tensor, Optional[Tensor], tuple[Tensor, Tensor]]:
+        self, x: Tensor, past: tuple[Tensor, Tensor] | None = None, mask: Tensor | None = None,
+        causal: bool = False, need_weights: bool = False, shared: tuple | None = None,
+    ) -> tuple[Tensor, Tensor | None, tuple[Tensor, Tensor]]:
         """Self-attention of ``x`` (B, T, C) after the cached keys/values ``past`` (B, H, Tp, D) each, if any.
 
         ``shared``: keys/values before ``past`` that groups of rows share (a forced target prefix, identical for the
@@ -91,15 +90,15 @@ class MultiheadAttention(nn.Module):
         return out, weights, (k, v)
 
     def attend(
-        self, x: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = None,
+        self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
         causal: bool = False, need_weights: bool = False,
-    ) -> tuple[Tensor, Optional[Tensor]]:
+    ) -> tuple[Tensor, Tensor | None]:
         """Queries from ``x`` (B, Tq, C) attend to ``k``/``v``; returns (B, Tq, C) and optional (B, H, Tq, Tk)."""
         (q,) = self._split(self.q_proj(x), 1)                               # (B, H, Tq, D)
         return self._attend(q, k, v, mask, causal, need_weights)
 
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], causal: bool,
-                need_weights: bool) -> tuple[Tensor, Optional[Tensor]]:
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool,
+                need_weights: bool) -> tuple[Tensor, Tensor | None]:
         """Attention of projected heads (B, H, Tq, D) to (B, H, Tk, D), through the output projection."""
         p = self.dropout if self.training else 0.0
         if need_weights:
@@ -123,7 +122,7 @@ class MultiheadAttention(nn.Module):
         return self.out_proj(out.transpose(1, 2).reshape(b, t, h * d))
 
     def attend_folded(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor, fold: Fold = Fold(),
-                      need_weights: bool = False) -> tuple[Tensor, Optional[Tensor]]:
+                      need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
         """Like :meth:`attend`, where the rows of ``x`` (B, T, C) sit in ``fold.size`` slots per key/value row
         (G, H, M, D) and mask row (G, 1, 1, M) (:class:`~ctxmt_cli.core.batch.Fold`): the queries of one row's
         slots form one block, so the keys are never copied per row; weights (G, H, size*T, M)."""
@@ -147,7 +146,7 @@ class MultiheadAttention(nn.Module):
         fuse_separate_projections(state_dict, prefix, self.self_attention)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
-    def _small_query(self, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor]) -> Tensor:
+    def _small_query(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
         """Attention of a few queries (a CPU decoding step): two batched matmuls beat SDPA's fused CPU kernel there.
 
         Same result as SDPA, including its zero output for a query whose keys are all masked.
@@ -160,7 +159,7 @@ class MultiheadAttention(nn.Module):
         weights = torch.nan_to_num_(scores.softmax(-1), nan=0.0)           # all-masked rows: 0/0 -> 0
         return torch.matmul(weights, v)                                     # (B, H, Tq, D)
 
-    def _small_query_shared(self, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], shared: tuple) -> Tensor:
+    def _small_query_shared(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, shared: tuple) -> Tensor:
         """:meth:`_small_query` over a group's shared keys followed by each row's own (:meth:`self_attend`), with
         one softmax over both: the shared keys are read once per group (its rows' queries folded into one block),
         never copied per row, so a long forced prefix costs a beam search step no copy at all."""
@@ -195,12 +194,15 @@ class MultiheadAttention(nn.Module):
         return F.dropout(weights, p) @ v, weights
 
 
-def joined_keys(shared: tuple, k: Tensor, v: Tensor, mask: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+def joined_keys(shared: tuple, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
     """A group's shared keys/values copied to each of its rows and put before the row's own ``k``/``v``
     (B, H, T, D), with the masks joined likewise (additive; ``mask`` None: every own key visible): the layout
     :meth:`MultiheadAttention.self_attend` reads without ``shared``."""
     (k_shared, v_shared), shared_mask, fold = shared
-    rows = lambda t: fold.gather(t.repeat_interleave(fold.size, dim=0))  # noqa: E731   (G, ...) -> (B, ...)
+
+    def rows(t: Tensor) -> Tensor:                                                  # (G, ...) -> (B, ...)
+        return fold.gather(t.repeat_interleave(fold.size, dim=0))
+
     if mask is None:
         mask = torch.zeros((k.size(0), 1, 1, k.size(2)), dtype=shared_mask.dtype, device=k.device)
     elif mask.dtype == torch.bool:
@@ -256,7 +258,8 @@ class FeedForward(nn.Module):
     def __init__(self, d_model: int, ffn_dim: int, activation_dropout: float, activation: str = "relu"):
         super().__init__()
         self.fc1, self.fc2 = Linear(d_model, ffn_dim), Linear(ffn_dim, d_model)
-        self.dropout, self.act = nn.Dropout(activation_dropout), {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}[activation]
+        self.dropout = nn.Dropout(activation_dropout)
+        self.act = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}[activation]
 
     def forward(self, x: Tensor) -> Tensor:
         return self.fc2(self.dropout(self.act(self.fc1(x))))
@@ -269,7 +272,7 @@ class Sublayer(nn.Module):
         super().__init__()
         self.norm, self.dropout, self.pre = nn.LayerNorm(d_model), nn.Dropout(dropout), normalize_before
 
-    def forward(self, x: Tensor, fn) -> tuple[Tensor, Optional[Tensor]]:
+    def forward(self, x: Tensor, fn) -> tuple[Tensor, Tensor | None]:
         out, extra = fn(self.norm(x) if self.pre else x)
         x = x + self.dropout(out)
         return (x if self.pre else self.norm(x)), extra
@@ -278,15 +281,17 @@ class Sublayer(nn.Module):
 class EncoderLayer(nn.Module):
     """Self-attention + feed-forward."""
 
-    def __init__(self, d_model, heads, ffn_dim, dropout, attention_dropout, activation_dropout, normalize_before, activation="relu"):
+    def __init__(self, d_model, heads, ffn_dim, dropout, attention_dropout, activation_dropout, normalize_before,
+                 activation="relu"):
         super().__init__()
         self.self_attn = MultiheadAttention(d_model, heads, attention_dropout, self_attention=True)
         self.ffn = FeedForward(d_model, ffn_dim, activation_dropout, activation)
         self.attn_block = Sublayer(d_model, dropout, normalize_before)
         self.ffn_block = Sublayer(d_model, dropout, normalize_before)
 
-    def forward(self, x: Tensor, mask: Tensor, need_weights: bool = False) -> tuple[Tensor, Optional[Tensor]]:
+    def forward(self, x: Tensor, mask: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
         """``x`` (B, S, C); ``mask`` (B, 1, 1, S), bool or additive (see :class:`MultiheadAttention`), or None."""
+
         def attn(h):
             out, weights, _ = self.self_attn.self_attend(h, mask=mask, need_weights=need_weights)
             return out, weights
@@ -309,7 +314,7 @@ class ContextAttention(nn.Module):
     """
 
     def __init__(self, d_model: int, heads: int, attention_dropout: float, gate: bool, parallel: bool,
-                 mix: Optional[nn.Module] = None):
+                 mix: nn.Module | None = None):
         super().__init__()
         self.attn = MultiheadAttention(d_model, heads, attention_dropout)
         self.gate = nn.Linear(d_model, 1) if gate else None
@@ -339,10 +344,11 @@ class ContextAttention(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    """Causal self-attention (with an optional key/value cache) + cross-attention [+ context attention] + feed-forward."""
+    """Causal self-attention (with an optional key/value cache) + cross-attention [+ context attention] +
+    feed-forward."""
 
     def __init__(self, d_model, heads, ffn_dim, dropout, attention_dropout, activation_dropout, normalize_before,
-                 activation: str = "relu", context: Optional[ContextAttention] = None):
+                 activation: str = "relu", context: ContextAttention | None = None):
         super().__init__()
         self.self_attn = MultiheadAttention(d_model, heads, attention_dropout, self_attention=True)
         self.cross_attn = MultiheadAttention(d_model, heads, attention_dropout)
@@ -351,21 +357,22 @@ class DecoderLayer(nn.Module):
         self.cross_block = Sublayer(d_model, dropout, normalize_before)
         self.ffn_block = Sublayer(d_model, dropout, normalize_before)
         self.context = context
-        self.context_block = Sublayer(d_model, dropout, normalize_before) if context is not None and not context.parallel else None
+        sequential = context is not None and not context.parallel          # parallel: joined in cross-attention
+        self.context_block = Sublayer(d_model, dropout, normalize_before) if sequential else None
 
     def forward(
-        self, x: Tensor, cross: tuple, past: Optional[tuple[Tensor, Tensor]] = None,
-        self_mask: Optional[Tensor] = None, need_weights: bool = False, context: Optional[tuple] = None,
-        shared: Optional[tuple] = None,
+        self, x: Tensor, cross: tuple, past: tuple[Tensor, Tensor] | None = None,
+        self_mask: Tensor | None = None, need_weights: bool = False, context: tuple | None = None,
+        shared: tuple | None = None,
     ) -> tuple[Tensor, tuple[Tensor, Tensor], dict]:
         """One decoder layer.
 
         Without ``past`` the self-attention is causal over ``x`` (B, T, C). With
         ``past`` (cached keys/values) ``x`` holds new positions only and
         ``self_mask`` (B, 1, Tq, Tpast+Tq) says which keys each query may see.
-        ``cross`` = (encoder keys/values (G, H, S, D), mask (G, 1, 1, S), bool or additive, fold) and, when the layer has
-        context attention, ``context`` = (context keys/values, mask (G, 1, 1, Mc), fold): ``fold`` (:class:`Fold`)
-        says how the rows share those key/value rows (see :meth:`MultiheadAttention.attend_folded`).
+        ``cross`` = (encoder keys/values (G, H, S, D), mask (G, 1, 1, S), bool or additive, fold) and, when the
+        layer has context attention, ``context`` = (context keys/values, mask (G, 1, 1, Mc), fold): ``fold``
+        (:class:`Fold`) says how the rows share those key/value rows (see :meth:`MultiheadAttention.attend_folded`).
         ``shared``: self-attention keys/values before ``past`` that groups of rows share (a forced target prefix:
         :meth:`MultiheadAttention.self_attend`). Returns the output, this layer's keys/values (the rows' own), and
         attention weights.
@@ -374,8 +381,8 @@ class DecoderLayer(nn.Module):
 
         def self_attention(h):
             causal = past is None
-            out, w, kv["self"] = self.self_attn.self_attend(h, past, None if causal else self_mask, causal, need_weights,
-                                                            shared=shared)
+            mask = None if causal else self_mask
+            out, w, kv["self"] = self.self_attn.self_attend(h, past, mask, causal, need_weights, shared=shared)
             return out, w
 
         weights = {"context": None}
@@ -388,9 +395,12 @@ class DecoderLayer(nn.Module):
                 out = self.context.join(out, ctx, context[1], context[2])
             return out, w
 
+        def context_attention(h):                                           # the sequential block
+            return self.context(h, *context, need_weights=need_weights)
+
         x, self_w = self.self_block(x, self_attention)
         x, cross_w = self.cross_block(x, cross_attention)
         if self.context_block is not None:
-            x, weights["context"] = self.context_block(x, lambda h: self.context(h, *context, need_weights=need_weights))
+            x, weights["context"] = self.context_block(x, context_attention)
         x, _ = self.ffn_block(x, lambda h: (self.ffn(h), None))
         return x, kv["self"], {"self": self_w, "cross": cross_w, **weights}

@@ -15,7 +15,6 @@ initialisation are those of ``nn.Linear``.
 from __future__ import annotations
 
 import platform
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -45,7 +44,7 @@ ONEDNN_LINEAR = _onednn_linear()
 _cpu_autocast = _cpu_autocast_probe()
 
 
-def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``F.linear(x, weight, bias)``; float32 CPU inference goes through oneDNN (see the module docstring)."""
     if (ONEDNN_LINEAR is not None and not torch.is_grad_enabled() and x.device.type == "cpu"
             and x.dtype == torch.float32 and weight.dtype == torch.float32 and not _cpu_autocast()):

@@ -3,8 +3,6 @@ log-partition function that scoring uses (log Σ_v exp z_v, projected slice by s
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 from torch import Tensor
 
@@ -28,7 +26,7 @@ SCORE_MIN_WIDTH = 512
 SCORE_ROWS = 2048
 
 
-def slice_width(rows: int, vocab: int, device: Optional[torch.device] = None) -> int:
+def slice_width(rows: int, vocab: int, device: torch.device | None = None) -> int:
     """Vocabulary columns per slice for ``rows`` rows (see :data:`SCORE_SLICE_BYTES`); the whole vocabulary
     when that fits, and always on a GPU: there no cache is to be kept warm, and every slice costs kernel launches
     (32 slices of a 16k vocabulary made scoring on an H200 0.6x as fast as one projection), while a block's
@@ -40,8 +38,9 @@ def slice_width(rows: int, vocab: int, device: Optional[torch.device] = None) ->
 
 
 @torch.no_grad()
-def log_partition(states: Tensor, weight: Tensor, width: Optional[int] = None, bias: Optional[Tensor] = None) -> Tensor:
-    """log Σ_v exp(states · weight_v + bias_v) per row: (N,) float32 for ``states`` (N, C), ``weight`` (V, C), ``bias`` (V,) or None.
+def log_partition(states: Tensor, weight: Tensor, width: int | None = None, bias: Tensor | None = None) -> Tensor:
+    """log Σ_v exp(states · weight_v + bias_v) per row: (N,) float32 for ``states`` (N, C), ``weight`` (V, C),
+    ``bias`` (V,) or None.
 
     The (N, V) logits are never held. The vocabulary is projected one slice of ``width`` columns at a
     time (default :func:`slice_width`), and each slice's log-sum-exp comes from one log-softmax into a

@@ -48,7 +48,7 @@ family overrides the smallest one (docs/architecture.md has the table of who ove
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import ClassVar, Optional
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -63,6 +63,16 @@ from ctxmt_cli.core.probe import AttentionProbe, AttentionView, report_decoder, 
 from ctxmt_cli.core.sequence import compact, with_prefix
 
 
+def _context_block(cfg, context_attention: tuple | None) -> ContextAttention | None:
+    """A decoder layer's context-attention block (caching family): ``context_attention`` = (parallel, gate[, mix]),
+    mix a factory of the module that joins a parallel block to cross-attention (HanoiT's gate); None: no block."""
+    if context_attention is None:
+        return None
+    mix = context_attention[2]() if len(context_attention) > 2 else None
+    parallel, gate = context_attention[:2]
+    return ContextAttention(cfg.d_model, cfg.heads, cfg.attention_dropout, gate, parallel, mix=mix)
+
+
 class EncoderDecoder(nn.Module):
     """Transformer encoder-decoder over (possibly concatenated) windows; see the module docstring for the contract."""
 
@@ -74,9 +84,9 @@ class EncoderDecoder(nn.Module):
     between_layers_attention: ClassVar[frozenset[int]] = frozenset()
 
     def __init__(
-        self, cfg, vocab: VocabInfo, src_pos: Optional[PositionEncoding] = None,
-        tgt_pos: Optional[PositionEncoding] = None, shift: tuple[int, int] = (0, 0), per_window_shift: bool = False,
-        context_attention: Optional[tuple] = None,
+        self, cfg, vocab: VocabInfo, src_pos: PositionEncoding | None = None,
+        tgt_pos: PositionEncoding | None = None, shift: tuple[int, int] = (0, 0), per_window_shift: bool = False,
+        context_attention: tuple | None = None,
     ):
         super().__init__()
         self.cfg, self.vocab = cfg, vocab
@@ -91,14 +101,11 @@ class EncoderDecoder(nn.Module):
         self.src_pos = src_pos or PositionEncoding(d, cfg.sinusoid)
         self.tgt_pos = tgt_pos or PositionEncoding(d, cfg.sinusoid)
         self.dropout = nn.Dropout(cfg.dropout)
-        args = (d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout, cfg.activation_dropout, cfg.normalize_before, cfg.activation)
+        args = (d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout, cfg.activation_dropout,
+                cfg.normalize_before, cfg.activation)
         self.encoder_layers = nn.ModuleList(EncoderLayer(*args) for _ in range(cfg.encoder_layers))
-        # context_attention = (parallel, gate[, mix]): each decoder layer gets a context-attention block (caching
-        # family); mix: a factory of the module that joins a parallel block to cross-attention (HanoiT's gate)
-        mix = context_attention[2] if context_attention is not None and len(context_attention) > 2 else lambda: None
-        context = (lambda: ContextAttention(d, cfg.heads, cfg.attention_dropout, context_attention[1], context_attention[0],
-                                            mix=mix())) if context_attention is not None else (lambda: None)
-        self.decoder_layers = nn.ModuleList(DecoderLayer(*args, context=context()) for _ in range(cfg.decoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(*args, context=_context_block(cfg, context_attention))
+                                            for _ in range(cfg.decoder_layers))
         self.encoder_norm = nn.LayerNorm(d) if cfg.normalize_before else nn.Identity()
         self.decoder_norm = nn.LayerNorm(d) if cfg.normalize_before else nn.Identity()
         self._init_weights()
@@ -121,7 +128,7 @@ class EncoderDecoder(nn.Module):
         """The model config with data-dependent values filled from the prepared data's ``meta``; default: unchanged."""
         return cfg
 
-    def loss_terms(self, batch: Batch, token_loss: Tensor, output: "ModelOutput") -> dict[str, LossTerm]:
+    def loss_terms(self, batch: Batch, token_loss: Tensor, output: ModelOutput) -> dict[str, LossTerm]:
         """Extra terms of the training objective, named as :attr:`loss_term_names`.
 
         ``token_loss`` (B, T) is the label-smoothed loss of every target token (0 at padding), for terms
@@ -141,8 +148,8 @@ class EncoderDecoder(nn.Module):
                                                                    count=terms[name].count + t.count)
         return [replace(enc, loss_terms={}) for enc in encs], terms
 
-    def between_layers(self, layer: int, states: Tensor, mask: Tensor, attention: Optional[Tensor],
-                       current: Optional[Tensor]) -> tuple[Tensor, dict[str, LossTerm]]:
+    def between_layers(self, layer: int, states: Tensor, mask: Tensor, attention: Tensor | None,
+                       current: Tensor | None) -> tuple[Tensor, dict[str, LossTerm]]:
         """After layer ``layer`` of the model's own encoder stack: the key mask (B, S) of every later layer and of
         cross-attention, and statistics. ``states`` (B, S, C): the layer's output; ``attention`` (B, S, S): its
         head-averaged self-attention probabilities for a layer in :attr:`between_layers_attention`, else None;
@@ -169,11 +176,11 @@ class EncoderDecoder(nn.Module):
         return torch.full_like(src_shift, self.shift[1])
 
     # ---- contract ----------------------------------------------------------------------------
-    def encode(self, batch: Batch, probe: Optional[AttentionProbe] = None) -> EncoderOut:
+    def encode(self, batch: Batch, probe: AttentionProbe | None = None) -> EncoderOut:
         """Encode the source windows: (B, S) → states (B, S, C)."""
         return self.encode_source(batch.src, probe)
 
-    def embed_source(self, src: Tensor) -> tuple[Tensor, Optional[Tensor]]:
+    def embed_source(self, src: Tensor) -> tuple[Tensor, Tensor | None]:
         """Encoder input of token rows ``src`` (B, S): embeddings + positions, after dropout (B, S, C), and the
         persistent part re-added before every later layer (or None)."""
         if self.plain_positions(0):                                        # 0..S-1 from the cached table
@@ -191,9 +198,10 @@ class EncoderDecoder(nn.Module):
         pos = self.src_pos if side == 0 else self.tgt_pos
         return pos.segment is None and not self.per_window_shift and self.shift[side] == 0
 
-    def encode_source(self, src: Tensor, probe: Optional[AttentionProbe] = None, layers=None, norm=None,
-                      prefix: Optional[Tensor] = None, embedded=None, hook: Optional[bool] = None) -> EncoderOut:
-        """Run an encoder stack over token rows ``src`` (B, S); the model's own stack unless ``layers``/``norm`` are given.
+    def encode_source(self, src: Tensor, probe: AttentionProbe | None = None, layers=None, norm=None,
+                      prefix: Tensor | None = None, embedded=None, hook: bool | None = None) -> EncoderOut:
+        """Run an encoder stack over token rows ``src`` (B, S); the model's own stack unless ``layers``/``norm``
+        are given.
 
         ``probe`` receives each layer's self-attention (``encoder_self``). ``prefix`` (B, P, C): vectors put
         before the tokens without positional encoding (the input-prefix hook, e.g. a document summary); they
@@ -273,7 +281,7 @@ class EncoderDecoder(nn.Module):
         memory = enc.context
         return [layer.context.attn.project_kv(memory.states) for layer in self.decoder_layers], memory.mask
 
-    def forward(self, batch: Batch, probe: Optional[AttentionProbe] = None, project: bool = True) -> ModelOutput:
+    def forward(self, batch: Batch, probe: AttentionProbe | None = None, project: bool = True) -> ModelOutput:
         """Teacher-forced logits (B, T, V) for ``batch.tgt_in``; ``project=False``: the decoder states
         (B, T, C) instead, for a loss that fuses the output projection (training goes through forward
         so DDP sees the pass). ``probe`` receives every attention map (:mod:`ctxmt_cli.core.probe`)."""
@@ -286,7 +294,7 @@ class EncoderDecoder(nn.Module):
         return ModelOutput(logits, loss_terms=terms)
 
     @torch.no_grad()
-    def target_logprobs(self, batch: Batch, where: Optional[Tensor] = None) -> Tensor:
+    def target_logprobs(self, batch: Batch, where: Tensor | None = None) -> Tensor:
         """log p(``batch.tgt_out``) at the target positions ``where`` (B, T) bool (default all), 0 elsewhere: (B, T).
 
         For scoring without gradients. The numbers of ``log_softmax(forward(batch).logits)``
@@ -309,7 +317,7 @@ class EncoderDecoder(nn.Module):
                          for i in range(0, states.size(0), SCORE_ROWS)])
         return result.masked_scatter_(where, picked - lse)
 
-    def decoder_hidden(self, batch: Batch, probe: Optional[AttentionProbe] = None) -> tuple[Tensor, dict]:
+    def decoder_hidden(self, batch: Batch, probe: AttentionProbe | None = None) -> tuple[Tensor, dict]:
         """Final decoder states (B, T, C) for ``batch.tgt_in`` (teacher forcing) and the loss terms the encoder
         produced (``EncoderOut.loss_terms``); ``probe`` sees the attention. A chunked batch: (N, C), packed."""
         if batch.chunks is not None:
@@ -318,7 +326,10 @@ class EncoderDecoder(nn.Module):
         cross, context = self.cross_kv(enc), self.context_kv(enc)
         if batch.src_index is not None:  # target rows share source rows: expand after encoding each once
             idx = batch.src_index
-            pick = lambda t: t.index_select(0, idx)  # noqa: E731
+
+            def pick(t: Tensor) -> Tensor:
+                return t.index_select(0, idx)
+
             enc = replace(enc, states=pick(enc.states), mask=pick(enc.mask), shift=pick(enc.shift),
                           current=None if enc.current is None else pick(enc.current),
                           prefix=None if enc.prefix is None else pick(enc.prefix),

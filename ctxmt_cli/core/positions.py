@@ -18,7 +18,6 @@ special case shift = 0. Segment codes (added or concatenated, persistent) are th
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -27,7 +26,8 @@ from torch import Tensor, nn
 
 def sinusoid(positions: Tensor, dim: int, layout: str = "tensor2tensor") -> Tensor:
     """Sinusoidal codes of integer ``positions`` (...,) as (..., dim), sin and cos halves concatenated; frequencies
-    10000^(-i/(half-1)) (``tensor2tensor``), or 10000^(-2i/dim) in float64 (``marian``: Marian's, HF MarianMTModel's)."""
+    10000^(-i/(half-1)) (``tensor2tensor``), or 10000^(-2i/dim) in float64 (``marian``: Marian's, HF
+    MarianMTModel's)."""
     half, dtype = dim // 2, torch.float64 if layout == "marian" else torch.float32
     scale = math.log(10000.0) / (dim / 2 if layout == "marian" else max(half - 1, 1))
     inv_freq = torch.exp(torch.arange(half, device=positions.device, dtype=dtype) * -scale)
@@ -55,15 +55,15 @@ class PositionEncoding(nn.Module):
     ``segment`` (the segment code it adds; None: positions alone) and ``persistent`` (codes re-added to every
     layer's input)."""
 
-    segment: Optional[str] = None
+    segment: str | None = None
     persistent: bool = False
 
     def __init__(self, d_model: int, layout: str = "tensor2tensor"):
         super().__init__()
         self.d_model, self.layout = d_model, layout                        # layout: see sinusoid()
-        self._first: Optional[Tensor] = None                               # cached codes of 0..n-1, see first()
+        self._first: Tensor | None = None                               # cached codes of 0..n-1, see first()
 
-    def forward(self, positions: Tensor, seg: Optional[Tensor]) -> Tensor:
+    def forward(self, positions: Tensor, seg: Tensor | None) -> Tensor:
         """Encoding (B, T, C) of ``positions`` (B, T); segments ``seg`` (B, T) are not read here."""
         return sinusoid(positions, self.d_model, self.layout)
 
@@ -77,13 +77,13 @@ class PositionEncoding(nn.Module):
             table = self._first = sinusoid(torch.arange(n, device=device), self.d_model, self.layout)   # (n, C)
         return table[:length].unsqueeze(0)
 
-    def persisted(self, positions: Tensor, seg: Optional[Tensor], encoding: Tensor) -> Optional[Tensor]:
+    def persisted(self, positions: Tensor, seg: Tensor | None, encoding: Tensor) -> Tensor | None:
         """What is re-added to the input of every layer after the first (B, T, C); None: nothing."""
         return None
 
 
 def window_layout(
-    tokens: Tensor, brk_id: int, shift: Tensor, n_sent: Optional[Tensor] = None, start: int = 0,
+    tokens: Tensor, brk_id: int, shift: Tensor, n_sent: Tensor | None = None, start: int = 0,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Positions (B, T), segments k (B, T) and sentence counts (B,) of windows ``tokens`` (B, T).
 

@@ -20,8 +20,8 @@ input, which predicts the current sentence's first word, is in the current one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import Tensor

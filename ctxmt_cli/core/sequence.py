@@ -4,14 +4,12 @@ True = real, padding on the right."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 from torch import Tensor
 
 
-def with_prefix(prefix: Tensor, x: Tensor, again: Optional[Tensor], mask: Optional[Tensor],
-                current: Optional[Tensor]):
+def with_prefix(prefix: Tensor, x: Tensor, again: Tensor | None, mask: Tensor | None,
+                current: Tensor | None):
     """Put ``prefix`` (B, P, C) before ``x`` (B, T, C): no positions (``again`` gets zeros), real, not current
     (a mask left None, because nobody reads it, stays None)."""
     b, p = prefix.shape[:2]
@@ -23,7 +21,7 @@ def with_prefix(prefix: Tensor, x: Tensor, again: Optional[Tensor], mask: Option
     return x, again, mask, current
 
 
-def compact(mask: Tensor, *tensors: Optional[Tensor]) -> tuple[Optional[Tensor], ...]:
+def compact(mask: Tensor, *tensors: Tensor | None) -> tuple[Tensor | None, ...]:
     """Drop the positions ``mask`` (B, S) no longer keeps: each row's kept positions move left in their order
     and the columns no row needs are cut. Returns ``mask`` and ``tensors`` (B, S, ...) or None, at width S' <= S."""
     width = int(mask.sum(1).max())
@@ -31,7 +29,7 @@ def compact(mask: Tensor, *tensors: Optional[Tensor]) -> tuple[Optional[Tensor],
         return (mask, *tensors)
     order = torch.sort((~mask).to(torch.int8), dim=1, stable=True).indices[:, :width]   # (B, S') kept first
 
-    def take(t: Optional[Tensor]) -> Optional[Tensor]:
+    def take(t: Tensor | None) -> Tensor | None:
         if t is None:
             return None
         index = order.view(*order.shape, *([1] * (t.dim() - 2))).expand(-1, -1, *t.shape[2:])

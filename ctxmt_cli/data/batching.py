@@ -6,8 +6,8 @@ sees exactly the batches an uninterrupted run would.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 import torch
@@ -37,7 +37,7 @@ class BatchBudget:
                              "1 or more of each")
 
     @classmethod
-    def of(cls, data) -> "BatchBudget":
+    def of(cls, data) -> BatchBudget:
         """The budget of a recipe's ``data`` section (``data.max_tokens``, ``data.bucket_width``,
         ``data.max_tokens_of``)."""
         return cls(max_tokens=data.max_tokens, bucket_width=data.bucket_width, side=data.max_tokens_of)
@@ -102,7 +102,8 @@ def _batch_starts(width: np.ndarray, max_tokens: int) -> list[int]:
     starts: list[int] = []
     cut = np.flatnonzero(np.diff(width)) + 1
     start, widest = 0, 0                                         # the open batch: first position, width so far
-    for first, end in zip(np.concatenate(([0], cut)).tolist(), np.concatenate((cut, [len(width)])).tolist()):
+    firsts, ends = np.concatenate(([0], cut)).tolist(), np.concatenate((cut, [len(width)])).tolist()
+    for first, end in zip(firsts, ends, strict=True):
         size = int(width[first])
         widest = max(widest, size)
         if first > start and widest * (first - start + 1) > max_tokens:
@@ -136,7 +137,10 @@ def collate(sources: list[np.ndarray], targets: list[np.ndarray], pad: int, bos:
     """Teacher-forcing batch: ``tgt_in`` = ``<s>`` + target[:-1], ``tgt_out`` = target; ``src_next``: the next
     sentences among each source window's context (None for a model that reads none)."""
     tgt_in = [np.concatenate([[bos], t[:-1]]) for t in targets]
-    as_long = lambda x: None if x is None else torch.as_tensor(np.asarray(x), dtype=torch.long)  # noqa: E731
+
+    def as_long(x) -> torch.Tensor | None:
+        return None if x is None else torch.as_tensor(np.asarray(x), dtype=torch.long)
+
     return Batch(
         src=pad_rows(sources, pad), tgt_in=pad_rows(tgt_in, pad), tgt_out=pad_rows(targets, pad),
         ids=as_long(ids), src_next=as_long(src_next),
@@ -155,7 +159,7 @@ def window_batch(dataset, plan, pad: int, bos: int, chunked: bool = False) -> Ba
     if isinstance(plan, GroupedBatch) and chunked and plan.ends:
         starts = (0, *plan.ends[:-1])
         batch.chunks = tuple((a, b, max(len(r) for r in sources[a:b]), max(len(r) for r in targets[a:b]))
-                             for a, b in zip(starts, plan.ends))
+                             for a, b in zip(starts, plan.ends, strict=True))
     return batch
 
 
@@ -223,7 +227,7 @@ def _documents(doc_index: np.ndarray, indices: np.ndarray, rng: np.random.Genera
     (one stable sort, not one pass per document)."""
     order = indices[np.argsort(doc_index[indices], kind="stable")]
     docs, starts = np.unique(doc_index[order], return_index=True)
-    by_doc = dict(zip(docs.tolist(), np.split(order, starts[1:])))
+    by_doc = dict(zip(docs.tolist(), np.split(order, starts[1:]), strict=True))
     return (rng.permutation(docs) if shuffle else docs).tolist(), by_doc
 
 
@@ -380,7 +384,7 @@ def _chunked(batch: list[tuple[np.ndarray, bool]], size: np.ndarray, src_len: np
     rows, groups = rows[by_size], groups[by_size]
     coarse, _ = chunk_plan(np.bincount(size[rows]), overhead)
     order, ends = [], []
-    for a, b in zip((0, *coarse[:-1]), coarse):
+    for a, b in zip((0, *coarse[:-1]), coarse, strict=True):
         inner, cut = split_by_source(src_len[rows[a:b]], tgt_len[rows[a:b]], overhead)
         order.append(a + inner)
         ends += [a + e for e in cut]

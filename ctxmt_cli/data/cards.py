@@ -16,7 +16,7 @@ import difflib
 import re
 import shlex
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -52,8 +52,8 @@ class Citation(CardSection):
     authors: str = Field(min_length=1, description="the authors as the paper lists them")
     year: int = Field(ge=1990, le=2100, description="year of publication")
     title: str = Field(min_length=1, description="title of the paper")
-    venue: Optional[str] = Field(None, description="where it appeared")
-    url: Optional[str] = Field(None, description="a link to the paper")
+    venue: str | None = Field(None, description="where it appeared")
+    url: str | None = Field(None, description="a link to the paper")
 
 
 class Download(CardSection):
@@ -61,13 +61,14 @@ class Download(CardSection):
 
     url: str = Field(pattern=r"^https?://", description="the publisher's page or repository")
     files: list[str] = Field(min_length=1, description="the files (or folders) to get from it")
-    note: Optional[str] = Field(None, description="how to obtain them, where it is not a plain download")
+    note: str | None = Field(None, description="how to obtain them, where it is not a plain download")
 
 
 class SplitCounts(CardSection):
     """What a correct preparation holds in one split."""
 
-    sentences: int = Field(ge=1, le=MAX_COUNT * 1000, description="sentence pairs after preparation (and cleaning, where asked)")
+    sentences: int = Field(ge=1, le=MAX_COUNT * 1000,
+                           description="sentence pairs after preparation (and cleaning, where asked)")
     documents: int = Field(ge=1, le=MAX_COUNT * 1000, description="documents after preparation")
 
 
@@ -85,12 +86,12 @@ class Preparation(CardSection):
     """One prepared directory the recipes read, and the command that makes it from the publisher's files."""
 
     path: str = Field(min_length=1, description="the prepared directory, exactly the recipes' data.path")
-    before: Optional[str] = Field(None, description="shell steps to run first (conversions, variables)")
+    before: str | None = Field(None, description="shell steps to run first (conversions, variables)")
     command: str = Field(description="the exact `ctxmt prepare ...` command, as the recipe headers give it")
-    vocab_size: Optional[int] = Field(None, ge=8, le=MAX_VOCAB, description="SentencePiece pieces per model")
+    vocab_size: int | None = Field(None, ge=8, le=MAX_VOCAB, description="SentencePiece pieces per model")
     counts: dict[SplitName, SplitCounts] = Field(default_factory=dict, description="measured counts per split")
-    check: Optional[Check] = Field(None, description="how the counts were verified")
-    notes: Optional[str] = Field(None, description="anything else about this preparation")
+    check: Check | None = Field(None, description="how the counts were verified")
+    notes: str | None = Field(None, description="anything else about this preparation")
 
     @field_validator("command")
     @classmethod
@@ -100,7 +101,7 @@ class Preparation(CardSection):
         return value
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Preparation":
+    def _consistent(self) -> Preparation:
         out = option_value(command_args(self.command), "--out")                   # a flag as data
         if out != self.path:                                                        # a flag as data (below)
             raise ValueError(f"the command writes --out {out}, not the preparation's path {self.path}")
@@ -124,7 +125,7 @@ class Card(CardSection):
     preparations: list[Preparation] = Field(min_length=1, description="the prepared directories of the recipes")
 
     @model_validator(mode="after")
-    def _unique_paths(self) -> "Card":
+    def _unique_paths(self) -> Card:
         paths = [p.path for p in self.preparations]
         twice = sorted({p for p in paths if paths.count(p) > 1})
         if twice:
@@ -145,7 +146,7 @@ def join_command(text: str) -> str:
     return " ".join(re.sub(r"\\\s*\n", " ", text).split())
 
 
-def option_value(args: list[str], option: str) -> Optional[str]:
+def option_value(args: list[str], option: str) -> str | None:
     """The value given to ``option`` (``--out X`` or ``--out=X``), the last one where it is repeated."""
     found = None
     for i, arg in enumerate(args):
@@ -187,13 +188,13 @@ def load_card(path: str | Path) -> Card:
     return card
 
 
-def card_files(folder: Optional[Path] = None) -> list[Path]:
+def card_files(folder: Path | None = None) -> list[Path]:
     """The card files (sorted by name) of ``folder``, by default :data:`CARDS_DIR`."""
     folder = CARDS_DIR if folder is None else Path(folder)
     return sorted(p for p in folder.glob("*.yaml") if p.is_file()) if folder.is_dir() else []
 
 
-def load_cards(folder: Optional[Path] = None) -> list[Card]:
+def load_cards(folder: Path | None = None) -> list[Card]:
     """Every card, validated, sorted by name; a preparation path given by two cards is an error."""
     cards = [load_card(p) for p in card_files(folder)]
     owner: dict[str, str] = {}
@@ -205,7 +206,7 @@ def load_cards(folder: Optional[Path] = None) -> list[Card]:
     return cards
 
 
-def find_card(name: str, cards: Optional[list[Card]] = None) -> Card:
+def find_card(name: str, cards: list[Card] | None = None) -> Card:
     """The card ``name`` names: a card name, or one of its preparations (``data/europarl_enfr_8k`` or its last
     part); an unknown name is a one-line error with the closest name."""
     cards = load_cards() if cards is None else cards

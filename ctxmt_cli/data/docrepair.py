@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Callable, Mapping
 
 import numpy as np
 
@@ -70,7 +70,8 @@ def group_bounds(n: int, size: int = GROUP_SIZE, stride: int | None = None) -> l
 def document_groups(doc_offsets, size: int = GROUP_SIZE, stride: int | None = None) -> list[list[tuple[int, int]]]:
     """Per document, the global ``(start, end)`` sentence ranges of its groups (see :func:`group_bounds`)."""
     offs = [int(x) for x in doc_offsets]
-    return [[(a + s, a + e) for s, e in group_bounds(b - a, size, stride)] for a, b in zip(offs, offs[1:])]
+    return [[(a + s, a + e) for s, e in group_bounds(b - a, size, stride)]
+            for a, b in zip(offs, offs[1:], strict=False)]
 
 
 def join_group(sentences, brk: int) -> list[int]:

@@ -44,7 +44,7 @@ _EOS_SPLIT = re.compile(r"(?:^|\s)_eos(?=\s|$)")
 
 def _zip_lines(paths: list[Path], roles: list[str]) -> Iterator[tuple[int, list[str]]]:
     """Read several line-aligned files in lockstep; differing line counts are an error."""
-    streams = [read_texts(p, r) for p, r in zip(paths, roles)]
+    streams = [read_texts(p, r) for p, r in zip(paths, roles, strict=True)]
     for lineno, items in enumerate(zip_longest(*streams), start=1):
         if None in items:
             counts = ", ".join(f"{p} has {count_lines(p)} lines" for p in paths)
@@ -74,7 +74,8 @@ def auto_docids_note(docids: Path) -> str:
 
 def _docid_docs(paths: list[Path], docids: Path) -> Iterator[LocatedDoc]:
     """Documents of line-aligned files whose ``docids`` file gives each line's document id; an error the ids
-    cause (their count, an empty id, bytes that are not UTF-8, a blank sentence line meant as a break) says where they came from."""
+    cause (their count, an empty id, bytes that are not UTF-8, a blank sentence line meant as a break) says where
+    they came from."""
     roles = ["source", "target"][: len(paths)] + ["docids"]
     sents: list[tuple[str, ...]] = []
     lines: list[int] = []
@@ -89,7 +90,7 @@ def _docid_docs(paths: list[Path], docids: Path) -> Iterator[LocatedDoc]:
                 yield sents, lines
                 sents, lines = [], []
             prev_id = doc_id
-            for p, t in zip(paths, texts):
+            for p, t in zip(paths, texts, strict=True):
                 if not t:                      # most likely a document break of a corpus that has none here
                     raise fail(p, lineno, f"empty sentence (blank lines do not separate documents when {docids} "
                                "gives the documents)", "fill it in or remove the line from every side and the ids")
@@ -143,7 +144,7 @@ def _marked_docs(paths: list[Path], mark: _Mark) -> Iterator[LocatedDoc]:
                 raise fail(paths[0], lineno, f"the file does not start with {mark.name}",
                            f"put a line holding only {mark.line} before each document, the first included, "
                            "on both sides (or read files without these lines with `ctxmt prepare text`)")
-            for p, t in zip(paths, texts):
+            for p, t in zip(paths, texts, strict=True):
                 if not t:
                     raise _empty_sentence(p, lineno)
         sents.append(tuple(texts))
@@ -182,14 +183,14 @@ def _split_group(path: Path, lineno: int, line: str) -> list[str]:
 def _voita_docs(paths: list[Path]) -> Iterator[LocatedDoc]:
     roles = ["source", "target"][: len(paths)]
     for lineno, vals in _zip_lines(paths, roles):
-        groups = [_split_group(p, lineno, v) for p, v in zip(paths, vals)]
+        groups = [_split_group(p, lineno, v) for p, v in zip(paths, vals, strict=True)]
         if len({len(g) for g in groups}) > 1:
-            detail = " but ".join(f"{p} has {len(g)}" for p, g in zip(paths, groups))
+            detail = " but ".join(f"{p} has {len(g)}" for p, g in zip(paths, groups, strict=True))
             raise CtxmtError(
                 f"document structure differs at line {lineno}: {detail} sentences; "
                 "both sides of a group need the same number of ` _eos `-joined sentences"
             )
-        yield list(zip(*groups)), [lineno] * len(groups[0])
+        yield list(zip(*groups, strict=True)), [lineno] * len(groups[0])
 
 
 def _tags_side(path: Path, role: str) -> Iterator[tuple[list[str], list[int], int]]:
@@ -252,7 +253,7 @@ def pair_side_docs(
                 f"(first divergence at {paths[0]}:{where[0]} / {paths[1]}:{where[1]}); "
                 "the segment lines of the two sides must align"
             )
-        yield list(zip(da[0], db[0])), da[1]
+        yield list(zip(da[0], db[0], strict=True)), da[1]
 
 
 def _located(fmt: str, paths: list[Path], docids: Path | None,
@@ -262,7 +263,7 @@ def _located(fmt: str, paths: list[Path], docids: Path | None,
     if docids is not None and fmt != "text":
         raise CtxmtError(f"a .docids file only applies to the text format, not {fmt!r}; "
                          "remove it or use the text format")
-    for p, role in zip(paths, ["source", "target"]):
+    for p, role in zip(paths, ["source", "target"], strict=False):
         check_file(p, role)
     if docids is not None:
         check_file(docids, "docids")

@@ -170,4 +170,4 @@ def xml_docs(paths: list[Path]) -> Iterator[LocatedDoc]:
             raise CtxmtError(f"document structure differs: {longer}:{d[2]} has doc {d[0]} "
                              "that the other side lacks; both files must hold the same documents")
         src, tgt, lines = _match_segs(paths, da, db)
-        yield list(zip(src, tgt)), lines
+        yield list(zip(src, tgt, strict=True)), lines

@@ -51,8 +51,12 @@ def read_texts(path: Path, role: str = "input") -> Iterator[str]:
     is decoded again line by line to name the line at fault."""
     path = check_file(path, role)
     lineno = 0
+
+    def lines_done() -> int:                         # read when a decompression error names its line
+        return lineno
+
     with open_binary(path) as f:
-        for block in _line_blocks(f, path, lambda: lineno):
+        for block in _line_blocks(f, path, lines_done):
             texts = _decoded_block(path, lineno, block)
             lineno += len(texts)
             yield from texts

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 from ctxmt_cli.data.clean import CleanRules
 from ctxmt_cli.data.formats import FORMATS as CORPUS_FORMATS
@@ -31,8 +31,8 @@ FORMATS = ("synthetic", *CORPUS_FORMATS)
 
 
 def prepare_synthetic(out: Path, *, seed: int = 1, docs: int = 2000, force: bool = False, vocab_size: int = 400,
-                      progress: Optional[Callable[[str], None]] = None,
-                      warn: Optional[Callable[[str], None]] = None, count: Optional[Counter] = None) -> dict:
+                      progress: Callable[[str], None] | None = None,
+                      warn: Callable[[str], None] | None = None, count: Counter | None = None) -> dict:
     """Generate the synthetic benchmark and prepare it into ``out`` (raw files and test sets in ``out/raw``);
     ``progress``, ``warn`` and ``count`` as :func:`~ctxmt_cli.data.prepare.prepare_corpus` takes them.
 
@@ -63,8 +63,8 @@ def prepare_synthetic(out: Path, *, seed: int = 1, docs: int = 2000, force: bool
     return meta | {"manifest": generated["manifest"]}
 
 
-def prepare_from_cli(fmt: str, out: Path, paths: dict[str, Optional[Path]], *, docs: int = 2000,
-                     progress: Optional[Callable[[str], None]] = None, count: Optional[Counter] = None,
+def prepare_from_cli(fmt: str, out: Path, paths: dict[str, Path | None], *, docs: int = 2000,
+                     progress: Callable[[str], None] | None = None, count: Counter | None = None,
                      **options) -> dict:
     """Dispatch ``ctxmt prepare FORMAT``: the corpus splits at ``paths`` into ``out``; ``options``: the fields of
     :class:`~ctxmt_cli.data.prepare.PrepareSpec` the command line gives (``docs``: the synthetic benchmark's
@@ -80,14 +80,16 @@ def prepare_from_cli(fmt: str, out: Path, paths: dict[str, Optional[Path]], *, d
         raise CtxmtError(f"ctxmt prepare {fmt} needs {option('train')} PATH (and optionally "
                          f"{option('valid')}/{option('test')})")
     src_lang, tgt_lang = options.get("src_lang", "src"), options.get("tgt_lang", "tgt")
-    splits = {name: resolve_split_input(fmt, path, src_lang, tgt_lang) for name, path in paths.items() if path is not None}
+    splits = {name: resolve_split_input(fmt, path, src_lang, tgt_lang)
+              for name, path in paths.items() if path is not None}
     spec = PrepareSpec(fmt=fmt, splits=splits, out=out, **options)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         meta = prepare_corpus(spec, progress, warn=_warn, count=count)
     sizes = meta["vocab_size"]
     vocab_size = spec.vocab_size
-    if spec.spm is None and spec.vocab_from is None and min(sizes.values()) < vocab_size:   # SentencePiece stops at what the corpus supports (hard_vocab_limit off)
+    # SentencePiece stops at what the corpus supports (hard_vocab_limit off)
+    if spec.spm is None and spec.vocab_from is None and min(sizes.values()) < vocab_size:
         got = (str(sizes["src"]) if sizes["src"] == sizes["tgt"]
                else f"{sizes['src']} (source) / {sizes['tgt']} (target)")
         _warn(f"{option('vocab_size')} {vocab_size}: the train split supports only {got} subwords, so the vocabulary "

@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 from ctxmt_cli.data.clean import REASONS, CleanRules, new_counts
 from ctxmt_cli.data.compressed import resolve_input
@@ -37,7 +36,7 @@ from ctxmt_cli.replacing import build_dir, check_new_or_replaceable
 CHUNK_SENTENCES = 4096
 PROGRESS_EVERY = 100_000
 #: ``count(split, pairs written, total or None)``: a split's progress, for a progress log
-Counter = Callable[[str, int, Optional[int]], None]
+Counter = Callable[[str, int, int | None], None]
 _CONVENTION = {
     "text": "PATH.{s} and PATH.{t} (and PATH.docids if present)",
     "voita": "PATH.{s} and PATH.{t}",
@@ -191,8 +190,8 @@ def _with_references(docs: Iterator, refs) -> Iterator:
 
 
 def _encode_split(spec: PrepareSpec, tok: Tokenizer, tmp: Path, name: str, dtype: str,
-                  say: Callable[[str], None], count: Optional[Counter] = None,
-                  total: Optional[int] = None) -> tuple[dict, dict]:
+                  say: Callable[[str], None], count: Counter | None = None,
+                  total: int | None = None) -> tuple[dict, dict]:
     """Read, clean (train), encode in ``spec.workers`` processes and write one split; its sizes and changes.
     ``count(split, pairs, total)``: the pairs written so far after every chunk (``total``: the source file's lines
     where they were counted, blank lines included, else None), instead of a ``say`` line every
@@ -243,7 +242,7 @@ def _vocabulary(spec: PrepareSpec, tmp: Path, lines: dict, say: Callable[[str], 
 
 
 def _build(spec: PrepareSpec, tmp: Path, say: Callable[[str], None],
-           warn: Callable[[str], None], lines: dict | None = None, count: Optional[Counter] = None) -> dict:
+           warn: Callable[[str], None], lines: dict | None = None, count: Counter | None = None) -> dict:
     tok, vocabulary = _vocabulary(spec, tmp, lines or {}, say)
     dtype = choose_dtype(max(tok.src_vocab_size, tok.tgt_vocab_size))
     splits, truncated, dropped = {}, {}, {}
@@ -321,7 +320,7 @@ def _callbacks(progress, warn) -> tuple[Callable[[str], None], Callable[[str], N
 
 
 def prepare_into(spec: PrepareSpec, directory: Path, progress: Callable[[str], None] | None = None,
-                 warn: Callable[[str], None] | None = None, count: Optional[Counter] = None) -> dict:
+                 warn: Callable[[str], None] | None = None, count: Counter | None = None) -> dict:
     """Validate ``spec`` and build the prepared dataset in the existing empty ``directory`` (a command's temp
     directory, swapped into place by :func:`ctxmt_cli.replacing.build_dir`); its ``meta.json`` content."""
     say, warn = _callbacks(progress, warn)
@@ -331,7 +330,7 @@ def prepare_into(spec: PrepareSpec, directory: Path, progress: Callable[[str], N
 
 
 def prepare_corpus(spec: PrepareSpec, progress: Callable[[str], None] | None = None,
-                   warn: Callable[[str], None] | None = None, count: Optional[Counter] = None) -> dict:
+                   warn: Callable[[str], None] | None = None, count: Counter | None = None) -> dict:
     """Prepare ``spec.out`` from the raw corpus and return its ``meta.json`` content.
 
     ``progress(line)`` receives status lines; ``warn(line)`` receives data warnings

@@ -26,7 +26,8 @@ from ctxmt_cli.errors import CtxmtError, option
 #: the token dtypes ``ctxmt prepare`` writes (``meta.json`` ``dtype``)
 DTYPES = ("uint16", "int32")
 #: the fix every line of this module ends with
-FIX = f"the file was changed or damaged since `ctxmt prepare` wrote it: prepare the dataset again (with {option('force')})"
+FIX = (f"the file was changed or damaged since `ctxmt prepare` wrote it: prepare the dataset again "
+       f"(with {option('force')})")
 _BLOCK = 1 << 22              # entries scanned at a time
 
 

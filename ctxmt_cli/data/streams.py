@@ -14,8 +14,8 @@ import contextlib
 import json
 import os
 from array import array
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 from ctxmt_cli import ownership
 from ctxmt_cli.data.store import _TYPECODES, STREAM_NAME
@@ -51,7 +51,7 @@ class StreamWriter:
         self.progress = {"documents": 0, "sentences": 0, "tokens": 0, "text_bytes": 0}
 
     # ---- state on disk --------------------------------------------------------------------------
-    def finished_info(self) -> Optional[dict]:
+    def finished_info(self) -> dict | None:
         """The ``.stream.json`` of a finished stream of this name, or None."""
         if not self.info_path.is_file():
             return None
@@ -69,7 +69,7 @@ class StreamWriter:
         for path in self.files():
             path.unlink(missing_ok=True)
 
-    def start(self, *, force: bool, reuse: bool = False) -> Optional[int]:
+    def start(self, *, force: bool, reuse: bool = False) -> int | None:
         """Prepare to write: the number of documents already written (0 for a new stream), or None when a
         finished stream with the same plan exists and ``reuse`` is set (nothing to do).
 
@@ -145,10 +145,10 @@ class StreamWriter:
         """Append documents: ``ids[d][s]`` token ids and ``texts[d][s]`` text of sentence s of document d."""
         tokens, offsets, total = array(_TYPECODES[self.dtype]), array("q"), self.progress["tokens"]
         parts = []
-        for k, (doc_ids, doc_text) in enumerate(zip(ids, texts)):
+        for k, (doc_ids, doc_text) in enumerate(zip(ids, texts, strict=True)):
             if self.progress["documents"] + k:
                 parts.append("\n")                                         # a blank line between documents
-            for sentence, line in zip(doc_ids, doc_text):
+            for sentence, line in zip(doc_ids, doc_text, strict=True):
                 tokens.extend(sentence)
                 total += len(sentence)
                 offsets.append(total)

@@ -20,7 +20,7 @@ always give every row its target concatenation (L_b, the model as it translates)
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -44,7 +44,7 @@ class ReferenceSide:
         return self.split.tgt(i)
 
 
-def target_side(prepared, split: str, target_context_from: str, stream: Optional[str]):
+def target_side(prepared, split: str, target_context_from: str, stream: str | None):
     """What the target concatenation reads for ``split`` of ``prepared``: a first-pass stream or the reference.
 
     A missing stream, or one in the source language, is one error line naming the command that writes it."""

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Optional
 
 #: the deepest nesting of arrays and objects a JSON text may have; ctxmt's own layouts need at most 3
 MAX_DEPTH = 32
@@ -32,12 +31,12 @@ class JsonInputError(ValueError):
 
     ``field``: where in the value the bad string is (``src[2]``, ``doc_id``), None for the text as a whole."""
 
-    def __init__(self, message: str, field: Optional[str] = None):
+    def __init__(self, message: str, field: str | None = None):
         super().__init__(message)
         self.field = field
 
 
-def text_problem(text: str) -> Optional[str]:
+def text_problem(text: str) -> str | None:
     """What makes ``text`` unacceptable as text (a NUL or a lone surrogate, with its column), or None."""
     bad = _NOT_TEXT.search(text)
     if bad is None:
@@ -148,7 +147,7 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def _first_bad_string(value, path: str) -> Optional[tuple[str, str]]:
+def _first_bad_string(value, path: str) -> tuple[str, str] | None:
     """``(field path, problem)`` of the first string or key in ``value`` that is not text, or None."""
     if isinstance(value, str):
         problem = text_problem(value)

@@ -44,10 +44,10 @@ def write_sample(spec, tmp: Path, lines: int | None, say: Callable[[str], None])
     try:
         for doc, _ in iter_parallel_located(spec.fmt, inp.src, inp.tgt, inp.docids):
             pairs += len(doc)
-            chosen = doc if keep >= 1 else [p for p, u in zip(doc, rng.random(len(doc))) if u < keep]
+            chosen = doc if keep >= 1 else [p for p, u in zip(doc, rng.random(len(doc)), strict=True) if u < keep]
             written += len(chosen)
             for pair in chosen:
-                for side, text in zip(("src", "tgt"), pair):
+                for side, text in zip(("src", "tgt"), pair, strict=True):
                     text = _one_line(moses[side].tokenize(text) if moses else text)
                     handles[paths[side]].write(text + "\n")
     finally:

@@ -23,9 +23,10 @@ the windows an uninterrupted one would.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Literal, Optional, Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -76,7 +77,7 @@ def split_context(c, prev_avail, next_avail):
 
 
 def two_sided_sizes(lengths: np.ndarray, doc_start: np.ndarray, doc_end, wanted: int, wanted_next: int,
-                    limit: int, own: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
+                    limit: int, own: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(previous, next) context sentences per sentence: ≤ ``wanted`` / ``wanted_next``, inside the document
     (``doc_end``: one past its last sentence; None: no next sentence), window ≤ ``limit`` tokens, the nearest
     kept (:func:`split_context`). Previous -1 (next 0): the sentence alone is too long. ``own``: the current
@@ -211,8 +212,9 @@ class WindowDataset:
             rng = np.random.default_rng([spec.seed, epoch, RANDOM_CONTEXT_STREAM])
             wanted = max(spec.src_context_sentences, spec.tgt_context_sentences)
             self.context = random_context(self._doc_start, self._doc_end, wanted, rng)
-            self.src_ctx = table_context_sizes(src_len, self.context, spec.src_context_sentences, spec.max_window_tokens)
-            self.tgt_ctx = table_context_sizes(tgt_len, self.context, spec.tgt_context_sentences, spec.max_window_tokens)
+            limit = spec.max_window_tokens
+            self.src_ctx = table_context_sizes(src_len, self.context, spec.src_context_sentences, limit)
+            self.tgt_ctx = table_context_sizes(tgt_len, self.context, spec.tgt_context_sentences, limit)
             self.src_len = self._table_lengths(src_len, self.src_ctx)
             self.tgt_len = self._table_lengths(tgt_len, self.tgt_ctx) + 1  # + <s> on the decoder input
         else:

@@ -16,8 +16,8 @@ first-pass stream.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 from ctxmt_cli.decode.settings import DecodeSettings
 from ctxmt_cli.decode.translator import translate_documents
@@ -25,8 +25,8 @@ from ctxmt_cli.errors import CtxmtError, OptionError, option
 from ctxmt_cli.models.families import inputs_of
 
 
-def first_pass_translations(loaded, documents: list[list[str]], *, beam: Optional[int] = None,
-                            batch_docs: Optional[int] = None) -> list[list[str]]:
+def first_pass_translations(loaded, documents: list[list[str]], *, beam: int | None = None,
+                            batch_docs: int | None = None) -> list[list[str]]:
     """``documents`` translated by the first-pass checkpoint ``loaded`` with its own recipe's settings and context."""
 
     settings = DecodeSettings.from_recipe(loaded.recipe, beam=beam, batch_docs=batch_docs)
@@ -38,14 +38,17 @@ def check_first_pass_model(first, second, first_path, second_path) -> None:
     if inputs_of(first.model.cfg).target_concat:
         raise OptionError("first_pass", str(first_path), "it itself reads target context (it would need a first "
                           "pass); give a sentence-level checkpoint")
-    pair = lambda loaded: (loaded.meta.get("src_lang"), loaded.meta.get("tgt_lang"))  # noqa: E731
+
+    def pair(loaded) -> tuple:
+        return loaded.meta.get("src_lang"), loaded.meta.get("tgt_lang")
+
     if pair(first) != pair(second):
         raise OptionError("first_pass", str(first_path), f"it translates {pair(first)[0]} → {pair(first)[1]}, but "
                           f"{second_path} translates {pair(second)[0]} → {pair(second)[1]}; give a first-pass "
                           "checkpoint of the same language pair")
 
 
-def stream_first_pass(prepared, split: str, name: str) -> Optional[list[list]]:
+def stream_first_pass(prepared, split: str, name: str) -> list[list] | None:
     """The first-pass stream ``name`` of a prepared ``split`` as documents of target ids, or None when the split
     has no finished stream of that name (one in the source language is refused)."""
     if name not in prepared.streams(split):
@@ -58,7 +61,7 @@ def stream_first_pass(prepared, split: str, name: str) -> Optional[list[list]]:
 
 
 def split_first_passes(models: Sequence, checkpoints: Sequence, prepared, split: str, sources: list[list[str]],
-                       first_pass=None, device: str = "cpu") -> list[Optional[list[list]]]:
+                       first_pass=None, device: str = "cpu") -> list[list[list] | None]:
     """The first pass each loaded checkpoint reads when it translates ``split`` (``ctxmt evaluate``): None for a
     model that is not bilingual; for a bilingual one, ``sources`` translated by the ``first_pass`` checkpoint
     when given, else the split's first-pass stream (the model's ``first_pass_stream``, default ``first-pass``)."""
@@ -74,13 +77,13 @@ def split_first_passes(models: Sequence, checkpoints: Sequence, prepared, split:
         return [None] * len(models)
     if first_pass is not None:
         first = load_model(Path(first_pass), device=torch_device(device))
-        for loaded, path, wanted in zip(models, checkpoints, bilingual):
+        for loaded, path, wanted in zip(models, checkpoints, bilingual, strict=True):
             if wanted:
                 check_first_pass_model(first, loaded, first_pass, path)
         translated = first_pass_translations(first, sources)
         return [translated if wanted else None for wanted in bilingual]
     out = []
-    for loaded, path, wanted in zip(models, checkpoints, bilingual):
+    for loaded, path, wanted in zip(models, checkpoints, bilingual, strict=True):
         name = getattr(loaded.recipe.model, "first_pass_stream", None) or FIRST_PASS_STREAM
         found = stream_first_pass(prepared, split, name) if wanted else None
         if wanted and found is None:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Iterable, Iterator, Optional, Sequence
+from typing import IO
 
 from ctxmt_cli.data.compressed import DECOMPRESSION_ERRORS, compression, decompression_problem, open_binary
 from ctxmt_cli.data.lines import misnamed_hint
@@ -124,10 +125,10 @@ class DocumentWriter:
 
     def __init__(self, path_or_dash: str | Path):
         self.path = None if str(path_or_dash) == "-" else Path(path_or_dash)
-        self.tmp: Optional[Path] = None
-        self.file: Optional[IO[bytes]] = None
+        self.tmp: Path | None = None
+        self.file: IO[bytes] | None = None
 
-    def __enter__(self) -> "DocumentWriter":
+    def __enter__(self) -> DocumentWriter:
         if self.path is not None:
             check_output_file(self.path, option("output"), force=None)   # again: the path may have changed
             self._named(lambda: remove_stale(self.path.parent))            # what a killed run left here

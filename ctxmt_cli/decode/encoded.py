@@ -8,15 +8,15 @@ the models never saw empty sentences. A sentence longer than the window limit is
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence, Union
 
 from ctxmt_cli.models.families import inputs_of
 
 log = logging.getLogger(__name__)
 
 #: a first-pass sentence: text (encoded with the bilingual model's tokenizer, target side) or ids used as they are
-FirstPass = Union[str, Sequence[int]]
+FirstPass = str | Sequence[int]
 
 
 
@@ -35,7 +35,7 @@ def first_pass_ids(tokenizer, sentences: Sequence[FirstPass], limit: int) -> lis
                  ([] if isinstance(s, str) else s))[:limit] for s in sentences]
 
 
-def first_pass_per_document(model, documents: Sequence[Sequence[str]], first_pass: Optional[Sequence]) -> list:
+def first_pass_per_document(model, documents: Sequence[Sequence[str]], first_pass: Sequence | None) -> list:
     """Each document's first pass (None for a model that reads none), after the family's check
     (:meth:`~ctxmt_cli.models.inputs.Inputs.check_first_pass`)."""
     inputs_of(model.cfg).check_first_pass(documents, first_pass)

@@ -18,9 +18,9 @@ corpus
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Optional
 
 import numpy as np
 
@@ -37,16 +37,16 @@ OTHER = {"src": "tgt", "tgt": "src"}
 ROUND_TRIPS = ("sample", "beam")
 
 
-@dataclass
+@dataclass(frozen=True)
 class PassSettings:
     """How a stream is decoded: the checkpoint's recipe values unless given; ``chunk_docs`` documents per append."""
 
-    beam: Optional[int] = None
-    batch_docs: Optional[int] = None
+    beam: int | None = None
+    batch_docs: int | None = None
     chunk_docs: int = 1024
     force: bool = False
     reuse: bool = False            # keep a finished stream written with the same plan (prepare docrepair)
-    sample_seed: Optional[int] = None   # sample the translations (seeded per chunk of documents) instead of beam
+    sample_seed: int | None = None   # sample the translations (seeded per chunk of documents) instead of beam
 
 
 def checkpoint_identity(path: Path) -> dict:
@@ -102,23 +102,13 @@ def _plan_record(dec: DecodeSettings) -> dict:
 
 def write_first_pass(prepared: PreparedData, split: str, name: str, loaded, checkpoint: Path, *, source: str = "src",
                      settings: PassSettings = PassSettings(), say: Callable[[str], None] = lambda _: None,
-                     progress: Optional[Callable[[str, int, int], None]] = None) -> dict:
+                     progress: Callable[[str, int, int], None] | None = None) -> dict:
     """Translate ``source`` of ``split`` with ``loaded`` (the model of ``checkpoint``) into stream ``name``;
     returns the stream's ``.stream.json`` record. Resumes an unfinished stream of the same plan.
 
     ``say(line)`` receives notes; ``progress(task, done, total)`` the documents done (first at the start, so a
     resumed run's rate counts only its own documents; default: a ``say`` line per chunk)."""
-    from ctxmt_cli.decode.translator import translate_documents
-    from ctxmt_cli.models.families import inputs_of
-
-    check_stream_name(name)
-    if source == name:
-        raise OptionError("source", source, "it names the stream being written; translate another side or stream")
-    side_in, read, origin = _input(prepared, split, source)
-    check_direction(loaded, prepared, side_in, checkpoint)
-    if inputs_of(loaded.recipe.model).target_concat:
-        raise CtxmtError(f"{checkpoint} is a {loaded.recipe.model.family} model reading target context, which itself reads a first pass; "
-                         "write the stream with a sentence-level checkpoint")
+    side_in, read, origin = _checked_input(prepared, split, name, loaded, checkpoint, source)
     side_out, dec = OTHER[side_in], _decode_settings(loaded, settings)
     plan = {"split": split, **origin, "side": side_out, "checkpoint": checkpoint_identity(checkpoint),
             "decode": _plan_record(dec)}
@@ -129,26 +119,54 @@ def write_first_pass(prepared: PreparedData, split: str, name: str, loaded, chec
     if done is None:
         say(f"{split}.{name}: reusing the finished stream (same checkpoint and settings)")
         return writer.finished_info()
-    tok, docs = prepared.tokenizer, list(prepared.split(split).documents())
-    to_text = tok.decode_src if side_in == "src" else tok.decode_tgt
+    docs = list(prepared.split(split).documents())
     if done:
         say(f"{split}.{name}: resuming after {done} of {len(docs)} documents")
-    progress = progress or (lambda task, n, total: say(f"{task}: {n}/{total} documents") if n > done else None)
+    if progress is None:
+        def progress(task: str, n: int, total: int) -> None:
+            if n > done:
+                say(f"{task}: {n}/{total} documents")
+
     progress(f"{split}.{name}", done, len(docs))
+    to_text = prepared.tokenizer.decode_src if side_in == "src" else prepared.tokenizer.decode_tgt
     for start in range(done, len(docs), settings.chunk_docs):
         chunk = docs[start:start + settings.chunk_docs]
         texts = [[to_text(read(i).tolist()) for i in range(a, b)] for a, b in chunk]
         chunk_dec = dec if dec.sample_seed is None else replace(dec, sample_seed=chunk_seed(dec.sample_seed, start))
-        outputs = translate_documents(loaded.model, loaded.tokenizer, texts, chunk_dec)
-        flat = tok.encode_batch([line for doc in outputs for line in doc], side_out)
-        ids, k = [], 0
-        for doc in outputs:
-            ids.append(flat[k:k + len(doc)])
-            k += len(doc)
-        writer.append(ids, outputs)
+        _append_translations(writer, loaded, texts, chunk_dec, prepared.tokenizer, side_out)
         progress(f"{split}.{name}", start + len(chunk), len(docs))
     language = prepared.meta[f"{side_out}_lang"]
     return writer.finish({"side": side_out, "language": language, "input": source, "checkpoint": str(checkpoint)})
+
+
+def _checked_input(prepared: PreparedData, split: str, name: str, loaded, checkpoint: Path, source: str) -> tuple:
+    """``source``'s side, reader and origin record (:func:`_input`), once the stream name, the direction and the
+    model (one reading no first pass itself) are checked."""
+    from ctxmt_cli.models.families import inputs_of
+
+    check_stream_name(name)
+    if source == name:
+        raise OptionError("source", source, "it names the stream being written; translate another side or stream")
+    side_in, read, origin = _input(prepared, split, source)
+    check_direction(loaded, prepared, side_in, checkpoint)
+    if inputs_of(loaded.recipe.model).target_concat:
+        raise CtxmtError(f"{checkpoint} is a {loaded.recipe.model.family} model reading target context, which "
+                         "itself reads a first pass; write the stream with a sentence-level checkpoint")
+    return side_in, read, origin
+
+
+def _append_translations(writer: StreamWriter, loaded, texts: list[list[str]], dec: DecodeSettings, tok,
+                         side_out: str) -> None:
+    """Translate the documents ``texts`` and append them to the stream: text and token ids (of ``side_out``)."""
+    from ctxmt_cli.decode.translator import translate_documents
+
+    outputs = translate_documents(loaded.model, loaded.tokenizer, texts, dec)
+    flat = tok.encode_batch([line for doc in outputs for line in doc], side_out)
+    ids, k = [], 0
+    for doc in outputs:
+        ids.append(flat[k:k + len(doc)])
+        k += len(doc)
+    writer.append(ids, outputs)
 
 
 @dataclass
@@ -161,7 +179,7 @@ class RoundTrip:
     forward: Path
     splits: tuple[str, ...] = ("train", "valid")
     group_size: int = GROUP_SIZE
-    stride: Optional[int] = None
+    stride: int | None = None
     prefix: str = "docrepair"
     device: str = "cpu"
     round_trip: str = "sample"     # the forward pass: sampled (Voita et al.'s public configuration) or beam
@@ -169,7 +187,7 @@ class RoundTrip:
 
 
 def round_trip_corpus(job: RoundTrip, settings: PassSettings, say: Callable[[str], None] = lambda _: None,
-                      progress: Optional[Callable[[str, int, int], None]] = None) -> dict:
+                      progress: Callable[[str, int, int], None] | None = None) -> dict:
     """Round-trip translate the target side of every split (reverse model, then forward model) into streams
     ``{prefix}-back`` and ``{prefix}-rt`` beside the splits, then write the repair corpus to ``job.out``.
 

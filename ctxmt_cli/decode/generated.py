@@ -15,7 +15,7 @@ of the work changes, so the translations are the ones slots give.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from ctxmt_cli.decode.search import Hypothesis
 from ctxmt_cli.decode.slots import SlotTranslator
@@ -28,24 +28,24 @@ def _batches(rows: list, size: int):
 
 
 def _generate_all(slots: SlotTranslator, sources: list,
-                  step_done: Callable[[int], None]) -> list[list[Optional[Hypothesis]]]:
+                  step_done: Callable[[int], None]) -> list[list[Hypothesis | None]]:
     """Every window generated; per document and sentence the kept sentence (None: wrong separator count)."""
     s, vocab = slots.s, slots.vocab
     following = s.src_next_sentences or 0
     size = {(d, j): len(source_window(doc, j, s.src_context_sentences, s.max_window_tokens, vocab, following))
             for d, doc in enumerate(sources) for j in range(len(doc))}
     order = sorted(size, key=lambda row: -size[row])                          # stable: ties keep document order
-    found: list[list[Optional[Hypothesis]]] = [[None] * len(doc) for doc in sources]
+    found: list[list[Hypothesis | None]] = [[None] * len(doc) for doc in sources]
     for chunk in _batches(order, s.batch_docs):
         docs, js = [sources[d] for d, _ in chunk], [j for _, j in chunk]
         step = step_batch(docs, [[]] * len(chunk), js, s, vocab, "generate", slots.inputs)
-        for (d, j), hyp, c in zip(chunk, slots.decode(step, ()), step.expected):
+        for (d, j), hyp, c in zip(chunk, slots.decode(step, ()), step.expected, strict=True):
             found[d][j] = generated_sentence(hyp, c, vocab.brk)
         step_done(len(chunk))
     return found
 
 
-def _retry(slots: SlotTranslator, sources: list, found: list[list[Optional[Hypothesis]]]) -> int:
+def _retry(slots: SlotTranslator, sources: list, found: list[list[Hypothesis | None]]) -> int:
     """Decode the failed windows again in prefix mode, in waves (the n-th failure of every document in wave n,
     when its earlier translations are all known); returns how many there were."""
     failed = [[j for j, hyp in enumerate(doc) if hyp is None] for doc in found]
@@ -56,13 +56,13 @@ def _retry(slots: SlotTranslator, sources: list, found: list[list[Optional[Hypot
             outs = [[hyp.tokens for hyp in found[d][:j]] for d, j in chunk]
             step = step_batch([sources[d] for d, _ in chunk], outs, [j for _, j in chunk], slots.s, slots.vocab,
                               "prefix", slots.inputs)
-            for (d, j), hyp in zip(chunk, slots.decode(step, [brk])):
+            for (d, j), hyp in zip(chunk, slots.decode(step, [brk]), strict=True):
                 found[d][j] = hyp
     return sum(map(len, failed))
 
 
 def translate_generated(slots: SlotTranslator, sources: list,
-                        step_done: Callable[[int], None]) -> list[list[Optional[Hypothesis]]]:
+                        step_done: Callable[[int], None]) -> list[list[Hypothesis | None]]:
     """Translate documents ``sources`` (their sentence ids) in generate mode, all windows at once (module
     docstring); each document's hypothesis per sentence. ``step_done(sentences)`` after each search (the call's
     counters and progress)."""

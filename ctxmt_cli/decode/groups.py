@@ -12,7 +12,7 @@ document order.
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -25,7 +25,7 @@ GROUP_ORDERS = ("consecutive", "length")
 Search = Callable[[Batch, torch.Tensor], list]
 
 
-def document_groups(lengths: Sequence[int], group_sentences: Optional[int], order: str) -> list[list[int]]:
+def document_groups(lengths: Sequence[int], group_sentences: int | None, order: str) -> list[list[int]]:
     """Sentence indices of each group of one document (lengths per sentence); None = the whole document."""
     if order not in GROUP_ORDERS:
         raise OptionError("group_order", order, "choose consecutive or length")
@@ -38,7 +38,7 @@ def document_groups(lengths: Sequence[int], group_sentences: Optional[int], orde
     return [idx[i:i + n] for i in range(0, len(idx), max(n, 1))]
 
 
-def _packed(docs: list[list[list[int]]], group_sentences: Optional[int], order: str,
+def _packed(docs: list[list[list[int]]], group_sentences: int | None, order: str,
             max_sentences: int) -> list[list[tuple[int, list[int]]]]:
     """Whole groups (document, its sentence indices) packed into searches of at most ``max_sentences`` sentences
     (a bigger group alone)."""
@@ -54,8 +54,8 @@ def _packed(docs: list[list[list[int]]], group_sentences: Optional[int], order: 
 
 
 def group_hypotheses(search: Search, docs: list[list[list[int]]], vocab: VocabInfo, max_len: Callable[[int], int],
-                     *, inputs, group_sentences: Optional[int] = None, group_order: str = "consecutive",
-                     max_sentences: int = 256, progress: Optional[Callable[[int], None]] = None) -> list[list]:
+                     *, inputs, group_sentences: int | None = None, group_order: str = "consecutive",
+                     max_sentences: int = 256, progress: Callable[[int], None] | None = None) -> list[list]:
     """Translate documents of token ids (document, sentence, ids) group by group with ``search``; the best
     hypothesis per sentence, same nesting. ``inputs``: the family's inputs contract, whose
     :meth:`~ctxmt_cli.models.inputs.Inputs.grouped` puts each search's rows in their groups; ``max_len(source
@@ -68,7 +68,7 @@ def group_hypotheses(search: Search, docs: list[list[list[int]]], vocab: VocabIn
         limit = torch.tensor([max_len(len(docs[d][i])) for d, i, _ in rows])            # (B,)
         with torch.no_grad():
             hyps = search(batch, limit)
-        for (d, i, _), hyp in zip(rows, hyps):
+        for (d, i, _), hyp in zip(rows, hyps, strict=True):
             outs[d][i] = hyp
         if progress is not None:
             progress(len(rows))

@@ -10,7 +10,7 @@ error naming the file and line. Blank lines are skipped.
 from __future__ import annotations
 
 import json
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from ctxmt_cli.data.text_input import JsonInputError, json_kind, load_json
 from ctxmt_cli.decode.records import Document, DocumentTranslation

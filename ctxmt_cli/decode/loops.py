@@ -17,9 +17,9 @@ The loops call the family's hooks, never its name; the family never calls back i
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Callable, Optional, Sequence
 
 from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.decode.encoded import Encoded
@@ -56,7 +56,7 @@ class DocumentCall:
     settings: DecodeSettings
     searcher: Search
     stats: TranslationStats
-    progress: Optional[Callable[[TranslationStats], None]] = None
+    progress: Callable[[TranslationStats], None] | None = None
     vocab: VocabInfo = field(init=False)
 
     def __post_init__(self) -> None:
@@ -73,10 +73,10 @@ class DocumentCall:
         if self.progress is not None:
             self.progress(self.stats)
 
-    def record(self, found: list[list[Optional[Hypothesis]]]) -> None:
+    def record(self, found: list[list[Hypothesis | None]]) -> None:
         """Each document's hypothesis per encoded sentence into the results (given translations left out)."""
-        for e, doc_found, doc_results in zip(self.encoded, found, self.results):
-            for line, hyp in zip(e.lines, doc_found):
+        for e, doc_found, doc_results in zip(self.encoded, found, self.results, strict=True):
+            for line, hyp in zip(e.lines, doc_found, strict=True):
                 if hyp is not None and doc_results[line] is not None:
                     doc_results[line] = _candidates(self.tokenizer, hyp)
 
@@ -98,11 +98,11 @@ def in_slots(call: DocumentCall, *, memory: bool = False) -> None:
     stats.total += dropped                                                      # translated, then dropped
     stats.dropped += dropped
     order = sorted(pieces, key=lambda p: -p.size)                              # stable: ties keep input order
-    found: list[list[Optional[Hypothesis]]] = [[None] * len(e.ids) for e in encoded]
+    found: list[list[Hypothesis | None]] = [[None] * len(e.ids) for e in encoded]
     for start in range(0, len(order), s.batch_docs):
         chosen = order[start:start + s.batch_docs]
-        ids, given, tails = zip(*(piece_input(encoded[p.doc], p) for p in chosen))
-        for p, hyps in zip(chosen, slots.translate(list(ids), list(given), list(tails))):
+        ids, given, tails = zip(*(piece_input(encoded[p.doc], p) for p in chosen), strict=True)
+        for p, hyps in zip(chosen, slots.translate(list(ids), list(given), list(tails)), strict=True):
             found[p.doc][p.first:p.end] = hyps[p.first - p.lo:p.end - p.lo]
     call.record(found)
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
 
 from ctxmt_cli.decode.encoded import DocumentIds, Encoded
 from ctxmt_cli.decode.settings import DecodeSettings
@@ -66,7 +65,7 @@ def plan_pieces(encoded: list[Encoded], settings: DecodeSettings) -> list[Piece]
     return cut_pieces(encoded, lead, after, piece_length(encoded, s.batch_docs, lead), lead=True)
 
 
-def cut_pieces(encoded: list[Encoded], before: int, after: int, length: Optional[int], *,
+def cut_pieces(encoded: list[Encoded], before: int, after: int, length: int | None, *,
                lead: bool = False) -> list[Piece]:
     """The pieces of ``encoded`` documents translating at most ``length`` sentences each (None: one per document),
     with ``before`` previous and ``after`` next sentences of context around them (``lead``: the previous ones are a

@@ -6,14 +6,14 @@ Shared by the Python API (:mod:`ctxmt_cli.api`), the JSONL input and output of `
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence, Union
 
 #: a document id as JSONL carries it: a string or a number (a JSONL document without one: its line number)
-DocId = Union[str, int, float, None]
+DocId = str | int | float | None
 #: a given translation: text (encoded with the model's tokenizer) or the target token ids of a
 #: :class:`Candidate` (exact: a decoded text does not always encode back to the same pieces)
-Given = Union[str, Sequence[int]]
+Given = str | Sequence[int]
 
 
 @dataclass
@@ -31,7 +31,7 @@ class Document:
     src: list[str]
     tgt_context: list[Given] = field(default_factory=list)
     doc_id: DocId = None
-    first_pass: Optional[list[Given]] = None
+    first_pass: list[Given] | None = None
 
 
 @dataclass(frozen=True)
@@ -58,8 +58,8 @@ class SentenceTranslation:
     list was asked for; empty for an empty source line)."""
 
     text: str
-    logprob: Optional[float] = None
-    nbest: Optional[list[Candidate]] = None
+    logprob: float | None = None
+    nbest: list[Candidate] | None = None
 
 
 @dataclass
@@ -76,7 +76,7 @@ class DocumentTranslation:
         return [s.text for s in self.sentences]
 
     @property
-    def logprobs(self) -> list[Optional[float]]:
+    def logprobs(self) -> list[float | None]:
         """The sentence log-probability of each translated sentence (None where none was computed)."""
         return [s.logprob for s in self.sentences]
 

@@ -15,9 +15,9 @@ first-pass sentences; :class:`RepairStats` counts both.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import torch
 
@@ -105,13 +105,13 @@ def repair_documents(loaded, documents: list[list[str]], *, group_size: int, bea
                                     for _, _, src in chunk], dtype=torch.long)                # (B,)
             hyps = beam_search(model, batch.to(device), beam=beam or dec.beam, lenpen=dec.lenpen,
                                max_len=max_len.to(device), banned=())
-            for (d, lines, _), hyp in zip(chunk, hyps):
+            for (d, lines, _), hyp in zip(chunk, hyps, strict=True):
                 texts = [tok.decode_tgt(part) for part in split_groups(hyp.tokens, sp.brk)]
                 stats.groups += 1
                 if len(texts) != len(lines) or not all(t.strip() for t in texts):
                     stats.fallbacks += 1
                     continue
-                for line, text in zip(lines, texts):
+                for line, text in zip(lines, texts, strict=True):
                     out[d][line] = text
     finally:
         model.train(was_training)

@@ -24,8 +24,8 @@ hypotheses of each row instead of one (N <= beam), ranked by their normalised sc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence, Union
 
 import torch
 from torch import Tensor
@@ -45,10 +45,10 @@ class Hypothesis:
     score: float
     steps: int
     logprob: float = 0.0
-    alternatives: list["Hypothesis"] = field(default_factory=list)
+    alternatives: list[Hypothesis] = field(default_factory=list)
 
 
-def _max_len_tensor(max_len: Union[int, Tensor], rows: int, device: torch.device) -> Tensor:
+def _max_len_tensor(max_len: int | Tensor, rows: int, device: torch.device) -> Tensor:
     """``max_len`` as a (B,) long tensor: the most tokens a hypothesis may hold before ``</s>``."""
     if isinstance(max_len, Tensor):
         out = max_len.to(device=device, dtype=torch.long).reshape(-1)
@@ -64,7 +64,8 @@ def _width(limit: Tensor) -> int:
 
 
 def _start(model, batch: Batch, repeat: int, enc=None):
-    """Encode (unless ``enc`` is given), force the prefix, and repeat every row ``repeat`` times (beams are adjacent rows)."""
+    """Encode (unless ``enc`` is given), force the prefix, and repeat every row ``repeat`` times (beams are
+    adjacent rows)."""
     enc = model.encode(batch) if enc is None else enc
     state = model.init_state(enc, batch)
     if repeat > 1:
@@ -100,9 +101,9 @@ def _hypotheses(tokens: Tensor, lengths: Tensor, scores: Tensor, logprobs: Tenso
     """Python hypotheses from the (B, N, L) token buffer (N best per row, best first; unfinished entries have a
     score of -inf and are dropped, except a row's first); runs once per search, off the hot path."""
     out = []
-    for rows, ns, ss, lps in zip(tokens.tolist(), lengths.tolist(), scores.tolist(), logprobs.tolist()):
+    for rows, ns, ss, lps in zip(tokens.tolist(), lengths.tolist(), scores.tolist(), logprobs.tolist(), strict=True):
         found = [Hypothesis(tokens=row[:n], score=s, steps=n + 1, logprob=lp)
-                 for i, (row, n, s, lp) in enumerate(zip(rows, ns, ss, lps)) if i == 0 or s != NEG_INF]
+                 for i, (row, n, s, lp) in enumerate(zip(rows, ns, ss, lps, strict=True)) if i == 0 or s != NEG_INF]
         found[0].alternatives = found[1:]
         out.append(found[0])
     return out
@@ -110,8 +111,8 @@ def _hypotheses(tokens: Tensor, lengths: Tensor, scores: Tensor, logprobs: Tenso
 
 @torch.inference_mode()
 def greedy_search(
-    model, batch: Batch, max_len: Union[int, Tensor], banned: Sequence[int] = (), *,
-    min_len: int = 1, lenpen: float = 0.6, generator: Optional[torch.Generator] = None,
+    model, batch: Batch, max_len: int | Tensor, banned: Sequence[int] = (), *,
+    min_len: int = 1, lenpen: float = 0.6, generator: torch.Generator | None = None,
 ) -> list[Hypothesis]:
     """Argmax decoding of every row of ``batch``; one :class:`Hypothesis` per row, in row order. With a
     ``generator``, *sampling*: each token is drawn from the model's distribution (bans, ``min_len`` and forced
@@ -187,7 +188,10 @@ class _Finished:
         new[:, :, :t] = picked                                              # (R', k, L)
         scores = torch.cat([self.score[target], norm[sel]], dim=1)         # (R', n + k)
         order = scores.sort(dim=1, descending=True, stable=True).indices[:, :n]   # (R', n)
-        take = lambda old, fresh: torch.cat([old, fresh], dim=1).gather(1, order)  # noqa: E731
+
+        def take(old: Tensor, fresh: Tensor) -> Tensor:                    # (R', n) of the kept and new ones
+            return torch.cat([old, fresh], dim=1).gather(1, order)
+
         self.score[target] = scores.gather(1, order)
         self.logprob[target] = take(self.logprob[target], cand[sel].masked_fill(~fin[sel], NEG_INF))
         self.length[target] = take(self.length[target], torch.full_like(norm[sel], t, dtype=torch.long))
@@ -211,7 +215,7 @@ def _select(scores: Tensor, lprobs: Tensor, k: int, first: bool) -> tuple[Tensor
 
 @torch.inference_mode()
 def beam_search(
-    model, batch: Batch, beam: int = 4, lenpen: float = 0.6, max_len: Union[int, Tensor] = 200,
+    model, batch: Batch, beam: int = 4, lenpen: float = 0.6, max_len: int | Tensor = 200,
     min_len: int = 1, banned: Sequence[int] = (), enc=None, nbest: int = 1,
 ) -> list[Hypothesis]:
     """Beam search over every row of ``batch``; the best :class:`Hypothesis` of each row, in row order.

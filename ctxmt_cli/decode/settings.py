@@ -4,8 +4,8 @@ keeps (:class:`TranslationStats`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Optional, Sequence
 
 from ctxmt_cli.errors import CtxmtError, OptionError
 
@@ -26,7 +26,7 @@ class TranslationStats:
     dropped: int = 0              # lead-in sentences translated only as target context, then dropped
     written: int = 0              # tokens of the best hypothesis of every search row, </s> included (generate: windows)
     seconds: float = 0.0
-    settings: Optional["DecodeSettings"] = None   # what the counted calls decoded with (the last one's)
+    settings: DecodeSettings | None = None   # what the counted calls decoded with (the last one's)
 
     def count(self, found: list) -> list:
         """Count the tokens the hypotheses ``found`` wrote (:attr:`written`); returns them."""
@@ -86,19 +86,19 @@ class DecodeSettings:
     batch_docs: int = 64
     max_window_tokens: int = 1024
     cache: bool = True
-    group_sentences: Optional[int] = None
+    group_sentences: int | None = None
     group_order: str = "consecutive"
-    src_next_sentences: Optional[int] = None
+    src_next_sentences: int | None = None
     nbest: int = 1
-    sample_seed: Optional[int] = None
-    warmup_sentences: Optional[int] = None
+    sample_seed: int | None = None
+    warmup_sentences: int | None = None
 
     @classmethod
-    def from_recipe(cls, recipe, *, context: Optional[int] = None, beam: Optional[int] = None,
-                    lenpen: Optional[float] = None, target_mode: Optional[str] = None,
-                    batch_docs: Optional[int] = None, nbest: Optional[int] = None,
-                    warmup_sentences: Optional[int] = None, group_sentences: Optional[int] = None,
-                    group_order: Optional[str] = None) -> "DecodeSettings":
+    def from_recipe(cls, recipe, *, context: int | None = None, beam: int | None = None,
+                    lenpen: float | None = None, target_mode: str | None = None,
+                    batch_docs: int | None = None, nbest: int | None = None,
+                    warmup_sentences: int | None = None, group_sentences: int | None = None,
+                    group_order: str | None = None) -> DecodeSettings:
         """The settings of a checkpoint's ``recipe`` (its decode section, window limit and family context), with
         the user's choices where given: None is "not given" (the recipe's value, or this class's default for
         ``nbest`` and ``group_order``, which no recipe key holds); any other value is taken as it is, 0 included,
@@ -121,7 +121,7 @@ class DecodeSettings:
             group_order=_given_or(group_order, cls.group_order),
         )
 
-    def resolved(self, inputs) -> "DecodeSettings":
+    def resolved(self, inputs) -> DecodeSettings:
         """These settings with the next sentences the model reads filled in (``inputs``: its inputs contract)."""
         return replace(self, src_next_sentences=inputs.next_sentences(self.src_next_sentences))
 
@@ -172,7 +172,7 @@ def check_settings(s: DecodeSettings, documents: Sequence[Sequence[str]], given)
         return [()] * len(documents)
     if len(given) != len(documents):
         raise CtxmtError(f"given target context for {len(given)} documents, but {len(documents)} documents given")
-    for d, (doc, fixed) in enumerate(zip(documents, given)):
+    for d, (doc, fixed) in enumerate(zip(documents, given, strict=True)):
         if len(fixed) > len(doc):
             raise CtxmtError(f"document {d + 1}: {len(fixed)} given target sentences for {len(doc)} source "
                              "sentences; give at most one translation per source sentence")

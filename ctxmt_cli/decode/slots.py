@@ -10,8 +10,8 @@ With a document memory (caching), each sentence is encoded once and its entry ke
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
 
 import torch
 
@@ -31,8 +31,8 @@ class Search:
     ``generator``: sample every output token with it instead (ctxmt's own search only)."""
 
     device: torch.device
-    engine: Optional[StepSearch] = None
-    generator: Optional[torch.Generator] = None
+    engine: StepSearch | None = None
+    generator: torch.Generator | None = None
 
     def rows(self, model, batch, settings, max_len, banned: Sequence[int], enc=None) -> list[Hypothesis]:
         """ctxmt's search of ``batch`` on the model's device: beam search, or sampling with the generator."""
@@ -43,9 +43,14 @@ class Search:
                            enc=enc, nbest=settings.nbest)
 
 
+def _pick(items: list | None, rows: list[int]) -> list | None:
+    """``items`` of the documents ``rows`` (None stays None: a memory the translator does not keep)."""
+    return None if items is None else [items[i] for i in rows]
+
+
 def remember(memories, enc, keep: int) -> None:
     """Append each row's new cache entry (padding dropped) and keep the last ``keep`` entries per document."""
-    for mem, entry in zip(memories, enc.entry.rows()):
+    for mem, entry in zip(memories, enc.entry.rows(), strict=True):
         mem.append(entry.detach())
         del mem[: max(0, len(mem) - keep)]
 
@@ -55,7 +60,7 @@ class SlotTranslator:
     ``inputs``: the family's inputs contract (rows it adds to a step); ``memory``: keep a document memory."""
 
     def __init__(self, model, settings: DecodeSettings, vocab: VocabInfo, search: Search, inputs, memory: bool,
-                 stats: TranslationStats, progress: Optional[Callable[[TranslationStats], None]] = None):
+                 stats: TranslationStats, progress: Callable[[TranslationStats], None] | None = None):
         self.model, self.s, self.vocab, self.search, self.inputs = model, settings, vocab, search, inputs
         self.memory, self.stats, self.progress = memory, stats, progress
 
@@ -77,7 +82,7 @@ class SlotTranslator:
         with torch.no_grad():  # the entries outlive this step: no autograd graph may keep activations alive
             return step, self.model.encode(step.batch)
 
-    def translate_step(self, sources, outputs, j: int, memories: Optional[list[list]] = None) -> list[Hypothesis]:
+    def translate_step(self, sources, outputs, j: int, memories: list[list] | None = None) -> list[Hypothesis]:
         """Translate sentence ``j`` of every document in ``sources`` at once; the best hypothesis of each.
 
         ``memories`` (one list per document) are the cached entries of a document-memory model: each sentence is
@@ -90,13 +95,14 @@ class SlotTranslator:
             remember(memories, enc, self.s.src_context_sentences)
         if self.s.target_mode == "prefix":
             return self.decode(step, [brk], enc)
-        results = [generated_sentence(h, c, brk) for h, c in zip(self.decode(step, (), enc), step.expected)]
+        hyps = self.decode(step, (), enc)
+        results = [generated_sentence(h, c, brk) for h, c in zip(hyps, step.expected, strict=True)]
         failed = [r for r, res in enumerate(results) if res is None]
         if failed:
             self.stats.fallbacks += len(failed)
-            pick = lambda xs: None if xs is None else [xs[r] for r in failed]  # noqa: E731
-            retry, retry_enc = self.step_input(pick(sources), pick(outputs), pick(snapshot), j, "prefix")
-            for r, hyp in zip(failed, self.decode(retry, [brk], retry_enc)):
+            retry, retry_enc = self.step_input(_pick(sources, failed), _pick(outputs, failed),
+                                               _pick(snapshot, failed), j, "prefix")
+            for r, hyp in zip(failed, self.decode(retry, [brk], retry_enc), strict=True):
                 results[r] = hyp
         return results
 
@@ -111,15 +117,14 @@ class SlotTranslator:
             outputs[i].append(list(given[i][j]))
 
     def translate(self, sources: list, given: list,
-                  tails: Optional[list[int]] = None) -> list[list[Optional[Hypothesis]]]:
+                  tails: list[int] | None = None) -> list[list[Hypothesis | None]]:
         """Translate documents (sorted longest first; ``given``: the translations of each one's first sentences;
         ``tails``: how many of each one's last sentences are only read as next sentences, never translated) in
         parallel slots; each document's hypothesis per translated or given sentence (None where it was given)."""
         outs: list[list[list[int]]] = [[] for _ in sources]
-        found: list[list[Optional[Hypothesis]]] = [[] for _ in sources]
+        found: list[list[Hypothesis | None]] = [[] for _ in sources]
         memories = [[] for _ in sources] if self.memory else None
-        pick = lambda xs, rows: None if xs is None else [xs[i] for i in rows]  # noqa: E731
-        ends = [len(s) - t for s, t in zip(sources, tails or [0] * len(sources))]
+        ends = [len(s) - t for s, t in zip(sources, tails or [0] * len(sources), strict=True)]
         for j in range(max(ends, default=0)):
             active = [i for i, end in enumerate(ends) if end > j]
             fixed = [i for i in active if j < len(given[i])]
@@ -130,7 +135,8 @@ class SlotTranslator:
                 found[i].append(None)
             if not todo:
                 continue
-            for i, hyp in zip(todo, self.translate_step(pick(sources, todo), pick(outs, todo), j, pick(memories, todo))):
+            hyps = self.translate_step(_pick(sources, todo), _pick(outs, todo), j, _pick(memories, todo))
+            for i, hyp in zip(todo, hyps, strict=True):
                 outs[i].append(hyp.tokens)
                 found[i].append(hyp)
             self.stats.steps += 1

@@ -14,8 +14,8 @@ document-memory model gets the current sentence and its document's cached entrie
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence, Union
 
 import torch
 
@@ -92,14 +92,17 @@ def generate_context(sents: Sequence[Sequence[int]], j: int, plan: DecodeSetting
     (+ its ``<brk>``) as it would alone."""
     current = len(sents[j])
     c = fit_context(sents[:j], plan.tgt_context_sentences, plan.max_window_tokens - current - 1)
-    longest = lambda n: int(plan.max_len_a * n + plan.max_len_b)  # noqa: E731
+
+    def longest(n: int) -> int:                        # the output length limit of an n-token sentence
+        return int(plan.max_len_a * n + plan.max_len_b)
+
     return c, longest(current) + sum(longest(len(s)) + 1 for s in sents[j - c:j])
 
 
 def step_batch(
     sources: Sequence[Sequence[Sequence[int]]], outputs: Sequence[Sequence[Sequence[int]]],
-    j: Union[int, Sequence[int]], plan: DecodeSettings, sp: VocabInfo, mode: str = "prefix",
-    inputs: Optional[Inputs] = None,
+    j: int | Sequence[int], plan: DecodeSettings, sp: VocabInfo, mode: str = "prefix",
+    inputs: Inputs | None = None,
 ) -> StepInput:
     """The batch translating sentence ``j`` of each document (one row per document; ``j`` one index for all of
     them, or one per row).
@@ -110,7 +113,7 @@ def step_batch(
     following = plan.src_next_sentences or 0
     js = [j] * len(sources) if isinstance(j, int) else list(j)
     src_rows, prefixes, max_len, expected, n_sent, n_next = [], [], [], [], [], []
-    for sents, outs, i in zip(sources, outputs, js):
+    for sents, outs, i in zip(sources, outputs, js, strict=True):
         current = len(sents[i])
         src_rows.append(source_window(sents, i, plan.src_context_sentences, plan.max_window_tokens, sp, following))
         n_next.append(window_sizes(sents, i, plan.src_context_sentences, following, plan.max_window_tokens)[1])
@@ -141,7 +144,7 @@ def with_memory(step: StepInput, sources, memories, j: int, plan: DecodeSettings
     over the same lengths and budget), so the two paths see the same context.
     """
     rows, memory = [], []
-    for sents, mem in zip(sources, memories):
+    for sents, mem in zip(sources, memories, strict=True):
         current = list(sents[j])
         c = fit_context(sents[:j], plan.src_context_sentences, plan.max_window_tokens - len(current) - 1)
         rows.append(current + [sp.eos])
@@ -151,7 +154,7 @@ def with_memory(step: StepInput, sources, memories, j: int, plan: DecodeSettings
     return StepInput(batch, step.max_len, step.expected)
 
 
-def split_generated(tokens: Sequence[int], expected: int, brk: int) -> Optional[list[int]]:
+def split_generated(tokens: Sequence[int], expected: int, brk: int) -> list[int] | None:
     """The current sentence of a generated target window (after the last ``<brk>``), or None when the
     window does not hold exactly ``expected`` separators."""
     marks = [i for i, t in enumerate(tokens) if t == brk]
@@ -160,7 +163,7 @@ def split_generated(tokens: Sequence[int], expected: int, brk: int) -> Optional[
     return list(tokens[marks[-1] + 1:]) if marks else list(tokens)
 
 
-def generated_sentence(hyp: Hypothesis, expected: int, brk: int) -> Optional[Hypothesis]:
+def generated_sentence(hyp: Hypothesis, expected: int, brk: int) -> Hypothesis | None:
     """The current sentence of a generated window as a hypothesis (None: wrong separator count). Its
     log-probability covers the whole window, not the sentence: NaN, never reported."""
     tokens = split_generated(hyp.tokens, expected, brk)

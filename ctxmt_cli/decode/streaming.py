@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence, TypeVar
+from typing import TypeVar
 
 from ctxmt_cli.decode.documents import input_lines, stream_documents
 from ctxmt_cli.decode.jsonl import parse_documents

@@ -41,7 +41,7 @@ and does not enter later windows: the models never saw empty sentences.
 from __future__ import annotations
 
 import time
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -60,7 +60,7 @@ def _model_device(model) -> torch.device:
     return param.device if param is not None else torch.device("cpu")
 
 
-def _search(model, engine: Optional[StepSearch], s: DecodeSettings) -> Search:
+def _search(model, engine: StepSearch | None, s: DecodeSettings) -> Search:
     """Whose search runs (``engine``, or ctxmt's over ``model``) and where; a sampling generator when ``s`` asks."""
     if engine is not None:
         if s.sample_seed is not None:
@@ -73,10 +73,10 @@ def _search(model, engine: Optional[StepSearch], s: DecodeSettings) -> Search:
 
 
 def decode_documents(
-    model, tokenizer, documents: list[list[str]], settings: DecodeSettings, *, given: Optional[Sequence] = None,
-    first_pass: Optional[list[list]] = None, progress: Optional[Callable[[TranslationStats], None]] = None,
-    stats: Optional[TranslationStats] = None, engine: Optional[StepSearch] = None,
-) -> list[list[Optional[list[Candidate]]]]:
+    model, tokenizer, documents: list[list[str]], settings: DecodeSettings, *, given: Sequence | None = None,
+    first_pass: list[list] | None = None, progress: Callable[[TranslationStats], None] | None = None,
+    stats: TranslationStats | None = None, engine: StepSearch | None = None,
+) -> list[list[list[Candidate] | None]]:
     """Translate ``documents``; per input sentence its n-best list (best first; ``[]`` for an empty source line,
     None for a sentence whose translation ``given`` holds).
 
@@ -95,11 +95,13 @@ def decode_documents(
     search = _search(model, engine, s)
     firsts = first_pass_per_document(model, documents, first_pass)           # refused where it does not fit
     encoded = [encode_document(tokenizer, doc, s.max_window_tokens, stats, f, g)
-               for doc, f, g in zip(documents, firsts, given)]
+               for doc, f, g in zip(documents, firsts, given, strict=True)]
     if engine is None:                       # another engine's search keeps its own memory
         check_search_memory(model, s, [ids for e in encoded for ids in e.ids], search.device)
     stats.documents += len(documents)
-    results: list[list] = [[None if i < len(g) else [] for i in range(len(doc))] for doc, g in zip(documents, given)]
+    # per sentence: None where the translation is given, its candidates once translated
+    results: list[list] = [[None if i < len(g) else [] for i in range(len(doc))]
+                           for doc, g in zip(documents, given, strict=True)]
     own = isinstance(model, torch.nn.Module)                                 # another engine's model has no modes
     was_training = own and model.training
     if own:
@@ -115,9 +117,9 @@ def decode_documents(
 
 
 def translate_documents(model, tokenizer, documents: list[list[str]], settings: DecodeSettings, *,
-                        first_pass: Optional[list[list]] = None,
-                        progress: Optional[Callable[[TranslationStats], None]] = None,
-                        stats: Optional[TranslationStats] = None) -> list[list[str]]:
+                        first_pass: list[list] | None = None,
+                        progress: Callable[[TranslationStats], None] | None = None,
+                        stats: TranslationStats | None = None) -> list[list[str]]:
     """Translate ``documents`` (lists of sentences) with ``settings``; one output string per input sentence, same
     nesting (``first_pass``, ``progress``, ``stats``: as :func:`decode_documents`, which also gives the n-best lists
     and log-probabilities and takes given target context)."""

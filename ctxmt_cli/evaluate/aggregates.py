@@ -14,7 +14,7 @@ En->Ru base row; the mean of its own four columns is 43.67, as Lupo et al. 2023 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Mapping
+from collections.abc import Mapping
 
 VOITA_PHENOMENA = ("deixis", "lex_cohesion", "ellipsis_infl", "ellipsis_vp")
 CP_DISTANCES = ("1", "2", "3", ">3")
@@ -47,7 +47,7 @@ def _by_tag(testsets, decisions, kinds: tuple[str, ...], key: str) -> tuple[dict
     oks: dict = defaultdict(list)
     for ts in testsets:
         if ts.kind in kinds:
-            for item, ok in zip(ts.items, decisions[ts.name]):
+            for item, ok in zip(ts.items, decisions[ts.name], strict=True):
                 oks[str(item.tags.get(key))].append(ok)
     return {k: sum(v) / len(v) for k, v in oks.items()}, {k: len(v) for k, v in oks.items()}
 

@@ -22,7 +22,6 @@ one-line ``warning``.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Optional
 
 from ctxmt_cli.evaluate.testsets.base import TestSet
 
@@ -54,7 +53,7 @@ class RecordingTokenizer:
     def encode_batch(self, texts, side: str, pretokenized: bool = False) -> list[list[int]]:
         """The wrapped tokenizer's ids, remembered per (side, pretokenized, text)."""
         ids = self._tokenizer.encode_batch(texts, side, pretokenized=pretokenized)
-        for text, row in zip(texts, ids):
+        for text, row in zip(texts, ids, strict=True):
             self.seen[side, pretokenized, text] = list(row)
         return ids
 
@@ -63,13 +62,13 @@ def tie_count(testset: TestSet, scores: list[list[float]]) -> int:
     """Items whose correct candidate's score equals any other candidate's score (exact equality): a tie with a
     contrastive candidate below the best one counts too (``DEFINITIONS["ties"]``)."""
     return sum(any(row[item.correct] == s for k, s in enumerate(row) if k != item.correct)
-               for item, row in zip(testset.items, scores))
+               for item, row in zip(testset.items, scores, strict=True))
 
 
 def strict_decisions(testset: TestSet, scores: list[list[float]]) -> list[bool]:
     """Per item: is the correct candidate strictly better than every contrastive one?"""
     return [all(row[item.correct] > s for k, s in enumerate(row) if k != item.correct)
-            for item, row in zip(testset.items, scores)]
+            for item, row in zip(testset.items, scores, strict=True)]
 
 
 def _sentences(testset: TestSet) -> dict[str, Counter]:
@@ -92,7 +91,10 @@ def unknown_shares(tokenizer, testset: TestSet) -> dict[str, float]:
     shares = {}
     for side, counts in _sentences(testset).items():
         missing = [s for s in counts if (side, testset.pretokenized, s) not in seen]
-        ids = dict(zip(missing, tokenizer.encode_batch(missing, side, pretokenized=testset.pretokenized))) if missing else {}
+        ids = {}
+        if missing:
+            encoded = tokenizer.encode_batch(missing, side, pretokenized=testset.pretokenized)
+            ids = dict(zip(missing, encoded, strict=True))
         total = unknown = 0
         for sentence, n in counts.items():
             row = ids[sentence] if sentence in ids else seen[side, testset.pretokenized, sentence]
@@ -111,7 +113,7 @@ def artefact_report(testset: TestSet, scores: list[list[float]], tokenizer) -> d
     return report
 
 
-def artefact_warning(name: str, report: dict, n: int) -> Optional[str]:
+def artefact_warning(name: str, report: dict, n: int) -> str | None:
     """One line when the set's accuracy may be an artefact of ties or unknown tokens, else None."""
     tie_share, unknown = report["ties"] / max(n, 1), report["unknown_share"]["tgt"]
     reasons = []

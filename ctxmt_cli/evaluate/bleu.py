@@ -69,7 +69,7 @@ def document_scores(hyp_docs: Sequence[Sequence[str]], ref_docs: Sequence[Sequen
     if len(hyp_docs) != len(ref_docs):
         raise ValueError(f"{len(hyp_docs)} hypothesis documents but {len(ref_docs)} reference documents")
     # a document empty on both sides has no sentence to score; dropping it keeps the pairs aligned
-    pairs = [(h, r) for h, r in zip(hyp_docs, ref_docs) if h or r]
+    pairs = [(h, r) for h, r in zip(hyp_docs, ref_docs, strict=True) if h or r]
     hyps = [" ".join(h) for h, _ in pairs]
     refs = [" ".join(r) for _, r in pairs]
     return corpus_scores(hyps, refs, lowercase=lowercase, tokenize=tokenize, prefix="doc-")

@@ -48,7 +48,7 @@ def comet_system_scores(model_path: Path, sources: Sequence[str], systems: dict[
     model = load_from_checkpoint(str(resolve_checkpoint(model_path)))
     scores = {}
     for name, hyps in systems.items():
-        data = [{"src": s, "mt": h, "ref": r} for s, h, r in zip(sources, hyps, references)]
+        data = [{"src": s, "mt": h, "ref": r} for s, h, r in zip(sources, hyps, references, strict=True)]
         output = model.predict(data, batch_size=batch_size, gpus=gpus, progress_bar=False)
         scores[name] = float(output.system_score)
     return scores

@@ -31,7 +31,8 @@ source context sentences; the row's fifth element carries them (the target conca
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable, Iterable, Optional, Sequence, Union
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -48,13 +49,13 @@ SCORE_DECIMALS = 6  # the scores file's precision (testsets.base.scores_lines)
 NORMALIZE = ("mean", "none")
 
 #: a sentence: text (encoded with the model's tokenizer) or a tuple of token ids (prepared data, used as is)
-Sentence = Union[str, tuple[int, ...]]
+Sentence = str | tuple[int, ...]
 # (source sentences, target sentences, how many trailing target sentences are scored[, next sentences[, target
 # context]]): an optional fourth element says how many of the source context sentences are next ones (the window
 # layout of ctxmt_cli.data.windows: previous oldest first, next nearest first, current last; 0 when absent); an
 # optional fifth, the target context sentences of a bilingual model's target concatenation (oldest first)
-Row = Union[tuple[list[Sentence], list[Sentence], int], tuple[list[Sentence], list[Sentence], int, int],
-            tuple[list[Sentence], list[Sentence], int, int, list[Sentence]]]
+Row = (tuple[list[Sentence], list[Sentence], int] | tuple[list[Sentence], list[Sentence], int, int]
+       | tuple[list[Sentence], list[Sentence], int, int, list[Sentence]])
 
 
 def candidate_rows(item: ContrastiveItem, k: int, src_keep: int, tgt_keep: int, span: str,
@@ -63,7 +64,10 @@ def candidate_rows(item: ContrastiveItem, k: int, src_keep: int, tgt_keep: int, 
     carries the target sentences before its current one, as many as its source context sentences."""
     src = item.src_context + [item.src]
     tgt = item.target_context(k) + [item.candidates[k]]
-    tail = lambda seq, keep, end: seq[max(0, end - keep): end + 1]  # noqa: E731 - window ending at ``end``
+
+    def tail(seq: list, keep: int, end: int) -> list:
+        """The window of ``seq`` ending at ``end``: that item and up to ``keep`` before it."""
+        return seq[max(0, end - keep): end + 1]
 
     def row(end_src: int, end_tgt: int, scored: int) -> Row:
         window = tail(src, src_keep, end_src)
@@ -75,7 +79,8 @@ def candidate_rows(item: ContrastiveItem, k: int, src_keep: int, tgt_keep: int, 
         return [row(len(src) - 1, len(tgt) - 1, 1)]
     n = len(tgt)
     if len(src) != n:
-        raise CtxmtError(f"item {item.tags}: {len(src)} source but {n} target sentences; a group needs both sides aligned")
+        raise CtxmtError(f"item {item.tags}: {len(src)} source but {n} target sentences; a group needs both sides "
+                         "aligned")
     if src_keep >= n - 1 and tgt_keep >= n - 1 and (n == 1 or not bilingual):  # one window holds the group
         return [(src, tgt, n)]
     return [row(j, j, 1) for j in range(n)]
@@ -90,7 +95,8 @@ class _Encoder:
 
     def prime(self, side: str, sentences: Iterable[Sentence]) -> None:
         todo = sorted({s for s in sentences if isinstance(s, str) and (side, s) not in self.cache})
-        for sentence, ids in zip(todo, self.tokenizer.encode_batch(todo, side, pretokenized=self.pretokenized)):
+        encoded = self.tokenizer.encode_batch(todo, side, pretokenized=self.pretokenized)
+        for sentence, ids in zip(todo, encoded, strict=True):
             self.cache[side, sentence] = ids
 
     def ids(self, side: str, sentence: Sentence) -> list[int]:
@@ -117,7 +123,7 @@ class _Encoder:
 @torch.inference_mode()
 def score_testset(
     model, tokenizer, testset: TestSet, *, max_tokens: int = DEFAULT_MAX_TOKENS, normalize: str = "mean",
-    span: str = "all", context: Optional[int] = None, progress: Optional[Callable[[int], None]] = None,
+    span: str = "all", context: int | None = None, progress: Callable[[int], None] | None = None,
 ) -> list[list[float]]:
     """Score every candidate of every item; per-item lists of scores (higher = better)."""
     return score_contexts(model, tokenizer, testset, contexts=(context,), max_tokens=max_tokens, normalize=normalize,
@@ -126,8 +132,8 @@ def score_testset(
 
 @torch.inference_mode()
 def score_contexts(
-    model, tokenizer, testset: TestSet, *, contexts: Sequence[Optional[int]], max_tokens: int = DEFAULT_MAX_TOKENS,
-    normalize: str = "mean", span: str = "all", progress: Optional[Callable[[int], None]] = None,
+    model, tokenizer, testset: TestSet, *, contexts: Sequence[int | None], max_tokens: int = DEFAULT_MAX_TOKENS,
+    normalize: str = "mean", span: str = "all", progress: Callable[[int], None] | None = None,
 ) -> list[list[list[float]]]:
     """:func:`score_testset` once per entry of ``contexts`` (context sentences per side; None: the model's own, 0:
     none), all in one pass: a row that two entries share (a sentence-level model's rows, an item without context)
@@ -160,7 +166,7 @@ def score_contexts(
 @torch.inference_mode()
 def score_rows(
     model, tokenizer, rows: list[Row], *, pretokenized: bool = False, max_tokens: int = DEFAULT_MAX_TOKENS,
-    progress: Optional[Callable[[int], None]] = None, per_token: bool = False,
+    progress: Callable[[int], None] | None = None, per_token: bool = False,
 ) -> tuple:
     """Summed log-probability and token count (``</s>`` included) of each row's scored trailing target sentences;
     with ``per_token``, a third element: each row's scored tokens' log-probabilities, in target order.
@@ -176,19 +182,9 @@ def score_rows(
                                             tuple(r[4]) if len(r) > 4 else None), len(distinct))
                        for r in rows], dtype=np.int64)
     unique_rows = list(distinct)
-    sources = [enc.window("src", list(r[0])) for r in unique_rows]
-    targets = [enc.window("tgt", list(r[1])) for r in unique_rows]
-    following = np.array([r[3] for r in unique_rows], dtype=np.int64)
-    inputs = inputs_of(model.cfg)
-    if following.any() and not inputs.next_sentences():
-        raise ValueError("rows hold next sentences but the model reads none")
-    concat = None
-    if inputs.target_concat:                                        # a row without a fifth element: none
-        concat = [np.zeros(0, np.int64) if r[4] is None else enc.concatenation(list(r[4]), r[0][-1])
-                  for r in unique_rows]
-    kept: Optional[list] = [None] * len(unique_rows) if per_token else None
-    logprob, tokens = _score_rows(model, tokenizer, (sources, following, concat), targets,
-                                  [r[2] for r in unique_rows], max_tokens, (progress, kept))
+    encoded = _encode_rows(enc, unique_rows, inputs_of(model.cfg))
+    kept: list | None = [None] * len(unique_rows) if per_token else None
+    logprob, tokens = _score_rows(model, tokenizer, encoded, max_tokens=max_tokens, progress=progress, kept=kept)
     if kept is None:
         return logprob[row_of], tokens[row_of]
     return logprob[row_of], tokens[row_of], [kept[r] for r in row_of]
@@ -215,49 +211,80 @@ def shared_source_batches(src_key: np.ndarray, src_len: np.ndarray, tgt_len: np.
     return batches
 
 
-def _score_rows(model, tokenizer, windows, targets, scored, max_tokens, report) -> tuple[np.ndarray, np.ndarray]:
-    """Summed log-probability and token count of the scored trailing sentences of every row; ``windows``: the
-    source windows, the next sentences in each (``Batch.src_next`` for a model reading next sentences) and the
-    target concatenations (a bilingual model's, handed to its ``scoring_batch``; None for any other); ``report``:
-    the progress callback and a list to receive each row's token log-probabilities (either None)."""
-    pad, bos, brk = tokenizer.pad_id, tokenizer.bos_id, tokenizer.brk_id
-    (sources, following, concat), (progress, kept) = windows, report
-    following = np.zeros(len(sources), dtype=np.int64) if following is None else np.asarray(following)
+@dataclass
+class _EncodedRows:
+    """The distinct rows of :func:`score_rows` as token ids, each list one entry per row."""
+
+    sources: list[np.ndarray]           # source windows
+    targets: list[np.ndarray]           # target windows
+    scored: np.ndarray                  # how many trailing target sentences are scored
+    following: np.ndarray               # the next sentences in each source window (``Batch.src_next``)
+    concat: list[np.ndarray] | None     # a bilingual model's target concatenations (its ``scoring_batch``'s)
+
+
+def _encode_rows(enc: _Encoder, rows: list[tuple], inputs) -> _EncodedRows:
+    """``rows`` (distinct, in :func:`score_rows`' key form) as ids for a model with these ``inputs``."""
+    following = np.array([r[3] for r in rows], dtype=np.int64)
+    if following.any() and not inputs.next_sentences():
+        raise ValueError("rows hold next sentences but the model reads none")
+    concat = None
+    if inputs.target_concat:                                        # a row without a fifth element: none
+        concat = [np.zeros(0, np.int64) if r[4] is None else enc.concatenation(list(r[4]), r[0][-1]) for r in rows]
+    return _EncodedRows(sources=[enc.window("src", list(r[0])) for r in rows],
+                        targets=[enc.window("tgt", list(r[1])) for r in rows],
+                        scored=np.array([r[2] for r in rows], dtype=np.int64), following=following, concat=concat)
+
+
+def _score_rows(model, tokenizer, rows: _EncodedRows, *, max_tokens: int, progress: Callable[[int], None] | None,
+                kept: list | None) -> tuple[np.ndarray, np.ndarray]:
+    """Summed log-probability and token count of the scored trailing sentences of every row; ``progress`` after
+    each batch (its row count); ``kept`` (when given) receives each row's scored token log-probabilities."""
     inputs = inputs_of(model.cfg)
-    reads_next = bool(inputs.next_sentences())
-    keys: dict[tuple, int] = {}
-    second = [b""] * len(sources) if concat is None else [c.tobytes() for c in concat]
-    src_key = np.array([keys.setdefault((s.tobytes(), int(m), c), len(keys))
-                        for s, m, c in zip(sources, following, second)])
-    src_len, tgt_len = np.array([len(s) for s in sources]), np.array([len(t) + 1 for t in targets])
-    logprob, tokens = np.zeros(len(sources)), np.zeros(len(sources))
+    src_key = _source_keys(rows)
+    src_len, tgt_len = np.array([len(s) for s in rows.sources]), np.array([len(t) + 1 for t in rows.targets])
+    logprob, tokens = np.zeros(len(rows.sources)), np.zeros(len(rows.sources))
     device = next(model.parameters()).device
     for ids in shared_source_batches(src_key, src_len, tgt_len, max_tokens=max_tokens):
-        unique, src_index = np.unique(src_key[ids], return_inverse=True)
-        if len(unique) == len(ids):                                    # every row its own source: nothing to share
-            src_rows = ids
-        else:
-            first = {k: j for j, k in zip(ids[::-1], src_key[ids][::-1])}  # a row holding each distinct source
-            src_rows = np.array([first[k] for k in unique], dtype=np.int64)
-        batch = collate([sources[j] for j in src_rows], [targets[j] for j in ids], pad, bos,
-                        src_next=following[src_rows] if reads_next else None)
-        if len(unique) < len(ids):
-            batch.src_index = torch.from_numpy(src_index.reshape(-1))
-        batch = inputs.scoring_batch(batch, model.vocab,                     # as the family reads it
-                                     None if concat is None else [concat[j] for j in src_rows])
-        batch = batch.to(device)
-        index, n_sent = sentence_index(batch.tgt_out, brk)                            # (B, T), (B,)
-        last = torch.as_tensor(np.asarray(scored)[ids], device=device)                # (B,)
-        mask = (index >= (n_sent - last).unsqueeze(1)) & (batch.tgt_out != pad)        # (B, T)
+        batch = _shared_source_batch(model, tokenizer, inputs, rows, ids, src_key).to(device)
+        index, n_sent = sentence_index(batch.tgt_out, tokenizer.brk_id)              # (B, T), (B,)
+        last = torch.as_tensor(rows.scored[ids], device=device)                       # (B,)
+        mask = (index >= (n_sent - last).unsqueeze(1)) & (batch.tgt_out != tokenizer.pad_id)   # (B, T)
         token_lp = model.target_logprobs(batch, mask)                                 # (B, T), 0 off the mask
         logprob[ids] = token_lp.sum(1).cpu().numpy()
         tokens[ids] = mask.sum(1).cpu().numpy()
         if kept is not None:
-            for row, values, scored_mask in zip(ids, token_lp.cpu().numpy(), mask.cpu().numpy()):
+            for row, values, scored_mask in zip(ids, token_lp.cpu().numpy(), mask.cpu().numpy(), strict=True):
                 kept[row] = values[scored_mask]
         if progress is not None:
             progress(len(ids))
     return logprob, tokens
+
+
+def _source_keys(rows: _EncodedRows) -> np.ndarray:
+    """(N,) one key per distinct source side: the window, its next sentences and target concatenation."""
+    keys: dict[tuple, int] = {}
+    second = [b""] * len(rows.sources) if rows.concat is None else [c.tobytes() for c in rows.concat]
+    return np.array([keys.setdefault((s.tobytes(), int(m), c), len(keys))
+                     for s, m, c in zip(rows.sources, rows.following, second, strict=True)])
+
+
+def _shared_source_batch(model, tokenizer, inputs, rows: _EncodedRows, ids: np.ndarray, src_key: np.ndarray):
+    """The scoring batch of rows ``ids``, each distinct source side encoded once (``Batch.src_index``), as the
+    family reads it."""
+    unique, src_index = np.unique(src_key[ids], return_inverse=True)
+    if len(unique) == len(ids):                                    # every row its own source: nothing to share
+        src_rows = ids
+    else:
+        # a row holding each distinct source (reversed: the first row of each wins)
+        first = {k: j for j, k in zip(ids[::-1], src_key[ids][::-1], strict=True)}
+        src_rows = np.array([first[k] for k in unique], dtype=np.int64)
+    following = rows.following[src_rows] if inputs.next_sentences() else None
+    batch = collate([rows.sources[j] for j in src_rows], [rows.targets[j] for j in ids], tokenizer.pad_id,
+                    tokenizer.bos_id, src_next=following)
+    if len(unique) < len(ids):
+        batch.src_index = torch.from_numpy(src_index.reshape(-1))
+    concat = None if rows.concat is None else [rows.concat[j] for j in src_rows]
+    return inputs.scoring_batch(batch, model.vocab, concat)
 
 
 def decisions(testset: TestSet, scores: list[list[float]]) -> list[bool]:
@@ -267,7 +294,7 @@ def decisions(testset: TestSet, scores: list[list[float]]) -> list[bool]:
     ``first_index``: the first best candidate is the correct one (Voita's argmin of losses).
     """
     out = []
-    for item, row in zip(testset.items, scores):
+    for item, row in zip(testset.items, scores, strict=True):
         c = item.correct
         before, after = row[:c], row[c + 1:]
         if testset.tie_rule == "first_index":
@@ -281,7 +308,7 @@ def decisions(testset: TestSet, scores: list[list[float]]) -> list[bool]:
 def accuracy_by(items: list[ContrastiveItem], correct: list[bool], *keys: str) -> dict:
     """Nested accuracy table, e.g. keys ("phenomenon", "distance") -> {phenomenon: {distance: accuracy}}."""
     groups: dict = defaultdict(list)
-    for item, ok in zip(items, correct):
+    for item, ok in zip(items, correct, strict=True):
         groups[tuple(str(item.tags.get(k)) for k in keys)].append(ok)
     table: dict = {}
     for key, oks in sorted(groups.items()):
@@ -301,11 +328,11 @@ def summarize(testset: TestSet, correct: list[bool]) -> dict:
     return {"accuracy": sum(correct) / max(len(correct), 1), "n": len(correct), "by": by}
 
 
-def grouped(items: list[ContrastiveItem], values: list, grouping: Optional[str]) -> dict[str, list]:
+def grouped(items: list[ContrastiveItem], values: list, grouping: str | None) -> dict[str, list]:
     """``values`` (one per item) grouped by the items' tag ``grouping`` (``KEY`` or ``KEY/KEY``: ``"x/y"``), keys in
     natural order; grouping None: one group ``"all"``."""
     flat: dict = defaultdict(list)
-    for item, value in zip(items, values):
+    for item, value in zip(items, values, strict=True):
         flat["all" if grouping is None else "/".join(str(item.tags.get(k)) for k in grouping.split("/"))].append(value)
     return dict(sorted(flat.items(), key=lambda kv: _natural(kv[0])))
 

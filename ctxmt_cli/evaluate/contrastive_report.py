@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 from ctxmt_cli.config_base import DEFAULT_MAX_TOKENS
 from ctxmt_cli.errors import CtxmtError, option
@@ -62,8 +61,8 @@ def score_sets(loaded, testsets: list[TestSet], *, context=None, normalize="mean
 
 
 
-def run_contrastive(spec: str, checkpoint: Path, *, data: Optional[Path] = None, out: Optional[Path] = None,
-                    force: bool = False, device: str = "auto", show: bool = True, log_format: Optional[str] = None,
+def run_contrastive(spec: str, checkpoint: Path, *, data: Path | None = None, out: Path | None = None,
+                    force: bool = False, device: str = "auto", show: bool = True, log_format: str | None = None,
                     **options) -> dict:
     """Score the sets named by ``spec`` and return (and with ``out``, write) the results; the progress goes to
     stderr in ``log_format`` (None: a bar on a terminal, else plain lines), none without ``show``."""
@@ -103,7 +102,7 @@ def run_contrastive(spec: str, checkpoint: Path, *, data: Optional[Path] = None,
     return results
 
 
-def _inputs(checkpoint: Path, data: Optional[Path], spec: str = "", options: Optional[dict] = None) -> list[Path]:
+def _inputs(checkpoint: Path, data: Path | None, spec: str = "", options: dict | None = None) -> list[Path]:
     """What ``contrastive`` reads: the checkpoint, the test set's folder or file (``--data`` or ``KIND:PATH``) and
     the files directly in it, and the files its reader's options name (``--documents``, ``--json``)."""
     named = [Path(p) for p in (data, spec.partition(":")[2] or None) if p is not None]
@@ -136,7 +135,8 @@ def write_outputs(out: Path, results: dict, testsets: list[TestSet], scores: dic
     remove_stale(out)
     for ts in testsets:
         write_atomic(out / f"{ts.name}.scores", "".join(line + "\n" for line in scores_lines(scores[ts.name])))
-        rows = (json.dumps({"correct": ok, "tags": item.tags}, ensure_ascii=False) for item, ok in zip(ts.items, decided[ts.name]))
+        rows = (json.dumps({"correct": ok, "tags": item.tags}, ensure_ascii=False)
+                for item, ok in zip(ts.items, decided[ts.name], strict=True))
         write_atomic(out / f"{ts.name}.decisions.jsonl", "".join(r + "\n" for r in rows))
     write_json(out / "results.json", results)
     record(out, output_files(out, testsets), command="contrastive")
@@ -148,7 +148,7 @@ class _progress:
     with the context gain), before identical rows are merged (scored once), so the count jumps to the total at
     the end."""
 
-    def __init__(self, testsets: list[TestSet], show: bool, log_format: Optional[str] = None, passes: int = 1):
+    def __init__(self, testsets: list[TestSet], show: bool, log_format: str | None = None, passes: int = 1):
         self.total = passes * sum(len(item.candidates) for ts in testsets for item in ts.items)
         self.show, self.log_format, self.log, self.done = show, log_format, None, 0
 
@@ -223,7 +223,7 @@ def render_classes(results: dict):
     return table
 
 
-def _percent(value: Optional[float], decimals: int = 2) -> str:
+def _percent(value: float | None, decimals: int = 2) -> str:
     return "" if value is None else f"{100 * value:.{decimals}f}"
 
 

@@ -25,8 +25,8 @@ def mcnemar(a: list[bool], b: list[bool]) -> dict:
     """Discordant counts, exact p-value and continuity-corrected chi² with its p-value."""
     if len(a) != len(b):
         raise ValueError(f"{len(a)} vs {len(b)} decisions")
-    only_a = sum(x and not y for x, y in zip(a, b))
-    only_b = sum(y and not x for x, y in zip(a, b))
+    only_a = sum(x and not y for x, y in zip(a, b, strict=True))
+    only_b = sum(y and not x for x, y in zip(a, b, strict=True))
     n = only_a + only_b
     if n == 0:
         return {"n": len(a), "only_a": 0, "only_b": 0, "p_exact": 1.0, "chi2": 0.0, "p_chi2": 1.0}
@@ -72,11 +72,11 @@ def compare_runs(run_a: Path, run_b: Path) -> dict:
     out: dict = {"sets": {}, "overall": None}
     all_a, all_b = [], []
     for name in shared:
-        if len(a[name]) != len(b[name]) or any(x["tags"] != y["tags"] for x, y in zip(a[name], b[name])):
+        if len(a[name]) != len(b[name]) or any(x["tags"] != y["tags"] for x, y in zip(a[name], b[name], strict=True)):
             raise CtxmtError(f"set {name}: the two runs scored different items; rerun both on the same test set")
         da, db = [x["correct"] for x in a[name]], [x["correct"] for x in b[name]]
         groups: dict = defaultdict(lambda: ([], []))
-        for x, y in zip(a[name], b[name]):
+        for x, y in zip(a[name], b[name], strict=True):
             key = x["tags"].get("phenomenon", next(iter(x["tags"].values()), "all")) if x["tags"] else "all"
             groups[str(key)][0].append(x["correct"])
             groups[str(key)][1].append(y["correct"])

@@ -115,7 +115,7 @@ def paired_test(systems: Sequence[tuple[str, Sequence[str]]], references: Sequen
         signatures, table = runner()
     # sacrebleu keys results by its score names ("chrF2"); they come in our metrics' order
     sacre_names = [key for key in table if key != "System"]
-    ours = dict(zip(sacre_names, metrics))
+    ours = dict(zip(sacre_names, metrics, strict=False))
     result = PairedResult(test, runner.n_samples, seed, named[0][0],
                           {ours[k]: str(sig) for k, sig in signatures.items()})
     for i, (name, hyps) in enumerate(named):

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 from ctxmt_cli.config_base import MAX_CONTEXT, MAX_POSITIONS
 from ctxmt_cli.errors import CtxmtError, option
@@ -15,7 +14,7 @@ def _number(part: str, top: int) -> bool:
     return part.isascii() and part.isdigit() and int(part) <= top
 
 
-def parse_group_sentences(text: Optional[str]) -> list[Optional[int]]:
+def parse_group_sentences(text: str | None) -> list[int | None]:
     """``--group-sentences 1,2,4,all`` -> [1, 2, 4, None] (None: the whole document); no option -> [None]."""
     if text is None:
         return [None]
@@ -26,14 +25,14 @@ def parse_group_sentences(text: Optional[str]) -> list[Optional[int]]:
     return [None if p == "all" else int(p) for p in parts]
 
 
-def parse_contexts(text: Optional[str]) -> list[Optional[int]]:
+def parse_contexts(text: str | None) -> list[int | None]:
     """``--context 1,2,3,4`` -> [1, 2, 3, 4]; no option -> [None] (the model's own context)."""
     if text is None:
         return [None]
     parts = [p.strip() for p in str(text).split(",")]
     if not all(_number(p, MAX_CONTEXT) for p in parts):
-        raise CtxmtError(f"{option('context')} {text!r}: give context sizes K from 0 to {MAX_CONTEXT}, comma-separated, "
-                         f"e.g. {option('context')} 1,2,3,4")
+        raise CtxmtError(f"{option('context')} {text!r}: give context sizes K from 0 to {MAX_CONTEXT}, "
+                         f"comma-separated, e.g. {option('context')} 1,2,3,4")
     values = [int(p) for p in parts]
     if len(set(values)) != len(values):
         raise CtxmtError(f"{option('context')} {text!r}: each K once")

@@ -74,7 +74,7 @@ def _docs(n: int) -> str:
 def by_ids(lines: list[str], ids: list[str]) -> list[list[str]]:
     # a new document whenever the id changes between adjacent lines, as `ctxmt prepare` reads .docids
     docs: list[list[str]] = []
-    for i, (line, doc_id) in enumerate(zip(lines, ids)):
+    for i, (line, doc_id) in enumerate(zip(lines, ids, strict=True)):
         if i == 0 or doc_id != ids[i - 1]:
             docs.append([])
         docs[-1].append(line)

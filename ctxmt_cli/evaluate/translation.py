@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 from ctxmt_cli.data.store import REFERENCE_FILE
 from ctxmt_cli.errors import CtxmtError, OptionError, named, option
@@ -39,29 +38,29 @@ class EvalRequest:
 
     checkpoints: list[Path] = field(default_factory=list)
     split: str = "test"
-    data: Optional[Path] = None
+    data: Path | None = None
     hyps: list[Path] = field(default_factory=list)
-    ref: Optional[Path] = None
-    src: Optional[Path] = None
-    docids: Optional[Path] = None
+    ref: Path | None = None
+    src: Path | None = None
+    docids: Path | None = None
     lowercase: bool = False
     tokenize: str = "13a"
     document_level: bool = False
-    significance: Optional[str] = None
-    samples: Optional[int] = None
+    significance: str | None = None
+    samples: int | None = None
     seed: int = 12345
-    comet: Optional[Path] = None
-    out: Optional[str | Path] = None        # as given: a trailing slash names a folder, refused
+    comet: Path | None = None
+    out: str | Path | None = None        # as given: a trailing slash names a folder, refused
     force: bool = False                     # replace an existing --out (and its PNG)
-    beam: Optional[int] = None              # decoding options (None: the checkpoint's recipe)
-    lenpen: Optional[float] = None
-    target_mode: Optional[str] = None
-    warmup_sentences: Optional[int] = None
+    beam: int | None = None              # decoding options (None: the checkpoint's recipe)
+    lenpen: float | None = None
+    target_mode: str | None = None
+    warmup_sentences: int | None = None
     device: str = "cpu"
-    context: Optional[str] = None           # "K[,K...]": translate once per context size K
-    group_sentences: Optional[str] = None   # "N[,N...|all]": mbe, translate once per group size N
-    first_pass: Optional[Path] = None       # a model reading target context: the checkpoint whose translations it reads
-    log_format: Optional[str] = None        # --checkpoint: progress of each translation on stderr (None: by the stream)
+    context: str | None = None           # "K[,K...]": translate once per context size K
+    group_sentences: str | None = None   # "N[,N...|all]": mbe, translate once per group size N
+    first_pass: Path | None = None       # a model reading target context: the checkpoint whose translations it reads
+    log_format: str | None = None        # --checkpoint: progress of each translation on stderr (None: by the stream)
 
 
 @dataclass
@@ -70,7 +69,7 @@ class Corpus:
 
     systems: dict[str, list[list[str]]]
     references: list[list[str]]
-    sources: Optional[list[list[str]]]
+    sources: list[list[str]] | None
     has_documents: bool
     sweep_of: dict[str, tuple[str, str]] = field(default_factory=dict)   # system -> (checkpoint name, K or N)
     moses_tokenized: bool = False       # hypotheses and references are Moses-tokenized text
@@ -111,7 +110,7 @@ def split_documents(prepared, split: str, tokenized: bool = False):
     return sources, references
 
 
-def _raw_references(prepared, split: str, n: int) -> Optional[list[str]]:
+def _raw_references(prepared, split: str, n: int) -> list[str] | None:
     """The split's raw target lines (None when it has none); a file that does not match the split is refused."""
     path = Path(prepared.dir) / REFERENCE_FILE.format(split=split)
     if not path.is_file():
@@ -123,9 +122,9 @@ def _raw_references(prepared, split: str, n: int) -> Optional[list[str]]:
     return lines
 
 
-def translate_sources(loaded, sources: list[list[str]], *, context: Optional[int] = None,
-                      group_sentences: Optional[int] = None, tokenized: bool = False,
-                      first_pass: Optional[list[list]] = None, progress=None, stats=None,
+def translate_sources(loaded, sources: list[list[str]], *, context: int | None = None,
+                      group_sentences: int | None = None, tokenized: bool = False,
+                      first_pass: list[list] | None = None, progress=None, stats=None,
                       **decoding) -> list[list[str]]:
     """Translate source documents with a loaded checkpoint and its recipe's decoding settings
     (``decoding``: ``beam``, ``lenpen``, ``target_mode``, the user's instead where not None; ``context`` K: K
@@ -143,7 +142,7 @@ def translate_sources(loaded, sources: list[list[str]], *, context: Optional[int
                                stats=stats)
 
 
-def translate_split(loaded, prepared, split: str, beam: Optional[int] = None):
+def translate_split(loaded, prepared, split: str, beam: int | None = None):
     """Translate a prepared split as documents; returns (hypothesis lines, reference lines)."""
     sources, references = split_documents(prepared, split)
     return _flat(translate_sources(loaded, sources, beam=beam)), _flat(references)
@@ -171,11 +170,11 @@ def _translate_corpus(req: EvalRequest) -> Corpus:
     models = [load_model(ckpt, device=device) for ckpt in req.checkpoints]
     prepared = PreparedData(Path(req.data or models[0].recipe.data.path))
     prepared.split(req.split)  # an unknown split fails here, listing the available ones, before decoding
-    for ckpt, loaded in zip(req.checkpoints, models):
+    for ckpt, loaded in zip(req.checkpoints, models, strict=True):
         check_vocabulary(loaded, prepared, ckpt)
     contexts, groups = parse_contexts(req.context), parse_group_sentences(req.group_sentences)
     names = _unique_names(req.checkpoints)
-    for ckpt, loaded in zip(req.checkpoints, models):      # a refused setting fails here, before any decoding
+    for ckpt, loaded in zip(req.checkpoints, models, strict=True):    # a refused setting fails here, before decoding
         inputs = inputs_of(loaded.recipe.model)
         for k in contexts:
             inputs.context(k)
@@ -192,7 +191,7 @@ def _translate_corpus(req: EvalRequest) -> Corpus:
     corpus = Corpus({}, references, sources, has_documents=True, moses_tokenized=tokenized)
     log = CountLog.on_stderr(req.log_format, "sentences", PROGRESS_EVERY)
     try:
-        for name, loaded, first in zip(names, models, firsts):
+        for name, loaded, first in zip(names, models, firsts, strict=True):
             for k in contexts:
                 for n in groups:
                     label = None if k is None and req.group_sentences is None else \
@@ -236,13 +235,13 @@ def _read_corpus(req: EvalRequest) -> Corpus:
         raw = [len(lines) for _, lines in texts]
         ref_count, ref_lines = len(ref_lines), strip_trailing_blanks(ref_lines)
         texts = [(path, strip_trailing_blanks(lines)) for path, lines in texts]
-        for (path, lines), count in zip(texts, raw):
+        for (path, lines), count in zip(texts, raw, strict=True):
             check_aligned(path, lines, req.ref, ref_lines, (count, ref_count))
         group, has_docs = by_blank_lines, bool(blank_lines(ref_lines))
     docs = [group(lines) for _, lines in texts]
     hyp_docs = docs[: len(req.hyps)]
     sources = docs[len(req.hyps)] if req.src else None
-    return Corpus(dict(zip(_unique_names(req.hyps), hyp_docs)), group(ref_lines), sources, has_docs)
+    return Corpus(dict(zip(_unique_names(req.hyps), hyp_docs, strict=True)), group(ref_lines), sources, has_docs)
 
 
 # ---- scoring and reporting ----------------------------------------------------------------------
@@ -256,10 +255,22 @@ def _check_stdin(req: EvalRequest) -> None:
 
 
 def _validate(req: EvalRequest) -> list[str]:
-    """Every check that needs no model or file contents; returns the significance tests to run."""
-    from ctxmt_cli.evaluate.bleu import check_tokenize
-    from ctxmt_cli.evaluate.significance import check_seed, parse_tests
+    """Every check that needs no model or file contents, in this order; returns the significance tests to run."""
+    _check_inputs(req)
+    _check_sweeps(req)
+    if not req.hyps:
+        _check_split_inputs(req)
+    tests = _check_statistics(req)
+    if req.out is not None:                                         # before any work: a file we may write
+        _check_out(req)
+    if req.comet is not None:
+        _check_comet(req)
+    return tests
 
+
+def _check_inputs(req: EvalRequest) -> None:
+    """Checkpoints or hypothesis files, not both; the reference the files need; the options only a checkpoint
+    reads."""
     if req.hyps and req.checkpoints:
         raise CtxmtError(f"give either {option('checkpoint')} (translate a split) or {option('hyp')}/{option('ref')} "
                          "(score files), not both")
@@ -270,6 +281,11 @@ def _validate(req: EvalRequest) -> list[str]:
                               ("context", req.context, "sets the context a checkpoint translates with")):
         if req.hyps and value is not None:
             raise CtxmtError(f"{option(name)} {what}; give it with {option('checkpoint')}, not {option('hyp')} files")
+
+
+def _check_sweeps(req: EvalRequest) -> None:
+    """The context sizes and sentence groups to sweep; a group sweep goes with checkpoints alone and draws its
+    figure with matplotlib."""
     parse_contexts(req.context)
     parse_group_sentences(req.group_sentences)
     if req.group_sentences is not None and (req.hyps or req.context is not None):
@@ -279,32 +295,43 @@ def _validate(req: EvalRequest) -> list[str]:
         from ctxmt_cli.figures import require_matplotlib
 
         require_matplotlib()                               # the Figure 4 PNG beside --out
-    if not req.hyps:
-        if req.ref is not None:
-            raise CtxmtError(f"{option('ref')} needs at least one {option('hyp')} HYPOTHESIS_FILE")
-        if not req.checkpoints:
-            raise CtxmtError(f"give {option('checkpoint')} CKPT (to translate a prepared split) or {option('hyp')} H "
-                             f"{option('ref')} R")
-        if req.src is not None or req.docids is not None:
-            raise CtxmtError(f"{option('src')} and {option('docids')} go with {option('hyp')}/{option('ref')}; a "
-                             "prepared split has its own sources and documents")
+
+
+def _check_split_inputs(req: EvalRequest) -> None:
+    """Without hypothesis files: a checkpoint to translate the split, and none of the files' own options."""
+    if req.ref is not None:
+        raise CtxmtError(f"{option('ref')} needs at least one {option('hyp')} HYPOTHESIS_FILE")
+    if not req.checkpoints:
+        raise CtxmtError(f"give {option('checkpoint')} CKPT (to translate a prepared split) or {option('hyp')} H "
+                         f"{option('ref')} R")
+    if req.src is not None or req.docids is not None:
+        raise CtxmtError(f"{option('src')} and {option('docids')} go with {option('hyp')}/{option('ref')}; a "
+                         "prepared split has its own sources and documents")
+
+
+def _check_statistics(req: EvalRequest) -> list[str]:
+    """The BLEU tokenizer, the significance tests (returned), their seed and number of samples."""
+    from ctxmt_cli.evaluate.bleu import check_tokenize
+    from ctxmt_cli.evaluate.significance import check_seed, parse_tests
+
     check_tokenize(req.tokenize)
     tests = parse_tests(req.significance, len(req.hyps) + len(req.checkpoints))
     if tests:
         check_seed(req.seed)
     if req.samples is not None and req.samples < 1:
         raise OptionError("samples", req.samples, "give a positive number of resamples / trials")
-    if req.out is not None:                                         # before any work: a file we may write
-        _check_out(req)
-    if req.comet is not None:
-        if req.hyps and req.src is None:
-            raise CtxmtError(f"{option('comet')} needs the source sentences: give {option('src')} SOURCE_FILE (aligned "
-                             f"with {option('ref')})")
-        from ctxmt_cli.evaluate.comet import require_comet, resolve_checkpoint
-
-        require_comet()
-        resolve_checkpoint(req.comet)
     return tests
+
+
+def _check_comet(req: EvalRequest) -> None:
+    """COMET reads the sources (hypothesis files need ``src``) and a model that is installed and found."""
+    if req.hyps and req.src is None:
+        raise CtxmtError(f"{option('comet')} needs the source sentences: give {option('src')} SOURCE_FILE (aligned "
+                         f"with {option('ref')})")
+    from ctxmt_cli.evaluate.comet import require_comet, resolve_checkpoint
+
+    require_comet()
+    resolve_checkpoint(req.comet)
 
 
 def _system_scores(corpus: Corpus, req: EvalRequest, comet: dict) -> tuple[dict, dict, list[str]]:

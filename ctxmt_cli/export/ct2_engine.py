@@ -25,9 +25,9 @@ What CTranslate2 does differently, and how the step keeps ctxmt's meaning:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import Optional, Sequence
 
 from ctxmt_cli.core.batch import VocabInfo
 from ctxmt_cli.decode.search import Hypothesis
@@ -86,7 +86,7 @@ class CT2Model:
             min_decoding_length=least, max_decoding_length=most, max_input_length=0,
             suppress_sequences=[[self.tgt_tokens[i]] for i in banned])
         return [[[self.tgt_ids[t] for t in hyp[len(p):]] for hyp in result.hypotheses]
-                for result, p in zip(found, prefix)]
+                for result, p in zip(found, prefix, strict=True)]
 
     def _search(self, step: StepInput, banned: Sequence[int], beam: int, lenpen: float, nbest: int,
                 scores: bool) -> list[Hypothesis]:
@@ -95,14 +95,14 @@ class CT2Model:
         lengths = [len(p) for p in prefix]
         ban = sorted({self.vocab.pad, self.vocab.bos, *banned})
         run = partial(self._translate, beam=beam, lenpen=lenpen, nbest=nbest, banned=ban)
-        found = run(src, prefix, min(lengths) + 1, max(p + n for p, n in zip(lengths, limits)))
+        found = run(src, prefix, min(lengths) + 1, max(p + n for p, n in zip(lengths, limits, strict=True)))
         if beam == 1:                                    # greedy: the first tokens are those a shorter limit keeps
-            found = [[h[:n] for h in hyps] for hyps, n in zip(found, limits)]
+            found = [[h[:n] for h in hyps] for hyps, n in zip(found, limits, strict=True)]
         wrong = [r for r, hyps in enumerate(found) if any(not h or len(h) > limits[r] for h in hyps)]
         for r in wrong:                                  # rare: this row's own limits, alone
             found[r] = run([src[r]], [prefix[r]], lengths[r] + 1, lengths[r] + limits[r])[0]
         logprobs = self._logprobs(src, prefix, found) if scores else [[math.nan] * len(h) for h in found]
-        return [_hypothesis(hyps, lps, lenpen) for hyps, lps in zip(found, logprobs)]
+        return [_hypothesis(hyps, lps, lenpen) for hyps, lps in zip(found, logprobs, strict=True)]
 
     def _logprobs(self, src, prefix, found) -> list[list[float]]:
         """ctxmt's log-probability of every hypothesis: its tokens and ``</s>`` after the forced prefix (``offset`` is
@@ -111,19 +111,19 @@ class CT2Model:
         scored = self.translator.score_batch([src[r] for r, _ in rows],
                                              [prefix[r] + [self.tgt_tokens[i] for i in h] for r, h in rows],
                                              max_input_length=0)
-        sums = iter([sum(s.log_probs[len(prefix[r]):]) for (r, _), s in zip(rows, scored)])
+        sums = iter([sum(s.log_probs[len(prefix[r]):]) for (r, _), s in zip(rows, scored, strict=True)])
         return [[next(sums) for _ in hyps] for hyps in found]
 
 
 def _hypothesis(hyps: list[list[int]], logprobs: list[float], lenpen: float) -> Hypothesis:
     """The best hypothesis of a row with its alternatives; scores normalised as ctxmt's search does."""
     made = [Hypothesis(list(h), lp / float(len(h) + 1) ** lenpen, len(h) + 1, logprob=lp)
-            for h, lp in zip(hyps, logprobs)]
+            for h, lp in zip(hyps, logprobs, strict=True)]
     made[0].alternatives = made[1:]
     return made[0]
 
 
-def load_exported(folder: Path, device: str = "auto", threads: Optional[int] = None):
+def load_exported(folder: Path, device: str = "auto", threads: int | None = None):
     """An exported folder, ready to translate: a :class:`~ctxmt_cli.models.loading.LoadedModel` whose ``model`` is
     a :class:`CT2Model` (weights in CTranslate2, on ``device``), with the recipe and tokenizer it was exported with.
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Optional
 
 from ctxmt_cli.errors import CtxmtError, OptionError, option
 from ctxmt_cli.export.ct2_folder import META_FILE, metadata, spm_files
@@ -43,7 +42,7 @@ def require_ctranslate2(what: str) -> None:
         raise CtxmtError(f"{what} needs CTranslate2, which is not installed: {INSTALL}") from None
 
 
-def _shift_text(shift) -> Optional[str]:
+def _shift_text(shift) -> str | None:
     """The segment shift as the recipe spells it, or None when positions are not shifted."""
     if shift is None or shift == 0:
         return None
@@ -52,7 +51,7 @@ def _shift_text(shift) -> Optional[str]:
     return None if (shift.src, shift.tgt) == (0, 0) else f"{{src: {shift.src}, tgt: {shift.tgt}}}"
 
 
-def refusal(cfg) -> Optional[str]:
+def refusal(cfg) -> str | None:
     """Why the model config ``cfg`` cannot become a CTranslate2 Transformer (one line naming the option and its
     value, and what to export instead), or None when it can."""
     if cfg.family not in EXPORTED:
@@ -61,7 +60,7 @@ def refusal(cfg) -> Optional[str]:
     return EXPORTED[cfg.family](cfg)
 
 
-def _concat_refusal(cfg) -> Optional[str]:
+def _concat_refusal(cfg) -> str | None:
     """Why a concat model cannot be exported: an option CTranslate2's Transformer has no layer for."""
     fix = "export a concat model trained with"
     shift = _shift_text(cfg.shift)
@@ -109,7 +108,8 @@ def vocabulary(tokenizer, side: str, size: int) -> list[str]:
 
 
 def _check_out(out_dir: Path, checkpoint: Path, force: bool) -> None:
-    """The --out folder is new, or (``force``) a model folder ctxmt exported holding nothing else and not the checkpoint."""
+    """The --out folder is new, or (``force``) a model folder ctxmt exported holding nothing else and not the
+    checkpoint."""
     check_not_input(out_dir, [checkpoint], option("out_dir"))
     check_new_or_replaceable(out_dir, option("out_dir"), force, [checkpoint], kind="a model folder ctxmt exported",
                              command="export ctranslate2")
@@ -149,6 +149,8 @@ def export_ctranslate2(checkpoint: Path, out_dir: Path, quantization: str = "flo
     why = refusal(loaded.recipe.model)
     if why is not None:
         raise CtxmtError(f"cannot export {checkpoint} to CTranslate2: {why}")
-    build_dir(out_dir, "export ctranslate2", lambda tmp: _save(loaded, tmp, quantization, position_table(loaded.recipe)),
-              what=option("out_dir"), force=force, inputs=[checkpoint])
+    def write(tmp: Path) -> None:
+        _save(loaded, tmp, quantization, position_table(loaded.recipe))
+
+    build_dir(out_dir, "export ctranslate2", write, what=option("out_dir"), force=force, inputs=[checkpoint])
     return json.loads((out_dir / META_FILE).read_text(encoding="utf-8"))

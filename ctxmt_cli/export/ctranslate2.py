@@ -54,7 +54,7 @@ def _positions(pos_module, length: int) -> np.ndarray:
 def _encoder(spec, model, max_positions: int, pre_norm: bool) -> None:
     spec.embeddings[0].weight = _np(model.src_embed.weight)
     spec.position_encodings.encodings = _positions(model.src_pos, max_positions)
-    for layer_spec, layer in zip(spec.layer, model.encoder_layers):
+    for layer_spec, layer in zip(spec.layer, model.encoder_layers, strict=True):
         _self_attention(layer_spec.self_attention, layer.attn_block, layer.self_attn)
         _ffn(layer_spec.ffn, layer.ffn_block, layer.ffn)
     if pre_norm:                                    # post-norm stacks end with their last sublayer's norm
@@ -64,7 +64,7 @@ def _encoder(spec, model, max_positions: int, pre_norm: bool) -> None:
 def _decoder(spec, model, max_positions: int, pre_norm: bool) -> None:
     spec.embeddings.weight = _np(model.tgt_embed.weight)
     spec.position_encodings.encodings = _positions(model.tgt_pos, max_positions)
-    for layer_spec, layer in zip(spec.layer, model.decoder_layers):
+    for layer_spec, layer in zip(spec.layer, model.decoder_layers, strict=True):
         _self_attention(layer_spec.self_attention, layer.self_block, layer.self_attn)
         cross = layer_spec.attention
         _norm(cross.layer_norm, layer.cross_block.norm)

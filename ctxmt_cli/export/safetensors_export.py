@@ -21,6 +21,7 @@ def export_safetensors(checkpoint: Path, out: Path, force: bool = False) -> Path
 
     checkpoint, out = Path(checkpoint), Path(out)
     if out.suffix != ".safetensors":
-        raise CtxmtError(f"{option('out')} {out}: name the file NAME.safetensors (e.g. {out.with_suffix('.safetensors')})")
+        raise CtxmtError(f"{option('out')} {out}: name the file NAME.safetensors "
+                         f"(e.g. {out.with_suffix('.safetensors')})")
     check_output_file(out, option("out"), force=force, inputs=(checkpoint,))
     return save_checkpoint(read_checkpoint(checkpoint), out)

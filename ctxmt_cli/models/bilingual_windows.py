@@ -14,7 +14,7 @@ window keeps all of its own context and less of the other side's. A family's inp
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -77,20 +77,20 @@ class BilingualWindowInputs(Inputs):
         if not self.target_concat or not sources:
             return
         rows, js = [], [j] * len(sources) if isinstance(j, int) else j
-        for doc, window, i in zip(sources, batch.src, js):                   # window (S,), right-padded
+        for doc, window, i in zip(sources, batch.src, js, strict=True):                   # window (S,), right-padded
             own = window[window != vocab.pad].tolist()[:-1]                  # the source window without </s>
             rows.append(target_concat_row(own, doc.first_pass, i, plan.src_context_sentences,
                                           plan.src_next_sentences or 0, plan.max_window_tokens, vocab)[0])
         batch.src = pad_rows([np.asarray(r, dtype=np.int64) for r in rows], vocab.pad)        # (B, S')
 
-    def scoring_batch(self, batch: Batch, vocab: VocabInfo, target_concat: Optional[Sequence] = None) -> Batch:
+    def scoring_batch(self, batch: Batch, vocab: VocabInfo, target_concat: Sequence | None = None) -> Batch:
         """A bilingual model's scoring rows: each source window after its row of ``target_concat`` (the item's
         target context, each sentence + ``<brk>``, then the current source sentence and ``</s>``, which the
         window holds already); a row without target context, the window alone."""
         if not self.target_concat or target_concat is None:
             return batch
         rows = []
-        for window, concat in zip(batch.src, target_concat):
+        for window, concat in zip(batch.src, target_concat, strict=True):
             concat = np.asarray(concat, dtype=np.int64)
             breaks = np.nonzero(concat == vocab.brk)[0]
             context = concat[:breaks[-1] + 1] if len(breaks) else concat[:0]          # target sentences + <brk>

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -26,7 +26,7 @@ def count_parameters(recipe: Recipe, vocab: VocabInfo) -> int:
     return model.num_parameters()
 
 
-def _finite(value: Any) -> Optional[float]:
+def _finite(value: Any) -> float | None:
     """A metric as JSON can carry it: ``inf`` (no validation yet) becomes None."""
     if value is None:
         return None
@@ -64,7 +64,7 @@ def training_info(ckpt: dict, recipe: Recipe) -> dict:
     }
 
 
-def lineage(record: Optional[dict]) -> list[dict]:
+def lineage(record: dict | None) -> list[dict]:
     """The chain of checkpoints a model started from (``train.init_from``), nearest first: path, family, step and
     tensors loaded / new / skipped of each start; empty for a model trained from scratch."""
     chain = []
@@ -94,7 +94,8 @@ def checkpoint_info(path: Path) -> dict:
     checked = open_checkpoint(path)
     ckpt, recipe, vocab = checked.raw, checked.recipe, checked.vocab
     return {
-        "path": str(path), "container": container(path), "format": ckpt.get("format"), "ctxmt_version": ckpt.get("version"),
+        "path": str(path), "container": container(path), "format": ckpt.get("format"),
+        "ctxmt_version": ckpt.get("version"),
         "tensor_hashes": len((ckpt.get("tensor_hashes") or {}).get("tensors") or {}) or None,   # checked at open
         "name": recipe.name, "family": recipe.model.family, "parameters": count_parameters(recipe, vocab),
         "vocabulary": vocabulary_info(ckpt), "training": training_info(ckpt, recipe),

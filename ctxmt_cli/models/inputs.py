@@ -16,7 +16,8 @@ family's rows (:meth:`Inputs.step_rows`, :meth:`Inputs.grouped`).
 
 from __future__ import annotations
 
-from typing import Literal, Optional, Sequence, Union, get_args
+from collections.abc import Sequence
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -42,7 +43,7 @@ class Inputs:
         self.cfg = cfg
 
     # ---- context ---------------------------------------------------------------------------------
-    def context(self, context: Optional[int] = None) -> tuple[int, int]:
+    def context(self, context: int | None = None) -> tuple[int, int]:
         """(source, target) previous sentences to decode with: the model's own, or ``context`` = K on each side
         that has context (Lupo et al. 2022, Figure 4: a model tested with other window sizes than it was trained
         on). A concatenation model then reads windows of K+1 sentences, an sNto1 model grows its source side
@@ -61,7 +62,7 @@ class Inputs:
         cfg = self.cfg
         return (cfg.src_context_sentences, cfg.tgt_context_sentences) != (0, 0) or bool(cfg.src_next_sentences)
 
-    def next_sentences(self, wanted: Optional[int] = None) -> int:
+    def next_sentences(self, wanted: int | None = None) -> int:
         """Next source sentences in each window: ``wanted``, or the model's own when None; a model trained without
         next sentences refuses more than 0."""
         own = self.cfg.src_next_sentences
@@ -115,7 +116,7 @@ class Inputs:
         return batch
 
     # ---- translation -----------------------------------------------------------------------------
-    def check_first_pass(self, documents: Sequence[Sequence[str]], first_pass: Optional[Sequence]) -> None:
+    def check_first_pass(self, documents: Sequence[Sequence[str]], first_pass: Sequence | None) -> None:
         """A model reading target context (:attr:`target_concat`) needs a first pass (sentence-level translations)
         of every sentence of ``documents``; any other model refuses one."""
         if not self.target_concat:
@@ -133,7 +134,7 @@ class Inputs:
             raise CtxmtError("the first pass does not have the documents' shape (one translation per sentence); "
                              "translate the same documents with the first-pass checkpoint")
 
-    def check_groups(self, group_sentences: Union[None, int, str], group_order: str = "consecutive") -> None:
+    def check_groups(self, group_sentences: None | int | str, group_order: str = "consecutive") -> None:
         """Sentence-group options (``group_sentences``: a size, or the option's text) are for a model that reads
         its group; this one refuses them."""
         if group_sentences is not None or group_order != "consecutive":
@@ -155,7 +156,7 @@ class Inputs:
         """Complete the batch translating sentence ``j`` (one index, or one per row) of each document of
         ``sources`` (nothing to add)."""
 
-    def kept_sentences(self, group_sentences: Optional[int], max_document_sentences: Optional[int]) -> dict:
+    def kept_sentences(self, group_sentences: int | None, max_document_sentences: int | None) -> dict:
         """What a server keeps of a document between requests (the fields of its keep rule): the context window;
         the options of a model reading sentence groups are refused."""
         for name, value in (("group_sentences", group_sentences), ("max_document_sentences", max_document_sentences)):
@@ -165,11 +166,11 @@ class Inputs:
         return {"window": max(self.context())}
 
     # ---- contrastive scoring ---------------------------------------------------------------------
-    def scoring_context(self, context: Optional[int], longest_item_context: int) -> tuple[int, int]:
+    def scoring_context(self, context: int | None, longest_item_context: int) -> tuple[int, int]:
         """(source, target) context sentences of a test item's scored rows: those the model translates with."""
         return self.context(context)
 
-    def scoring_batch(self, batch: Batch, vocab: VocabInfo, target_concat: Optional[Sequence] = None) -> Batch:
+    def scoring_batch(self, batch: Batch, vocab: VocabInfo, target_concat: Sequence | None = None) -> Batch:
         """A scoring batch of source windows as the model reads it (as it is); ``target_concat``: each source row's
         target context beside the source, given only to a model with :attr:`target_concat`."""
         return batch

@@ -5,8 +5,9 @@ A ``.safetensors`` checkpoint holds what inference needs and nothing a pickle co
 model(s) as ``uint8`` tensors under :data:`TOKENIZER_PREFIX`, and in the header's metadata (a str → str map)
 one JSON object under the key ``ctxmt``: format, version, family, resolved recipe, vocabulary record,
 fingerprint, the kept ``meta.json`` subset, the rest of the tokenizer state, the training counters ``ctxmt
-inspect`` shows, the alias map and the SHA-256 of every weight (:mod:`ctxmt_cli.models.tensor_hashes`). No optimiser state: such a file is for translating and sharing, not for
-``--resume``. Reading one gives the same dict a ``.pt`` checkpoint gives, checked by the same function.
+inspect`` shows, the alias map and the SHA-256 of every weight (:mod:`ctxmt_cli.models.tensor_hashes`). No
+optimiser state: such a file is for translating and sharing, not for ``--resume``. Reading one gives the same dict
+a ``.pt`` checkpoint gives, checked by the same function.
 """
 
 from __future__ import annotations

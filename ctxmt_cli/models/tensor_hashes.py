@@ -61,7 +61,7 @@ def _digests(found: list[tuple[str, torch.Tensor]]) -> list[str]:
 def tensor_hashes(payload: dict) -> dict:
     """The ``tensor_hashes`` record of every tensor of ``payload`` (to store in it)."""
     found = list(walk_tensors(payload))
-    return {"algorithm": ALGORITHM, "tensors": dict(zip((path for path, _ in found), _digests(found)))}
+    return {"algorithm": ALGORITHM, "tensors": dict(zip((path for path, _ in found), _digests(found), strict=True))}
 
 
 def with_tensor_hashes(payload: dict) -> dict:
@@ -91,7 +91,7 @@ def first_damaged(payload: dict) -> tuple[str, str] | None:
     unrecorded = next((path for path, _ in found if path not in recorded), None)
     if unrecorded is not None:
         return unrecorded, f"tensor {shown(unrecorded)} has no recorded hash"
-    for (path, _), digest in zip(found, _digests(found)):
+    for (path, _), digest in zip(found, _digests(found), strict=True):
         if digest != recorded[path]:
             return path, f"tensor {shown(path)} does not match the {ALGORITHM} recorded when ctxmt wrote it"
     return None

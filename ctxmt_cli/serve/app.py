@@ -27,8 +27,8 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
 
 from ctxmt_cli.data.text_input import JsonInputError, json_kind, load_json, text_problem
 from ctxmt_cli.serve.batcher import Batcher, BatchStats, Job, ShuttingDown, WorkerFailed
@@ -56,7 +56,7 @@ class Limits:
 
 
 def build_app(engine: Engine, *, limits: Limits = Limits(), max_batch_docs: int = 16, batch_wait_ms: float = 10.0,
-              progress: Optional[Callable[[BatchStats], None]] = None):
+              progress: Callable[[BatchStats], None] | None = None):
     """The Starlette application; its lifespan starts and stops the batch worker (``app.state.batcher``);
     ``progress(stats)`` after every batch (``ctxmt serve --log-format``)."""
     from starlette.applications import Starlette
@@ -96,7 +96,10 @@ class _Handlers:
         job = _parse_request(await _read_body(request, self.limits.max_body_bytes), self.limits)
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        settle = lambda result: loop.call_soon_threadsafe(_settle, future, result)  # noqa: E731
+
+        def settle(result) -> None:                    # called on the batcher's thread
+            loop.call_soon_threadsafe(_settle, future, result)
+
         queued = Job(job.doc_id, job, settle)
         try:
             self.batcher.submit(queued)
@@ -297,7 +300,8 @@ def _check_sentences(sentences, limits: Limits) -> None:
                              f"{limits.max_sentences}; send the document in several requests (its context is kept)")
     for i, sentence in enumerate(sentences):
         if not isinstance(sentence, str):
-            raise RequestRefused(422, f"sentences[{i}] is a JSON {json_kind(sentence)}; every sentence must be a string")
+            raise RequestRefused(422, f"sentences[{i}] is a JSON {json_kind(sentence)}; every sentence must be a "
+                                 "string")
         if len(sentence) > limits.max_sentence_chars:
             raise RequestRefused(413, f"sentences[{i}] has {len(sentence)} characters, more than "
                                  f"--max-sentence-chars {limits.max_sentence_chars}; split it")

@@ -15,8 +15,9 @@ import math
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Optional
+from typing import Any
 
 log = logging.getLogger(__name__)
 #: the longest a batch may wait for more requests (seconds): beyond it a request's answer would wait too long
@@ -66,7 +67,7 @@ class Batcher:
     ``progress(stats)``: called by the worker after every batch (a progress log)."""
 
     def __init__(self, translate: Callable[[list[Any]], list[Any]], *, max_docs: int, wait_s: float,
-                 progress: Optional[Callable[[BatchStats], None]] = None):
+                 progress: Callable[[BatchStats], None] | None = None):
         if max_docs < 1 or not (math.isfinite(wait_s) and 0 <= wait_s <= MAX_WAIT_S):
             raise ValueError(f"max_docs must be >= 1 and wait_s in [0, {MAX_WAIT_S:g}]")
         self.translate, self.max_docs, self.wait_s, self.progress = translate, max_docs, wait_s, progress
@@ -74,9 +75,9 @@ class Batcher:
         self._pending: deque[Job] = deque()
         self._cond = threading.Condition()
         self._stopping = False
-        self._failed: Optional[WorkerFailed] = None
+        self._failed: WorkerFailed | None = None
         self._current: list[Job] = []                 # the batch being translated, until each job is answered
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         """Start the worker thread."""
@@ -113,7 +114,7 @@ class Batcher:
             return sum(not job.gone for job in self._pending)
 
     @property
-    def failed(self) -> Optional[WorkerFailed]:
+    def failed(self) -> WorkerFailed | None:
         """Why the worker thread stopped on an error of its own, or None while it works."""
         return self._failed
 
@@ -140,7 +141,7 @@ class Batcher:
         except Exception as err:  # noqa: BLE001 - every job of the batch gets the error; the worker goes on
             results = [err] * len(batch)
         self.stats.add(len(batch))
-        for job, result in zip(batch, results):
+        for job, result in zip(batch, results, strict=True):
             self._current.remove(job)
             try:
                 job.done(result)
@@ -161,7 +162,7 @@ class Batcher:
             with contextlib.suppress(Exception):
                 job.done(failed)
 
-    def _next_batch(self) -> Optional[list[Job]]:
+    def _next_batch(self) -> list[Job] | None:
         """Wait for a job, then up to ``wait_s`` for others (less once ``max_docs`` documents wait); take the
         first job of each of at most ``max_docs`` documents, in arrival order, dropping the jobs nobody waits
         for (possibly all: an empty batch). None when stopping."""

@@ -24,7 +24,6 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Optional
 
 #: ``context`` of a response: a document seen for the first time (or after a DELETE), one whose earlier
 #: context was evicted to stay within ``max_documents``, one continued with its kept sentences
@@ -38,9 +37,9 @@ class KeepRule:
     ``window`` K: the last K. ``group`` N: those of the unfinished group of N consecutive sentences
     (``total % N``). Neither: every sentence, a document holding at most ``max_sentences``."""
 
-    window: Optional[int] = None
-    group: Optional[int] = None
-    max_sentences: Optional[int] = None
+    window: int | None = None
+    group: int | None = None
+    max_sentences: int | None = None
 
     def keep(self, total: int) -> int:
         """The number of most recent sentences to keep after ``total`` non-empty sentences."""
@@ -62,8 +61,8 @@ class KeepRule:
 @dataclass
 class DocumentState:
     """One document's kept earlier sentences, oldest first: ``src`` the source texts, ``tgt`` the target token
-    ids of their translations, ``first_pass`` (a model reading target context) their first-pass translations; ``total`` the
-    non-empty sentences it has had, kept or not."""
+    ids of their translations, ``first_pass`` (a model reading target context) their first-pass translations;
+    ``total`` the non-empty sentences it has had, kept or not."""
 
     doc_id: str
     src: list[str] = field(default_factory=list)

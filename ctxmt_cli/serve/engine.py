@@ -17,7 +17,6 @@ earlier sentences it reads.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Union
 
 from ctxmt_cli.serve.documents import DocumentStore, KeepRule, Snapshot
 
@@ -40,7 +39,7 @@ class TranslateResult:
     translations: list[str]
     context: str
     context_sentences: int
-    scores: Optional[list[Optional[float]]] = None
+    scores: list[float | None] | None = None
 
     def to_json(self) -> dict:
         """The JSON body: ``doc_id``, ``translations``, ``context``, ``context_sentences`` [, ``scores``]."""
@@ -59,7 +58,7 @@ class RequestRefused(Exception):
         self.status = status
 
 
-def keep_rule(model, group_sentences: Optional[int], max_document_sentences: Optional[int]) -> KeepRule:
+def keep_rule(model, group_sentences: int | None, max_document_sentences: int | None) -> KeepRule:
     """What the server keeps per document for ``model`` (a :class:`ctxmt_cli.api.Model`): its context window,
     or for a model reading sentence groups (mbe) the unfinished group (``group_sentences``) or the whole document
     (at most ``max_document_sentences``, default 1024). Options a model does not read are refused."""
@@ -74,19 +73,19 @@ class Engine:
     ``beam``, ``lenpen``: the decoding settings (default the recipe's); ``group_sentences``: an mbe model's
     groups (consecutive sentences; None = one group per document)."""
 
-    def __init__(self, model, store: DocumentStore, *, beam: Optional[int] = None, lenpen: Optional[float] = None,
-                 group_sentences: Optional[int] = None):
+    def __init__(self, model, store: DocumentStore, *, beam: int | None = None, lenpen: float | None = None,
+                 group_sentences: int | None = None):
         self.model, self.store = model, store
         self.beam, self.lenpen, self.group_sentences = beam, lenpen, group_sentences
         if model.recipe.decode.target_mode != "prefix":
             model.warn("the recipe decodes with --target-mode generate; the server forces the model's own "
                        "translations as the target context (prefix), the mode in which a document can be continued")
 
-    def translate(self, requests: list[TranslateRequest]) -> list[Union[TranslateResult, Exception]]:
+    def translate(self, requests: list[TranslateRequest]) -> list[TranslateResult | Exception]:
         """Each request's result, or the exception that refused or failed it. One model call for the batch; when
         it fails, each request is tried alone so one bad request does not fail the others."""
         snapshots = [self.store.begin(r.doc_id) for r in requests]
-        results: list = [self._refusal(r, s) for r, s in zip(requests, snapshots)]    # None: to translate
+        results: list = [self._refusal(r, s) for r, s in zip(requests, snapshots, strict=True)]    # None: to translate
         todo = [i for i, r in enumerate(results) if r is None]
         try:
             done = self._run([requests[i] for i in todo], [snapshots[i] for i in todo])
@@ -95,20 +94,20 @@ class Engine:
                 done = [err]
             else:
                 done = [self._alone(requests[i], snapshots[i]) for i in todo]
-        for i, result in zip(todo, done):
+        for i, result in zip(todo, done, strict=True):
             results[i] = result
-        for snapshot, result in zip(snapshots, results):
+        for snapshot, result in zip(snapshots, results, strict=True):
             if isinstance(result, Exception):
                 self.store.abandon(snapshot)
         return results
 
-    def _alone(self, request: TranslateRequest, snapshot: Snapshot) -> Union[TranslateResult, Exception]:
+    def _alone(self, request: TranslateRequest, snapshot: Snapshot) -> TranslateResult | Exception:
         try:
             return self._run([request], [snapshot])[0]
         except Exception as err:  # noqa: BLE001
             return err
 
-    def _refusal(self, request: TranslateRequest, snapshot: Snapshot) -> Optional[RequestRefused]:
+    def _refusal(self, request: TranslateRequest, snapshot: Snapshot) -> RequestRefused | None:
         """A request that would make a whole-document (mbe) document longer than the store keeps."""
         limit = self.store.rule.max_sentences
         if limit is not None and len(snapshot.src) + len(request.sentences) > limit:
@@ -125,11 +124,11 @@ class Engine:
         firsts = self._first_passes(requests)
         docs = [Document(src=s.src + r.sentences, tgt_context=list(s.tgt), doc_id=r.doc_id,
                          first_pass=None if firsts is None else s.first_pass + f)
-                for r, s, f in zip(requests, snapshots, firsts or [None] * len(requests))]
+                for r, s, f in zip(requests, snapshots, firsts or [None] * len(requests), strict=True)]
         found = self.model.translate(docs, beam=self.beam, lenpen=self.lenpen, nbest=1, target_mode="prefix",
                                      batch_docs=len(docs), group_sentences=self.group_sentences)
         results = []
-        for r, s, f, out in zip(requests, snapshots, firsts or [None] * len(requests), found):
+        for r, s, f, out in zip(requests, snapshots, firsts or [None] * len(requests), found, strict=True):
             kept = [i for i, sent in enumerate(out.sentences) if sent.nbest]    # empty sentences are not read
             self.store.commit(s, [r.sentences[i] for i in kept], [out.sentences[i].nbest[0].tokens for i in kept],
                               [] if f is None else [f[i] for i in kept])
@@ -137,7 +136,7 @@ class Engine:
             results.append(TranslateResult(r.doc_id, out.translations, s.status, len(s.src), scores))
         return results
 
-    def _first_passes(self, requests: list[TranslateRequest]) -> Optional[list[list[str]]]:
+    def _first_passes(self, requests: list[TranslateRequest]) -> list[list[str]] | None:
         """A bilingual model's first pass of each request's sentences (None for any other model)."""
         if self.model.first_pass_model is None:
             return None

@@ -13,7 +13,7 @@ import signal
 import socket
 import threading
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from ctxmt_cli.errors import OptionError
 from ctxmt_cli.serve.guard import ConnectionLimits, guarded_protocol
@@ -112,7 +112,7 @@ class ServerThread:
         self.url = url_of(self.sock)
         self.server = make_server(app, connections=connections)
         self._thread = threading.Thread(target=self._run, name="ctxmt-serve", daemon=True)
-        self._error: Optional[BaseException] = None
+        self._error: BaseException | None = None
 
     def _run(self) -> None:
         try:
@@ -120,7 +120,7 @@ class ServerThread:
         except BaseException as err:  # noqa: BLE001 - handed to start()/stop()
             self._error = err
 
-    def start(self, timeout: float = 30.0) -> "ServerThread":
+    def start(self, timeout: float = 30.0) -> ServerThread:
         """Start serving; returns once the server listens."""
         self._thread.start()
         deadline = time.monotonic() + timeout
@@ -136,7 +136,7 @@ class ServerThread:
         self._thread.join(timeout)
         self.sock.close()
 
-    def __enter__(self) -> "ServerThread":
+    def __enter__(self) -> ServerThread:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -62,7 +62,7 @@ def _decisive_targets(lex: Lexicon) -> set[str]:
 def _key_words(correct: str, contrastive: str, keys: set[str]) -> tuple[str, str]:
     """(correct word, replacement) at the decisive position where the two differ."""
     a, b = correct.split(), contrastive.split()
-    diffs = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
+    diffs = [i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y]
     if len(a) != len(b) or not diffs:
         raise RuntimeError(f"candidates must differ in place: {correct!r} / {contrastive!r}")
     at = next((i for i in diffs if a[i] in keys), diffs[0])
@@ -112,7 +112,7 @@ def mirror_pair(lex: Lexicon, rng: random.Random, phenomenon: str, distance: int
         contrasts = [currents[1], currents[0]]
     keys = _decisive_targets(lex)
     items = []
-    for doc, tr, correct, contrast in zip(docs, translated, currents, contrasts):
+    for doc, tr, correct, contrast in zip(docs, translated, currents, contrasts, strict=True):
         ref_word, replacement = _key_words(correct, contrast, keys)
         items.append(Item(
             src_context=doc[:CONTEXT_SIZE], src=doc[CONTEXT_SIZE],

@@ -307,7 +307,7 @@ def make_document(lexicon: Lexicon, rng: random.Random) -> Document:
     while len(sentences) < length:
         sentences += _block(maker, state, len(sentences), length - len(sentences))
     src = [" ".join(toks) for toks in sentences]
-    return [(s, t, ev) for s, (t, ev) in zip(src, translate_document(src, lexicon))]
+    return [(s, t, ev) for s, (t, ev) in zip(src, translate_document(src, lexicon), strict=True)]
 
 
 def split_sizes(docs: int) -> dict[str, int]:

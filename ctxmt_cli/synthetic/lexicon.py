@@ -136,7 +136,7 @@ def build_lexicon(seed: int) -> Lexicon:
     one_to_one = [w for k in ("names", "nouns", "transitive", "intransitive", "adverbs")
                   for w in src[k]]
     targets = _words(rng, len(one_to_one), "fhjlvwz", "eoy", (2, 3), taken)
-    words = dict(zip(one_to_one, targets))
+    words = dict(zip(one_to_one, targets, strict=True))
     adjective_src = src["adjectives"] + src["cue_adjectives"]
     stems = _words(rng, len(adjective_src), "fhjlvwz", "eiy", (2, 2), taken, coda="nrs")
     sense_words = _words(rng, 2 * len(src["ambiguous"]), "fhjlvwz", "eoy", (2, 3), taken)
@@ -150,7 +150,7 @@ def build_lexicon(seed: int) -> Lexicon:
         cue_adjectives=tuple(src["cue_adjectives"]),
         transitive=tuple(src["transitive"]), intransitive=tuple(src["intransitive"]),
         adverbs=tuple(src["adverbs"]), words=words,
-        adjective_stems=dict(zip(adjective_src, stems)), senses=senses,
+        adjective_stems=dict(zip(adjective_src, stems, strict=True)), senses=senses,
         cue_sense=cue_sense,
         gender=_genders([words[n] for n in src["nouns"]] + sense_words, seed))
 
@@ -159,7 +159,7 @@ def _genders(target_nouns: list[str], seed: int) -> dict[str, str]:
     """Balanced random genders: exactly half the target nouns are masculine."""
     labels = ["m", "f"] * (len(target_nouns) // 2) + ["m"] * (len(target_nouns) % 2)
     random.Random(f"ctxmt-genders:{seed}").shuffle(labels)
-    return dict(zip(target_nouns, labels))
+    return dict(zip(target_nouns, labels, strict=True))
 
 
 @dataclass

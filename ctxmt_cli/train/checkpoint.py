@@ -20,7 +20,6 @@ import random
 import re
 from dataclasses import asdict
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 import torch
@@ -134,7 +133,7 @@ def remove_stale_temps(save_dir: Path) -> list[Path]:
     return stale + remove_stale(save_dir)
 
 
-def restore_copies(save_dir: Path, resumed_from: Path, best_step: Optional[int]) -> list[Path]:
+def restore_copies(save_dir: Path, resumed_from: Path, best_step: int | None) -> list[Path]:
     """Finish the best/last copies that a kill between writing ``checkpoint_{step}.pt`` and copying it prevented.
 
     A run resumed from a step file (``checkpoint_last.pt`` missing) gets ``checkpoint_last.pt`` from it; a
@@ -157,7 +156,7 @@ def restore_copies(save_dir: Path, resumed_from: Path, best_step: Optional[int])
     return written
 
 
-def averaging_steps(steps: list[int], best_step: Optional[int], n: int) -> list[int]:
+def averaging_steps(steps: list[int], best_step: int | None, n: int) -> list[int]:
     """The best step and the (up to) ``n`` step checkpoints that follow it, as Lupo et al. (2022, 2023) average."""
     if best_step is None:
         return []
@@ -169,7 +168,7 @@ def last_steps(steps: list[int], n: int) -> list[int]:
     return sorted(steps)[-n:] if n > 0 else []
 
 
-def prune_checkpoints(save_dir: Path, keep: int, best_step: Optional[int], average_n: int) -> list[Path]:
+def prune_checkpoints(save_dir: Path, keep: int, best_step: int | None, average_n: int) -> list[Path]:
     """Delete old step checkpoints beyond the newest ``keep``, sparing the best and those averaging needs."""
     found = step_checkpoints(save_dir)
     steps = sorted(found)
@@ -218,12 +217,12 @@ def _check_same_model(a: dict, b: dict, path_a: Path, path_b: Path) -> None:
         raise CtxmtError(f"cannot average {path_b} with {path_a}: the models' parameters differ")
 
 
-def averages(*, best_step: Optional[int], around_best: int, last: int) -> bool:
+def averages(*, best_step: int | None, around_best: int, last: int) -> bool:
     """Whether a run's recipe averages checkpoints: around a best step it has, or its last ones."""
     return (around_best > 0 and best_step is not None) or last > 0
 
 
-def average_run(save_dir: Path, *, best_step: Optional[int], around_best: int, last: int) -> Optional[tuple]:
+def average_run(save_dir: Path, *, best_step: int | None, around_best: int, last: int) -> tuple | None:
     """A run's ``checkpoint_avg.pt``: from the best and the ``around_best`` step checkpoints after it
     (``train.average_checkpoints``), or from the ``last`` step checkpoints (``train.average_last``). Returns
     (the file, the steps averaged), or None when the recipe averages nothing."""

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Optional
 
 import torch
 from torch import nn
@@ -44,13 +43,13 @@ class InitRecord:
     path: str                           # as given in train.init_from
     sha256: str                         # of the checkpoint file: which model it was, wherever it lies now
     family: str                         # the checkpoint's family
-    step: Optional[int]                 # the checkpoint's training step (None: not written by ctxmt train)
+    step: int | None                 # the checkpoint's training step (None: not written by ctxmt train)
     vocab_fingerprint: str
     loaded: int = 0                     # tensors copied from the checkpoint
     new: list[str] = field(default_factory=list)        # the model's tensors the checkpoint lacks (fresh init)
     skipped: list[str] = field(default_factory=list)    # the checkpoint's tensors the model lacks
     architecture_changes: dict = field(default_factory=dict)   # {field: [recipe value, checkpoint value]}
-    parent: Optional[dict] = None       # the checkpoint's own init_from record (the lineage goes on)
+    parent: dict | None = None       # the checkpoint's own init_from record (the lineage goes on)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -14,7 +14,7 @@ batch. With no term of non-zero weight the objective is exactly the window loss.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
@@ -52,7 +52,7 @@ class LossLayout:
         objective, normalizer = window, tokens
         for name in self.terms:
             term = terms[name]
-            if term.weight != 0.0:                                          # weight 0: a statistic, exactly nothing added
+            if term.weight != 0.0:                             # weight 0: a statistic, exactly nothing added
                 objective = objective + term.weight * term.sum
                 if term.normalizes:
                     normalizer = normalizer + term.weight * term.count
@@ -66,8 +66,11 @@ class LossLayout:
     def metrics(self, total: Tensor) -> dict[str, float]:
         """Means from an (all-reduced) loss vector: the objective (``discounted_loss``), window and current
         losses, token counts, and each term's ``sum / count`` under its own name."""
-        values = dict(zip(self.names, total.tolist()))
-        safe = lambda a, b: a / b if b > 0 else float("nan")  # noqa: E731
+        values = dict(zip(self.names, total.tolist(), strict=True))
+
+        def safe(a: float, b: float) -> float:                  # a mean over nothing is NaN, not an error
+            return a / b if b > 0 else float("nan")
+
         out = {
             "discounted_loss": safe(values["objective"], values["normalizer"]),
             "window_loss": safe(values["window"], values["tokens"]),

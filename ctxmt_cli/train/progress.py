@@ -17,7 +17,6 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Optional
 
 from ctxmt_cli.logs import duration, eta_seconds, fmt_number, json_line, resolve_log_format
 from ctxmt_cli.outputs import write_atomic
@@ -73,7 +72,7 @@ class Clock:
     """Elapsed training time (a resumed run's earlier time included) and the ETA from the update budget
     (``max_steps``; ``max_minutes`` too when the recipe sets it), at the rate of this process's updates."""
 
-    def __init__(self, max_steps: int, max_minutes: Optional[float] = None):
+    def __init__(self, max_steps: int, max_minutes: float | None = None):
         self.max_steps, self.max_minutes = max_steps, max_minutes
         self.start(0)
 
@@ -84,7 +83,7 @@ class Clock:
     def elapsed(self) -> float:
         return self.before + time.monotonic() - self.t0
 
-    def eta(self, step: int) -> Optional[float]:
+    def eta(self, step: int) -> float | None:
         """Seconds until the budget is spent, or None before the first update of this process."""
         left = eta_seconds(step, self.max_steps, time.monotonic() - self.t0, self.step0)
         if self.max_minutes is not None:
@@ -190,7 +189,7 @@ class MainReporter(Reporter):
     bar), ``plain`` (one line per log interval / validation) or ``json`` (the same as JSON objects)."""
 
     def __init__(self, save_dir: Path, max_steps: int, show: bool = True, terms: tuple[str, ...] = (),
-                 log_format: str = "rich", max_minutes: Optional[float] = None):
+                 log_format: str = "rich", max_minutes: float | None = None):
         self.save_dir, self.max_steps, self.terms = Path(save_dir), max_steps, tuple(terms)
         self.clock = Clock(max_steps, max_minutes)
         self._jsonl = open(self.save_dir / "metrics.jsonl", "a", encoding="utf-8")
@@ -258,7 +257,7 @@ class MainReporter(Reporter):
 
 
 def make_reporter(is_main: bool, save_dir: Path, train_cfg, show: bool, start_step: int,
-                  terms: tuple[str, ...] = (), log_format: Optional[str] = None) -> Reporter:
+                  terms: tuple[str, ...] = (), log_format: str | None = None) -> Reporter:
     """Rank 0 gets a :class:`MainReporter` (after trimming metrics past ``start_step``), others a no-op;
     ``train_cfg``: the recipe's ``train`` section (the update budget); ``terms``: the family's loss terms, shown
     on the progress line and each validation line; ``log_format``: plain, rich or json (None: rich when stdout is

@@ -24,8 +24,8 @@ With label smoothing ε over V classes (PyTorch's definition), per token with ta
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from typing import Iterator, Optional
 
 import torch
 from torch import Tensor
@@ -35,7 +35,7 @@ from ctxmt_cli.core.logits import exp_shift_, logit_chunk_rows
 #: on a GPU, bytes of float32 logits one block may hold: no cache to keep warm, every block costs launches
 GPU_BLOCK_BYTES = 4 << 30
 #: the device type whose blocks are used whatever the tensors' device (:func:`blocks_as_on`); None: their own
-_BLOCKS_AS: Optional[str] = None
+_BLOCKS_AS: str | None = None
 
 
 @contextmanager
@@ -69,7 +69,7 @@ class _ProjectedCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, hidden: Tensor, weight: Tensor, target: Tensor, pad: int, smoothing: float,
-                bias: Optional[Tensor] = None) -> Tensor:
+                bias: Tensor | None = None) -> Tensor:
         dtype, kind = compute_dtype(hidden), hidden.device.type
         h, w = hidden.to(dtype), weight.to(dtype)                          # (N, C), (V, C): cast once, kept cast
         n, v = h.size(0), w.size(0)
@@ -125,11 +125,11 @@ class _ProjectedCrossEntropy(torch.autograd.Function):
 
 
 def projected_token_losses(hidden: Tensor, weight: Tensor, target: Tensor, pad: int, smoothing: float,
-                           bias: Optional[Tensor] = None) -> Tensor:
+                           bias: Tensor | None = None) -> Tensor:
     """Label-smoothed cross-entropy per target token (B, T) of ``hidden`` (B, T, C) projected by ``weight``
-    (V, C) and ``bias`` (V,) if any; 0 at padding. Equal to ``F.cross_entropy(hidden @ weightᵀ + bias, target, ignore_index=pad,
-    label_smoothing=smoothing, reduction="none")`` (under autocast: of the autocast ``F.linear``), with a
-    fraction of its memory."""
+    (V, C) and ``bias`` (V,) if any; 0 at padding. Equal to ``F.cross_entropy(hidden @ weightᵀ + bias, target,
+    ignore_index=pad, label_smoothing=smoothing, reduction="none")`` (under autocast: of the autocast
+    ``F.linear``), with a fraction of its memory."""
     flat = hidden.reshape(-1, hidden.size(-1))                             # (B*T, C)
     losses = _ProjectedCrossEntropy.apply(flat, weight, target.reshape(-1), pad, float(smoothing), bias)  # (B*T,)
     return losses.view(target.shape)

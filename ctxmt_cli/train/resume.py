@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ctxmt_cli.config import Recipe, recipe_to_dict, validate_recipe
 from ctxmt_cli.errors import CtxmtError, OptionError, option
@@ -71,7 +72,10 @@ def recipe_changes(stored: dict, recipe: Recipe, source: str) -> dict[str, tuple
 
 def describe(changes: dict[str, tuple[Any, Any]]) -> str:
     """``train.lr 0.001 → 0.002, model.dropout 0.1 → 0.3``."""
-    show = lambda v: json.dumps(v, ensure_ascii=False)  # noqa: E731 - one spelling for every value
+
+    def show(value: Any) -> str:                      # one spelling for every value
+        return json.dumps(value, ensure_ascii=False)
+
     return ", ".join(f"{key} {show(a)} → {show(b)}" for key, (a, b) in changes.items())
 
 

@@ -10,8 +10,8 @@ later ``--force`` (a quickstart replaced) refuses the folder rather than delete 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, Optional
 
 from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.ownership import claim, record
@@ -26,7 +26,7 @@ class RunFolder:
         self.dir, self.lock = Path(save_dir), lock
 
     @classmethod
-    def take(cls, save_dir: Path, fresh: bool) -> "RunFolder":
+    def take(cls, save_dir: Path, fresh: bool) -> RunFolder:
         """Create ``save_dir`` if needed and hold its run lock; a ``fresh`` run (no checkpoint to resume) is refused
         when checkpoints appeared meanwhile (a run that finished between this one's checks and its lock)."""
         save_dir = Path(save_dir)
@@ -39,11 +39,11 @@ class RunFolder:
                              "was overwritten)")
         return folder
 
-    def claim(self, fields: Optional[dict] = None) -> None:
+    def claim(self, fields: dict | None = None) -> None:
         """Give the folder a manifest (listing nothing yet) unless it has one; ``fields``: kept in it."""
         claim(self.dir, "train", fields)
 
-    def record(self, paths: Iterable[Path], copies: Optional[dict] = None) -> None:
+    def record(self, paths: Iterable[Path], copies: dict | None = None) -> None:
         """List ``paths`` as the run wrote them (a path gone since is dropped); ``copies``: path -> its source."""
         record(self.dir, list(paths), copies=copies)
 

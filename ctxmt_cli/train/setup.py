@@ -11,7 +11,7 @@ import os
 import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import torch
@@ -35,7 +35,7 @@ class TrainState:
     epoch: int = 0                 # 0-based epoch of the next update
     position: int = 0              # this rank's micro-batches of ``epoch`` already consumed
     best: float = float("inf")     # best value of train.early_stop_on
-    best_step: Optional[int] = None
+    best_step: int | None = None
     bad: int = 0                   # validations since the last improvement
     last_valid_step: int = 0
     elapsed: float = 0.0           # training seconds before this process started
@@ -46,7 +46,7 @@ class TrainState:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "TrainState":
+    def from_dict(cls, data: dict) -> TrainState:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
 
@@ -77,7 +77,7 @@ def resolve_recipe(recipe: Recipe, meta: dict) -> Recipe:
     return recipe.model_copy(update={"model": resolve_model_config(recipe.model, meta)})
 
 
-def init_source(recipe: Recipe, fingerprint: str, resume: bool = False) -> tuple[Recipe, Optional[Any], dict]:
+def init_source(recipe: Recipe, fingerprint: str, resume: bool = False) -> tuple[Recipe, Any | None, dict]:
     """(recipe, checkpoint, architecture changes) for ``train.init_from``: the checkpoint checked and its
     vocabulary compared with the prepared data's (``fingerprint``), the recipe given its architecture; without
     ``init_from`` the recipe as it is, None and no changes (:mod:`ctxmt_cli.train.init_from`). A run resumed from
@@ -109,7 +109,7 @@ def window_dataset(data, split: str, recipe: Recipe, vocab: VocabInfo, role: str
     return ds
 
 
-def _preflight(save_dir: Path, resume: bool, data: Path) -> tuple[Optional[str], Optional[Path]]:
+def _preflight(save_dir: Path, resume: bool, data: Path) -> tuple[str | None, Path | None]:
     """(error message, checkpoint to resume from) — decided on rank 0 only."""
     try:                               # a file or an unwritable place: say so before the first update
         if save_dir.is_dir() and Path(data).is_dir() and os.path.samefile(save_dir, data):
@@ -158,7 +158,7 @@ def _resume_from(save_dir: Path, path: Path, tokenizer, recipe: Recipe, allowed:
 
 
 def find_resume_checkpoint(save_dir: Path, resume: bool, env: DistEnv, tokenizer, recipe: Recipe,
-                           allow_changed: tuple = ()) -> Optional[dict]:
+                           allow_changed: tuple = ()) -> dict | None:
     """The checkpoint to resume from (read on rank 0, sent to every rank), or None for a fresh run; a recipe
     that differs from the stored one in a key not in ``allow_changed`` is refused (:mod:`~ctxmt_cli.train.resume`)."""
     decision = _preflight(save_dir, resume, Path(recipe.data.path)) if env.is_main else None
@@ -177,7 +177,7 @@ def find_resume_checkpoint(save_dir: Path, resume: bool, env: DistEnv, tokenizer
     return broadcast_object(ckpt, env)
 
 
-def rank_rng(ckpt: dict, env: DistEnv) -> Optional[Any]:
+def rank_rng(ckpt: dict, env: DistEnv) -> Any | None:
     """This rank's saved RNG state when the checkpoint came from a job of the same size."""
     states = ckpt.get("rng") or []
     return states[env.rank] if len(states) == env.world else None

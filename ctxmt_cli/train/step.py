@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 from torch import Tensor, nn
@@ -39,7 +38,7 @@ class LossSettings:
     layout: LossLayout
 
     @classmethod
-    def from_recipe(cls, recipe, vocab, model: nn.Module) -> "LossSettings":
+    def from_recipe(cls, recipe, vocab, model: nn.Module) -> LossSettings:
         """Settings of ``recipe`` for ``model`` (whose ``loss_term_names`` fix the loss vector's layout)."""
         terms = core_model(model).loss_term_names
         return cls(vocab.pad, vocab.brk, recipe.train.label_smoothing, LossLayout(terms))
@@ -53,7 +52,7 @@ def autocast_for(amp: str, device: torch.device):
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
-def make_scaler(amp: str, device: torch.device) -> Optional[torch.amp.GradScaler]:
+def make_scaler(amp: str, device: torch.device) -> torch.amp.GradScaler | None:
     """A grad scaler for fp16 (bf16 has float32's range and needs none)."""
     return torch.amp.GradScaler(device.type) if amp == "fp16" else None
 
@@ -116,7 +115,7 @@ class Updater:
         """(objective sum (), loss vector (N,)) of one micro-batch: the forward that ``train.compile`` compiles."""
         return batch_loss(self.model, batch, self.loss, self.amp, self.env.device)
 
-    def update(self, batches: list[Batch]) -> tuple[Tensor, Optional[Tensor]]:
+    def update(self, batches: list[Batch]) -> tuple[Tensor, Tensor | None]:
         """Accumulate ``batches``, normalise, clip and step; returns (global loss vector (N,), grad norm)."""
         self.model.train()
         total = None                                                        # (N,) float32

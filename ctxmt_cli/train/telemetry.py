@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Optional
 
 import torch
 from torch import Tensor
@@ -33,7 +32,7 @@ class TrainLog:
         self.lr, self.epoch, self.skipped = 0.0, 0, 0
         self.t_last = time.monotonic()
 
-    def add(self, step: int, stats: Tensor, grad_norm: Optional[Tensor], lr: float, epoch: int) -> None:
+    def add(self, step: int, stats: Tensor, grad_norm: Tensor | None, lr: float, epoch: int) -> None:
         """Remember one update's loss vector (N,) and gradient norm, without reading them."""
         self.steps.append(step)
         self.stats.append(stats)

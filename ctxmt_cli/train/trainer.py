@@ -21,7 +21,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 import torch
@@ -76,13 +75,13 @@ class TrainResult:
 
     best: Path
     last: Path
-    averaged: Optional[Path]
+    averaged: Path | None
     history: list[dict]
     seconds: float
 
 
 def train(recipe: Recipe, resume: bool = False, show_progress: bool = True, *, device: str = "auto",
-          log_format: Optional[str] = None, allow_changed: tuple = ()) -> TrainResult:
+          log_format: str | None = None, allow_changed: tuple = ()) -> TrainResult:
     """Train the system ``recipe`` describes; see the module docstring.
 
     ``device``: auto (CUDA device LOCAL_RANK when present, else the CPU), cpu, cuda or cuda:N. ``log_format``:
@@ -105,7 +104,7 @@ class Trainer:
     """State and steps of one training run (one instance per process)."""
 
     def __init__(self, *args, **kwargs):
-        self.folder: Optional[RunFolder] = None           # rank 0's lock on save_dir, released on any failure
+        self.folder: RunFolder | None = None           # rank 0's lock on save_dir, released on any failure
         try:
             self._setup(*args, **kwargs)
         except BaseException:
@@ -113,7 +112,7 @@ class Trainer:
             raise
 
     def _setup(self, recipe: Recipe, env: DistEnv, resume: bool, show_progress: bool,
-               log_format: Optional[str] = None, allow_changed: tuple = ()):
+               log_format: str | None = None, allow_changed: tuple = ()):
         self.env, self.cfg = env, recipe.train
         if self.cfg.threads:
             torch.set_num_threads(self.cfg.threads)
@@ -131,8 +130,8 @@ class Trainer:
         self._build(ckpt)
         self.loss = LossSettings.from_recipe(self.recipe, self.vocab, self.model)
         self.validator = Validator(valid_ds, self.budget, env, self.loss, self.cfg.amp, self.vocab, self.inputs)
-        self.updater = Updater(self.model, self.optimizer, self.scaler, env, self.loss, self.cfg.amp, self.cfg.clip_norm,
-                               self.cfg.compile)
+        self.updater = Updater(self.model, self.optimizer, self.scaler, env, self.loss, self.cfg.amp,
+                               self.cfg.clip_norm, self.cfg.compile)
         if env.is_main:
             self.folder = RunFolder.take(self.save_dir, fresh=ckpt is None)    # before anything is written
             self.folder.claim({"init_from": self.init_record})
@@ -152,7 +151,7 @@ class Trainer:
         if ckpt is None and self.parent is not None:
             self._report_init()
         self.t0 = time.monotonic() - self.state.elapsed
-        self.stop_reason: Optional[str] = None
+        self.stop_reason: str | None = None
         self._epoch_cache: tuple[int, list] = (-1, [])
 
     def _report_init(self) -> None:
@@ -163,7 +162,7 @@ class Trainer:
         record = self.init_record
         self.reporter.record_message(0, InitRecord(**record).summary(), init_from=record)
 
-    def _build(self, ckpt: Optional[dict]) -> None:
+    def _build(self, ckpt: dict | None) -> None:
         """Model, optimiser, scaler, schedule and state: fresh from the seed or restored from ``ckpt``; a fresh run
         with ``train.init_from`` then takes that checkpoint's weights (its lineage kept in ``init_record``)."""
         S.seed_everything(self.cfg.seed)           # the same initial weights on every rank
@@ -191,7 +190,7 @@ class Trainer:
         settings = [{k: v for k, v in group.items() if k != "params"} for group in self.optimizer.param_groups]
         try:
             self.optimizer.load_state_dict(ckpt["optimizer"])
-            for group, own in zip(self.optimizer.param_groups, settings):
+            for group, own in zip(self.optimizer.param_groups, settings, strict=True):
                 group.update(own)
             if self.scaler is not None and ckpt.get("scaler"):
                 self.scaler.load_state_dict(ckpt["scaler"])
@@ -378,9 +377,10 @@ class Trainer:
         act_on_pending(f"saved {self.save_dir / 'checkpoint_last.pt'} at step {step}; continue it with "
                        f"{option('resume')}", fallback=signal.SIGTERM)
 
-    def _average(self) -> Optional[Path]:
+    def _average(self) -> Path | None:
         """checkpoint_avg.pt as the recipe says (:func:`~ctxmt_cli.train.checkpoint.average_run`), on rank 0."""
-        plan = dict(best_step=self.state.best_step, around_best=self.cfg.average_checkpoints, last=self.cfg.average_last)
+        plan = dict(best_step=self.state.best_step, around_best=self.cfg.average_checkpoints,
+                    last=self.cfg.average_last)
         if not averages(**plan):
             return None
         if self.env.is_main:

@@ -119,8 +119,9 @@ def markdown(rows: list[dict], control: str) -> str:
         lines.append(
             f"| {LABELS.get(system, system)} | {r['updates']:,} | {r['current_tokens'] / 1e6:.2f}M "
             f"| {(r['train_s'] or 0) / 60:.1f} min | {r['eval_s'] / 60:.1f} min "
-            f"| {r['BLEU']:.2f} (± {r['BLEU_ci']:.2f}{versus(r['BLEU_p'], system, control)}) | {r['chrF']:.2f} (± {r['chrF_ci']:.2f}"
-            f"{versus(r['chrF_p'], system, control)}) | {r['doc-BLEU']:.2f} | {pct(s['accuracy'])}% "
+            f"| {r['BLEU']:.2f} (± {r['BLEU_ci']:.2f}{versus(r['BLEU_p'], system, control)}) "
+            f"| {r['chrF']:.2f} (± {r['chrF_ci']:.2f}{versus(r['chrF_p'], system, control)}) "
+            f"| {r['doc-BLEU']:.2f} | {pct(s['accuracy'])}% "
             f"| {' / '.join(pct(pron.get(k)) for k in ('il', 'elle', 'elles'))} | {pct(s['balanced'])}% | {gain} "
             f"| {'—' if pcx is None else f'{pcx:.4f}'} |")
     return "\n".join(lines) + "\n"

@@ -72,7 +72,8 @@ def test_every_family_gets_bounded_figures_and_pngs(checkpoints, family, tmp_pat
     pngs = sorted(p.name for p in tmp_path.glob("*.png"))
     assert {"entropy_grid.png", "current_share_grid.png", "window1_cross.png"} <= set(pngs)
     assert ("window1_assignment.png" in pngs) == (family == "caching")
-    assert "kept_context" not in result and not {"kept_context.png", "window1_selection.png"} & set(pngs)  # no selection
+    assert "kept_context" not in result                                      # no selection
+    assert not {"kept_context.png", "window1_selection.png"} & set(pngs)
     for png in pngs:
         assert imread(tmp_path / png).shape[0] > 50
 
@@ -117,7 +118,8 @@ def test_hanoit_kept_shares_per_selection_layer_and_the_selection_maps(hanoit_ch
         assert shares == pytest.approx([k / series["context"] for k in series["kept"]])
         assert table[side] == [f"{100 * s:.1f}%" for s in shares]
     control = kept["source"]["current_control"]                            # the rule on the current tokens
-    assert len(control) == 2 and all(0.0 <= c <= 1.0 for c in control) and "current_control" not in kept.get("target", {})
+    assert len(control) == 2 and all(0.0 <= c <= 1.0 for c in control)
+    assert "current_control" not in kept.get("target", {})
     assert table["current*"] == [f"{100 * c:.1f}%" for c in control]
     for png in ("kept_context.png", "window1_selection.png", "window1_encoder_self.png"):
         pixels = imread(tmp_path / png)
@@ -180,7 +182,9 @@ def test_memory_stays_bounded_on_64_sentence_windows(checkpoints, synthetic_dir,
     statistics' own allocations stay small; nothing keeps maps."""
     sentences = [s for s in (synthetic_dir / "raw" / "test.src").read_text().splitlines() if s.strip()]
     targets = [s for s in (synthetic_dir / "raw" / "test.tgt").read_text().splitlines() if s.strip()]
-    short = lambda lines: "\n".join(" ".join(s.split()[:3]) for s in lines[:64]) + "\n"  # noqa: E731 - keeps it fast
+    def short(lines: list[str]) -> str:                                  # 64 three-word sentences: keeps it fast
+        return "\n".join(" ".join(s.split()[:3]) for s in lines[:64]) + "\n"
+
     (tmp_path / "src.txt").write_text(short(sentences))                     # one 64-sentence document
     (tmp_path / "ref.txt").write_text(short(targets))
     largest, widest = [], []

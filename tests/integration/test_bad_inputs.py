@@ -134,7 +134,8 @@ TRANSLATE = [
     (["translate", "doc.txt", "-c", "{ckpt}", "-o", "ro/out.txt"], ["ro/out.txt", "permission denied"]),
     (["translate", "doc.txt", "-c", "adir"], ["checkpoint is a directory, not a file", "adir"]),
     (["translate", "adir", "-c", "{ckpt}"], ["is a directory, not a file", "adir"]),
-    (["translate", "doc.txt", "-c", "{ckpt}", "--device", "tpu"], ["translate", "--device tpu", "auto | cpu | cuda | cuda:N"]),
+    (["translate", "doc.txt", "-c", "{ckpt}", "--device", "tpu"],
+     ["translate", "--device tpu", "auto | cpu | cuda | cuda:N"]),
     (["translate", "doc.txt", "-c", "{ckpt}", "--beam", "0"], ["translate", "--beam 0", "1"]),
     (["translate", "doc.txt", "-c", "{ckpt}", "--lenpen", "-1"], ["translate", "--lenpen -1", "0"]),
     (["translate", "doc.txt", "-c", "{ckpt}", "--batch-docs", "0"], ["translate", "--batch-docs 0", "1"]),
@@ -169,11 +170,12 @@ def test_contrastive_bad_inputs(args, needles, ws, synthetic_dir, concat_checkpo
 AVERAGE = [
     (["average", "-c", "{run}/checkpoint_2.pt", "-c", "{run}/checkpoint_4.pt", "-o", "{run}/checkpoint_2.pt"],
      ["checkpoint_2.pt is also an input"]),
-    (["average", "-c", "{run}/checkpoint_2.pt", "-c", "{run}/checkpoint_4.pt", "-o", "{run}/checkpoint_2.pt", "--force"],
-     ["checkpoint_2.pt is also an input"]),
+    (["average", "-c", "{run}/checkpoint_2.pt", "-c", "{run}/checkpoint_4.pt", "-o", "{run}/checkpoint_2.pt",
+      "--force"], ["checkpoint_2.pt is also an input"]),
     (["average", "-c", "{run}/checkpoint_2.pt", "-c", "{run}/checkpoint_4.pt", "-o", "{run}/checkpoint_best.pt"],
      ["checkpoint_best.pt already exists", "--force"]),
-    (["average", "-c", "{run}/checkpoint_2.pt", "-c", "{run}/checkpoint_4.pt", "-o", "adir"], ["--out adir is a directory"]),
+    (["average", "-c", "{run}/checkpoint_2.pt", "-c", "{run}/checkpoint_4.pt", "-o", "adir"],
+     ["--out adir is a directory"]),
     (["average", "-c", "{run}/checkpoint_2.pt", "-o", "afile/avg.pt"], ["afile/avg.pt", "afile is a file"]),
     (["average", "-c", "{run}/checkpoint_2.pt", "-o", "ro/avg.pt"], ["ro/avg.pt", "permission denied"]),
 ]
@@ -375,7 +377,10 @@ def test_full_disk_while_preparing_keeps_the_old_dataset(ws, monkeypatch):
     args = ["prepare", "text", "--train", "small", "--src-lang", "en", "--tgt-lang", "de", "--out", "p"]
     assert run_cli(*args).exit_code == 0
     before = snapshot(ws)
-    monkeypatch.setattr("ctxmt_cli.data.prepare.write_meta", lambda directory, meta: _full_disk(directory / "meta.json"))
+    def write_meta(directory, meta):
+        _full_disk(directory / "meta.json")
+
+    monkeypatch.setattr("ctxmt_cli.data.prepare.write_meta", write_meta)
     assert_user_error(run_cli(*args, "--force"), "no space left on device")
     monkeypatch.undo()
     assert snapshot(ws) == before
@@ -385,7 +390,8 @@ def test_full_disk_while_preparing_keeps_the_old_dataset(ws, monkeypatch):
 NOT_REGULAR = [
     (["translate", "fifo", "-c", "{ckpt}", "-o", "out.txt"],
      ["input file is not a regular file (a named pipe): fifo", "give a file (use - for stdin)"]),
-    (["translate", "doc.txt", "-c", "fifo", "-o", "out.txt"], ["checkpoint is not a regular file (a named pipe): fifo"]),
+    (["translate", "doc.txt", "-c", "fifo", "-o", "out.txt"],
+     ["checkpoint is not a regular file (a named pipe): fifo"]),
     (["translate", "doc.txt", "-c", "/dev/null", "-o", "out.txt"], ["checkpoint is not a regular file (a character"]),
     (["translate", "doc.txt", "-c", "{ckpt}", "--repair", "fifo"], ["checkpoint is not a regular file", "fifo"]),
     (["evaluate", "--hyp", "fifo", "--ref", "doc.txt"], ["hyp file is not a regular file (a named pipe): fifo",

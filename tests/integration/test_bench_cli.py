@@ -34,7 +34,8 @@ def _cpu_has_bf16() -> bool:
 
 # the bf16 training figure exists only on CPUs with bf16 instructions (its own figure, never mixed with fp32)
 SCAT = Path(__file__).resolve().parents[3] / "shared" / "data" / "scat"
-FIGURES = {"train": ["train-tiny-equal", "train-tiny-synthetic"] + (["train-tiny-equal-bf16"] if _cpu_has_bf16() else [])
+FIGURES = {"train": ["train-tiny-equal", "train-tiny-synthetic"]
+           + (["train-tiny-equal-bf16"] if _cpu_has_bf16() else [])
            + (["train-tiny-scat"] if SCAT.is_dir() else []),
            "score": ["score-tiny"], "decode": ["greedy-tiny", "beam4-tiny"]}
 

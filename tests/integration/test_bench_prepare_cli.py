@@ -9,7 +9,8 @@ import pytest
 from ctxmt_cli.benchmarks.bench_util import shared_data
 from tests.integration.conftest import assert_user_error, run_cli
 
-RATIO = re.compile(r"^ratio: (prepare-(europarl|synthetic) prepare/raw-encode|loader-small loader/trainer) = \d+\.\d\d$")
+RATIO = re.compile(r"^ratio: (prepare-(europarl|synthetic) prepare/raw-encode|loader-small loader/trainer) "
+                   r"= \d+\.\d\d$")
 
 
 def test_prepare_benchmark_refuses_options_it_does_not_read():

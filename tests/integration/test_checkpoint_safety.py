@@ -40,6 +40,14 @@ def _first_state(ckpt: dict) -> torch.Tensor:
     return next(t for state in ckpt["optimizer"]["state"].values() for t in state.values() if t.numel() > 1)
 
 
+def _one_value_changed(good: Path, path: Path) -> None:
+    """The good checkpoint with the first value of its first weight raised by 1."""
+    def change(ckpt: dict) -> None:
+        next(iter(ckpt["model"].values())).view(-1)[0].add_(1)
+
+    torch.save(_edit(good, change), path)
+
+
 def _safetensors_with(path: Path, metadata: dict | None) -> None:
     save_file({"w": torch.zeros(2)}, str(path), metadata=metadata)
 
@@ -70,8 +78,7 @@ DAMAGED = ["it is damaged: tensor '", "does not match the sha256 recorded when c
 CRAFTED = {
     "flipped.pt": (_flipped_pt, DAMAGED),
     "flipped.safetensors": (_flipped_safetensors, DAMAGED),
-    "one_value.pt": (lambda g, p: torch.save(_edit(g, lambda c: next(iter(c["model"].values())).view(-1)[0].add_(1)), p),
-                     DAMAGED),
+    "one_value.pt": (_one_value_changed, DAMAGED),
     "optimizer_value.pt": (lambda g, p: torch.save(_edit(g, lambda c: _first_state(c).add_(1)), p),
                            ["it is damaged: tensor 'optimizer/state/", "does not match the sha256"]),
     "bad_hashes.pt": (lambda g, p: torch.save(_edit(g, lambda c: c.update(tensor_hashes={"tensors": []})), p),
@@ -164,7 +171,8 @@ def test_every_checkpoint_ctxmt_writes_carries_its_hashes(concat_checkpoint, tmp
         assert record["algorithm"] == "sha256" and any(k.startswith("optimizer/") for k in record["tensors"]), path
     shown = json.loads(run_cli("inspect", "-c", concat_checkpoint, "--json").stdout)["tensor_hashes"]
     assert shown == len(torch.load(concat_checkpoint, weights_only=True)[FIELD]["tensors"])
-    assert run_cli("average", "-c", concat_checkpoint, "-c", concat_checkpoint, "-o", tmp_path / "avg.pt").exit_code == 0
+    averaged = run_cli("average", "-c", concat_checkpoint, "-c", concat_checkpoint, "-o", tmp_path / "avg.pt")
+    assert averaged.exit_code == 0
     assert set(torch.load(tmp_path / "avg.pt", weights_only=True)[FIELD]["tensors"]) >= {
         f"model/{k}" for k in read_checkpoint(concat_checkpoint)["model"]}
 
@@ -185,7 +193,8 @@ def test_a_checkpoint_from_before_hashes_still_loads_and_translates(concat_check
 def test_inspect_on_a_torchscript_file_prints_only_the_error(ws):
     """torch warns about a TorchScript archive before refusing it: that warning is not a second line."""
     torch.jit.script(torch.nn.Linear(2, 2)).save(str(ws / "script.pt"))
-    check_bad_input(["inspect", "-c", "script.pt"], ["script.pt", "not a readable ctxmt checkpoint"], ws, placeholders())
+    check_bad_input(["inspect", "-c", "script.pt"], ["script.pt", "not a readable ctxmt checkpoint"], ws,
+                    placeholders())
 
 
 # ---- safetensors ----------------------------------------------------------------------------------------------
@@ -241,7 +250,8 @@ def test_inspect_reads_safetensors_and_averaging_writes_it(exported, concat_chec
 EXPORT = [
     (["export", "safetensors", "-c", "{ckpt}", "-o", "out.pt"], ["--out out.pt", "NAME.safetensors"]),
     (["export", "safetensors", "-c", "{ckpt}", "-o", "adir"], ["adir"]),
-    (["export", "safetensors", "-c", "{ckpt}", "-o", "taken.safetensors"], ["taken.safetensors already exists", "--force"]),
+    (["export", "safetensors", "-c", "{ckpt}", "-o", "taken.safetensors"],
+     ["taken.safetensors already exists", "--force"]),
     (["export", "safetensors", "-c", "taken.safetensors", "-o", "taken.safetensors", "--force"], ["is also an input"]),
     (["export", "safetensors", "-c", "{ckpt}", "-o", "afile/x.safetensors"], ["afile is a file"]),
     (["export", "safetensors", "-c", "none.pt", "-o", "x.safetensors"], ["checkpoint not found", "none.pt"]),

@@ -25,12 +25,14 @@ def short_documents(two_documents, tmp_path):
     return path
 
 
-def test_translate_context_zero_is_every_sentence_alone_and_wider_windows_run(concat_checkpoint, short_documents, tmp_path):
+def test_translate_context_zero_is_every_sentence_alone_and_wider_windows_run(concat_checkpoint, short_documents,
+                                                                              tmp_path):
     two_documents, lines = short_documents, short_documents.read_text().splitlines()
     alone = tmp_path / "alone.txt"                                        # every sentence its own document
     alone.write_text("\n\n".join(line for line in lines if line.strip()) + "\n")
     without = translate(two_documents, concat_checkpoint, tmp_path / "k0.txt", "--context", 0)
-    assert [h for h in without if h.strip()] == [h for h in translate(alone, concat_checkpoint, tmp_path / "a.txt") if h.strip()]
+    each_alone = translate(alone, concat_checkpoint, tmp_path / "a.txt")
+    assert [h for h in without if h.strip()] == [h for h in each_alone if h.strip()]
     wider = translate(two_documents, concat_checkpoint, tmp_path / "k6.txt", "--context", 6)    # trained with 3
     assert len(wider) == len(lines)
     assert [i for i, s in enumerate(lines) if not s.strip()] == [i for i, h in enumerate(wider) if not h.strip()]

@@ -53,7 +53,8 @@ def test_classes_balanced_accuracy_and_context_gain(two_runs, sentence_level_che
     assert res["balanced_accuracy"] == pytest.approx(sum(accuracies) / len(accuracies))
     gain = res["context_gain"]
     assert gain["accuracy"] == pytest.approx(res["accuracy"] - gain["without_context"]["accuracy"])
-    assert gain["balanced_accuracy"] == pytest.approx(res["balanced_accuracy"] - gain["without_context"]["balanced_accuracy"])
+    without = gain["without_context"]
+    assert gain["balanced_accuracy"] == pytest.approx(res["balanced_accuracy"] - without["balanced_accuracy"])
     assert 0 < gain["p_exact"] <= 1 and results["options"]["context_gain"] is True
     assert "context_gain" in results["definitions"] and "balanced_accuracy" in results["definitions"]
     result = run_cli("contrastive", "synthetic", "--data", synthetic_dir, "-c", sentence_level_checkpoint, "--out",
@@ -84,10 +85,12 @@ def test_alias_span_and_normalize_options(concat_checkpoint, synthetic_dir, tmp_
 
 
 def test_user_errors(concat_checkpoint, synthetic_dir, two_runs, tmp_path):
-    assert_user_error(run_cli("contrastive", "nosuchset", "-c", concat_checkpoint, "--data", tmp_path), "unknown test set")
+    assert_user_error(run_cli("contrastive", "nosuchset", "-c", concat_checkpoint, "--data", tmp_path),
+                      "unknown test set")
     assert_user_error(run_cli("contrastive", "synthetic", "-c", concat_checkpoint), "--data")
     assert_user_error(run_cli("contrastive", "synthetic", "--data", synthetic_dir), "--checkpoint")
-    assert_user_error(run_cli("contrastive", "jsonl:" + str(tmp_path / "missing.jsonl"), "-c", concat_checkpoint), "not found")
+    missing = "jsonl:" + str(tmp_path / "missing.jsonl")
+    assert_user_error(run_cli("contrastive", missing, "-c", concat_checkpoint), "not found")
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"src": "a", "candidates": ["x", "y"]}\n{"src": "a", "candidates": ["x"\n')
     assert_user_error(run_cli("contrastive", f"jsonl:{bad}", "-c", concat_checkpoint), f"{bad}:2", "malformed JSON")
@@ -141,7 +144,8 @@ def test_lopes_without_context_uses_the_file_of_the_models_size(concat_checkpoin
     reads 3 sentences (the fixture's largest file, c2, is read whole), the sentence-level one none; --context 1
     reads c1; the current script's order is read with the json found one folder up; --json none: file order."""
     lopes = ROOT / "tests" / "fixtures" / "lopes"
-    cases = ((concat_checkpoint, (), ["Tiny.c2.context.src"]), (concat_checkpoint, ("--context", "1"), ["Tiny.c1.context.src"]),
+    cases = ((concat_checkpoint, (), ["Tiny.c2.context.src"]),
+             (concat_checkpoint, ("--context", "1"), ["Tiny.c1.context.src"]),
              (sentence_checkpoint, (), []))
     for n, (ckpt, args, context_files) in enumerate(cases):
         out = tmp_path / f"out{n}"

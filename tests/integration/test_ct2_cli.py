@@ -47,7 +47,7 @@ def docs(synthetic_dir) -> tuple[list[list[str]], list[list[str]]]:
     """Three source documents of the test split (3, 1 and 4 sentences) and their references."""
     def read(side):
         text = (synthetic_dir / "raw" / f"test.{side}").read_text(encoding="utf-8").strip().split("\n\n")
-        return [doc.splitlines()[:n] for doc, n in zip(text, (3, 1, 4))]
+        return [doc.splitlines()[:n] for doc, n in zip(text, (3, 1, 4), strict=False)]
     return read("src"), read("tgt")
 
 
@@ -70,6 +70,12 @@ def test_text_and_stdin_translate_as_the_torch_engine(exported, docs, tmp_path):
     assert result.stdout == ours
 
 
+
+def _numbers(nbest: list[dict]) -> list[float]:
+    """The log-probability and score of every candidate, in order."""
+    return [x for c in nbest for x in (c["logprob"], c["score"])]
+
+
 def test_jsonl_with_scores_and_nbest_as_the_torch_engine(exported, docs, tmp_path):
     ckpt, folder = exported
     src, ref = docs
@@ -82,18 +88,17 @@ def test_jsonl_with_scores_and_nbest_as_the_torch_engine(exported, docs, tmp_pat
     theirs = [json.loads(line) for line in
               translate(folder, "ctranslate2", path, tmp_path / "c.jsonl", *options).splitlines()]
     assert [r["doc_id"] for r in theirs] == ["a", 2, 3] and [len(r["translations"]) for r in theirs] == [3, 2, 1]
-    for mine, other in zip(ours, theirs):
+    for mine, other in zip(ours, theirs, strict=True):
         assert set(other) == {"doc_id", "translations", "scores", "nbest"}
         assert other["translations"] == mine["translations"]
         assert other["scores"] == pytest.approx(mine["scores"], abs=1e-4)
-        for a, b in zip(mine["nbest"], other["nbest"]):
+        for a, b in zip(mine["nbest"], other["nbest"], strict=True):
             assert [c["translation"] for c in b] == [c["translation"] for c in a]
-            numbers = lambda nbest: [x for c in nbest for x in (c["logprob"], c["score"])]  # noqa: E731
-            assert numbers(b) == pytest.approx(numbers(a), abs=1e-4)
+            assert _numbers(b) == pytest.approx(_numbers(a), abs=1e-4)
     beam = [json.loads(line) for line in translate(folder, "ctranslate2", path, tmp_path / "b.jsonl", "--input-format",
                                                    "jsonl", "--scores", "--nbest", "2", "--beam", "2").splitlines()]
     for row in beam:                                                   # CTranslate2's own beam: its 2 best
-        for text, score, nbest in zip(row["translations"], row["scores"], row["nbest"]):
+        for text, score, nbest in zip(row["translations"], row["scores"], row["nbest"], strict=True):
             assert 1 <= len(nbest) <= 2 and nbest[0]["translation"] == text and nbest[0]["logprob"] == score
 
 
@@ -101,9 +106,11 @@ def test_refusals_are_one_line(exported, synthetic_dir, docs, tmp_path):
     ckpt, folder = exported
     path = tmp_path / "docs.txt"
     path.write_text("\n".join(docs[0][0]) + "\n", encoding="utf-8")
-    assert_user_error(run_cli("export", "ctranslate2", "-c", ckpt, "-o", folder), f"--out {folder} already exists; pass --force")
+    assert_user_error(run_cli("export", "ctranslate2", "-c", ckpt, "-o", folder),
+                      f"--out {folder} already exists; pass --force")
     shifted = write_checkpoint(synthetic_dir, tmp_path / "shift.pt", {**CONCAT, "shift": 4})
-    assert_user_error(run_cli("export", "ctranslate2", "-c", shifted, "-o", tmp_path / "s"), "model.shift=4: CTranslate2")
+    assert_user_error(run_cli("export", "ctranslate2", "-c", shifted, "-o", tmp_path / "s"),
+                      "model.shift=4: CTranslate2")
     assert not (tmp_path / "s").exists()
     assert_user_error(run_cli("export", "ctranslate2", "-c", ckpt, "-o", tmp_path / "q", "--quantization", "int4"),
                       "--quantization: 'int4' is not one of 'float32', 'int8'")

@@ -85,7 +85,7 @@ def test_train_translate_score_on_cuda(amp, corpus, tmp_path):
         assert result.exit_code == 0, result.output
         outs[device] = out.read_text().splitlines()
     assert len(outs["cuda"]) == len(docs.read_text().splitlines())
-    same = sum(a == b for a, b in zip(outs["cuda"], outs["cpu"])) / len(outs["cpu"])
+    same = sum(a == b for a, b in zip(outs["cuda"], outs["cpu"], strict=True)) / len(outs["cpu"])
     assert same >= 0.9, (outs["cuda"], outs["cpu"])          # float32 on both: only near-ties may differ
     result = run_cli("contrastive", "synthetic", "--data", data, "-c", ckpt, "--device", "cuda",
                      "--out", tmp_path / "scores")
@@ -119,14 +119,17 @@ def test_fused_loss_on_cuda_is_one_block_and_matches_the_plain_loss(amp):
             fn(h, w, y).float().sum().backward()
         return ops, (h.grad, w.grad)
 
-    fused = lambda h, w, y: projected_token_losses(h, w, y, 0, 0.1)  # noqa: E731
-    plain = lambda h, w, y: F.cross_entropy(F.linear(h, w), y, ignore_index=0, label_smoothing=0.1,  # noqa: E731
-                                            reduction="none")
+    def fused(h, w, y):
+        return projected_token_losses(h, w, y, 0, 0.1)
+
+    def plain(h, w, y):
+        return F.cross_entropy(F.linear(h, w), y, ignore_index=0, label_smoothing=0.1, reduction="none")
+
     big, got = run(4096, fused)
     assert big.total == run(64, fused)[0].total
     assert all(set(dtypes) == {amp or torch.float32} for _, dtypes in big.matmuls)
     want = run(4096, plain)[1]
-    for mine, ref in zip(got, want):
+    for mine, ref in zip(got, want, strict=True):
         torch.testing.assert_close(mine, ref, atol=2e-2 if amp else 1e-4, rtol=2e-2 if amp else 1e-4)
 
 

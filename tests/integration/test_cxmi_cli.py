@@ -37,7 +37,8 @@ def test_sentence_level_model_gives_exactly_zero(sentence_level_checkpoint, synt
 
 def test_concat_model_uses_its_context_and_random_context_differs(concat_checkpoint, synthetic_dir, tmp_path):
     printed, gold, lines = cxmi(tmp_path, concat_checkpoint)                      # data: the recipe's data.path
-    assert gold["context"] == 3 and gold["context_sentences"] == {"src": 3, "tgt": 3, "src_next": 0} and gold["split"] == "test"
+    assert gold["context"] == 3 and gold["split"] == "test"
+    assert gold["context_sentences"] == {"src": 3, "tgt": 3, "src_next": 0}
     assert gold["cxmi_per_token"] != 0.0 and gold["cxmi_per_sentence"] != 0.0
     assert len(lines) == gold["n"] and sum(x["has_context"] for x in lines) == gold["n_with_context"] < gold["n"]
     assert all(x["p_cxmi_per_sentence"] == 0.0 for x in lines if not x["has_context"])   # document starts
@@ -50,7 +51,8 @@ def test_concat_model_uses_its_context_and_random_context_differs(concat_checkpo
     assert control["cxmi_per_token"] != gold["cxmi_per_token"]
     assert [x["context_sentences"] for x in control_lines] == [x["context_sentences"] for x in lines]
     _, one, _ = cxmi(tmp_path, concat_checkpoint, "--context", 1, name="one")
-    assert one["context_sentences"] == {"src": 1, "tgt": 1, "src_next": 0} and one["cxmi_per_token"] != gold["cxmi_per_token"]
+    assert one["context_sentences"] == {"src": 1, "tgt": 1, "src_next": 0}
+    assert one["cxmi_per_token"] != gold["cxmi_per_token"]
 
 
 def test_tokens_restrict_cxmi_to_chosen_words(concat_checkpoint, synthetic_dir, tmp_path):

@@ -74,7 +74,8 @@ OUTPUT_IS_INPUT = [
     ([*PREP, "--out", ".", "--force"], ["holds the input"]),
     (["prepare", "reverse", "--data", "{data}", "--out", "{data}", "--force"], ["is the --data directory"]),
     (["export", "ctranslate2", "-c", "{ckpt}", "-o", "{run}", "--force"], ["holds the input"]),
-    (["recipes", "copy", "quickstart/concat.yaml", "-o", str(RECIPES_DIR / "quickstart")], ["lies inside the input folder"]),
+    (["recipes", "copy", "quickstart/concat.yaml", "-o", str(RECIPES_DIR / "quickstart")],
+     ["lies inside the input folder"]),
     (["train", "{recipe}", *tiny("{data}")], ["is the prepared dataset data.path"]),
     (["prepare", "docrepair", "--data", "{data}", "--reverse", "{ckpt}", "--forward", "{ckpt}", "--out", "{data}",
       "--force"], ["is also an input"]),
@@ -219,8 +220,8 @@ def test_full_disk_translate_evaluate_average_recipes(disk, concat_checkpoint, t
     fill(disk)
     full_disk_error(["translate", doc, "-c", concat_checkpoint, "-o", disk / "out.txt", "--force"], disk)
     full_disk_error(["evaluate", "--hyp", doc, "--ref", doc, "--out", disk / "bleu.json", "--force"], disk)
-    full_disk_error(["average", "-c", run / "checkpoint_2.pt", "-c", run / "checkpoint_4.pt", "-o", disk / "avg.pt", "--force"],
-                    disk)
+    full_disk_error(["average", "-c", run / "checkpoint_2.pt", "-c", run / "checkpoint_4.pt", "-o", disk / "avg.pt",
+                     "--force"], disk)
     (disk / "recipes" / "concat.yaml").unlink()
     fill(disk)                                                     # the page the old copy held
     full_disk_error(["recipes", "copy", "quickstart/concat.yaml", "-o", disk / "recipes"], disk)

@@ -84,7 +84,8 @@ def test_translate_with_a_first_pass(pipeline, tmp_path):
     assert result.exit_code == 0, result.output
     src, hyp = doc.read_text().splitlines(), out.read_text().splitlines()
     assert len(hyp) == len(src) and [i for i, s in enumerate(src) if not s] == [i for i, h in enumerate(hyp) if not h]
-    assert_user_error(run_cli("translate", doc, "-c", bilingual, "-o", tmp_path / "x.txt"), "--first-pass SENTENCE_CKPT")
+    assert_user_error(run_cli("translate", doc, "-c", bilingual, "-o", tmp_path / "x.txt"),
+                      "--first-pass SENTENCE_CKPT")
     assert_user_error(run_cli("translate", doc, "-c", sentence, "--first-pass", sentence, "-o", tmp_path / "y.txt"),
                       "reads no target context")
     assert_user_error(run_cli("translate", doc, "-c", sentence, "--first-pass", bilingual, "-o", tmp_path / "z.txt"),

@@ -62,7 +62,7 @@ def test_translate_gives_transformers_greedy_output(imported, marian, tmp_path):
     hf, tok = MarianMTModel.from_pretrained(marian).eval(), MarianTokenizer.from_pretrained(marian)
     pad = tok.pad_token_id
     compared = 0
-    for line, mine in zip(lines, ours):
+    for line, mine in zip(lines, ours, strict=True):
         out = hf.generate(**tok([line], return_tensors="pt"), num_beams=1, max_new_tokens=100, min_new_tokens=1,
                           bad_words_ids=[[pad]])[0]
         generated = [int(t) for t in out[1:] if int(t) != pad]

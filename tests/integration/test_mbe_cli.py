@@ -17,7 +17,8 @@ def mbe_checkpoint(synthetic_dir, tmp_path_factory) -> Path:
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in (save / "metrics.jsonl").read_text().splitlines()]
     valid = [r for r in rows if r["kind"] == "valid"]
-    assert valid and all(k in valid[-1] for k in ("classifier_loss", "classifier_accuracy", "alpha_same", "alpha_mixed"))
+    assert valid
+    assert all(k in valid[-1] for k in ("classifier_loss", "classifier_accuracy", "alpha_same", "alpha_mixed"))
     return save / "checkpoint_best.pt"
 
 

@@ -62,7 +62,7 @@ def test_translation_reads_the_next_sentence(offline, synthetic_dir, tmp_path, m
     tok = PreparedData(synthetic_dir).tokenizer
     ids = [tok.encode_src(s) for s in lines]
     rows = sorted(([t for t in row.tolist() if t != tok.pad_id], int(n))     # every searched row, whatever its step
-                  for b in seen for row, n in zip(b.src, b.src_next))
+                  for b in seen for row, n in zip(b.src, b.src_next, strict=True))
     assert rows == sorted([(ids[1] + [tok.brk_id] + ids[0] + [tok.eos_id], 1),   # sentence 1 reads sentence 2
                            (ids[0] + [tok.brk_id] + ids[2] + [tok.brk_id] + ids[1] + [tok.eos_id], 1),
                            (ids[1] + [tok.brk_id] + ids[2] + [tok.eos_id], 0)])   # the last: the document ends

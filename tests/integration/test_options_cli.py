@@ -59,7 +59,8 @@ def test_help_lists_the_choices(command, choices):
         assert text in result.stdout, (text, result.stdout)
 
 
-MODEL_COMMANDS = [("translate", "-", "-c", "m.pt"), ("evaluate", "-c", "m.pt"), ("contrastive", "synthetic", "-c", "m.pt"),
+MODEL_COMMANDS = [("translate", "-", "-c", "m.pt"), ("evaluate", "-c", "m.pt"),
+                  ("contrastive", "synthetic", "-c", "m.pt"),
                   ("train", "r.yaml"), ("quickstart",), ("first-pass", "-c", "m.pt", "--data", "d", "--split", "test"),
                   ("analyze-attention", "-c", "m.pt"), ("cxmi", "-c", "m.pt"), ("benchmark", "context-scaling"),
                   ("prepare", "docrepair", "--out", "x"), ("serve", "-c", "m.pt")]

@@ -69,8 +69,8 @@ def test_shell_completion_completes_commands_and_choices(tmp_path):
     words = _python("-c", complete, cwd=tmp_path, env={"_CTXMT_COMPLETE": "complete_bash",
                                                        "COMP_WORDS": "ctxmt rec", "COMP_CWORD": "1"})
     assert words.stdout.split() == ["recipes"], words.stderr
-    choices = _python("-c", complete, cwd=tmp_path, env={"_CTXMT_COMPLETE": "complete_bash",
-                                                         "COMP_WORDS": "ctxmt recipes list --family ", "COMP_CWORD": "4"})
+    line = {"_CTXMT_COMPLETE": "complete_bash", "COMP_WORDS": "ctxmt recipes list --family ", "COMP_CWORD": "4"}
+    choices = _python("-c", complete, cwd=tmp_path, env=line)
     assert set(choices.stdout.split()) == {"sentence", "concat", "caching", "mbe", "hanoit"}
 
 

@@ -32,7 +32,9 @@ def two_runs(tmp_path_factory) -> list[tuple[Path, dict, str, str]]:
 
 def test_quickstart_trains_each_system_its_update_budget(two_runs):
     out, results, output, _ = two_runs[0]
-    resolve = lambda path: Path(path) if Path(path).is_absolute() else out / path  # noqa: E731 - relative to OUT
+    def resolve(path) -> Path:                                            # relative to OUT
+        return Path(path) if Path(path).is_absolute() else out / path
+
     assert results["seconds"] > 0 and resolve(results["data"]).is_dir()
     assert results["systems"] == list(SYSTEMS) and list(results["models"]) == list(SYSTEMS)
     assert results["seed"] == 2 and results["docs"] == 41

@@ -151,8 +151,11 @@ def test_sigterm_answers_the_request_in_flight_and_exits_0(signum, checkpoint):
         found = re.search(r"listening on (http://127\.0\.0\.1:\d+) ", line)
         assert found and "SIGTERM" in line, line
         url = found.group(1)
-        sender = threading.Thread(target=lambda: answer.update(
-            zip(("status", "body"), Client(url).call("POST", "/translate", body(doc_id="d", sentences=SENTENCES)))))
+        def send() -> None:
+            status, reply = Client(url).call("POST", "/translate", body(doc_id="d", sentences=SENTENCES))
+            answer.update(status=status, body=reply)
+
+        sender = threading.Thread(target=send)
         sender.start()
         wait_for(lambda: Client(url).call("GET", "/health", None)[1]["queued"] == 1)
         process.send_signal(signum)

@@ -25,7 +25,7 @@ def docs(synthetic_dir) -> tuple[list[list[str]], list[list[str]]]:
     """Three short source documents of the test split and their references."""
     def read(side):
         text = (synthetic_dir / "raw" / f"test.{side}").read_text(encoding="utf-8").strip().split("\n\n")
-        return [doc.splitlines()[:n] for doc, n in zip(text, (3, 2, 4))]
+        return [doc.splitlines()[:n] for doc, n in zip(text, (3, 2, 4), strict=False)]
     return read("src"), read("tgt")
 
 
@@ -53,7 +53,7 @@ def test_jsonl_documents_in_and_out(concat_checkpoint, docs, tmp_path):
     assert [len(r["translations"]) for r in rows] == [3, 3, 0]            # the given sentence is not translated
     for row in rows:
         assert set(row) == {"doc_id", "translations", "scores", "nbest"}
-        for text, score, nbest in zip(row["translations"], row["scores"], row["nbest"]):
+        for text, score, nbest in zip(row["translations"], row["scores"], row["nbest"], strict=True):
             assert score < 0 and len(nbest) == 2 and nbest[0]["translation"] == text
             assert nbest[0]["logprob"] == score and nbest[0]["score"] >= nbest[1]["score"]
     plain = tmp_path / "plain.txt"
@@ -61,7 +61,8 @@ def test_jsonl_documents_in_and_out(concat_checkpoint, docs, tmp_path):
                      "--beam", 2, "--device", "cpu")
     assert result.exit_code == 0, result.output
     assert plain.read_text(encoding="utf-8").splitlines() == rows[0]["translations"]   # text and JSONL agree
-    bare = run_cli("translate", path, "-c", concat_checkpoint, "--input-format", "jsonl", "--beam", 2, "--device", "cpu")
+    bare = run_cli("translate", path, "-c", concat_checkpoint, "--input-format", "jsonl", "--beam", 2,
+                   "--device", "cpu")
     assert bare.exit_code == 0, bare.output
     assert [json.loads(line) for line in bare.stdout.splitlines()] == \
         [{"doc_id": r["doc_id"], "translations": r["translations"]} for r in rows]      # no fields unasked

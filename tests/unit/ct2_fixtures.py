@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import torch
 
@@ -22,7 +21,7 @@ CONCAT = {"family": "concat", "src_context_sentences": 2, "tgt_context_sentences
 DECODE = {"beam": 3, "max_len_a": 1.0, "max_len_b": 3, "batch_docs": 4}
 
 
-def write_checkpoint(prepared: Path, out: Path, model: dict, *, data: Optional[dict] = None, seed: int = 0,
+def write_checkpoint(prepared: Path, out: Path, model: dict, *, data: dict | None = None, seed: int = 0,
                      edit=None) -> Path:
     """A checkpoint of a tiny model (``model``: the recipe's model section, on tiny dims) with random, peaked
     weights and ``prepared``'s vocabulary; ``edit(model)`` changes the weights before saving."""
@@ -55,4 +54,4 @@ def prepare_per_side(root: Path, raw: Path) -> Path:
 def read_documents(prepared: Path, sizes=(3, 1, 5, 4)) -> list[list[str]]:
     """The first sentences of the first test documents of the synthetic corpus behind ``prepared``."""
     docs = (prepared.parent / "raw" / "test.src").read_text(encoding="utf-8").strip().split("\n\n")
-    return [doc.splitlines()[:n] for doc, n in zip(docs, sizes)]
+    return [doc.splitlines()[:n] for doc, n in zip(docs, sizes, strict=False)]

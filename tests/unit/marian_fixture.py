@@ -46,7 +46,8 @@ def marian_vocab(src: bytes, tgt: bytes, extra: tuple[str, ...] = ()) -> dict:
 
 
 def build_marian(folder: Path, *, activation: str = "swish", scale: bool = True, bias: bool = True,
-                 d: int = 32, layers: int = 2, seed: int = 0, eos_boost: float = 4.0, vocab_json: dict | None = None, **config) -> Path:
+                 d: int = 32, layers: int = 2, seed: int = 0, eos_boost: float = 4.0, vocab_json: dict | None = None,
+                 **config) -> Path:
     """Save a tiny random MarianMTModel and its tokenizer to ``folder`` (save_pretrained); returns the folder."""
     import torch
     from transformers import MarianConfig, MarianMTModel, MarianTokenizer
@@ -71,7 +72,7 @@ def build_marian(folder: Path, *, activation: str = "swish", scale: bool = True,
     torch.manual_seed(seed)
     model = MarianMTModel(MarianConfig(**settings)).eval()
     with torch.no_grad():                                  # peaked outputs (see the module docstring)
-        for name, p in model.named_parameters():
+        for p in model.parameters():
             if p.dim() >= 2:
                 p.normal_(0.0, 0.3)
         model.model.shared.weight[pad].zero_()             # Marian's pad row: zeros (the decoder start)

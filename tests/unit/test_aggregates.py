@@ -27,14 +27,14 @@ TABLE_11 = [
 
 @pytest.mark.parametrize("columns,expected", TABLE_10)
 def test_voita_aggregates_match_table_10(columns, expected):
-    got = voita_aggregates(dict(zip(VOITA_SIZES, columns)), VOITA_SIZES)
+    got = voita_aggregates(dict(zip(VOITA_SIZES, columns, strict=True)), VOITA_SIZES)
     assert got["voita"] == pytest.approx(expected[0], abs=0.006)
     assert got["voita_avg"] == pytest.approx(expected[1], abs=0.006)
 
 
 @pytest.mark.parametrize("columns,expected", TABLE_11)
 def test_contrapro_aggregates_match_table_11(columns, expected):
-    got = contrapro_aggregates(dict(zip(CP_SIZES, columns)), CP_SIZES)
+    got = contrapro_aggregates(dict(zip(CP_SIZES, columns, strict=True)), CP_SIZES)
     assert got["cp_d>0"] == pytest.approx(expected[0], abs=0.006)
     assert got["cp_avg"] == pytest.approx(expected[1], abs=0.006)
     assert got["cp"] == pytest.approx(expected[2], abs=0.006)

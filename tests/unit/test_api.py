@@ -39,7 +39,8 @@ DECODE = {"beam": 3, "max_len_a": 1.0, "max_len_b": 3, "batch_docs": 2}
 
 
 def write_checkpoint(prepared: Path, family: str, out: Path, spec: dict | None = None) -> Path:
-    """A checkpoint of a tiny ``family`` model (or ``spec``) with random (peaked) weights and the prepared vocabulary."""
+    """A checkpoint of a tiny ``family`` model (or ``spec``) with random (peaked) weights and the prepared
+    vocabulary."""
     data = PreparedData(prepared)
     tok = data.tokenizer
     recipe = validate_recipe({"data": {"path": str(prepared)}, "model": {**TINY, **(spec or FAMILIES[family])},
@@ -66,7 +67,7 @@ def checkpoints(prepared, tmp_path_factory) -> dict[str, Path]:
 def documents(prepared) -> list[list[str]]:
     """Three documents of 3, 1 and 4 sentences from the synthetic test split."""
     docs = (prepared.parent / "raw" / "test.src").read_text(encoding="utf-8").strip().split("\n\n")
-    return [doc.splitlines()[:n] for doc, n in zip(docs, (3, 1, 4))]
+    return [doc.splitlines()[:n] for doc, n in zip(docs, (3, 1, 4), strict=False)]
 
 
 def cli_translate(checkpoint: Path, documents: list[list[str]], tmp_path: Path) -> list[list[str]]:
@@ -96,7 +97,7 @@ def scorer_items(documents, results, given=None) -> list[ContrastiveItem]:
     """One item per translated sentence: its source context, the target context it was translated with (its
     document's earlier best translations, as token ids) and its n-best candidates (token ids)."""
     items = []
-    for d, (doc, res) in enumerate(zip(documents, results)):
+    for d, (doc, res) in enumerate(zip(documents, results, strict=True)):
         context = list((given or {}).get(d, []))
         for j, sent in enumerate(res.sentences, start=len(context)):
             items.append(ContrastiveItem(doc[:j], doc[j], list(context), [c.tokens for c in sent.nbest]))
@@ -111,7 +112,7 @@ def test_scores_equal_the_contrastive_scorer(family, checkpoints, documents):
     sentences = [s for d in out for s in d.sentences]
     assert [s.logprob for s in sentences] == [s.nbest[0].logprob for s in sentences]
     scored = model.score(scorer_items(documents, out))                  # forced decoding, summed log-probabilities
-    for row, sent in zip(scored, sentences):
+    for row, sent in zip(scored, sentences, strict=True):
         assert row == pytest.approx([c.logprob for c in sent.nbest], abs=1e-4)
 
 
@@ -146,7 +147,8 @@ def test_given_target_context_is_forced(checkpoints, documents, prepared):
         model.translate([doc], tgt_context=[gold * 4])
     with pytest.raises(CtxmtError, match="generate"):
         model.translate([doc], tgt_context=[gold], target_mode="generate")
-    with pytest.raises(CtxmtError, match="generate"), pytest.warns(FutureWarning, match=r"mode=...\) is now target_mode"):
+    renamed = pytest.warns(FutureWarning, match=r"mode=...\) is now target_mode")
+    with pytest.raises(CtxmtError, match="generate"), renamed:
         model.translate([doc], tgt_context=[gold], mode="generate")
 
 
@@ -184,12 +186,13 @@ def test_score_equals_the_contrastive_command(checkpoints, documents, tmp_path):
     mine = [api.ScoreItem(i["src_context"], i["tgt_context"], i["src"], i["candidates"]) for i in items]
     assert [-s for row in model.score(mine, normalize="mean") for s in row] == pytest.approx(written, abs=1e-6)
     summed = model.score(mine)                                              # normalize="none": whole log-probs
-    assert all(s < m for row_s, row_m in zip(summed, model.score(mine, normalize="mean")) for s, m in zip(row_s, row_m))
+    mean = model.score(mine, normalize="mean")
+    assert all(s < m for row_s, row_m in zip(summed, mean, strict=True) for s, m in zip(row_s, row_m, strict=True))
 
 
 def test_analyze_equals_the_analysis_command(checkpoints, documents, prepared, tmp_path):
     refs = (prepared.parent / "raw" / "test.tgt").read_text(encoding="utf-8").strip().split("\n\n")
-    refs = [doc.splitlines()[:len(src)] for doc, src in zip(refs, documents)]
+    refs = [doc.splitlines()[:len(src)] for doc, src in zip(refs, documents, strict=False)]
     for name, docs in (("src.txt", documents), ("ref.txt", refs)):
         (tmp_path / name).write_text("\n\n".join("\n".join(d) for d in docs) + "\n", encoding="utf-8")
     result = CliRunner().invoke(app, ["analyze-attention", "-c", str(checkpoints["concat"]), "--src",
@@ -212,12 +215,18 @@ def test_a_bilingual_model_reads_a_given_first_pass_or_its_first_pass_model(chec
     model = api.load(bilingual, device="cpu", first_pass=checkpoints["sentence"])
     auto = model.translate(documents, scores=True)
     first = [d.translations for d in api.load(checkpoints["sentence"], device="cpu").translate(documents)]
-    given = model.translate([api.Document(src, first_pass=f) for src, f in zip(documents, first)], scores=True)
-    partial = model.translate([api.Document(src, first_pass=f[:1]) for src, f in zip(documents, first)], scores=True)
+    pairs = list(zip(documents, first, strict=True))
+    given = model.translate([api.Document(src, first_pass=f) for src, f in pairs], scores=True)
+    partial = model.translate([api.Document(src, first_pass=f[:1]) for src, f in pairs], scores=True)
     assert given == auto and partial == auto                    # the first-pass model completes a given prefix
     other = model.translate([api.Document(src, first_pass=["ka ka ."] * len(src)) for src in documents], scores=True)
-    flat = lambda results: [x for d in results for x in d.logprobs]  # noqa: E731
-    assert flat(other) != pytest.approx(flat(auto), abs=1e-3)                     # and it is read
+    assert logprobs(other) != pytest.approx(logprobs(auto), abs=1e-3)             # and it is read
+
+
+
+def logprobs(results) -> list[float]:
+    """Every translated sentence's log-probability, document after document."""
+    return [x for d in results for x in d.logprobs]
 
 
 def test_a_model_reading_its_sentence_group_keeps_given_sentences_in_the_group(documents, prepared, tmp_path):
@@ -238,7 +247,7 @@ def test_translate_stream_gives_what_translate_gives(checkpoints, documents):
                      model.translate_stream(iter(documents), scores=True, batch_docs=1)):   # a list, an iterator
         streamed = list(streamed)
         assert [d.translations for d in streamed] == [d.translations for d in whole]
-        for mine, theirs in zip(streamed, whole):                          # other batches: float noise only
+        for mine, theirs in zip(streamed, whole, strict=True):               # other batches: float noise only
             assert mine.logprobs == pytest.approx(theirs.logprobs, abs=1e-4)
     with pytest.raises(CtxmtError, match="Document"):
         list(model.translate_stream(documents, tgt_context=[[]] * 3))

@@ -58,7 +58,8 @@ def padding(lens, batches) -> float:
 
 
 def test_bucketing_keeps_padding_low_on_both_sides():
-    """Translations' lengths correlate loosely: the (longer) target side stays within 10% padding, the source near it."""
+    """Translations' lengths correlate loosely: the (longer) target side stays within 10% padding, the source near
+    it."""
     rng = np.random.default_rng(0)
     src = rng.integers(3, 60, 4000)
     tgt = np.maximum(2, (src * rng.normal(1.1, 0.1, len(src))).astype(int))
@@ -71,8 +72,8 @@ def test_deterministic_per_epoch_and_different_across_epochs():
     a = token_batches(src, tgt, np.arange(len(src)), budget=BatchBudget(max_tokens=400), seed=3, epoch=1)
     b = token_batches(src, tgt, np.arange(len(src)), budget=BatchBudget(max_tokens=400), seed=3, epoch=1)
     c = token_batches(src, tgt, np.arange(len(src)), budget=BatchBudget(max_tokens=400), seed=3, epoch=2)
-    assert all(np.array_equal(x, y) for x, y in zip(a, b))
-    assert not all(len(x) == len(y) and np.array_equal(x, y) for x, y in zip(a, c))
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    assert not all(len(x) == len(y) and np.array_equal(x, y) for x, y in zip(a, c, strict=False))
 
 
 def test_shards_are_disjoint_and_equal_sized():
@@ -104,7 +105,7 @@ def test_groups_are_packed_by_length():
     assert np.mean([len(b.ends) for b in batches]) <= 8
     groups = [b.indices[b.groups == g] for b in batches for g in range(len(b.mixed))]
     inside = padding(size, groups)                                         # one padded tensor per group
-    chunks = [b.indices[a:e] for b in batches for a, e in zip((0, *b.ends[:-1]), b.ends)]
+    chunks = [b.indices[a:e] for b in batches for a, e in zip((0, *b.ends[:-1]), b.ends, strict=True)]
     assert padding(size, chunks) < inside / 2
 
 

@@ -114,7 +114,8 @@ def test_ratio_lines_give_the_range_over_rounds(bench):
     """The ratio of medians, then the lowest and highest ratio of one round's pair of runs."""
     bu, _ = bench
     per_impl = {"ctxmt": [10.0, 12.0, 9.0], "hf": [5.0, 10.0, 6.0]}    # rounds: 2.0, 1.2, 1.5
-    assert bu.ratio_lines("train-tiny-equal", per_impl) == ["ratio: train-tiny-equal ctxmt/hf = 1.67 (rounds 1.20-2.00)"]
+    expected = "ratio: train-tiny-equal ctxmt/hf = 1.67 (rounds 1.20-2.00)"
+    assert bu.ratio_lines("train-tiny-equal", per_impl) == [expected]
     assert bu.ratio_lines("x", {"ctxmt": [4.0], "torch": [2.0]}) == ["ratio: x ctxmt/torch = 2.00"]
 
 

@@ -48,10 +48,11 @@ def test_translation_rows_are_the_training_rows(limit, context, following):
     spec = WindowSpec(context, 0, limit, src_next_sentences=following)
     ds = WindowDataset(split, spec, BRK, EOS, TargetConcat(Side([s for doc in first for s in doc])))
     j = 0
-    for doc, fp in zip(docs, first):
+    for doc, fp in zip(docs, first, strict=True):
         for k in range(len(doc)):
             if ds.src_ctx[j] >= 0:                                          # sentences a window can hold
-                row, m = target_concat_row(doc[k], fp, k, context, following, limit, VocabInfo(40, 40, brk=BRK, eos=EOS))
+                vocab = VocabInfo(40, 40, brk=BRK, eos=EOS)
+                row, m = target_concat_row(doc[k], fp, k, context, following, limit, vocab)
                 expected, m_expected = ds.tgt_concat(j)
                 assert row == expected.tolist() and m == m_expected, (j, limit)
             j += 1
@@ -82,7 +83,7 @@ def test_the_translator_hands_each_sentence_its_first_pass(tokenizer, monkeypatc
     row, m = target_concat_row(src[0][1], fp[0], 1, 1, 1, 1024, VocabInfo.of(tokenizer))
     assert row == fp[0][0] + [tokenizer.brk_id] + fp[0][2] + [tokenizer.brk_id] + src[0][1] + [tokenizer.eos_id]
     handed = [([t for t in tokens.tolist() if t != tokenizer.pad_id], int(n))   # TargetConcatRows of every search
-              for batch in seen for tokens, n in zip(batch.extras.tokens, batch.extras.next_sentences)]
+              for batch in seen for tokens, n in zip(batch.extras.tokens, batch.extras.next_sentences, strict=True)]
     assert len(handed) == 5 and (row, m) in handed and m == 1
 
 
@@ -127,7 +128,8 @@ def test_a_bilingual_model_needs_a_first_pass_and_others_refuse_one(tokenizer):
 def test_contrastive_rows_carry_the_items_target_context():
     """A candidate group (Voita): sentence j's row reads the candidate's own earlier sentences, as many as its
     source context; a single-sentence item: the item's target context."""
-    group = ContrastiveItem(["s0", "s1"], "s2", ["t0", "t1"], ["c2", "d2"], candidate_contexts=[["c0", "c1"], ["d0", "d1"]])
+    group = ContrastiveItem(["s0", "s1"], "s2", ["t0", "t1"], ["c2", "d2"],
+                            candidate_contexts=[["c0", "c1"], ["d0", "d1"]])
     rows = candidate_rows(group, 1, 1, 0, "all", bilingual=True)
     assert [r[4] for r in rows] == [[], ["d0"], ["d1"]] and [r[0] for r in rows] == [["s0"], ["s0", "s1"], ["s1", "s2"]]
     single = ContrastiveItem(["s0", "s1"], "s2", ["t0", "t1"], ["c", "d"])

@@ -71,7 +71,7 @@ def test_a_translated_sentence_reads_its_training_row(limit, prev, nxt):
     inputs = inputs_of(cfg)
     plan = DecodeSettings(src_context_sentences=prev, beam=1, max_window_tokens=limit, src_next_sentences=nxt)
     j0 = 0
-    for doc, fp in zip(docs, first):
+    for doc, fp in zip(docs, first, strict=True):
         for k in range(len(doc)):
             if ds.src_ctx[j0 + k] >= 0:
                 batch = Batch(src=pad_rows([np.asarray(source_window(doc, k, prev, limit, VOCAB, nxt))], PAD))

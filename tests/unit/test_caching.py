@@ -115,7 +115,8 @@ def entry_len(cfg, n: int) -> int:
 def entries(model, sentences) -> list[torch.Tensor]:
     """Cache entries of ``sentences`` as the translator computes them: each encoded as a current sentence."""
     # an (empty) memory selects the translation path, which always returns the new entry for the cache
-    enc = model.encode(Batch(src=pad_rows([np.asarray(s + [EOS]) for s in sentences], PAD), memory=[[] for _ in sentences]))
+    src = pad_rows([np.asarray(s + [EOS]) for s in sentences], PAD)
+    enc = model.encode(Batch(src=src, memory=[[] for _ in sentences]))
     return [enc.entry.states[i][enc.entry.mask[i]] for i in range(len(sentences))]
 
 
@@ -549,7 +550,8 @@ def test_a_model_for_one_context_sentence_accepts_three(name):
         logits = model(make_batch([row])).logits
         enc = model.encode(make_batch([row]))
         ents = entries(model, c3)
-        parts = [embed(model, e, slot) for e, slot in zip(ents, (3, 2, 1))]  # slots clamp to the trained range
+        # slots clamp to the trained range
+        parts = [embed(model, e, slot) for e, slot in zip(ents, (3, 2, 1), strict=True)]
         if model.cfg.current_in_context:
             parts.append(embed(model, enc.entry.states[0][enc.entry.mask[0]], 0))
         close(enc.context.states[0], torch.cat(parts))
@@ -693,12 +695,13 @@ def test_contrastive_scores_equal_an_unbatched_forward_pass(tokenizer, name):
     for _ in range(8):
         k = rng.randint(0, 3)
         cands = [sentence(rng) for _ in range(rng.randint(2, 3))]
-        src_context, src, tgt_context = [sentence(rng) for _ in range(k)], sentence(rng), [sentence(rng) for _ in range(k)]
+        src_context, src = [sentence(rng) for _ in range(k)], sentence(rng)
+        tgt_context = [sentence(rng) for _ in range(k)]
         items.append(ContrastiveItem(src_context, src, tgt_context, cands, tags={"distance": k}))
     ts = TestSet(name="toy", kind="jsonl", items=items)
     scores = score_testset(model, tokenizer, ts, normalize="none", max_tokens=120)
     keep = model.cfg.src_context_sentences
-    for item, row in zip(items, scores):
+    for item, row in zip(items, scores, strict=True):
         src = item.src_context[len(item.src_context) - keep:] + [item.src]
         for k, cand in enumerate(item.candidates):
             assert row[k] == pytest.approx(forward_logprob(model, tokenizer, src, cand), abs=1e-4)

@@ -22,7 +22,8 @@ def payload(tokenizer) -> dict:
     recipe = validate_recipe({"model": {"family": "concat", **TINY}})
     vocab = VocabInfo.of(tokenizer)
     torch.manual_seed(0)
-    ckpt = model_payload(recipe_to_dict(recipe), tokenizer, vocab, {"src_lang": "src"}, build_model(recipe.model, vocab))
+    model = build_model(recipe.model, vocab)
+    ckpt = model_payload(recipe_to_dict(recipe), tokenizer, vocab, {"src_lang": "src"}, model)
     ckpt["state"] = {"step": 3, "best": float("inf"), "best_step": None, "history": []}
     return ckpt
 

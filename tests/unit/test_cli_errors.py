@@ -17,7 +17,7 @@ def _app() -> typer.Typer:
     @app.command()
     def speak():
         typer.echo("output 1")
-        warnings.warn("a python warning\nover two lines", UserWarning)
+        warnings.warn("a python warning\nover two lines", UserWarning, stacklevel=1)
         logging.getLogger("ctxmt_cli.decode.translator").warning("a %s warning", "logged")
         typer.echo("output 2")
 

@@ -170,7 +170,8 @@ def test_moved_keys_are_read_under_their_new_name_with_a_warning(section, old, n
         validate_recipe(both, "r.yaml")
 
 
-@pytest.mark.parametrize("name, ours", [("context_prev", "src_context_sentences"), ("context_next", "src_next_sentences")])
+@pytest.mark.parametrize("name, ours", [("context_prev", "src_context_sentences"),
+                                        ("context_next", "src_next_sentences")])
 def test_other_names_of_a_key_point_to_ctxmt_s(name, ours):
     """HanoiT's context sizes go by other names in descriptions of the paper; the error names ctxmt's."""
     with pytest.raises(CtxmtError, match=f"unknown key 'model.{name}' \\(ctxmt calls it '{ours}'\\)"):

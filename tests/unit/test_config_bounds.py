@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from typing import Union, get_args, get_origin
+from typing import get_args, get_origin
 
 import pytest
 import yaml
@@ -39,7 +39,7 @@ def _sections(cls: type, seen: list) -> list:
 
 
 def _leaves(annotation) -> list:
-    """The plain types an annotation is made of (``Optional[tuple[float, float]]`` -> [float, float, None])."""
+    """The plain types an annotation is made of (``tuple[float, float] | None`` -> [float, float, None])."""
     if get_origin(annotation) is not None and get_origin(annotation) is not type:
         if str(get_origin(annotation)).endswith("Literal"):
             return []
@@ -119,7 +119,7 @@ def test_a_union_field_names_the_bound_its_value_misses():
 def test_corpus_cards_bound_their_counts():
     classes = [c for c in vars(cards).values() if isinstance(c, type) and issubclass(c, cards.CardSection)]
     for cls in classes:
-        for name, kind, _ in _numbers(cls):
+        for name, _, _ in _numbers(cls):
             limits = [m for m in cls.model_fields[name].metadata if hasattr(m, "le") or hasattr(m, "lt")]
             assert limits, f"{cls.__name__}.{name} has no upper bound"
 
@@ -192,7 +192,7 @@ def test_set_values_are_bounded_too():
 
 
 def test_the_union_walk_sees_through_optional_and_tuples():
-    assert set(_leaves(Union[None, int, tuple[float, float]])) == {type(None), int, float}
+    assert set(_leaves(None | int | tuple[float, float])) == {type(None), int, float}
 
 
 def test_the_python_api_gets_the_decode_keys_bounds_too():

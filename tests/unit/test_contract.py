@@ -179,7 +179,7 @@ def test_forced_prefix_equals_forward(variant):
     model = make_model(variant)
     batch = sample(model)
     lengths = (batch.tgt_out != PAD).sum(1).tolist()
-    cut = [min(c, n) for c, n in zip((6, 2, 4), lengths)]                   # prefix lengths per row
+    cut = [min(c, n) for c, n in zip((6, 2, 4), lengths, strict=True)]                   # prefix lengths per row
     prefix = pad([batch.tgt_in[r, :c].tolist() for r, c in enumerate(cut)])
     with torch.no_grad():
         full = model(batch).logits
@@ -290,7 +290,9 @@ def test_row_chunks_change_nothing(variant):
     logits of the one padded tensor at every real position, and the same training loss vector and gradients."""
     model = make_model(variant)
     whole = inputs_of(model.cfg).grouped(sample(model), torch.tensor([0, 0, 1]))
-    width = lambda t, a, b: int((t[a:b] != PAD).sum(1).max())  # noqa: E731
+    def width(t, a: int, b: int) -> int:                                  # the widest real row of rows a:b
+        return int((t[a:b] != PAD).sum(1).max())
+
     chunks = tuple((a, b, width(whole.src, a, b), width(whole.tgt_out, a, b)) for a, b in ((0, 1), (1, 3)))
     chunked = replace(whole, chunks=chunks)
     assert sum((b - a) * t for a, b, _, t in chunks) < whole.tgt_out.numel()     # padding is really skipped
@@ -318,7 +320,7 @@ def test_beam_one_equals_greedy(variant):
     model = Biased(make_model(variant, scale=0.35), eos=2.0).eval()
     batch = sample(model.inner)
     prefix = None
-    if model.cfg.tgt_context_sentences > 0:                                           # target context forced as a prefix
+    if model.cfg.tgt_context_sentences > 0:                                 # target context forced as a prefix
         prefix = pad([[BOS] + t[: len(t) - len(current_only(t))] for t in TGT])
     query = Batch(src=batch.src, tgt_prefix=prefix, src_next=batch.src_next, **target_rows(model.inner))
     with torch.no_grad():
@@ -354,8 +356,8 @@ def test_batched_scores_equal_one_by_one(variant, tokenizer):
         assert batched[i] == pytest.approx(alone[0], abs=2e-5)
         assert tight[i] == pytest.approx(alone[0], abs=2e-5)
     if model.cfg.src_next_sentences:                                        # rows whose context holds next sentences
-        rows = [(it.src_context + [it.src], [it.candidates[0]], 1, min(model.cfg.src_next_sentences, len(it.src_context)))
-                for it in ts.items]
+        rows = [(it.src_context + [it.src], [it.candidates[0]], 1,
+                 min(model.cfg.src_next_sentences, len(it.src_context))) for it in ts.items]
         together = score_rows(model, tokenizer, rows)[0]
         for r, row in enumerate(rows):
             assert together[r] == pytest.approx(score_rows(model, tokenizer, [row])[0][0], abs=2e-5)
@@ -368,8 +370,8 @@ def test_scoring_without_context_drops_every_items_context(variant, tokenizer):
     model, ts = make_model(variant, tok_vocab(tokenizer)), toy_set()
     bare = TestSet(name="bare", kind="jsonl", items=[ContrastiveItem([], it.src, [], it.candidates) for it in ts.items])
     own, without = score_contexts(model, tokenizer, ts, contexts=(None, 0), normalize="none")
-    np.testing.assert_allclose(np.concatenate(own), np.concatenate(score_testset(model, tokenizer, ts, normalize="none")),
-                               atol=2e-5)
+    alone = score_testset(model, tokenizer, ts, normalize="none")
+    np.testing.assert_allclose(np.concatenate(own), np.concatenate(alone), atol=2e-5)
     np.testing.assert_allclose(np.concatenate(without), np.concatenate(score_testset(model, tokenizer, bare,
                                                                                      normalize="none")), atol=2e-5)
 
@@ -412,7 +414,7 @@ def test_save_load_gives_identical_outputs(variant, tokenizer, tmp_path):
                        tmp_path / "model.pt")
     loaded = load_model(path).model
     assert type(loaded) is type(model)
-    for (name, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
+    for (name, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items(), strict=True):
         assert torch.equal(a, b), name
     batch = sample(model)
     batch.src.clamp_(max=vocab.src_size - 1)

@@ -22,7 +22,8 @@ TINY = {"preset": None, "d_model": 32, "ffn_dim": 64, "heads": 4, "encoder_layer
 def make_model(tokenizer, context: int):
     torch.manual_seed(0)
     spec = {"family": "sentence"} if context == 0 else {
-        "family": "concat", "shift": 2, "segment": "learned", "src_context_sentences": context, "tgt_context_sentences": context}
+        "family": "concat", "shift": 2, "segment": "learned", "src_context_sentences": context,
+        "tgt_context_sentences": context}
     cfg = validate_recipe({"model": {**TINY, **spec}}).model
     vocab = VocabInfo(src_size=tokenizer.src_vocab_size, tgt_size=tokenizer.tgt_vocab_size, brk=tokenizer.brk_id)
     return build_model(cfg, vocab).eval()
@@ -35,17 +36,24 @@ def make_set(n_items=12, groups=False, seed=1, tie_rule="strict") -> TestSet:
         k = rng.randint(0, 3)
         cands = [sentence(rng) for _ in range(rng.randint(2, 3))]
         item = ContrastiveItem([sentence(rng) for _ in range(k)], sentence(rng), [sentence(rng) for _ in range(k)],
-                               cands, correct=rng.randrange(len(cands)), tags={"phenomenon": "p%d" % (i % 2), "distance": k})
+                               cands, correct=rng.randrange(len(cands)),
+                               tags={"phenomenon": f"p{i % 2}", "distance": k})
         if groups:
             item.candidate_contexts = [[sentence(rng) for _ in range(k)] for _ in cands]
         items.append(item)
-    return TestSet(name="toy", kind="jsonl", items=items, tie_rule=tie_rule, groupings=("phenomenon", "phenomenon/distance"))
+    return TestSet(name="toy", kind="jsonl", items=items, tie_rule=tie_rule,
+                   groupings=("phenomenon", "phenomenon/distance"))
 
 
 def forward_logprob(model, tok, src_sents, tgt_sents, last=1) -> tuple[float, int]:
     """Reference: one unbatched forward pass, log-prob of the last ``last`` target sentences."""
-    window = lambda side, ss: np.asarray(  # noqa: E731
-        sum(([*getattr(tok, f"encode_{side}")(s), tok.brk_id] for s in ss[:-1]), []) + getattr(tok, f"encode_{side}")(ss[-1]) + [tok.eos_id])
+
+    def window(side: str, sentences: list[str]) -> np.ndarray:
+        """The sentences joined by <brk>, closed by </s>."""
+        encode = getattr(tok, f"encode_{side}")
+        context = sum(([*encode(s), tok.brk_id] for s in sentences[:-1]), [])
+        return np.asarray(context + encode(sentences[-1]) + [tok.eos_id])
+
     batch = collate([window("src", src_sents)], [window("tgt", tgt_sents)], tok.pad_id, tok.bos_id)
     with torch.no_grad():
         lp = model(batch).logits.log_softmax(-1)[0].gather(-1, batch.tgt_out[0].unsqueeze(-1)).squeeze(-1)
@@ -60,7 +68,7 @@ def forward_logprob(model, tok, src_sents, tgt_sents, last=1) -> tuple[float, in
 def test_scores_equal_an_unbatched_forward_pass(tokenizer, context, max_tokens):
     model, ts = make_model(tokenizer, context), make_set()
     scores = score_testset(model, tokenizer, ts, normalize="none", max_tokens=max_tokens)
-    for item, row in zip(ts.items, scores):
+    for item, row in zip(ts.items, scores, strict=True):
         for k, cand in enumerate(item.candidates):
             src = item.src_context[len(item.src_context) - context:] if context else []
             tgt = item.tgt_context[len(item.tgt_context) - context:] if context else []
@@ -82,7 +90,7 @@ def test_mean_is_sum_over_scored_tokens(tokenizer):
     model, ts = make_model(tokenizer, 2), make_set(n_items=4)
     total = score_testset(model, tokenizer, ts, normalize="none")
     mean = score_testset(model, tokenizer, ts, normalize="mean")
-    for item, t_row, m_row in zip(ts.items, total, mean):
+    for item, t_row, m_row in zip(ts.items, total, mean, strict=True):
         for k, cand in enumerate(item.candidates):
             n_tokens = len(tokenizer.encode_tgt(cand)) + 1  # + </s>
             assert m_row[k] == pytest.approx(t_row[k] / n_tokens, rel=1e-5)
@@ -95,14 +103,14 @@ def test_group_span_covers_every_sentence(tokenizer):
     for model, context in ((wide, 3), (narrow, 0)):
         scores = score_testset(model, tokenizer, ts, normalize="none", span="all")
         current = score_testset(model, tokenizer, ts, normalize="none", span="current")
-        for item, row, cur in zip(ts.items, scores, current):
+        for item, row, cur in zip(ts.items, scores, current, strict=True):
             for k, cand in enumerate(item.candidates):
                 src, tgt = item.src_context + [item.src], item.candidate_contexts[k] + [cand]
                 if context:
                     ref = forward_logprob(model, tokenizer, src, tgt, last=len(tgt))[0]
                     ref_current = forward_logprob(model, tokenizer, src, tgt)[0]
                 else:
-                    ref = sum(forward_logprob(model, tokenizer, [s], [t])[0] for s, t in zip(src, tgt))
+                    ref = sum(forward_logprob(model, tokenizer, [s], [t])[0] for s, t in zip(src, tgt, strict=True))
                     ref_current = forward_logprob(model, tokenizer, [src[-1]], [tgt[-1]])[0]
                 assert row[k] == pytest.approx(ref, abs=1e-4)
                 assert cur[k] == pytest.approx(ref_current, abs=1e-4)
@@ -114,7 +122,8 @@ def test_rows_keep_context_oldest_first_and_stop_at_the_window():
     assert candidate_rows(item, 0, 2, 2, "current") == [(["s2", "s3", "s4"], ["a2", "a3", "c"], 1)]
     assert candidate_rows(item, 1, 3, 3, "all") == [(["s1", "s2", "s3", "s4"], ["b1", "b2", "b3", "x"], 4)]
     assert candidate_rows(item, 1, 1, 1, "all") == [
-        (["s1"], ["b1"], 1), (["s1", "s2"], ["b1", "b2"], 1), (["s2", "s3"], ["b2", "b3"], 1), (["s3", "s4"], ["b3", "x"], 1)]
+        (["s1"], ["b1"], 1), (["s1", "s2"], ["b1", "b2"], 1), (["s2", "s3"], ["b2", "b3"], 1),
+        (["s3", "s4"], ["b3", "x"], 1)]
     plain = ContrastiveItem(["s1", "s2"], "s3", ["t1", "t2"], ["c", "x"])
     assert candidate_rows(plain, 1, 0, 0, "all") == [(["s3"], ["x"], 1)]
 

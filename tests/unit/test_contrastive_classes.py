@@ -82,18 +82,23 @@ def test_a_context_model_s_gain_equals_two_independent_runs(tokenizer, one_threa
     assert with_context != without                                  # the model reads its context
     _, _, summaries = score_sets(SimpleNamespace(model=model, tokenizer=tokenizer), [ts], context_gain=True)
     gain = summaries["toy"]["context_gain"]
-    accuracy = lambda d: sum(d) / len(d)  # noqa: E731
+    def accuracy(decisions):
+        return sum(decisions) / len(decisions)
+
     assert gain["accuracy"] == pytest.approx(accuracy(with_context) - accuracy(without))
 
     def balanced(d):
         classes = {item.tags["phenomenon"] for item in ts.items}
-        return np.mean([accuracy([ok for item, ok in zip(ts.items, d) if item.tags["phenomenon"] == c]) for c in classes])
+        pairs = list(zip(ts.items, d, strict=True))
+        return np.mean([accuracy([ok for item, ok in pairs if item.tags["phenomenon"] == c]) for c in classes])
 
     assert gain["balanced_accuracy"] == pytest.approx(balanced(with_context) - balanced(without))
     assert gain["p_exact"] == mcnemar(with_context, without)["p_exact"]
-    assert gain["only_with_context"] + gain["only_without_context"] == sum(a != b for a, b in zip(with_context, without))
+    differ = sum(a != b for a, b in zip(with_context, without, strict=True))
+    assert gain["only_with_context"] + gain["only_without_context"] == differ
     one_pass = score_contexts(model, tokenizer, ts, contexts=(None, 0))
-    for joint, alone in zip(one_pass, (score_testset(model, tokenizer, ts), score_testset(model, tokenizer, ts, context=0))):
+    separately = (score_testset(model, tokenizer, ts), score_testset(model, tokenizer, ts, context=0))
+    for joint, alone in zip(one_pass, separately, strict=True):
         np.testing.assert_allclose(np.concatenate(joint), np.concatenate(alone), atol=2e-6)
     table = render_classes({"sets": summaries, "aggregates": {}})
     assert [c.header for c in table.columns][-3:] == ["without", "gain", "p (McNemar)"]

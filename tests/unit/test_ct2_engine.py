@@ -54,8 +54,12 @@ def pairs(prepared, tmp_path_factory) -> dict[str, tuple[api.Model, api.Model]]:
 def assert_same(ours, theirs, scores: bool = True) -> None:
     assert [d.translations for d in theirs] == [d.translations for d in ours]
     if scores:
-        flat = lambda results: [x for d in results for x in d.logprobs]  # noqa: E731
-        assert flat(theirs) == pytest.approx(flat(ours), abs=1e-4)
+        assert logprobs(theirs) == pytest.approx(logprobs(ours), abs=1e-4)
+
+
+def logprobs(results) -> list[float]:
+    """Every translated sentence's log-probability, document after document."""
+    return [x for d in results for x in d.logprobs]
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -92,7 +96,7 @@ def test_generate_mode_and_other_window_sizes(pairs, documents):
 def test_given_target_context_is_forced(pairs, documents):
     torch_model, ct2_model = pairs["concat"]
     given = [["ka lu mi no re sa ti vo ze ."], [], ["x"], documents[0][:2]]      # prefixes of several lengths
-    docs = [api.Document(src, tgt_context=g) for src, g in zip(documents, given)]
+    docs = [api.Document(src, tgt_context=g) for src, g in zip(documents, given, strict=True)]
     assert_same(torch_model.translate(docs, beam=1, scores=True), ct2_model.translate(docs, beam=1, scores=True))
 
 
@@ -115,7 +119,8 @@ def test_rows_are_searched_again_under_their_own_limits(prepared, documents, tmp
     search = ct2_model.engine._translate
     monkeypatch.setattr(ct2_model.engine, "_translate", lambda src, *a, **k: calls.append(len(src)) or
                         search(src, *a, **k))
-    docs = [api.Document(src, tgt_context=g) for src, g in zip(documents, [["ka lu mi no ."], [], ["x"], []])]
+    given = [["ka lu mi no ."], [], ["x"], []]
+    docs = [api.Document(src, tgt_context=g) for src, g in zip(documents, given, strict=True)]
     for beam in (1, 3):
         calls.clear()
         ours, theirs = torch_model.translate(docs, beam=beam, scores=True), ct2_model.translate(docs, beam=beam,
@@ -130,7 +135,7 @@ def test_nbest_candidates_are_scored_as_ctxmt_scores_them(pairs, documents):
     lenpen = ct2_model.recipe.decode.lenpen
     out = ct2_model.translate(documents, beam=3, nbest=3, scores=True)
     items = []
-    for src, result in zip(documents, out):
+    for src, result in zip(documents, out, strict=True):
         context = []
         for j, sent in enumerate(result.sentences):
             assert sent.nbest[0].text == sent.text and sent.logprob == sent.nbest[0].logprob

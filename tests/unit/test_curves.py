@@ -147,4 +147,4 @@ def test_on_a_real_concat_run_the_derived_context_loss_equals_the_logged_term(pr
     assert steps == [3, 6] and all(0 < v < 10 for v in ratios)
     # CD = 0.01 discounts the context: the objective is far below the plain window loss
     objective, window = q["objective"].lines["cd"]["train"][1], q["window_loss"].lines["cd"]["train"][1]
-    assert all(o < w for o, w in zip(objective, window))
+    assert all(o < w for o, w in zip(objective, window, strict=True))

@@ -76,7 +76,7 @@ def test_window_limit_drops_the_oldest_context_sentences(data):
     _, docs = data
     limit = 2 * max(len(s) for doc in docs for s, _ in doc) + 2          # the current sentence and about one more
     for pair in sentence_pairs(docs, (3, 3), limit):
-        for side, count in zip(pair.contextual[:2], pair.context):
+        for side, count in zip(pair.contextual[:2], pair.context, strict=True):
             assert len(side) == count + 1
             assert sum(map(len, side)) + count + 1 <= limit               # ids + <brk> per context sentence + </s>
     assert any(p.context[0] < min(p.sentence, 3) for p in sentence_pairs(docs, (3, 3), limit))
@@ -88,9 +88,13 @@ def test_concat_scores_equal_a_direct_forward_pass_and_context_changes_them(data
     model = make_model(tok, "concat")
     pairs = sentence_pairs(docs, context_sentences(model.cfg), 1024)
     plain, contextual, tokens = score_pairs(model, tok, pairs, max_tokens=300)
+
+    def window(sentences):
+        """The sentences' ids joined by <brk>, closed by </s>."""
+        return np.asarray(sum(([*s, tok.brk_id] for s in sentences[:-1]), []) + [*sentences[-1], tok.eos_id])
+
     for i in (0, 3, 7):                                               # a document start and two sentences with context
         for row, score in ((pairs[i].plain, plain[i]), (pairs[i].contextual, contextual[i])):
-            window = lambda sents: np.asarray(sum(([*s, tok.brk_id] for s in sents[:-1]), []) + [*sents[-1], tok.eos_id])  # noqa: E731
             batch = collate([window(row[0])], [window(row[1])], tok.pad_id, tok.bos_id)
             with torch.no_grad():
                 lp = model(batch).logits.log_softmax(-1)[0].gather(-1, batch.tgt_out[0].unsqueeze(-1)).squeeze(-1)
@@ -115,8 +119,13 @@ def test_random_context_comes_from_another_document_aligned_and_seeded(data):
             drawn, n = donor(d, j), min(3, j)
             assert len(drawn) == n
             # consecutive (source, target) pairs of one other document
-            assert n == 0 or any(other[s:s + n] == drawn for e, other in enumerate(docs) if e != d for s in range(len(other)))
-    rows = lambda seed: [p.contextual for p in sentence_pairs(docs, (2, 2), 1024, random_donor(docs, 2, np.random.default_rng(seed)))]  # noqa: E731
+            others = [other for e, other in enumerate(docs) if e != d]
+            assert n == 0 or any(other[s:s + n] == drawn for other in others for s in range(len(other)))
+
+    def rows(seed):
+        donor = random_donor(docs, 2, np.random.default_rng(seed))
+        return [p.contextual for p in sentence_pairs(docs, (2, 2), 1024, donor)]
+
     assert rows(1) == rows(1) and rows(1) != rows(2)
     with pytest.raises(CtxmtError, match="another document"):
         random_donor(docs[:1], 2, np.random.default_rng(0))

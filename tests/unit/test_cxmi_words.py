@@ -39,7 +39,8 @@ def test_words_are_the_pieces_between_word_boundaries(data):
     for ids in targets:
         words = words_of(ids, piece_of(tok))
         assert [w for w, _, _ in words] == tok.decode_tgt(ids).casefold().split()       # the sentence's words
-        assert [(s, e) for _, s, e in words] == list(zip([0] + [e for _, _, e in words[:-1]], [e for _, _, e in words]))
+        ends = [e for _, _, e in words]
+        assert [(s, e) for _, s, e in words] == list(zip([0] + ends[:-1], ends, strict=True))   # adjacent spans
         assert words[-1][2] == len(ids)
         multi += sum(e - s > 1 for _, s, e in words)
     assert multi > 0                                                                     # multi-piece words occur

@@ -47,12 +47,13 @@ def dist_env(rank: int, world: int, port: int) -> None:
 def micro_batches():
     """Four micro-batches of different sizes (so per-rank normalisers differ)."""
     rng = np.random.default_rng(0)
-    out = []
-    for n in (2, 5, 3, 4):
-        make = lambda: [np.concatenate([rng.integers(5, 50, rng.integers(2, 7)), [4],  # noqa: E731
-                                        rng.integers(5, 50, rng.integers(2, 7)), [3]]) for _ in range(n)]
-        out.append(collate(make(), make(), 0, 2))
-    return out
+
+    def sentences(n: int) -> list:
+        """``n`` random windows: two runs of random pieces, closed by ids 4 and 3."""
+        return [np.concatenate([rng.integers(5, 50, rng.integers(2, 7)), [4], rng.integers(5, 50, rng.integers(2, 7)),
+                                [3]]) for _ in range(n)]
+
+    return [collate(sentences(n), sentences(n), 0, 2) for n in (2, 5, 3, 4)]
 
 
 def one_update(env: DistEnv, batches) -> dict:

@@ -24,7 +24,8 @@ from ctxmt_cli.models.inputs import Inputs
 ROOT = Path(__file__).resolve().parents[2]
 TINY = {"preset": None, "d_model": 32, "ffn_dim": 64, "heads": 4, "encoder_layers": 1, "decoder_layers": 1}
 #: the toy family's line, as it would stand in CATALOG (tests/toy_family/: config.py and model.py, plain inputs)
-TOY_LINE = FamilyEntry("prevsrc", config="tests.toy_family.config:PrevSrcConfig", model="tests.toy_family.model:PrevSrc")
+TOY_LINE = FamilyEntry("prevsrc", config="tests.toy_family.config:PrevSrcConfig",
+                       model="tests.toy_family.model:PrevSrc")
 
 
 def schema_families() -> set[str]:

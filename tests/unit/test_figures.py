@@ -42,7 +42,7 @@ def test_attention_maps_one_panel_per_layer_with_the_sentence_boundaries(tmp_pat
     opens(path)
     panels = image_axes(fig)
     assert len(panels) == 4
-    for ax, expected in zip(panels, maps):
+    for ax, expected in zip(panels, maps, strict=True):
         np.testing.assert_allclose(np.asarray(ax.images[0].get_array()), expected)
         horizontal = sorted(ln.get_ydata()[0] for ln in ax.lines if ln.get_ydata()[0] == ln.get_ydata()[1])
         vertical = sorted(ln.get_xdata()[0] for ln in ax.lines if ln.get_xdata()[0] == ln.get_xdata()[1])
@@ -79,7 +79,7 @@ def test_layer_head_grid_annotates_every_head_of_every_kind(tmp_path):
     opens(tmp_path / "grid.png")
     panels = image_axes(fig)
     assert [ax.get_title() for ax in panels] == list(values)
-    for ax, matrix in zip(panels, values.values()):
+    for ax, matrix in zip(panels, values.values(), strict=True):
         texts = {(round(t.get_position()[1]), round(t.get_position()[0])): t.get_text() for t in ax.texts}
         assert len(ax.texts) == 8 and len(texts) == 8
         for (layer, head), value in np.ndenumerate(matrix):
@@ -140,7 +140,9 @@ def test_selection_maps_blank_and_hatch_what_was_dropped_and_grey_its_labels(tmp
     first, second = image_axes(fig)
     assert np.ma.getmaskarray(second.images[0].get_array())[:, 1].all()    # blank rows and columns
     assert not np.ma.getmaskarray(first.images[0].get_array()).any()
-    hatched = lambda ax: sum(1 for p in ax.patches if p.get_hatch())  # noqa: E731
+    def hatched(ax) -> int:
+        return sum(1 for p in ax.patches if p.get_hatch())
+
     assert (hatched(first), hatched(second)) == (0, 2 * int(absent.sum()))
     for ax in (first, second):
         grey = [t.get_text() for t in ax.get_xticklabels() if t.get_color() != "black"]

@@ -53,7 +53,7 @@ def batch(on=(True, True)) -> Batch:
     concat = [[20, 21, 22, BRK, 23, BRK, 11, 12, EOS], [24, 25, BRK, 14, 15, 16, EOS]]
     tgt = pad([[BOS, 30, 31, 32, EOS], [BOS, 33, EOS]])
     return Batch(src=src, tgt_in=tgt[:, :-1], tgt_out=tgt[:, 1:], src_next=torch.tensor([1, 0]),
-                 extras=TargetConcatRows(pad([c if o else [] for c, o in zip(concat, on)] + [[PAD]])[:2],
+                 extras=TargetConcatRows(pad([c if o else [] for c, o in zip(concat, on, strict=True)] + [[PAD]])[:2],
                                          torch.tensor([1, 0])))
 
 

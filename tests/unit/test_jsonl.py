@@ -25,7 +25,8 @@ def test_documents_with_and_without_their_optional_fields():
     ('{"doc_id": "x", "tgt_context": []}', 'in.jsonl:3: no "src"'),
     ('{"src": ["a", 1]}', "in.jsonl:3: src[1] is a JSON number; every sentence must be a string"),
     ('{"src": "a b"}', "in.jsonl:3: 'src' must be a list of strings (one per sentence), not a JSON string"),
-    ('{"src": ["a"], "tgt_context": "b"}', "in.jsonl:3: 'tgt_context' must be a list of strings (one per sentence), not a JSON string"),
+    ('{"src": ["a"], "tgt_context": "b"}',
+     "in.jsonl:3: 'tgt_context' must be a list of strings (one per sentence), not a JSON string"),
     ('{"src": ["a"], "tgt_context": ["b", "c"]}', "in.jsonl:3: 2 tgt_context sentences for 1 src sentences"),
     ('{"src": ["a"], "doc_id": [1]}', "in.jsonl:3: doc_id must be a non-empty string or a number"),
     ('{"src": ["a"], "doc_id": ""}', "in.jsonl:3: doc_id must be a non-empty string or a number"),
@@ -46,7 +47,8 @@ def test_output_lines_carry_what_was_asked_for():
     result = DocumentTranslation("d", [SentenceTranslation("Hallo ü .", -1.5, [best, second]),
                                        SentenceTranslation("", None, [])])         # an empty source line
     line = format_translation(result)
-    assert line.endswith("\n") and "ü" in line and json.loads(line) == {"doc_id": "d", "translations": ["Hallo ü .", ""]}
+    assert line.endswith("\n") and "ü" in line
+    assert json.loads(line) == {"doc_id": "d", "translations": ["Hallo ü .", ""]}
     full = json.loads(format_translation(result, scores=True, nbest=True))
     assert full["scores"] == [-1.5, None]
     assert full["nbest"] == [[{"translation": "Hallo ü .", "logprob": -1.5, "score": -0.9},

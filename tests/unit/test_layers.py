@@ -32,7 +32,7 @@ def separate(state: dict) -> dict:
         if parts is None:
             old[key] = value
             continue
-        for letter, block in zip(parts, value.chunk(len(parts))):
+        for letter, block in zip(parts, value.chunk(len(parts)), strict=True):
             old[f"{prefix}.{letter}_proj.{kind}"] = block.clone()
     return old
 
@@ -106,7 +106,8 @@ def test_self_attention_equals_separate_projections():
     attn = MultiheadAttention(16, 4, self_attention=True).eval()
     x = torch.randn(2, 6, 16)
     w, b = attn.qkv_proj.weight, attn.qkv_proj.bias
-    q, k, v = (F.linear(x, wi, bi).view(2, 6, 4, 4).transpose(1, 2) for wi, bi in zip(w.chunk(3), b.chunk(3)))
+    q, k, v = (F.linear(x, wi, bi).view(2, 6, 4, 4).transpose(1, 2)                # (B, H, T, D) each
+               for wi, bi in zip(w.chunk(3), b.chunk(3), strict=True))
     expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     expected = attn.out_proj(expected.transpose(1, 2).reshape(2, 6, 16))
     with torch.no_grad():

@@ -109,7 +109,8 @@ def test_no_context_gives_nan_context_loss():
     token = token_losses(lg[1:], target, PAD, 0.0)
     context = torch.zeros_like(target, dtype=torch.bool)
     layout = LossLayout(["context_loss"])
-    _, sums = layout.sums(token, target, PAD, BRK, {"context_loss": LossTerm(token[context].sum(), context.sum(), -1.0)})
+    term = LossTerm(token[context].sum(), context.sum(), -1.0)
+    _, sums = layout.sums(token, target, PAD, BRK, {"context_loss": term})
     assert layout.metrics(sums)["context_loss"] != layout.metrics(sums)["context_loss"]
 
 

@@ -64,7 +64,8 @@ class Pair:
         self.hf_batch = self.hf_tok(self.src, text_target=self.tgt, padding=True, return_tensors="pt")
         eos = self.tok.eos_id
         self.batch = collate([np.array(self.tok.encode_src(t) + [eos]) for t in self.src],
-                             [np.array(self.tok.encode_tgt(t) + [eos]) for t in self.tgt], self.tok.pad_id, self.tok.bos_id)
+                             [np.array(self.tok.encode_tgt(t) + [eos]) for t in self.tgt],
+                             self.tok.pad_id, self.tok.bos_id)
 
     def marian_ids(self, ids: list[int]) -> list[int]:
         back = {int(c): m for m, c in enumerate(self.to_ctxmt.tolist())}

@@ -255,14 +255,14 @@ def test_group_batches_count_computed_positions_and_cut_chunks_by_length():
     for b in batches:
         s = size[b.indices]
         assert b.ends[-1] == len(b.indices) and (np.diff((0, *b.ends)) > 0).all()   # chunks cover the rows
-        spans = list(zip((0, *b.ends[:-1]), b.ends))
+        spans = list(zip((0, *b.ends[:-1]), b.ends, strict=True))
         assert sum((e - a) * int(s[a:e].max()) for a, e in spans) <= 600 or len(b.mixed) == 1
         for side, lengths in enumerate((src[b.indices], tgt[b.indices])):
             real[side] += lengths.sum()
             computed[side] += sum((e - a) * int(lengths[a:e].max()) for a, e in spans)
     sentences = token_batches(src, tgt, np.arange(len(docs)), budget=BatchBudget(max_tokens=600), seed=2, epoch=1)
-    bucketed = np.array([1 - sum(lengths[b].sum() for b in sentences) / sum(len(b) * lengths[b].max() for b in sentences)
-                         for lengths in (src, tgt)])
+    bucketed = np.array([1 - sum(lengths[b].sum() for b in sentences)
+                         / sum(len(b) * lengths[b].max() for b in sentences) for lengths in (src, tgt)])
     assert (1 - real / computed <= bucketed).all(), (1 - real / computed, bucketed)   # each side pads no more
     assert len(batches) <= 1.1 * len(sentences)                             # as many real tokens per batch
 
@@ -282,7 +282,7 @@ def test_chunk_plan_is_the_cheapest_cut():
         for k in range(len(values)):
             for cut in combinations(range(1, len(values)), k):              # chunk ends between distinct sizes
                 bounds = [int((sizes <= values[c - 1]).sum()) for c in cut] + [len(sizes)]
-                cost = sum((e - a) * int(sizes[e - 1]) for a, e in zip([0] + bounds[:-1], bounds))
+                cost = sum((e - a) * int(sizes[e - 1]) for a, e in zip([0] + bounds[:-1], bounds, strict=True))
                 best = min(best or (np.inf, 0), (cost + 5.0 * len(bounds), cost))
         assert computed + 5.0 * len(ends) == pytest.approx(best[0])
         assert ends[-1] == len(sizes)
@@ -333,7 +333,9 @@ def test_prefix_norm_cancels_the_gates_scale(placement):
     encoder) or the decoder's prefix (z in the decoder) as they were; without it they move."""
     src = rows([5, 6, 7], [11, 12, 13, 14], [8, 9])
     batch = Batch(src=src, extras=SentenceGroups(torch.tensor([0, 0, 1])))
-    read = (lambda enc: enc.states) if placement == "encoder" else (lambda enc: enc.prefix)  # noqa: E731
+    def read(enc):                                                        # where z sits
+        return enc.states if placement == "encoder" else enc.prefix
+
     for norm, moves in ((True, False), (False, True)):
         model = make(placement=placement, prefix_norm=norm)
         with torch.no_grad():

@@ -31,7 +31,7 @@ def test_identical_and_symmetric():
 
 def _run(path, name, oks, tags):
     path.mkdir()
-    rows = [json.dumps({"correct": ok, "tags": tag}) for ok, tag in zip(oks, tags)]
+    rows = [json.dumps({"correct": ok, "tags": tag}) for ok, tag in zip(oks, tags, strict=True)]
     (path / f"{name}.decisions.jsonl").write_text("\n".join(rows) + "\n")
     return path
 

@@ -1,4 +1,5 @@
-"""Model details beyond the contract suite (test_contract.py): persistent and segment encodings, tied embeddings, scoring."""
+"""Model details beyond the contract suite (test_contract.py): persistent and segment encodings, tied embeddings,
+scoring."""
 
 import pytest
 import torch
@@ -116,7 +117,8 @@ def test_decoder_start_token_takes_the_current_sentence_segment(name):
 
 
 def test_shift_changes_positions_but_not_a_sentence_level_window():
-    batch = Batch(src=torch.tensor([[7, 8, EOS]]), tgt_in=torch.tensor([[BOS, 9, 10]]), tgt_out=torch.tensor([[9, 10, EOS]]))
+    batch = Batch(src=torch.tensor([[7, 8, EOS]]), tgt_in=torch.tensor([[BOS, 9, 10]]),
+                  tgt_out=torch.tensor([[9, 10, EOS]]))
     plain, shifted = make_model({"family": "concat"}), make_model({"family": "concat", "shift": 9})
     torch.testing.assert_close(plain(batch).logits, shifted(batch).logits)  # one sentence: nothing to shift
     windowed = sample()

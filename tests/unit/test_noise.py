@@ -43,11 +43,11 @@ def test_training_batches_are_noised_from_the_seed_and_validation_stays_clean(pr
     plan = clean._epoch_batches(0)[:2]
     plain = clean._collate(plan, 0, 0)
     first, again, later = noisy._collate(plan, 0, 0), noisy._collate(plan, 0, 0), noisy._collate(plan, 0, 4)
-    for a, b, c, d in zip(plain, first, again, later):
+    for a, b, c, d in zip(plain, first, again, later, strict=True):
         assert torch.equal(b.src, c.src) and not torch.equal(a.src, b.src)      # seeded, and noised
         assert not torch.equal(b.src, d.src)                                    # another position, another draw
         assert torch.equal(a.tgt_out, b.tgt_out) and torch.equal(a.src == 0, b.src == 0)
-    for v, w in zip(clean.validator.batches, noisy.validator.batches):
+    for v, w in zip(clean.validator.batches, noisy.validator.batches, strict=True):
         assert torch.equal(v.src, w.src)
     clean.close()
     noisy.close()

@@ -77,9 +77,9 @@ def test_every_format_round_trips(tmp_path, fmt):
     assert meta["splits"]["train"]["documents"] == split.n_documents == len(docs)
     assert split.n_sentences == sum(len(d) for d in docs)
     tok = data.tokenizer
-    for (start, end), doc in zip(split.documents(), docs):
+    for (start, end), doc in zip(split.documents(), docs, strict=True):
         assert end - start == len(doc)
-        for i, (src, tgt) in zip(range(start, end), doc):
+        for i, (src, tgt) in zip(range(start, end), doc, strict=True):
             assert split.src(i).tolist() == tok.encode_src(src)
             # SentencePiece's ids hold no runs of spaces (an IWSLT segment may: it is kept as published)
             assert tok.decode_tgt(split.tgt(i)) == " ".join(tgt.split())

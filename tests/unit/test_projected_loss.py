@@ -44,7 +44,7 @@ def test_values_and_gradients_equal_the_plain_loss(monkeypatch, smoothing, chunk
     hidden, weight, target = case()
     fused = grads(lambda h, w, t, s: projected_token_losses(h, w, t, PAD, s), hidden, weight, target, smoothing)
     ref = grads(plain, hidden, weight, target, smoothing)
-    for got, want in zip(fused, ref):
+    for got, want in zip(fused, ref, strict=True):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
     assert bool((fused[0][target == PAD] == 0).all())
 
@@ -55,7 +55,7 @@ def test_bf16_autocast_stays_close_to_float32():
         low = grads(lambda h, w, t, s: projected_token_losses(h, w, t, PAD, s), hidden, weight, target, 0.1)
     ref = grads(plain, hidden, weight, target, 0.1)
     assert low[2].dtype == torch.float32                                   # the weight's own dtype
-    for got, want in zip(low, ref):
+    for got, want in zip(low, ref, strict=True):
         torch.testing.assert_close(got, want, atol=5e-2, rtol=5e-2)
 
 
@@ -72,7 +72,9 @@ def test_autocast_gradients_equal_the_autocast_reference(gpu_blocks):
     """Under bf16 autocast the loss and its gradients (hidden states, output weight) are those of
     ``F.cross_entropy(F.linear(h, W))`` under autocast, to bf16 precision (CPU and GPU block sizes)."""
     hidden, weight, target = case(seed=2, b=4, t=9, c=32, v=300)
-    fused = lambda h, w, t, s: projected_token_losses(h, w, t, PAD, s)  # noqa: E731
+    def fused(h, w, t, s):
+        return projected_token_losses(h, w, t, PAD, s)
+
     with torch.autocast("cpu", dtype=torch.bfloat16):
         ref = grads(autocast_plain, hidden, weight, target, 0.1)
         if gpu_blocks:
@@ -81,7 +83,7 @@ def test_autocast_gradients_equal_the_autocast_reference(gpu_blocks):
         else:
             got = grads(fused, hidden, weight, target, 0.1)
     assert got[1].dtype == hidden.dtype and got[2].dtype == weight.dtype   # the leaves' own dtypes
-    for mine, want in zip(got, ref):
+    for mine, want in zip(got, ref, strict=True):
         torch.testing.assert_close(mine, want, atol=1e-2, rtol=1.6e-2)
 
 
@@ -148,5 +150,5 @@ def test_an_output_bias_enters_values_and_gradients(monkeypatch, chunk_rows):
         (loss * torch.linspace(0.5, 2.0, loss.numel()).view_as(loss)).sum().backward()
         return loss.detach(), h.grad, w.grad, b.grad
 
-    for got, want in zip(run(True), run(False)):
+    for got, want in zip(run(True), run(False), strict=True):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)

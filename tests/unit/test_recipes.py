@@ -23,7 +23,8 @@ PAPER_DIRS = ("lupo2022_focused_concat", "lupo2023_sentence_position")
 PAPER = sorted(p for d in PAPER_DIRS for p in (RECIPES / d).glob("*.yaml"))
 QUICKSTART = sorted((RECIPES / "quickstart").glob("*.yaml"))
 
-NAME = re.compile(r"^(?P<pair>en_ru|en_de_high|en_de)_(?:(?P<base>base)|s(?P<k>\d)to(?P<kt>\d)(?P<rest>(?:_[a-z0-9]+)*))$")
+NAME = re.compile(r"^(?P<pair>en_ru|en_de_high|en_de)_"
+                  r"(?:(?P<base>base)|s(?P<k>\d)to(?P<kt>\d)(?P<rest>(?:_[a-z0-9]+)*))$")
 PAIR_SHIFT = {"en_ru": 8, "en_de": 21, "en_de_high": 27}
 SEGMENTS = {"1hot": "onehot", "sin": "sinusoidal", "lrn": "learned"}
 #: effective tokens per update the papers report (App. A): max_tokens x 4 GPUs x update_freq
@@ -173,6 +174,7 @@ def test_systems_shared_by_both_papers_are_identical():
 def test_quickstart_recipes_train_a_fixed_budget(path):
     """Figures independent of machine speed: an update budget, no wall-time limit, a pinned thread count."""
     r = load_recipe(path)
-    assert r.train.max_minutes is None and r.train.threads is not None and r.train.max_steps <= 3000  # the gated MBE needs 3,000
+    assert r.train.max_minutes is None and r.train.threads is not None
+    assert r.train.max_steps <= 3000                                         # the gated MBE needs 3,000
     assert r.train.save_dir == f"quickstart/{path.stem}" and r.data.path == "quickstart/data"
     assert set(DEFAULT_SYSTEMS) <= {p.stem for p in QUICKSTART}

@@ -10,7 +10,7 @@ hyper-parameters of Table 4 are the same everywhere.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -82,12 +82,12 @@ def rel(path: Path) -> str:
     return path.stem
 
 
-@lru_cache(maxsize=None)
+@cache
 def recipe(path: Path):
     return load_recipe(path)
 
 
-@lru_cache(maxsize=None)
+@cache
 def raw(path: Path) -> dict:
     return yaml.safe_load(path.read_text(encoding="utf-8"))
 
@@ -133,7 +133,8 @@ def test_settings_match_file_name(path):
     assert r.name == f"shortening2023_{path.stem}"
     assert r.train.save_dir == f"runs/shortening2023/{path.stem}"
     assert r.data.path == f"data/{pair}_iwslt17_spm20k"
-    assert m.src_context_sentences == k and m.tgt_context_sentences == 0  # source-side context only (Tables 2-3 captions)
+    # source-side context only (Tables 2-3 captions)
+    assert m.src_context_sentences == k and m.tgt_context_sentences == 0
     if system == "sentence":
         assert m.family == "sentence"
         return

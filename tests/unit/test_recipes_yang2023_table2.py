@@ -36,8 +36,8 @@ def dump(path: Path) -> dict:
 
 
 def test_one_recipe_per_dataset_and_the_target_context_row():
-    assert {p.stem for p in FOLDER.glob("table2_*.yaml")} == {f"table2_{ds}_{system}" for ds in BLEU for system in
-                                                              ("hanoit", "ect", "dual_encoder")} | {"table2_iwslt17_hanoit_target"}
+    expected = {f"table2_{ds}_{system}" for ds in BLEU for system in ("hanoit", "ect", "dual_encoder")}
+    assert {p.stem for p in FOLDER.glob("table2_*.yaml")} == expected | {"table2_iwslt17_hanoit_target"}
 
 
 def test_the_target_context_row_is_the_bilingual_recipe_without_its_source_stream():
@@ -47,7 +47,8 @@ def test_the_target_context_row_is_the_bilingual_recipe_without_its_source_strea
     path = FOLDER / "table2_iwslt17_hanoit_target.yaml"
     target, bilingual = dump(path), dump(FOLDER / "table2_iwslt17_hanoit.yaml")
     assert (target["model"]["context_side"], target["model"]["bilingual"]) == ("target", False)
-    assert target["model"]["target_context_from"] == "first_pass" and target["model"]["first_pass_stream"] == "first-pass"
+    assert target["model"]["target_context_from"] == "first_pass"
+    assert target["model"]["first_pass_stream"] == "first-pass"
     for key in ("bilingual", "context_side", "share_encoder", "gate", "gate_scale", "alpha"):
         target["model"][key] = bilingual["model"][key]
     assert target == bilingual
@@ -124,7 +125,8 @@ def test_bilingual_baselines_are_table1_reading_the_first_pass(ds, system, row):
         table2["model"][key] = table1["model"][key]
     assert table2 == table1
     r = load_recipe(path)
-    assert r.name == f"yang2023_table2_{ds}_{system}" and r.train.save_dir == f"runs/yang2023_hanoit/table2_{ds}_{system}"
+    assert r.name == f"yang2023_table2_{ds}_{system}"
+    assert r.train.save_dir == f"runs/yang2023_hanoit/table2_{ds}_{system}"
     column, (bleu, source_only) = BLEU[ds][0], BASELINES[system, row][ds]
     assert re.search(rf"^# Reproduces: Table 2 row '{row} \[\d+\]', {column}: BLEU {bleu}", header(path), re.M)
     text = flat(path)

@@ -64,7 +64,8 @@ def alone(loaded, lines: list[str]) -> list[str]:
     """The repair of one group decoded on its own: its text cut at <brk>."""
     tok, sp = loaded.tokenizer, VocabInfo.of(loaded.tokenizer)
     src = join_group([tok.encode_src(s) for s in lines], sp.brk) + [sp.eos]
-    batch = Batch(src=torch.tensor([src]), tgt_prefix=torch.tensor([[sp.bos]]), tgt_sentences=torch.tensor([len(lines)]))
+    batch = Batch(src=torch.tensor([src]), tgt_prefix=torch.tensor([[sp.bos]]),
+                  tgt_sentences=torch.tensor([len(lines)]))
     limit = int(loaded.recipe.decode.max_len_a * (len(src) - 1) + loaded.recipe.decode.max_len_b)
     hyp = beam_search(loaded.model, batch, beam=2, lenpen=loaded.recipe.decode.lenpen, max_len=limit, banned=())[0]
     return [tok.decode_tgt(part) for part in split_groups(hyp.tokens, sp.brk)]
@@ -76,7 +77,7 @@ def test_each_group_is_rewritten_as_if_alone_in_document_order(tokenizer):
     out = repair_documents(loaded, docs, group_size=4, batch_groups=3, stats=stats)
     assert [len(d) for d in out] == [len(d) for d in docs]
     assert (stats.groups, stats.fallbacks, stats.too_long) == (2 + 1 + 1 + 3, 0, 0)
-    for doc, rewritten in zip(docs, out):
+    for doc, rewritten in zip(docs, out, strict=True):
         for start in range(0, len(doc), 4):                                 # disjoint groups, short tail
             assert rewritten[start:start + 4] == alone(loaded, doc[start:start + 4])
 

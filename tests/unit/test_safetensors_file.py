@@ -25,7 +25,8 @@ def payload(tokenizer) -> dict:
     recipe = validate_recipe({"model": {"family": "sentence", **TINY, "share_embeddings": "all"}})
     vocab = VocabInfo.of(tokenizer)
     torch.manual_seed(0)
-    ckpt = model_payload(recipe_to_dict(recipe), tokenizer, vocab, {"src_lang": "src"}, build_model(recipe.model, vocab))
+    model = build_model(recipe.model, vocab)
+    ckpt = model_payload(recipe_to_dict(recipe), tokenizer, vocab, {"src_lang": "src"}, model)
     ckpt.update(state={"step": 2, "best": float("inf"), "history": [{"step": 2, "window_loss": 1.5}]},
                 optimizer={"state": {}, "param_groups": []})
     return ckpt
@@ -44,7 +45,8 @@ def test_round_trip_keeps_everything_inference_needs(payload, tmp_path):
     assert back["state"]["best"] == float("inf") and back["state"]["history"] == payload["state"]["history"]
     assert "optimizer" not in back                                      # weights for sharing, not for resuming
     a, b = load_model(pt), load_model(st)
-    assert all(torch.equal(x, y) for x, y in zip(a.model.state_dict().values(), b.model.state_dict().values()))
+    weights = zip(a.model.state_dict().values(), b.model.state_dict().values(), strict=True)
+    assert all(torch.equal(x, y) for x, y in weights)
 
 
 def test_tied_weights_are_stored_once(payload, tmp_path):

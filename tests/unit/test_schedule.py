@@ -23,8 +23,8 @@ def test_formula_everywhere_and_monotone_around_the_peak():
     for step, value in enumerate(values, start=1):
         assert value == pytest.approx(lr * min(step / warm, math.sqrt(warm / step)))
     assert max(values) == pytest.approx(lr) and values.index(max(values)) == warm - 1
-    assert all(a < b for a, b in zip(values[: warm - 1], values[1:warm]))
-    assert all(a > b for a, b in zip(values[warm:], values[warm + 1:]))
+    assert all(a < b for a, b in zip(values[: warm - 1], values[1:warm], strict=True))
+    assert all(a > b for a, b in zip(values[warm:], values[warm + 1:], strict=False))
 
 
 def test_no_warmup_is_plain_inverse_sqrt():

@@ -205,7 +205,7 @@ def test_nbest_lists_hold_distinct_finished_hypotheses_best_first(family):
     best = beam_search(model, batch, beam=4, max_len=12, banned=[BRK])
     for n in (1, 3, 4):
         hyps = beam_search(model, batch, beam=4, max_len=12, banned=[BRK], nbest=n)
-        for i, (hyp, one) in enumerate(zip(hyps, best)):
+        for i, (hyp, one) in enumerate(zip(hyps, best, strict=True)):
             found = [hyp, *hyp.alternatives]
             assert len(found) == n and hyp.tokens == one.tokens and hyp.score == one.score
             assert [h.score for h in found] == sorted((h.score for h in found), reverse=True)
@@ -234,8 +234,9 @@ def test_sampling_follows_the_seed_the_bans_and_the_model(family):
     """Sampling (a generator): the same seed gives the same tokens, another seed others; banned tokens never
     appear; each hypothesis' log-probability is the model's for the tokens drawn (a forward pass)."""
     model = make_model(family, eos_bias=0.0)
-    draw = lambda seed, banned=(): greedy_search(model, batch_of([0, 1, 2]), 8, banned,  # noqa: E731
-                                                 generator=torch.Generator().manual_seed(seed))
+    def draw(seed: int, banned=()):
+        return greedy_search(model, batch_of([0, 1, 2]), 8, banned, generator=torch.Generator().manual_seed(seed))
+
     first, again = draw(1), draw(1)
     assert [h.tokens for h in first] == [h.tokens for h in again]
     others = [[h.tokens for h in draw(seed)] for seed in range(2, 7)]

@@ -97,7 +97,7 @@ def test_the_pooled_ratio_equals_a_hand_count():
     assert source["kept"] == kept_by_hand.tolist()
     assert source["share"] == pytest.approx((kept_by_hand / context).tolist())
     assert source["share"] != pytest.approx(np.mean(per_window, axis=0).tolist())   # pooled, not averaged
-    assert all(1.0 >= a >= b >= 0.0 for a, b in zip(source["share"], source["share"][1:]))
+    assert all(1.0 >= a >= b >= 0.0 for a, b in zip(source["share"], source["share"][1:], strict=False))
     assert set(kept.to_json()) == {"source", "definition"}                  # a monolingual model: one side
 
 
@@ -110,7 +110,7 @@ def test_layers_after_a_drop_never_count_the_dropped_tokens():
     views = probe.views["encoder_self"]
     context = (batch.src != PAD) & ~current_sentence_mask(batch.src, BRK)   # (B, S)
     masks = [v.key_mask for v in views] + [probe.views["cross"][0].key_mask]
-    for before, after in zip(masks, masks[1:]):
+    for before, after in zip(masks, masks[1:], strict=False):
         assert not (after & ~before).any()
     for layer, view in enumerate(views[1:], start=1):
         gone = (~view.key_mask & (batch.src != PAD))[:, None, None, :]     # (B, 1, 1, S) dropped before this layer

@@ -138,7 +138,7 @@ def test_each_response_is_the_tail_of_the_document_received_so_far(family, group
             sent += size
     reference = api.load(checkpoints[family], device="cpu", first_pass=first_pass)
     end = 0
-    for size, (translations, scores, context) in zip(pieces, got):
+    for size, (translations, scores, context) in zip(pieces, got, strict=True):
         end += size
         whole = reference.translate([doc[:end]], scores=True, group_sentences=group)[0]
         assert translations == whole.translations[-size:]

@@ -1,4 +1,5 @@
-"""Sequence shortening ("Sequence Shortening for Context-Aware MT", 2023): sparsemax, masked normalisation, every context representation."""
+"""Sequence shortening ("Sequence Shortening for Context-Aware MT", 2023): sparsemax, masked normalisation, every
+context representation."""
 
 import itertools
 import math

@@ -56,7 +56,7 @@ def test_round_trip(tmp_path, dtype, high):
     assert s.tgt_lengths.tolist() == [len(b) for _, b in pairs]
     starts = np.cumsum([0] + [len(d) for d in docs])
     assert s.doc_offsets.tolist() == starts.tolist()
-    assert list(s.documents()) == list(zip(starts[:-1].tolist(), starts[1:].tolist()))
+    assert list(s.documents()) == list(zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True))
     expected_index = [k for k, d in enumerate(docs) for _ in d]
     assert s.doc_index.tolist() == expected_index and s.doc_index.dtype == np.int64
 

@@ -84,9 +84,9 @@ def test_src_tgt_alignment_and_counts(bench):
         assert [len(d) for d in src] == [len(d) for d in tgt]
         assert len(src) == split_sizes(DOCS)[split] == manifest["splits"][split]["documents"]
         assert sum(map(len, src)) == manifest["splits"][split]["sentences"]
-        for doc_s, doc_t in zip(src, tgt):
+        for doc_s, doc_t in zip(src, tgt, strict=True):
             assert 6 <= len(doc_s) <= 12
-            for s, t in zip(doc_s, doc_t):
+            for s, t in zip(doc_s, doc_t, strict=True):
                 assert 4 <= len(s.split()) <= 10 and s.endswith(" .") and t.endswith(" .")
                 assert s == s.lower() and "  " not in s and s.strip() == s
 
@@ -121,8 +121,8 @@ def test_sentence_level_translatability(bench):
     checked = 0
     for split in SPLITS:
         for doc_s, doc_t in zip(_documents(out / f"{split}.src"),
-                                _documents(out / f"{split}.tgt")):
-            for s, t in zip(doc_s, doc_t):
+                                _documents(out / f"{split}.tgt"), strict=True):
+            for s, t in zip(doc_s, doc_t, strict=True):
                 if dependent.isdisjoint(s.split()):
                     assert translate_sentence(s, lex) == t
                     checked += 1
@@ -174,8 +174,8 @@ def test_oracle_on_test_documents(bench):
     dependent = {"ze", "yu", "du", *lex.ambiguous}
     cues = set(lex.cue_adjectives)
     found = set()
-    for doc_s, doc_t in zip(_documents(out / "test.src"), _documents(out / "test.tgt")):
-        for i, (s, t) in enumerate(zip(doc_s, doc_t)):
+    for doc_s, doc_t in zip(_documents(out / "test.src"), _documents(out / "test.tgt"), strict=True):
+        for i, (s, t) in enumerate(zip(doc_s, doc_t, strict=True)):
             toks = s.split()
             if dependent.isdisjoint(toks) or cues & set(toks):
                 continue
@@ -253,7 +253,7 @@ def test_voita_layout(bench, items):
         groups = json.loads((bench[0] / "contrastive" / "voita" / f"{phen}.json").read_text())
         mine = [it for it in items if it["tags"]["phenomenon"] == phen]
         assert len(groups) == len(mine)
-        for group, item in zip(groups, mine):
+        for group, item in zip(groups, mine, strict=True):
             assert set(group) == {"src", "dst", "true_ind", "ctx_dist", "phenomenon"}
             assert group["phenomenon"] == phen and group["ctx_dist"] == item["tags"]["distance"]
             assert group["src"].split(" _eos ") == item["src_context"] + [item["src"]]
@@ -273,7 +273,7 @@ def test_contrapro_layout(bench, items):
     keys = {"document id", "segment id", "src segment", "ref segment", "ante distance",
             "ref pronoun", "src pronoun", "errors", "phenomenon"}
     assert len(records) == len(items)
-    for rec, item in zip(records, items):
+    for rec, item in zip(records, items, strict=True):
         assert keys <= set(rec)
         assert rec["src segment"] == item["src"] and rec["ref segment"] == item["candidates"][0]
         assert rec["ante distance"] == item["tags"]["distance"]
@@ -286,7 +286,7 @@ def test_contrapro_layout(bench, items):
     assert len(lines["text.src"]) == len(lines["text.tgt"]) == n_text
     assert len(lines["context.src"]) == len(lines["context.tgt"]) == 3 * n_text
     row = 0
-    for rec, item in zip(records, items):
+    for rec, item in zip(records, items, strict=True):
         expected = [rec["ref segment"]] + [e["contrastive"] for e in rec["errors"]]
         for k, tgt in enumerate(expected):
             assert lines["text.src"][row + k] == rec["src segment"]

@@ -48,7 +48,7 @@ def evaluate_py(records: list[dict], score_lines: list[str], maximize: bool = Fa
 def evaluate_py_by_distance(records: list[dict], correct: list[bool]) -> dict[str, float]:
     """evaluate.py's 'statistics by ante distance' (distances above 3 pooled as '>3')."""
     groups = defaultdict(list)
-    for record, ok in zip(records, correct):
+    for record, ok in zip(records, correct, strict=True):
         distance = record["ante distance"]
         groups[str(">3" if distance > 3 else distance)].append(ok)
     return {key: sum(oks) / len(oks) for key, oks in groups.items()}
@@ -113,7 +113,7 @@ def test_reads_the_extraction_files_in_json_order():
     assert [i.tags["pronoun"] for i in testset.items] == ["sie", "es", "er", "es", "es"]
     assert {i.tags["src_pronoun"] for i in testset.items} == {"it"}
     assert testset.items[0].tags["category"] == "it:sie"
-    for item, record in zip(testset.items, RECORDS):
+    for item, record in zip(testset.items, RECORDS, strict=True):
         assert item.src == record["src segment"]
         assert item.candidates == [record["ref segment"]] + [e["contrastive"] for e in record["errors"]]
         assert item.correct == 0
@@ -202,7 +202,7 @@ def test_reads_the_synthetic_contrapro_copy(synthetic):
     testset = _read(synthetic / "contrapro")
     generic = [json.loads(line) for line in (synthetic / "items.jsonl").read_text(encoding="utf-8").splitlines()]
     assert len(testset.items) == len(generic) > 0
-    for item, raw in zip(testset.items, generic):
+    for item, raw in zip(testset.items, generic, strict=True):
         assert (item.src_context, item.src, item.tgt_context, item.candidates) == (
             raw["src_context"], raw["src"], raw["tgt_context"], raw["candidates"])
         assert item.tags["distance"] == raw["tags"]["distance"]

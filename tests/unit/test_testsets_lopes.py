@@ -112,7 +112,7 @@ def test_reads_the_extracted_files_with_the_json():
     assert [i.tags["distance"] for i in testset.items] == [1, 1, 0, 0, 2, 1]
     assert [i.tags["src_pronoun"] for i in testset.items] == ["it", "it", "it", "they", "they", "they"]
     current_trg = _lines(EXTRACTED / "Tiny.current.trg")
-    for item, record in zip(testset.items, RECORDS):  # json order, scored lines from the extracted files
+    for item, record in zip(testset.items, RECORDS, strict=True):  # json order, scored lines from the extracted files
         assert item.src == record["src segment"]
         assert item.candidates[1] == record["errors"][0]["contrastive"]
         assert item.candidates[0] in current_trg and item.candidates[0] != record["ref segment"]
@@ -149,7 +149,8 @@ def test_both_script_orders_and_json_order_read_alike(tmp_path, context):
     for path in EXTRACTED.iterdir():
         lines = _lines(path)
         size = len(lines) // len(RECORDS)  # lines per example: 2 current, 2N context
-        _write(folder / path.name, [x for i in range(len(RECORDS)) for x in lines[size * where(i): size * (where(i) + 1)]])
+        in_json_order = [x for i in range(len(RECORDS)) for x in lines[size * where(i): size * (where(i) + 1)]]
+        _write(folder / path.name, in_json_order)
     assert _lines(folder / "Tiny.current.src")[::2] == [r["src segment"] for r in RECORDS]
     assert _item_rows(_read(folder, context=context)) == older
 
@@ -197,7 +198,7 @@ def test_model_context_picks_the_file_of_its_size():
     assert _item_rows(by_model) == _item_rows(by_option)
     assert {p.name for p in by_model.files} >= {"Tiny.c1.context.src", "Tiny.c1.context.trg"}
     trimmed = [i.src_context[-1:] for i in default.items]                 # the c2 file cut to one line
-    differ = [n for n, (i, t) in enumerate(zip(by_model.items, trimmed)) if i.src_context != t]
+    differ = [n for n, (i, t) in enumerate(zip(by_model.items, trimmed, strict=True)) if i.src_context != t]
     assert differ == [n for n, r in enumerate(RECORDS) if 1 <= r["segment id"] < 2] == [0]
     assert by_model.items[0].src_context == ["The bridge is old."] and default.items[0].src_context == []
     assert _item_rows(_read(model_context=2)) == _item_rows(default)
@@ -372,7 +373,7 @@ def test_real_files_c1_is_not_the_trimmed_c3():
     c1 = _read(extracted / "OpenSubs", json=REAL / "testset-en-fr.json", model_context=1)
     c3 = _read(extracted / "OpenSubs", json=REAL / "testset-en-fr.json", context=3)
     assert "OpenSubs.c1.context.src" in {p.name for p in c1.files}
-    differ = {n for n, (a, b) in enumerate(zip(c1.items, c3.items)) if a.src_context != b.src_context[-1:]}
+    differ = {n for n, (a, b) in enumerate(zip(c1.items, c3.items, strict=True)) if a.src_context != b.src_context[-1:]}
     print(f"real OpenSubs: {len(differ)} items differ between c1 and the c3 file trimmed to 1")
     assert differ and all(1 <= records[n]["segment id"] < 3 for n in differ)
 

@@ -84,7 +84,7 @@ def test_markers_are_gone_and_candidates_are_pronoun_swaps(scat):
             assert item.correct == 0 and correct != contrastive
             a, b = re.findall(r"\w+", correct), re.findall(r"\w+", contrastive)
             assert len(a) == len(b)
-            changed = {(x.lower(), y.lower()) for x, y in zip(a, b) if x != y}
+            changed = {(x.lower(), y.lower()) for x, y in zip(a, b, strict=True) if x != y}
             assert changed and changed <= SWAPS, (correct, contrastive)
 
 

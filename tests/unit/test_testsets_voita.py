@@ -122,7 +122,7 @@ def test_scores_layout_is_the_scoring_data_order(voita_sets):
         sources = [_joined(item.src_context + [item.src]) for item in s.items for _ in item.candidates]
         assert [_squeeze(line) for line in dst[:-1]] == [_squeeze(line) for line in flat], name
         assert [_squeeze(line) for line in src[:-1]] == [_squeeze(line) for line in sources], name
-        respaced[name] = sum(a != b for a, b in zip(dst, flat))
+        respaced[name] = sum(a != b for a, b in zip(dst, flat, strict=False))
         fake = [[0.0] * len(item.candidates) for item in s.items]
         assert len(scores_lines(fake)) == len(flat)
     assert +respaced == {"ellipsis_vp": 1}
@@ -152,7 +152,7 @@ def publisher_rule(json_path: Path, scores_path: Path) -> tuple[list[int], float
         start += len(g["dst"])
         results.append(1 if row.index(min(row)) == g["true_ind"] else 0)
     by_dist = defaultdict(list)
-    for g, ok in zip(groups, results):
+    for g, ok in zip(groups, results, strict=True):
         by_dist[g["ctx_dist"]].append(ok)
     return results, sum(results) / len(results), {d: sum(v) / len(v) for d, v in by_dist.items()}
 
@@ -160,7 +160,7 @@ def publisher_rule(json_path: Path, scores_path: Path) -> tuple[list[int], float
 def reference_decisions(items, scores, tie_rule: str) -> list[bool]:
     """The tie rules of base.TestSet, on log-probabilities (higher = better)."""
     out = []
-    for item, row in zip(items, scores):
+    for item, row in zip(items, scores, strict=True):
         if tie_rule == "first_index":
             out.append(row.index(max(row)) == item.correct)
         else:
@@ -193,7 +193,7 @@ def test_publisher_rule_equivalence(voita_sets, tmp_path):
         assert [int(ok) for ok in mine] == publisher, name
         assert sum(mine) / len(mine) == pytest.approx(accuracy)
         for dist, acc in by_dist.items():
-            oks = [ok for item, ok in zip(s.items, mine) if item.tags["ctx_dist"] == dist]
+            oks = [ok for item, ok in zip(s.items, mine, strict=True) if item.tags["ctx_dist"] == dist]
             assert sum(oks) / len(oks) == pytest.approx(acc), (name, dist)
         strict = reference_decisions(s.items, scores, "strict")
         assert strict != mine, f"{name}: the made-up scores must contain ties that the rules settle differently"

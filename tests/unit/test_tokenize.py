@@ -96,7 +96,7 @@ def test_joint_vs_separate(models):
 @pytest.mark.parametrize("moses", [False, True])
 def test_round_trip_through_decode(models, moses):
     tok = Tokenizer(models["joint"], moses=moses, src_lang="en", tgt_lang="de")
-    for en, de in zip(EN[:5], DE[:5]):
+    for en, de in zip(EN[:5], DE[:5], strict=True):
         assert tok.decode_src(tok.encode_src(en)) == en
         ids = tok.encode_tgt(de)
         assert tok.decode_tgt([tok.bos_id] + ids + [tok.eos_id, tok.pad_id]) == de
@@ -117,7 +117,7 @@ def test_state_round_trip(models):
     assert {type(v) for v in state.values()} <= {bytes, bool, str, int, list}
     back = Tokenizer.from_state(state)
     assert back.fingerprint() == tok.fingerprint() and not back.joint and back.moses
-    for en, de in zip(EN[:5], DE[:5]):
+    for en, de in zip(EN[:5], DE[:5], strict=True):
         assert back.encode_src(en) == tok.encode_src(en)
         assert back.encode_tgt(de) == tok.encode_tgt(de)
     assert back.encode_batch(EN[:3], "src") == [tok.encode_src(s) for s in EN[:3]]

@@ -53,10 +53,10 @@ def test_resume_after_kill_equals_uninterrupted_run(prepared, tmp_path):
     ref = train(recipe(prepared, tmp_path / "ref", **RESUME), show_progress=False)
     killed = tmp_path / "killed"
     script = (
-        "import sys; sys.path.insert(0, {here!r})\n"
+        f"import sys; sys.path.insert(0, {str(Path(__file__).parents[2])!r})\n"
         "from tests.unit.train_fixtures import recipe\nfrom ctxmt_cli.train.trainer import train\n"
-        "train(recipe({data!r}, {out!r}, **{kw!r}), show_progress=False)\n"
-    ).format(here=str(Path(__file__).parents[2]), data=str(prepared), out=str(killed), kw=RESUME)
+        f"train(recipe({str(prepared)!r}, {str(killed)!r}, **{RESUME!r}), show_progress=False)\n"
+    )
     env = {**os.environ, KILL_ENV: "8"}
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
@@ -74,10 +74,15 @@ def test_resume_after_kill_equals_uninterrupted_run(prepared, tmp_path):
 
 def two_batches(vocab_size=50, seed=0):
     rng = np.random.default_rng(seed)
-    rows = lambda n, lo, hi: [rng.integers(5, vocab_size, rng.integers(lo, hi)) for _ in range(n)]  # noqa: E731
+
+    def rows(n: int, lo: int, hi: int) -> list:                         # n random sentences of lo..hi-1 pieces
+        return [rng.integers(5, vocab_size, rng.integers(lo, hi)) for _ in range(n)]
+
+    def windows(sentences: list) -> list:                               # context + current
+        return [np.concatenate([x, [4], x[:2], [3]]) for x in sentences]
+
     src, tgt = rows(6, 3, 9), rows(6, 3, 9)
-    eos = lambda xs: [np.concatenate([x, [4], x[:2], [3]]) for x in xs]  # noqa: E731 - context + current
-    src, tgt = eos(src), eos(tgt)
+    src, tgt = windows(src), windows(tgt)
     return (collate(src[:3], tgt[:3], 0, 2), collate(src[3:], tgt[3:], 0, 2), collate(src, tgt, 0, 2))
 
 
@@ -114,10 +119,11 @@ def test_compiled_update_equals_eager_update():
         torch.manual_seed(0)
         model = build_model(cfg.model, vocab)
         opt = torch.optim.SGD(model.parameters(), lr=1.0)
-        updater = Updater(model, opt, None, DistEnv(), LossSettings.from_recipe(cfg, vocab, model), "off", 0.0, compiled)
+        loss = LossSettings.from_recipe(cfg, vocab, model)
+        updater = Updater(model, opt, None, DistEnv(), loss, "off", 0.0, compiled)
         stats = [updater.update([b])[0] for b in (b1, b2)]                  # two shapes, one dynamic graph
         results.append((stats, {k: v.clone() for k, v in model.state_dict().items()}))
-    for eager, compiled in zip(results[0][0], results[1][0]):
+    for eager, compiled in zip(results[0][0], results[1][0], strict=True):
         torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-4)
     assert_same_weights(results[0][1], results[1][1], atol=1e-4)
 

@@ -24,6 +24,11 @@ TINY = {"preset": None, "d_model": 32, "ffn_dim": 64, "heads": 4, "encoder_layer
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/unit/conftest.py
 
 
+def tiny_config(**model):
+    """The model section of a tiny recipe with the given ``model`` fields."""
+    return validate_recipe({"model": {**TINY, **model}}).model
+
+
 def make_model(tokenizer, family="concat", eos_bias=2.0, brk="free", seed=0):
     torch.manual_seed(seed)
     spec = {"family": family}
@@ -110,8 +115,8 @@ def test_prefix_mode_without_context_equals_sentence_level_beam_search(tokenizer
     model, docs = make_model(tokenizer, family="sentence"), documents(sizes=(3, 2))
     out = run(model, tokenizer, docs, src_context_sentences=0, tgt_context_sentences=0)
     sp = VocabInfo.of(tokenizer)
-    for doc, doc_out in zip(docs, out):
-        for text, got in zip(doc, doc_out):
+    for doc, doc_out in zip(docs, out, strict=True):
+        for text, got in zip(doc, doc_out, strict=True):
             ids = tokenizer.encode_src(text)
             batch = Batch(src=torch.tensor([ids + [sp.eos]]))
             hyp = beam_search(model, batch, beam=3, lenpen=0.6, max_len=int(1.5 * len(ids) + 6), banned=[sp.brk])[0]
@@ -154,13 +159,12 @@ def test_bad_mode_is_a_one_line_error():
 
 
 def test_context_option_resizes_each_side_that_has_context(tokenizer):
-    config = lambda **model: validate_recipe({"model": {**TINY, **model}}).model  # noqa: E731
-    s2to2 = config(family="concat", src_context_sentences=2, tgt_context_sentences=2)
+    s2to2 = tiny_config(family="concat", src_context_sentences=2, tgt_context_sentences=2)
     assert [context_sentences(s2to2, k) for k in (None, 0, 1, 4)] == [(2, 2), (0, 0), (1, 1), (4, 4)]
-    s2to1 = config(family="concat", src_context_sentences=2, tgt_context_sentences=0)
+    s2to1 = tiny_config(family="concat", src_context_sentences=2, tgt_context_sentences=0)
     assert context_sentences(s2to1, 4) == (4, 0)                             # sKto1: only the source side grows
-    assert context_sentences(config(family="caching", src_context_sentences=1), 3) == (3, 0)   # 3 cached sentences
-    sentence_level = config(family="sentence")
+    assert context_sentences(tiny_config(family="caching", src_context_sentences=1), 3) == (3, 0)   # 3 cached sentences
+    sentence_level = tiny_config(family="sentence")
     assert context_sentences(sentence_level) == context_sentences(sentence_level, 0) == (0, 0)
     with pytest.raises(CtxmtError, match="reads no context"):
         context_sentences(sentence_level, 2)
@@ -245,17 +249,16 @@ def test_a_model_reading_next_sentences_translates_with_them(tokenizer, monkeypa
 def test_context_option_sets_next_sentences_too():
     from ctxmt_cli.models.families import next_sentences
 
-    config = lambda **model: validate_recipe({"model": {**TINY, **model}}).model  # noqa: E731
-    offline = config(family="concat", src_context_sentences=1, tgt_context_sentences=0).model_copy(
+    offline = tiny_config(family="concat", src_context_sentences=1, tgt_context_sentences=0).model_copy(
         update={"src_next_sentences": 1})
     assert [(context_sentences(offline, k), next_sentences(offline, k)) for k in (None, 0, 2)] == \
         [((1, 0), 1), ((0, 0), 0), ((2, 0), 2)]
     next_only = offline.model_copy(update={"src_context_sentences": 0})
     assert (context_sentences(next_only, 3), next_sentences(next_only, 3)) == ((0, 0), 3)   # not refused
-    s2to2 = config(family="concat", src_context_sentences=2, tgt_context_sentences=2)
+    s2to2 = tiny_config(family="concat", src_context_sentences=2, tgt_context_sentences=2)
     assert next_sentences(s2to2) == next_sentences(s2to2, 4) == 0
     with pytest.raises(CtxmtError, match="reads no context"):
-        next_sentences(config(family="sentence"), 1)
+        next_sentences(tiny_config(family="sentence"), 1)
 
 
 def test_given_target_context_stands_for_the_models_own_translations(tokenizer):
@@ -266,7 +269,7 @@ def test_given_target_context_stands_for_the_models_own_translations(tokenizer):
     settings = DecodeSettings(src_context_sentences=2, tgt_context_sentences=2, beam=3, max_len_b=6, batch_docs=2)
     whole = decode_documents(model, tokenizer, docs, settings)
     assert whole[0][1] == [] and all(c for i, d in enumerate(whole) for j, c in enumerate(d) if (i, j) != (0, 1))
-    own = [[list(c[0].tokens) if c else "" for c in d[:k]] for d, k in zip(whole, (3, 0, 2))]
+    own = [[list(c[0].tokens) if c else "" for c in d[:k]] for d, k in zip(whole, (3, 0, 2), strict=True)]
     stats = TranslationStats()
     continued = decode_documents(model, tokenizer, docs, settings, given=own, stats=stats)
     for d, k in enumerate((3, 0, 2)):
@@ -308,8 +311,8 @@ def test_documents_cut_into_pieces_translate_as_whole_documents(tokenizer, famil
         runs[slots] = (decode_documents(model, tokenizer, docs, s, given=given, stats=stats), stats.steps)
     (whole, whole_steps), (cut, cut_steps) = runs[1], runs[64]
     assert whole[0][0] is None and cut[0][0] is None
-    for doc_whole, doc_cut in zip(whole, cut):
-        for a, b in zip(doc_whole, doc_cut):
+    for doc_whole, doc_cut in zip(whole, cut, strict=True):
+        for a, b in zip(doc_whole, doc_cut, strict=True):
             assert (a is None) == (b is None)
             if a is not None:
                 assert a[0].tokens == b[0].tokens and a[0].logprob == pytest.approx(b[0].logprob, abs=1e-4)

@@ -38,7 +38,8 @@ def test_window_lengths_match_built_windows(split):
 
 
 def test_long_windows_lose_oldest_whole_sentences(split):
-    ds = WindowDataset(split, WindowSpec(src_context_sentences=3, tgt_context_sentences=0, max_window_tokens=7), BRK, EOS)
+    spec = WindowSpec(src_context_sentences=3, tgt_context_sentences=0, max_window_tokens=7)
+    ds = WindowDataset(split, spec, BRK, EOS)
     assert ds.source(3).tolist() == [12, BRK, 13, 13, 13, EOS]        # 11 11 dropped whole, not cut
     tight = WindowDataset(split, WindowSpec(max_window_tokens=3), BRK, EOS)
     assert 3 not in tight.indices.tolist()                            # the sentence alone is too long

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from importlib import import_module
 from pathlib import Path
-from typing import Optional
 
 from ctxmt_cli.errors import CtxmtError, option
 from ctxmt_cli.evaluate.testsets.base import ContrastiveItem, TestSet, scores_lines
@@ -27,7 +26,7 @@ READERS = {
 __all__ = ["READERS", "ContrastiveItem", "TestSet", "load_testsets", "scores_lines"]
 
 
-def load_testsets(spec: str, data: Optional[Path] = None, **options) -> list[TestSet]:
+def load_testsets(spec: str, data: Path | None = None, **options) -> list[TestSet]:
     """The sets named by ``spec`` (``KIND`` or ``KIND:PATH``; ``data`` is the path when not in the spec)."""
     kind, _, where = spec.partition(":")
     if kind not in READERS:
@@ -36,7 +35,8 @@ def load_testsets(spec: str, data: Optional[Path] = None, **options) -> list[Tes
     path = Path(where) if where else data
     if path is None:
         raise CtxmtError(f"test set {kind!r} needs its files: give {kind}:PATH or {option('data')} PATH")
-    if not path.exists() and not any(path.parent.glob(path.name + ".*")):  # a file prefix (scat:DIR/highlighted.test) is fine
+    # a file prefix (scat:DIR/highlighted.test) is fine
+    if not path.exists() and not any(path.parent.glob(path.name + ".*")):
         raise CtxmtError(f"{kind} test set not found: {path}")
     module, _, function = READERS[kind].partition(":")
     return getattr(import_module(module), function)(path, **options)

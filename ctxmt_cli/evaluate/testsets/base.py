@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal
 
 TieRule = Literal["strict", "first_index"]
 
@@ -37,7 +37,7 @@ class ContrastiveItem:
     candidates: list[str]
     correct: int = 0
     tags: dict = field(default_factory=dict)
-    candidate_contexts: Optional[list[list[str]]] = None
+    candidate_contexts: list[list[str]] | None = None
 
     def target_context(self, k: int) -> list[str]:
         """Target context of candidate ``k`` (its own where the set has one, else the gold one)."""
@@ -55,9 +55,9 @@ class TestSet:
                  (Voita's ``evaluate_consistency.py``, argmin of losses).
     groupings:   tag keys to report accuracy by (e.g. ``("ctx_dist",)``, ``("distance", "pronoun")``).
     classes:     the tag key (``KEY`` or ``KEY/KEY``) whose value is an item's class, the kind of its correct
-                 candidate (SCAT: the correct pronoun's gender; ContraPro: er/sie/es; Voita: phenomenon and distance): accuracy per
-                 class and the balanced accuracy, their unweighted mean, which a model picking by the classes'
-                 priors cannot raise above chance; None: the whole set is one class.
+                 candidate (SCAT: the correct pronoun's gender; ContraPro: er/sie/es; Voita: phenomenon and
+                 distance): accuracy per class and the balanced accuracy, their unweighted mean, which a model
+                 picking by the classes' priors cannot raise above chance; None: the whole set is one class.
     files:       every file read, for the checksums in results.json.
     src_lang / tgt_lang: the language pair, checked against the checkpoint's where both are known.
     pretokenized: the text is already Moses-tokenized (Voita's sets): skip Moses, apply SentencePiece only.
@@ -70,10 +70,10 @@ class TestSet:
     items: list[ContrastiveItem]
     tie_rule: TieRule = "strict"
     groupings: tuple[str, ...] = ()
-    classes: Optional[str] = None
+    classes: str | None = None
     files: list[Path] = field(default_factory=list)
-    src_lang: Optional[str] = None
-    tgt_lang: Optional[str] = None
+    src_lang: str | None = None
+    tgt_lang: str | None = None
     pretokenized: bool = False
 
     def checksums(self) -> dict[str, str]:

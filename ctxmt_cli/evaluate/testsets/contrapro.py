@@ -54,7 +54,6 @@ import json
 import re
 from itertools import zip_longest
 from pathlib import Path
-from typing import Optional
 
 from ctxmt_cli.data.lines import fail, read_lines
 from ctxmt_cli.data.text_input import JsonInputError, load_json
@@ -133,11 +132,11 @@ def file_lines(path: Path, role: str) -> list[str]:
 
 def trim_context(src_ctx: list[str], tgt_ctx: list[str]) -> tuple[list[str], list[str]]:
     """Drop context positions empty on both sides (the extraction's "no context here")."""
-    keep = [i for i, (s, t) in enumerate(zip(src_ctx, tgt_ctx)) if s.strip() or t.strip()]
+    keep = [i for i, (s, t) in enumerate(zip(src_ctx, tgt_ctx, strict=True)) if s.strip() or t.strip()]
     return [src_ctx[i] for i in keep], [tgt_ctx[i] for i in keep]
 
 
-def context_option(value) -> Optional[int]:
+def context_option(value) -> int | None:
     """The ``context`` option: None (what the files hold) or a count >= 0."""
     if value is None:
         return None
@@ -186,7 +185,7 @@ def read_contrapro(path: Path, **options) -> list[TestSet]:
                          f"next to {json_path}; run ContraPro's json2text_and_context.pl, or pass "
                          "documents=DIR (ContraPro's documents/ or the OPUS Moses files), or context=0")
     items = [ContrastiveItem(src_context=sc, src=s, tgt_context=tc, candidates=c, correct=0, tags=record_tags(r))
-             for r, (sc, s, tc, c) in zip(records, rows)]
+             for r, (sc, s, tc, c) in zip(records, rows, strict=True)]
     return [TestSet(name=json_path.stem, kind="contrapro", items=items, tie_rule="strict",
                     groupings=("distance", "pronoun"), classes="pronoun", files=[json_path, *used],
                     src_lang=src_lang, tgt_lang=tgt_lang)]
@@ -212,7 +211,7 @@ def _json_path(path: Path) -> Path:
                      "(git clone https://github.com/ZurichNLP/ContraPro)")
 
 
-def _text_files(folder: Path, stem: str, src_lang: str, tgt_lang: str) -> Optional[dict[str, Path]]:
+def _text_files(folder: Path, stem: str, src_lang: str, tgt_lang: str) -> dict[str, Path] | None:
     """The extraction's four files (language suffixes, else ``.src/.tgt``), or None without text files."""
     for src, tgt in ((src_lang, tgt_lang), ("src", "tgt")):
         paths = {"text_src": folder / f"{stem}.text.{src}", "text_tgt": folder / f"{stem}.text.{tgt}",
@@ -222,7 +221,7 @@ def _text_files(folder: Path, stem: str, src_lang: str, tgt_lang: str) -> Option
     return None
 
 
-def rows_from_text(records: list[dict], paths: dict[str, Path], context: Optional[int],
+def rows_from_text(records: list[dict], paths: dict[str, Path], context: int | None,
                    check: bool, json_name: str) -> tuple[list[Row], list[Path]]:
     """Rows from ``contrapro.text.*`` / ``contrapro.context.*``, checked against the json."""
     sizes = [1 + len(errors_of(r)) for r in records]
@@ -249,7 +248,7 @@ def rows_from_text(records: list[dict], paths: dict[str, Path], context: Optiona
             raise CtxmtError(f"{paths['ctx_src']}: holds {per} context line(s) per text line, {k} asked for; "
                              f"re-extract with {option('context')} {k} or pass documents=DIR")
     rows, line = [], 0
-    for number, (record, size) in enumerate(zip(records, sizes), 1):
+    for number, (record, size) in enumerate(zip(records, sizes, strict=True), 1):
         if check:
             _check_block(paths, src, tgt, line, record, number)
         sc = ctx_src[line * per + per - k: (line + 1) * per] if ctx_src is not None else []
@@ -329,7 +328,7 @@ def load_documents(keys: set[str], documents: Path, langs: tuple[str, str]):
     return out, used
 
 
-def _moses_files(documents: Path, langs: tuple[str, str]) -> Optional[tuple[Path, Path, Path]]:
+def _moses_files(documents: Path, langs: tuple[str, str]) -> tuple[Path, Path, Path] | None:
     """``(ids, src, tgt)`` when ``documents`` names OPUS Moses files (``X.ids``, the prefix ``X``, or their folder)."""
     if documents.suffix == ".ids" and documents.is_file():
         ids = documents

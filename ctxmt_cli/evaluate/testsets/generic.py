@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 from ctxmt_cli.data.lines import read_lines
 from ctxmt_cli.data.text_input import JsonInputError, json_kind, load_json
@@ -37,8 +36,8 @@ def parse_item(raw: object, where: str) -> ContrastiveItem:
         raise CtxmtError(f"{where}: a JSON {json_kind(raw)}, not an object; give one item per line, e.g. {EXAMPLE}")
     unknown = set(raw) - FIELDS
     if unknown or "src" not in raw or "candidates" not in raw:
-        raise CtxmtError(f"{where}: needs 'src' and 'candidates'{f'; unknown keys {sorted(unknown)}' if unknown else ''} "
-                         f"(allowed: {', '.join(sorted(FIELDS))})")
+        extra = f"; unknown keys {sorted(unknown)}" if unknown else ""
+        raise CtxmtError(f"{where}: needs 'src' and 'candidates'{extra} (allowed: {', '.join(sorted(FIELDS))})")
     _check_string(raw["src"], "src", where)
     for name in ("src_context", "tgt_context", "candidates"):
         _check_strings(raw.get(name, []), name, where)
@@ -117,7 +116,7 @@ def read_jsonl(path: Path, **options) -> list[TestSet]:
                     files=[path])]
 
 
-def class_key(keys: list[str]) -> Optional[str]:
+def class_key(keys: list[str]) -> str | None:
     """The tag naming a generic item's class: ``class`` where the items carry one, else ``pronoun``, else
     ``phenomenon``; None (one class) when they have none of these."""
     return next((key for key in CLASS_TAGS if key in keys), None)

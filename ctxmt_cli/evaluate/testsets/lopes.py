@@ -54,7 +54,6 @@ import logging
 import re
 from difflib import SequenceMatcher
 from pathlib import Path
-from typing import Optional
 
 from ctxmt_cli.data.lines import fail
 from ctxmt_cli.errors import CtxmtError, OptionError, named, option
@@ -113,7 +112,7 @@ def _prefixes(path: Path) -> list[Path]:
     return [path]
 
 
-def _json_for(prefix: Path, given) -> Optional[Path]:
+def _json_for(prefix: Path, given) -> Path | None:
     """The json to read: ``given`` (a path, or False/"none" for none), else one found and announced."""
     if given is False or (isinstance(given, str) and given.lower() == "none"):
         return None
@@ -131,7 +130,7 @@ def _json_for(prefix: Path, given) -> Optional[Path]:
     return found
 
 
-def _find_json(folder: Path) -> Optional[Path]:
+def _find_json(folder: Path) -> Path | None:
     """The publisher's json next to the extracted files or one folder up (``OpenSubs/testset-en-fr.json``)."""
     for where in (folder, folder.parent):
         found = sorted(p for p in where.glob("*.json") if "testset" in p.name.lower())
@@ -144,7 +143,7 @@ def _find_json(folder: Path) -> Optional[Path]:
     return None
 
 
-def _context_files(prefix: Path, want: Optional[int], explicit: bool) -> tuple[Path, Path]:
+def _context_files(prefix: Path, want: int | None, explicit: bool) -> tuple[Path, Path]:
     """``PREFIX.cN.context.*`` for N = ``want`` (else the smallest above it; ``want`` None: the largest; a model
     wider than every file: the largest), else ``PREFIX.context.*`` (the script's own name)."""
     numbered = {}
@@ -167,7 +166,7 @@ def _context_files(prefix: Path, want: Optional[int], explicit: bool) -> tuple[P
                      f"-c {want or 'N'}, or pass {option('context')} 0")
 
 
-def _read_set(prefix: Path, contexts: tuple[Optional[int], Optional[int]], json_path: Optional[Path], check: bool,
+def _read_set(prefix: Path, contexts: tuple[int | None, int | None], json_path: Path | None, check: bool,
               langs: tuple[str, str]) -> TestSet:
     """One extracted set, with its json when there is one; ``contexts`` = (asked for, the model's)."""
     cur_src, cur_trg = Path(f"{prefix}.current.src"), Path(f"{prefix}.current.trg")
@@ -194,13 +193,13 @@ def _read_set(prefix: Path, contexts: tuple[Optional[int], Optional[int]], json_
         # json order; a record's further errors (none in the published sets) join as evaluate.py reads them
         items = [ContrastiveItem(src_context=rows[p][0], src=rows[p][1], tgt_context=rows[p][2],
                                  candidates=rows[p][3] + [e["contrastive"] for e in errors_of(r)[1:]],
-                                 tags=record_tags(r)) for p, r in zip(position, records)]
+                                 tags=record_tags(r)) for p, r in zip(position, records, strict=True)]
         groupings, files = ("distance", "pronoun"), [json_path, *files]
-    return TestSet(name=prefix.name, kind="lopes", items=items, tie_rule="strict", groupings=groupings, classes="pronoun",
-                   files=files, src_lang=langs[0], tgt_lang=langs[1])
+    return TestSet(name=prefix.name, kind="lopes", items=items, tie_rule="strict", groupings=groupings,
+                   classes="pronoun", files=files, src_lang=langs[0], tgt_lang=langs[1])
 
 
-def _rows(src: list[str], trg: list[str], prefix: Path, contexts: tuple[Optional[int], Optional[int]],
+def _rows(src: list[str], trg: list[str], prefix: Path, contexts: tuple[int | None, int | None],
           files: list[Path]) -> list[Row]:
     """(src_context, src, tgt_context, [correct, contrastive]) per example, in file order."""
     context, model_context = contexts
@@ -253,7 +252,7 @@ def _match_records(records, src, trg, cur_src: Path, json_path: Path, check: boo
         key = (text_key(record["src segment"]), text_key(errors_of(record)[0]["contrastive"]))
         waiting.setdefault(key, []).append(index)
     keys = [(text_key(src[2 * pair]), text_key(trg[2 * pair + 1])) for pair in range(len(src) // 2)]
-    owner: list[Optional[int]] = [None] * len(keys)
+    owner: list[int | None] = [None] * len(keys)
     for pair, key in enumerate(keys):       # pass 1: examples whose lines only one record has
         if len(waiting.get(key, ())) == 1:
             owner[pair] = waiting[key].pop()
@@ -269,7 +268,7 @@ def _match_records(records, src, trg, cur_src: Path, json_path: Path, check: boo
     return position
 
 
-def _neighbour_docs(owner: list[Optional[int]], records: list[dict], pair: int) -> list[str]:
+def _neighbour_docs(owner: list[int | None], records: list[dict], pair: int) -> list[str]:
     """The documents of the nearest placed examples before and after ``pair`` (documents are contiguous)."""
     docs = []
     for side in (range(pair - 1, -1, -1), range(pair + 1, len(owner))):
@@ -279,7 +278,7 @@ def _neighbour_docs(owner: list[Optional[int]], records: list[dict], pair: int) 
     return docs
 
 
-def _take(candidates: Optional[list[int]], records: list[dict], docs: list[str]) -> Optional[int]:
+def _take(candidates: list[int] | None, records: list[dict], docs: list[str]) -> int | None:
     """Remove and return the first candidate record of the first of ``docs`` that has one, else the first one."""
     if not candidates:
         return None
@@ -289,7 +288,7 @@ def _take(candidates: Optional[list[int]], records: list[dict], docs: list[str])
     return chosen
 
 
-def changed_pronoun(correct: str, contrastive: str) -> Optional[str]:
+def changed_pronoun(correct: str, contrastive: str) -> str | None:
     """The French subject pronoun (il/elle/ils/elles) of ``correct`` that the contrastive line replaces.
 
     Read from the words that differ, wherever they are: a contrastive line may also change an agreeing
@@ -299,7 +298,7 @@ def changed_pronoun(correct: str, contrastive: str) -> Optional[str]:
     changed = []
     for op, i1, i2, j1, j2 in SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
         if op == "replace" and i2 - i1 == j2 - j1:
-            swapped = [x for x, y in zip(a[i1:i2], b[j1:j2]) if x in PRONOUNS and y in PRONOUNS and x != y]
+            swapped = [x for x, y in zip(a[i1:i2], b[j1:j2], strict=True) if x in PRONOUNS and y in PRONOUNS and x != y]
             if swapped:
                 return swapped[0]
         if op in ("replace", "delete"):

@@ -62,7 +62,6 @@ import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 from ctxmt_cli.data.text_input import text_problem
 from ctxmt_cli.errors import CtxmtError
@@ -143,7 +142,7 @@ def _whole_word(text: str, start: int, end: int) -> bool:
     return not (start > 0 and text[start - 1].isalnum()) and not (end < len(text) and text[end].isalnum())
 
 
-def swap_pronouns(line: str) -> tuple[str, Optional[str], list[str]]:
+def swap_pronouns(line: str) -> tuple[str, str | None, list[str]]:
     """``(correct, contrastive, pronouns)`` for a marked French line.
 
     ``contrastive`` is None where no whole-word marked pronoun can be swapped;
@@ -183,14 +182,14 @@ def read_scat(path: Path, **options) -> list[TestSet]:
     prefix = _prefix(Path(path), split)
     files = [Path(f"{prefix}{s}") for s in (".en", ".fr", ".context.en", ".context.fr")]
     src, tgt, src_ctx, tgt_ctx = (_read_lines(f) for f in files)
-    counts = {f.name: len(lines) for f, lines in zip(files, (src, tgt, src_ctx, tgt_ctx))}
+    counts = {f.name: len(lines) for f, lines in zip(files, (src, tgt, src_ctx, tgt_ctx), strict=True)}
     if len(set(counts.values())) != 1:
         listed = ", ".join(f"{name}: {n}" for name, n in counts.items())
         raise CtxmtError(f"SCAT files of {prefix} are not line-aligned ({listed}); re-download them from {DOWNLOAD}")
     name = prefix.name[len("highlighted."):] if prefix.name.startswith("highlighted.") else prefix.name
     testset = ScatTestSet(name=f"scat_{name}", kind="scat", items=[], tie_rule="strict",
                           groupings=("pronoun",), classes="gender", files=files, src_lang="en", tgt_lang="fr")
-    for i, lines in enumerate(zip(src, tgt, src_ctx, tgt_ctx)):
+    for i, lines in enumerate(zip(src, tgt, src_ctx, tgt_ctx, strict=True)):
         item = scat_item(*lines)
         if item is not None:
             testset.items.append(item)
@@ -208,7 +207,7 @@ def read_scat(path: Path, **options) -> list[TestSet]:
     return [testset]
 
 
-def scat_item(src: str, tgt: str, src_ctx: str, tgt_ctx: str) -> Optional[ContrastiveItem]:
+def scat_item(src: str, tgt: str, src_ctx: str, tgt_ctx: str) -> ContrastiveItem | None:
     """One example as a :class:`ContrastiveItem`, or None when it has no swappable pronoun."""
     correct, contrastive, pronouns = swap_pronouns(tgt)
     if contrastive is None:

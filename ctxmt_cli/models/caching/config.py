@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -24,24 +24,29 @@ class CachingConfig(ModelBase, TargetContextOptions):
     src_context_sentences: int = Field(1, ge=0, le=MAX_CONTEXT, description="previous source sentences used as context")
     repr: Literal["tokens", "sentence", "pooling", "grouping", "selecting"] = Field(
         "tokens", description="what is cached per sentence: every token, the mean, or a shortened sequence")
-    pooling: Optional[Literal["max", "avg", "linear"]] = Field(None, description="repr: pooling only")
+    pooling: Literal["max", "avg", "linear"] | None = Field(None, description="repr: pooling only")
     pool_size: int = Field(2, ge=1, le=MAX_POSITIONS, description="pooling: tokens per pooled group (k)")
-    groups: Optional[int] = Field(None, ge=1, le=MAX_POSITIONS, description="grouping/selecting: number of groups (K)")
+    groups: int | None = Field(None, ge=1, le=MAX_POSITIONS, description="grouping/selecting: number of groups (K)")
     normalizer: Literal["softmax", "sparsemax"] = Field(
         "sparsemax", description="grouping/selecting: how token scores become group weights")
-    categorizer_hidden: int = Field(512, ge=1, le=MAX_HIDDEN, description="grouping/selecting: hidden units of the categorising FFN")
-    include_current: Optional[bool] = Field(
+    categorizer_hidden: int = Field(512, ge=1, le=MAX_HIDDEN,
+                                    description="grouping/selecting: hidden units of the categorising FFN")
+    include_current: bool | None = Field(
         None, description="add the current sentence's own representation to the context (default: aggregating reprs)")
     integration: Literal["sequential", "parallel", "concat"] = Field(
-        "sequential", description="context attention after cross-attention, beside it, or context joined to the encoder output")
+        "sequential", description="context attention after cross-attention, beside it, or context joined to the "
+        "encoder output")
     gate: bool = Field(False, description="sigmoid gate on the context-attention branch (eq. 5)")
-    encoder: Literal["shared", "separate"] = Field("shared", description="separate = unshared context encoder (multi-encoder)")
+    encoder: Literal["shared", "separate"] = Field(
+        "shared", description="separate = unshared context encoder (multi-encoder)")
     grad_context_sentences: int = Field(
-        0, ge=0, le=MAX_CONTEXT, description="nearest context sentences whose *encoder* pass gets gradient; 0 (the paper's code): "
-        "every context sentence is encoded without autograd, the encoder learns from the current sentence only")
-    shortening_grad_context_sentences: Optional[int] = Field(
-        None, ge=0, le=MAX_CONTEXT, description="pooling/grouping/selecting: nearest context sentences whose shortening gets gradient, "
-        "detached beyond (the paper: 2 for grouping, 1 for selecting); null = every context sentence")
+        0, ge=0, le=MAX_CONTEXT, description="nearest context sentences whose *encoder* pass gets gradient; 0 (the "
+        "paper's code): every context sentence is encoded without autograd, the encoder learns from the current "
+        "sentence only")
+    shortening_grad_context_sentences: int | None = Field(
+        None, ge=0, le=MAX_CONTEXT, description="pooling/grouping/selecting: nearest context sentences whose "
+        "shortening gets gradient, detached beyond (the paper: 2 for grouping, 1 for selecting); null = every context "
+        "sentence")
     shortening_dropout: float = Field(
         0.0, ge=0.0, lt=1.0, description="dropout on the attention branch of eq. 2 (the paper's code has none)")
     segment_embeddings: bool = Field(True, description="learned embedding of each context sentence's slot")
@@ -62,7 +67,7 @@ class CachingConfig(ModelBase, TargetContextOptions):
         return self.repr in AGGREGATING if self.include_current is None else self.include_current
 
     @model_validator(mode="after")
-    def _check_caching(self) -> "CachingConfig":
+    def _check_caching(self) -> CachingConfig:
         if (self.repr == "pooling") != (self.pooling is not None):
             raise ValueError("repr: pooling needs pooling: max | avg | linear (and pooling is only for repr: pooling)")
         if (self.repr in ("grouping", "selecting")) != (self.groups is not None):

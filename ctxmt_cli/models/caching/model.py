@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import replace
-from typing import Optional
 
 import torch
 from torch import Tensor, nn
@@ -53,14 +52,15 @@ class Caching(EncoderDecoder):
         attention = None if cfg.integration == "concat" else (cfg.integration == "parallel", cfg.gate)
         super().__init__(cfg, vocab, context_attention=attention)
         d = cfg.d_model
-        self.shortener = Shortener(cfg.repr, d, cfg.heads, pooling=cfg.pooling, pool_size=cfg.pool_size, groups=cfg.groups,
-                                   normalizer=cfg.normalizer, hidden=cfg.categorizer_hidden,
+        self.shortener = Shortener(cfg.repr, d, cfg.heads, pooling=cfg.pooling, pool_size=cfg.pool_size,
+                                   groups=cfg.groups, normalizer=cfg.normalizer, hidden=cfg.categorizer_hidden,
                                    dropout=cfg.shortening_dropout, attention_dropout=cfg.attention_dropout)
         self.segment = nn.Embedding(cfg.context_slots + 1, d) if cfg.segment_embeddings else None
         self.context_pos = nn.Embedding(cfg.max_positions, d) if cfg.context_positions else None
         self.context_layers = self.context_norm = None
         if cfg.encoder == "separate":
-            args = (d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout, cfg.activation_dropout, cfg.normalize_before)
+            args = (d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout, cfg.activation_dropout,
+                    cfg.normalize_before)
             self.context_layers = nn.ModuleList(EncoderLayer(*args, cfg.activation) for _ in range(cfg.encoder_layers))
             self.context_norm = nn.LayerNorm(d) if cfg.normalize_before else nn.Identity()
         for emb in (self.segment, self.context_pos):
@@ -74,7 +74,7 @@ class Caching(EncoderDecoder):
         return cfg
 
     # ---- entries ------------------------------------------------------------------------------
-    def entries_of(self, src: Tensor, current: EncoderOut, probe: Optional[AttentionProbe] = None
+    def entries_of(self, src: Tensor, current: EncoderOut, probe: AttentionProbe | None = None
                    ) -> tuple[Tensor, Tensor]:
         """Cache entries (N, M, C) and mask of sentences ``src`` (N, L); ``current`` = their shared-encoder output.
 
@@ -121,7 +121,7 @@ class Caching(EncoderDecoder):
                              ((dist > n_enc) & (dist <= n_short), (False, True)), (dist > n_short, (False, False))):
             group = group.nonzero().squeeze(1)
             if group.numel():
-                for bucket, item in zip((values, ids, pos), self._context_tokens(sent, group, *grads)):
+                for bucket, item in zip((values, ids, pos), self._context_tokens(sent, group, *grads), strict=True):
                     bucket.append(item)
         if self.cfg.current_in_context:
             current = (dist == 0).nonzero().squeeze(1)                     # (B,) one current sentence per row
@@ -138,7 +138,7 @@ class Caching(EncoderDecoder):
         return self.pack(values[order], row[ids], dist[ids], pos[order], cur_src.size(0))
 
     # ---- contract -----------------------------------------------------------------------------
-    def encode(self, batch: Batch, probe: Optional[AttentionProbe] = None) -> EncoderOut:
+    def encode(self, batch: Batch, probe: AttentionProbe | None = None) -> EncoderOut:
         """Current sentence states, the context memory (``context``) and this sentence's cache entry (``entry``)."""
         if batch.memory is not None:                                        # translation: one sentence per row + cache
             cur_src = batch.src
@@ -157,7 +157,7 @@ class Caching(EncoderDecoder):
         else:
             memory = self._window_memory(cur_src, entry, entry_mask, sent, row, dist)   # (B, Mc, C)
         own_entry = None if entry is None else Memory(entry, entry_mask)
-        if self.cfg.integration == "concat":                                # multi-encoder: one memory for cross-attention
+        if self.cfg.integration == "concat":                   # multi-encoder: one memory for cross-attention
             states = torch.cat([memory.states, cur.states], dim=1)         # (B, Mc + S, C)
             mask = torch.cat([memory.mask, cur.mask], dim=1)
             current = None if cur.current is None else torch.cat([memory.current, cur.current], dim=1)   # (analysis)
@@ -165,7 +165,8 @@ class Caching(EncoderDecoder):
         return replace(cur, context=memory, entry=own_entry)
 
     def assemble(self, memory: list[list[Tensor]], own: list[Tensor] | None) -> Memory:
-        """Context memory (B, Mc, C) and mask from cached entries (per row, oldest -> newest) [+ each row's own entry]."""
+        """Context memory (B, Mc, C) and mask from cached entries (per row, oldest -> newest) [+ each row's own
+        entry]."""
         parts, rows, slots = [], [], []
         for r, entries in enumerate(memory):
             for i, e in enumerate(entries):
@@ -181,8 +182,11 @@ class Caching(EncoderDecoder):
         values = torch.cat(parts) if parts else ref.new_zeros(0, ref.size(1))
         starts = torch.cumsum(lengths, 0) - lengths
         pos = torch.arange(values.size(0), device=ref.device) - starts.repeat_interleave(lengths)
-        as_tensor = lambda xs: torch.tensor(xs, dtype=torch.long, device=ref.device).repeat_interleave(lengths)  # noqa: E731
-        return self.pack(values, as_tensor(rows), as_tensor(slots), pos, len(memory))
+
+        def per_token(per_part: list[int]) -> Tensor:                       # (T,): each part's value on its tokens
+            return torch.tensor(per_part, dtype=torch.long, device=ref.device).repeat_interleave(lengths)
+
+        return self.pack(values, per_token(rows), per_token(slots), pos, len(memory))
 
     def pack(self, values: Tensor, row: Tensor, slot: Tensor, pos: Tensor, batch_size: int) -> Memory:
         """Scatter context tokens (T, C), sorted by row, into a memory (B, Mc, C) with slot and position embeddings
@@ -209,7 +213,8 @@ class Caching(EncoderDecoder):
 
 
 def split_sentences(src: Tensor, vocab: VocabInfo) -> tuple[Tensor, Tensor, Tensor]:
-    """Sentences (N, L) of source windows (B, S), each closed by ``</s>``, their row (N,) and distance (N,) (0 = current).
+    """Sentences (N, L) of source windows (B, S), each closed by ``</s>``, their row (N,) and distance (N,)
+    (0 = current).
 
     ``c1 <brk> c2 <brk> s </s>`` gives ``[c1 </s>], [c2 </s>], [s </s>]`` with distances 2, 1, 0: a context
     sentence looks exactly as it did when it was current."""

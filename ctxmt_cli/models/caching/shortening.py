@@ -25,7 +25,7 @@ states are zeroed on entry and masked scores use ``torch.finfo(dtype).min``
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -78,7 +78,7 @@ def sparsemax(x: Tensor, dim: int = -1) -> Tensor:
 
 
 def normalize(
-    scores: Tensor, mask: Optional[Tensor], dim: int, kind: Literal["softmax", "sparsemax"]
+    scores: Tensor, mask: Tensor | None, dim: int, kind: Literal["softmax", "sparsemax"]
 ) -> Tensor:
     """Softmax or sparsemax of ``scores`` along ``dim``; positions where ``mask`` is False get exactly 0.
 
@@ -115,7 +115,7 @@ def pooling_windows(states: Tensor, mask: Tensor, k: int) -> tuple[Tensor, Tenso
 
 def pool(
     states: Tensor, mask: Tensor, kind: Literal["max", "avg", "linear"], k: int,
-    proj: Optional[nn.Linear] = None,
+    proj: nn.Linear | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Eq. 1: pool groups of ``k`` consecutive real tokens; returns pooled (N, M, C) and pooled_mask (N, M).
 
@@ -163,8 +163,8 @@ class AttendBack(nn.Module):
         return self.norm(short + self.dropout(out))                         # (N, M, C)
 
 
-def _validate(repr: str, d_model: int, heads: int, pooling: Optional[str], pool_size: int,
-              groups: Optional[int], normalizer: str) -> None:
+def _validate(repr: str, d_model: int, heads: int, pooling: str | None, pool_size: int,
+              groups: int | None, normalizer: str) -> None:
     """Reject option combinations that cannot build a shortener, with a message naming the option."""
     if repr not in REPRS:
         raise ValueError(f"shortening: repr must be one of {REPRS}, got {repr!r}")
@@ -198,9 +198,9 @@ class Shortener(nn.Module):
         d_model: int,
         heads: int,
         *,
-        pooling: Optional[Literal["max", "avg", "linear"]] = None,
+        pooling: Literal["max", "avg", "linear"] | None = None,
         pool_size: int = 2,
-        groups: Optional[int] = None,
+        groups: int | None = None,
         normalizer: Literal["softmax", "sparsemax"] = "sparsemax",
         hidden: int = 512,
         dropout: float = 0.0,
@@ -210,9 +210,9 @@ class Shortener(nn.Module):
         _validate(repr, d_model, heads, pooling, pool_size, groups, normalizer)
         self.repr, self.pooling, self.pool_size = repr, pooling, pool_size
         self.groups, self.normalizer = groups, normalizer
-        self.proj: Optional[nn.Linear] = None
-        self.categorize: Optional[nn.Sequential] = None
-        self.attend_back: Optional[AttendBack] = None
+        self.proj: nn.Linear | None = None
+        self.categorize: nn.Sequential | None = None
+        self.attend_back: AttendBack | None = None
         if repr == "pooling" and pooling == "linear":
             self.proj = nn.Linear(pool_size * d_model, d_model)
         if repr in ("grouping", "selecting"):

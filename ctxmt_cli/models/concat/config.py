@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Optional, Union
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -30,22 +30,23 @@ class ConcatConfig(ModelBase, TargetContextOptions):
     """Sliding-window concatenation sKtoK / sKto1 (Lupo et al. 2022, 2023)."""
 
     family: Literal["concat"] = Field("concat", description="the family this section configures")
-    src_context_sentences: int = Field(3, ge=0, le=MAX_CONTEXT, description="previous source sentences in the window (K-1)")
+    src_context_sentences: int = Field(3, ge=0, le=MAX_CONTEXT,
+                                       description="previous source sentences in the window (K-1)")
     tgt_context_sentences: int = Field(3, ge=0, le=MAX_CONTEXT, description="previous target sentences (0 = sKto1)")
-    src_next_sentences: int = Field(0, ge=0, le=MAX_CONTEXT, description="next source sentences in the window, after the "
-                                    "previous ones and before the current one (sKto1 only; Yang et al. give their "
-                                    "ECT baseline 1 previous + 1 next)")
+    src_next_sentences: int = Field(0, ge=0, le=MAX_CONTEXT, description="next source sentences in the window, after "
+                                    "the previous ones and before the current one (sKto1 only; Yang et al. give "
+                                    "their ECT baseline 1 previous + 1 next)")
     cd: float = Field(1.0, ge=0.0, le=1.0, description="context discount: L = cd * L_context + L_current")
     cd_normalize: Literal["window_tokens", "weight_sum"] = Field(
         "window_tokens", description="the discounted loss's divisor: the window's target tokens (the authors' code) "
         "or the sum of the token weights")
-    shift: Union[None, Literal["auto", "per-window"], _Shift, ShiftPair] = Field(
+    shift: None | Literal["auto", "per-window"] | _Shift | ShiftPair = Field(
         None, description="segment-shifted positions: auto (mean sentence length), an int, per-window"
     )
-    segment: Optional[Literal["onehot", "sinusoidal", "learned"]] = Field(
+    segment: Literal["onehot", "sinusoidal", "learned"] | None = Field(
         None, description="segment embedding added to the positions (sentence index from the right; none by default)")
     persistent: bool = Field(False, description="add the position/segment encodings to every layer's input")
-    pse: Optional[PSEConfig] = Field(None, description="position-segment embedding: positions and segments "
+    pse: PSEConfig | None = Field(None, description="position-segment embedding: positions and segments "
                                                      "concatenated instead of added")
     context_order: Literal["previous", "random"] = Field(
         "previous", description="training windows' context: the previous sentences, or sentences drawn at random "
@@ -56,7 +57,7 @@ class ConcatConfig(ModelBase, TargetContextOptions):
                             "translating (Yang et al.'s bilingual ECT baseline, Table 2; needs a joint vocabulary)")
 
     @model_validator(mode="after")
-    def _check_concat(self) -> "ConcatConfig":
+    def _check_concat(self) -> ConcatConfig:
         if self.pse is not None:
             if self.segment is None:
                 raise ValueError("pse needs a segment encoding: set segment to onehot, sinusoidal or learned")

@@ -67,7 +67,8 @@ class Concat(EncoderDecoder):
             return cfg
         mean = meta.get("mean_sentence_length") or {}
         if "src" not in mean or "tgt" not in mean:
-            raise CtxmtError("shift: auto needs mean_sentence_length in the prepared data's meta.json; re-run ctxmt prepare")
+            raise CtxmtError("shift: auto needs mean_sentence_length in the prepared data's meta.json; re-run ctxmt "
+                             "prepare")
         return cfg.model_copy(update={"shift": ShiftPair(src=round(mean["src"]), tgt=round(mean["tgt"]))})
 
     def loss_terms(self, batch: Batch, token_loss: Tensor, output: ModelOutput) -> dict[str, LossTerm]:

@@ -10,8 +10,6 @@ embeddings are one table shared by encoder and decoder, initialised N(0, 1) (``t
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -28,9 +26,9 @@ class SegmentPositionEncoding(PositionEncoding):
     """
 
     def __init__(
-        self, d_model: int, segment: Optional[str] = None, max_segments: int = 1,
-        d_se: Optional[int] = None, persistent: bool = False, shifted: bool = False, decoder: bool = False,
-        table: Optional[nn.Embedding] = None, layout: str = "tensor2tensor",
+        self, d_model: int, segment: str | None = None, max_segments: int = 1,
+        d_se: int | None = None, persistent: bool = False, shifted: bool = False, decoder: bool = False,
+        table: nn.Embedding | None = None, layout: str = "tensor2tensor",
     ):
         super().__init__(d_model, layout)
         self.segment, self.max_segments = segment, max_segments
@@ -63,7 +61,7 @@ class SegmentPositionEncoding(PositionEncoding):
         """The segments (B, T) the encoding uses: ``seg``, except the decoder's start token (position 0) gets k = 1."""
         return seg.masked_fill(positions == 0, 1) if self.decoder else seg
 
-    def forward(self, positions: Tensor, seg: Optional[Tensor]) -> Tensor:
+    def forward(self, positions: Tensor, seg: Tensor | None) -> Tensor:
         """Encoding (B, T, C) of ``positions`` (B, T) and segments ``seg`` (B, T) or None."""
         if self.segment is None or seg is None:
             return sinusoid(positions, self.d_model, self.layout)
@@ -72,7 +70,7 @@ class SegmentPositionEncoding(PositionEncoding):
             return torch.cat([sinusoid(positions, self.d_model - self.d_se, self.layout), codes], dim=-1)
         return sinusoid(positions, self.d_model, self.layout) + codes
 
-    def persisted(self, positions: Tensor, seg: Optional[Tensor], encoding: Tensor) -> Optional[Tensor]:
+    def persisted(self, positions: Tensor, seg: Tensor | None, encoding: Tensor) -> Tensor | None:
         """What is re-added to the input of every layer after the first (B, T, C); None when not persistent.
 
         Lupo et al. (2023, §2.2) persist the *sentence position* encoding: PSE as a whole; an added segment

@@ -14,8 +14,8 @@ model (the L_m rows of eq. 13, see :mod:`ctxmt_cli.data.target_concat`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -40,14 +40,14 @@ class TargetConcatRows(Extras):
     next_sentences: Tensor                       # (B,) long
 
     @classmethod
-    def of(cls, rows: Sequence[tuple[Sequence[int], int]], pad: int) -> Optional["TargetConcatRows"]:
+    def of(cls, rows: Sequence[tuple[Sequence[int], int]], pad: int) -> TargetConcatRows | None:
         """The extras of (row, next sentences) pairs, an empty row one of padding; None when no row has any."""
         if not any(len(row) for row, _ in rows):
             return None
         return cls(pad_rows([row for row, _ in rows], pad), torch.tensor([m for _, m in rows], dtype=torch.long))
 
 
-def target_concat_of(batch: Batch) -> Optional[TargetConcatRows]:
+def target_concat_of(batch: Batch) -> TargetConcatRows | None:
     """The batch's target concatenations, or None (no row reads target context)."""
     return batch.extras if isinstance(batch.extras, TargetConcatRows) else None
 
@@ -79,7 +79,7 @@ class ContextGate(nn.Module):
         return (1 - g) * zs + g * zt
 
 
-def stream_input(tgt_concat: Optional[Tensor], batch_size: int, pad: int, eos: int,
+def stream_input(tgt_concat: Tensor | None, batch_size: int, pad: int, eos: int,
                  device: torch.device) -> tuple[Tensor, Tensor]:
     """(rows to encode (B, S2), rows with a target concatenation (B,) bool) of ``tgt_concat`` (B, S2). An empty
     row becomes a lone ``</s>`` (finite states, masked out afterwards); no ``tgt_concat`` at all: every row is one."""

@@ -8,7 +8,7 @@ ignored). A resolved recipe therefore round-trips: what it dumps validates to th
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -30,10 +30,10 @@ class HanoiTConfig(ModelBase, TargetContextOptions):
     src_context_sentences: int = Field(1, ge=0, le=MAX_CONTEXT, description="previous source sentences in the window")
     src_next_sentences: int = Field(1, ge=0, le=MAX_CONTEXT, description="next source sentences in the window (offline "
                                     "context, the paper's default; 0 = online)")
-    unified_layers: Optional[int] = Field(None, ge=0, le=MAX_LAYERS, description="N1, the bottom encoder layers that read every "
-                                          "token (default: 1, or encoder_layers - selection_layers)")
-    selection_layers: Optional[int] = Field(None, ge=0, le=MAX_LAYERS, description="N2, the top encoder layers that each select "
-                                            "context tokens for the layers above (default: encoder_layers - N1)")
+    unified_layers: int | None = Field(None, ge=0, le=MAX_LAYERS, description="N1, the bottom encoder layers that "
+                                       "read every token (default: 1, or encoder_layers - selection_layers)")
+    selection_layers: int | None = Field(None, ge=0, le=MAX_LAYERS, description="N2, the top encoder layers that each "
+                                         "select context tokens for the layers above (default: encoder_layers - N1)")
     q: float = Field(0.2, gt=0.0, le=1.0, description="eq. 7: a context token stays when at least q * p of the p "
                      "current-sentence tokens attend to it at or above their average (the paper: 0.1-0.5, "
                      "best 0.1-0.3, Figure 5)")
@@ -53,14 +53,14 @@ class HanoiTConfig(ModelBase, TargetContextOptions):
         "source", description="the language of the one stream's context (bilingual: false): source (§2.2) | target, "
         "the target side of the same context sentences in place of the source side, the stream [target context; "
         "current source] (§3.5's 'target mono-lingual context'; needs a joint vocabulary); bilingual: true reads both")
-    share_encoder: Optional[bool] = Field(None, description="bilingual: the target stream goes through the same "
+    share_encoder: bool | None = Field(None, description="bilingual: the target stream goes through the same "
                                           "encoder (true, the paper's default) or an encoder of its own [default true]")
-    gate: Optional[Literal["scalar", "vector"]] = Field(
+    gate: Literal["scalar", "vector"] | None = Field(
         None, description="bilingual, eq. 9: one gate value per decoder position (scalar) or one per channel "
         "(vector: W_s and U_t are d x d matrices, as the paper names them) [default vector]")
-    gate_scale: Optional[float] = Field(None, ge=0.0, le=1.0, description="bilingual, eq. 9: c, the gate's upper "
+    gate_scale: float | None = Field(None, ge=0.0, le=1.0, description="bilingual, eq. 9: c, the gate's upper "
                                         "bound (0: the monolingual model; the paper gives no value) [default 1]")
-    alpha: Optional[float] = Field(None, ge=0.0, le=1.0, description="bilingual, eq. 13: L = alpha L_m + (1 - alpha) "
+    alpha: float | None = Field(None, ge=0.0, le=1.0, description="bilingual, eq. 13: L = alpha L_m + (1 - alpha) "
                                    "L_b, trained by dropping the target stream of each training row with "
                                    "probability alpha [default 0.5, the paper's]")
 
@@ -74,7 +74,7 @@ class HanoiTConfig(ModelBase, TargetContextOptions):
         return {**section, "unified_layers": n1, "selection_layers": layers - n1}
 
     @model_validator(mode="after")
-    def _check_hanoit(self) -> "HanoiTConfig":
+    def _check_hanoit(self) -> HanoiTConfig:
         n1, n2, layers = self.unified_layers, self.selection_layers, self.encoder_layers
         for name, n in (("unified_layers", n1), ("selection_layers", n2)):
             if n is not None and n > layers:

@@ -12,7 +12,7 @@ Overrides :meth:`Inputs.windows`, :meth:`Inputs.collate`,
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -61,7 +61,7 @@ class HanoiTInputs(Inputs):
             self._give(batch, TargetConcatRows.of([dataset.tgt_concat(j) for j in batch.ids.tolist()], vocab.pad))
         return batch
 
-    def _give(self, batch: Batch, rows: Optional[TargetConcatRows]) -> None:
+    def _give(self, batch: Batch, rows: TargetConcatRows | None) -> None:
         """Hand ``batch`` its target concatenations: beside the source windows (bilingual, ``Batch.extras``) or
         as them (a target-context model: ``Batch.src`` and ``Batch.src_next``)."""
         if not self.target_only:
@@ -76,17 +76,17 @@ class HanoiTInputs(Inputs):
             return
         js = [j] * len(sources) if isinstance(j, int) else j
         rows = [target_concat_row(doc[i], doc.first_pass, i, plan.src_context_sentences, plan.src_next_sentences,
-                                  plan.max_window_tokens, vocab) for doc, i in zip(sources, js)]
+                                  plan.max_window_tokens, vocab) for doc, i in zip(sources, js, strict=True)]
         self._give(batch, TargetConcatRows.of(rows, vocab.pad))
 
-    def scoring_batch(self, batch: Batch, vocab: VocabInfo, target_concat: Optional[Sequence] = None) -> Batch:
+    def scoring_batch(self, batch: Batch, vocab: VocabInfo, target_concat: Sequence | None = None) -> Batch:
         """A scoring batch of source windows; the bilingual model's rows also read ``target_concat`` (one row
         per source row, its context's target side, no next sentences), when the test set gives one; a
         target-context model reads only those (an empty one, a sentence without context: its source window, the
         sentence alone)."""
         if self.target_only and target_concat is not None:
             target_concat = [row if len(row) else own[own != vocab.pad].numpy()
-                             for row, own in zip(target_concat, batch.src)]
+                             for row, own in zip(target_concat, batch.src, strict=True)]
         if self.target_concat and target_concat is not None:
             self._give(batch, TargetConcatRows.of([(row, 0) for row in target_concat], vocab.pad))
         return batch

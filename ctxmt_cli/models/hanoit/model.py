@@ -70,7 +70,6 @@ target context to its one stream; this is the bilingual model's target stream wi
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Optional
 
 import torch
 from torch import Tensor, nn
@@ -101,7 +100,7 @@ def kept_name(layer: int, side: str = "source") -> str:
     return f"{KEPT_PREFIX[side]}{layer + 1}"
 
 
-def kept_layer(name: str) -> Optional[tuple[str, int]]:
+def kept_layer(name: str) -> tuple[str, int] | None:
     """(side, 1-based encoder layer) of a kept-share loss-term name (:func:`kept_name`); None for another name."""
     for side, prefix in KEPT_PREFIX.items():
         if name.startswith(prefix) and name[len(prefix):].isdigit():
@@ -109,7 +108,7 @@ def kept_layer(name: str) -> Optional[tuple[str, int]]:
     return None
 
 
-def part_layout(src: Tensor, brk: int, src_next: Optional[Tensor]) -> tuple[Tensor, Tensor]:
+def part_layout(src: Tensor, brk: int, src_next: Tensor | None) -> tuple[Tensor, Tensor]:
     """Positions (B, S), restarting at 0 in each part, and segment rows (B, S) of windows ``src`` (B, S) laid
     out [previous] [next] current; ``src_next`` (B,): how many context sentences are next ones (None: 0)."""
     is_brk = (src == brk).long()
@@ -127,7 +126,7 @@ def part_layout(src: Tensor, brk: int, src_next: Optional[Tensor]) -> tuple[Tens
 
 @torch.no_grad()
 def select_context(attention: Tensor, alive: Tensor, current: Tensor, q: float, queries: str = "current",
-                   counted: Optional[Tensor] = None) -> Tensor:
+                   counted: Tensor | None = None) -> Tensor:
     """Eqs. 5-7: the tokens still alive after a selection layer, (B, S) bool.
 
     ``attention`` (B, S, S): the layer's head-averaged probabilities (query i, key k); ``alive`` (B, S): the
@@ -142,7 +141,7 @@ def select_context(attention: Tensor, alive: Tensor, current: Tensor, q: float, 
 
 @torch.no_grad()
 def rule_on_current(attention: Tensor, alive: Tensor, current: Tensor, q: float, queries: str = "current",
-                    counted: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+                    counted: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """How strict the rule is, measured on tokens it never judges: (the counted current tokens eq. 7 would keep if
     each were a context token, the counted current tokens), two scalars. The arguments are
     :func:`select_context`'s; a current token is not its own query (``a_jj`` is left out of s_j), so a key of the
@@ -152,7 +151,7 @@ def rule_on_current(attention: Tensor, alive: Tensor, current: Tensor, q: float,
 
 
 def _correlation_counts(attention: Tensor, alive: Tensor, current: Tensor, q: float, queries: str,
-                        counted: Optional[Tensor], own_query: bool = True) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+                        counted: Tensor | None, own_query: bool = True) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Eq. 6's s_k for every key (B, S) (``own_query`` False: a current key's own query left out, which only the
     control needs: a context key is never a current query); eq. 7's bound ceil(q·p) per row (B,); the alive current
     tokens (B, S); the counted ones, the p of each row (B, S)."""
@@ -197,7 +196,8 @@ class HanoiT(EncoderDecoder):
         first = cfg.unified_layers
         self.between_layers_attention = frozenset(range(first, first + cfg.selection_layers))
         sides = ("source", "target") if bilingual else (cfg.context_side,)
-        self.loss_term_names = tuple(kept_name(i, side) for side in sides for i in sorted(self.between_layers_attention))
+        self.loss_term_names = tuple(kept_name(i, side) for side in sides
+                                     for i in sorted(self.between_layers_attention))
         self.target_layers = self.target_norm = None                        # share_encoder: false, its own stack
         if bilingual and not cfg.share_encoder:
             args = (d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout, cfg.activation_dropout,
@@ -217,7 +217,7 @@ class HanoiT(EncoderDecoder):
             raise CtxmtError(JOINT_NEEDED)
         return cfg
 
-    def encode(self, batch: Batch, probe: Optional[AttentionProbe] = None) -> EncoderOut:
+    def encode(self, batch: Batch, probe: AttentionProbe | None = None) -> EncoderOut:
         """Embed [previous; next; current] with positions restarting per part and segments (eq. 2), then the
         encoder with its selection layers; the kept shares count against the input's context tokens.
         Bilingual: the target concatenation too (``EncoderOut.context``, the second cross-attention's memory);
@@ -234,8 +234,8 @@ class HanoiT(EncoderDecoder):
             memory.current = target.current & memory.mask
         return replace(enc, context=memory, loss_terms={**enc.loss_terms, **target.loss_terms})
 
-    def _encode_stream(self, src: Tensor, src_next: Optional[Tensor], probe: Optional[AttentionProbe], side: str,
-                       on: Optional[Tensor] = None) -> EncoderOut:
+    def _encode_stream(self, src: Tensor, src_next: Tensor | None, probe: AttentionProbe | None, side: str,
+                       on: Tensor | None = None) -> EncoderOut:
         """One stream (B, S) through its encoder: the source window, or the target concatenation (``side``
         "target": segment rows 3/4, its own stack without ``share_encoder``; only rows ``on`` (B,) count in its
         kept shares)."""
@@ -253,8 +253,8 @@ class HanoiT(EncoderDecoder):
         return replace(enc, loss_terms={kept_name(i, side): replace(enc.loss_terms[kept_name(i)], count=count)
                                         for i in sorted(self.between_layers_attention)})
 
-    def between_layers(self, layer: int, states: Tensor, mask: Tensor, attention: Optional[Tensor],
-                       current: Optional[Tensor]) -> tuple[Tensor, dict[str, LossTerm]]:
+    def between_layers(self, layer: int, states: Tensor, mask: Tensor, attention: Tensor | None,
+                       current: Tensor | None) -> tuple[Tensor, dict[str, LossTerm]]:
         """After a selection layer: the context tokens eqs. 5-7 keep, and how many context tokens are left."""
         if attention is None:
             return mask, {}
@@ -271,7 +271,7 @@ class HanoiT(EncoderDecoder):
         return rule_on_current(attention, mask, current, self.cfg.q, self.cfg.selection_queries,
                                self._counted(mask, current))
 
-    def _counted(self, mask: Tensor, current: Tensor) -> Optional[Tensor]:
+    def _counted(self, mask: Tensor, current: Tensor) -> Tensor | None:
         """The current tokens that make p (B, S): all of them (None), or without ``</s>`` (``selection_eos: false``)."""
         return None if self.cfg.selection_eos else current & ~last_token(mask)
 

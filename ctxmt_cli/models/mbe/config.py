@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -25,17 +25,18 @@ class MbeConfig(ModelBase):
                               "paper): it cancels the gate's scale alpha")
     classifier_weight: float = Field(1.0, ge=0.0, le=1000.0, description="lambda of eq. 7: L = L_NMT + lambda * L_MB")
     classifier_loss: Literal["per_sentence", "per_group"] = Field(
-        "per_sentence", description="the classifier's loss per sentence, label-smoothed (the public code), or per group")
+        "per_sentence", description="the classifier's loss per sentence, label-smoothed (the public code), or per "
+        "group")
     classifier_label_smoothing: float = Field(0.1, ge=0.0, lt=1.0, description="per_sentence: label smoothing")
     mixed_groups: float = Field(
         0.5, ge=0.0, lt=1.0, description="gate: share of the training groups that mix documents (the paper's 'same "
         "ratio' of the two kinds of mini-batch: 1:1 = 0.5)")
-    group_tokens: int = Field(3000, ge=8, le=MAX_BATCH_TOKENS, description="a training group's budget (padded tokens); larger "
-                              "documents are length-sorted and split into several groups")
-    summary_dropout: Optional[float] = Field(None, ge=0.0, lt=1.0, description="dropout on z (default: dropout)")
+    group_tokens: int = Field(3000, ge=8, le=MAX_BATCH_TOKENS, description="a training group's budget (padded "
+                              "tokens); larger documents are length-sorted and split into several groups")
+    summary_dropout: float | None = Field(None, ge=0.0, lt=1.0, description="dropout on z (default: dropout)")
 
     @model_validator(mode="after")
-    def _check_mbe(self) -> "MbeConfig":
+    def _check_mbe(self) -> MbeConfig:
         if not self.gate and self.gate_classifier != "linear":
             raise ValueError("gate_classifier is the gate's classifier; with gate: false there is none")
         if not self.gate and self.mixed_groups > 0 and "mixed_groups" in self.model_fields_set:

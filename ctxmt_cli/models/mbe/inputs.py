@@ -9,8 +9,6 @@ groups into ``Batch.extras``, :class:`~ctxmt_cli.models.mbe.model.SentenceGroups
 
 from __future__ import annotations
 
-from typing import Optional, Union
-
 import numpy as np
 import torch
 
@@ -49,20 +47,20 @@ class MbeInputs(Inputs):
         batch.extras = SentenceGroups(torch.as_tensor(groups), None if mixed is None else torch.as_tensor(mixed))
         return batch
 
-    def check_groups(self, group_sentences: Union[None, int, str], group_order: str = "consecutive") -> None:
+    def check_groups(self, group_sentences: None | int | str, group_order: str = "consecutive") -> None:
         """Any group size and order is read (checked where the groups are cut)."""
 
     def translation(self) -> Translation:
         """``groups``: every document group by group."""
         return "groups"
 
-    def kept_sentences(self, group_sentences: Optional[int], max_document_sentences: Optional[int]) -> dict:
+    def kept_sentences(self, group_sentences: int | None, max_document_sentences: int | None) -> dict:
         """The unfinished group of ``group_sentences`` consecutive sentences, or the whole document."""
         if group_sentences is not None:
             return {"group": group_sentences}
         return {"max_sentences": DOCUMENT_SENTENCES if max_document_sentences is None else max_document_sentences}
 
-    def scoring_context(self, context: Optional[int], longest_item_context: int) -> tuple[int, int]:
+    def scoring_context(self, context: int | None, longest_item_context: int) -> tuple[int, int]:
         """Every context sentence of an item joins its group (source side), unless ``context`` says how many."""
         src, tgt = self.context(context)
         return (longest_item_context, tgt) if context is None else (src, tgt)
@@ -80,7 +78,7 @@ def windows_as_groups(batch: Batch, vocab: VocabInfo) -> Batch:
     for g, row in enumerate(batch.src.tolist()):
         ids = [t for t in row if t != vocab.pad][:-1]                                   # drop the final </s>
         cuts = [i for i, t in enumerate(ids) if t == vocab.brk]
-        for start, end in zip([0] + [c + 1 for c in cuts], cuts + [len(ids)]):
+        for start, end in zip([0] + [c + 1 for c in cuts], cuts + [len(ids)], strict=True):
             sentences.append(np.asarray(ids[start:end] + [vocab.eos], dtype=np.int64))
             groups.append(g)
         last.append(len(sentences) - 1)

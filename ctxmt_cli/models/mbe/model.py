@@ -48,7 +48,6 @@ classifier once, then each chunk's encoder at its own width), ``context_aware`` 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -70,10 +69,10 @@ class SentenceGroups(Extras):
     whole = ("mixed",)
 
     groups: Tensor                               # (B,) long, group of each source row
-    mixed: Optional[Tensor] = None               # (G,) bool, training: whether group g mixes documents
+    mixed: Tensor | None = None               # (G,) bool, training: whether group g mixes documents
 
 
-def groups_of(batch: Batch) -> Optional[SentenceGroups]:
+def groups_of(batch: Batch) -> SentenceGroups | None:
     """The batch's sentence groups, or None (every row its own group)."""
     return batch.extras if isinstance(batch.extras, SentenceGroups) else None
 
@@ -104,7 +103,8 @@ class Mbe(EncoderDecoder):
     def __init__(self, cfg: MbeConfig, vocab: VocabInfo):
         super().__init__(cfg, vocab)
         d = cfg.d_model
-        args = (d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout, cfg.activation_dropout, cfg.normalize_before)
+        args = (d, cfg.heads, cfg.ffn_dim, cfg.dropout, cfg.attention_dropout, cfg.activation_dropout,
+                cfg.normalize_before)
         self.summary_layer = EncoderLayer(*args, cfg.activation)           # g_enc of eq. 2
         self.summary_norm = nn.LayerNorm(d) if cfg.normalize_before else nn.Identity()
         self.summary_dropout = nn.Dropout(cfg.dropout if cfg.summary_dropout is None else cfg.summary_dropout)
@@ -119,7 +119,7 @@ class Mbe(EncoderDecoder):
                     xavier_(sub)                                           # fused q/k/v: block by block
 
     def summarize(self, embedded: Tensor, mask: Tensor, groups: Tensor,
-                  n_groups: Optional[int] = None) -> tuple[Tensor, Optional[Tensor]]:
+                  n_groups: int | None = None) -> tuple[Tensor, Tensor | None]:
         """z per group (G, C) (eq. 2) from the embedded source (B, S, C), and the classifier's logits (G, 2)."""
         return self.group_summary(self.sentence_vectors(embedded, mask), groups, n_groups)
 
@@ -130,7 +130,7 @@ class Mbe(EncoderDecoder):
         real = mask.unsqueeze(-1).to(e.dtype)                               # (B, S, 1)
         return (e * real).sum(1) / real.sum(1).clamp_min(1.0)               # (B, C): mean over real tokens
 
-    def group_summary(self, v: Tensor, groups: Tensor, n_groups: Optional[int] = None) -> tuple[Tensor, Optional[Tensor]]:
+    def group_summary(self, v: Tensor, groups: Tensor, n_groups: int | None = None) -> tuple[Tensor, Tensor | None]:
         """z (G, C): the mean of the v_i (B, C) of each group (eq. 2), after dropout; the classifier's logits (G, 2).
 
         ``n_groups`` (G) when known from a shape (``SentenceGroups.mixed``): reading ``groups.max()`` would make a GPU
@@ -147,7 +147,7 @@ class Mbe(EncoderDecoder):
             return z, None
         return z, self.classifier(z if spread is None else torch.cat([z, spread], -1))       # (G, C), (G, 2)
 
-    def encode(self, batch: Batch, probe: Optional[AttentionProbe] = None) -> EncoderOut:
+    def encode(self, batch: Batch, probe: AttentionProbe | None = None) -> EncoderOut:
         """z of each row's group into the encoder input and/or the decoder prefix (eq. 3)."""
         (enc,), terms = self._encode_rows([batch], probe)
         return replace(enc, loss_terms=terms)
@@ -157,7 +157,7 @@ class Mbe(EncoderDecoder):
         chunk's encoder at its own width (the batch-level hook of the core)."""
         return self._encode_rows(parts)
 
-    def _encode_rows(self, parts: list[Batch], probe: Optional[AttentionProbe] = None) -> tuple[list[EncoderOut], dict]:
+    def _encode_rows(self, parts: list[Batch], probe: AttentionProbe | None = None) -> tuple[list[EncoderOut], dict]:
         """EncoderOuts of ``parts`` (the row chunks of one batch, or the batch alone) and the classifier's terms.
 
         One embedding per chunk serves the extra layer and the encoder (the same dropout draw, as when they
@@ -169,7 +169,7 @@ class Mbe(EncoderDecoder):
         groups = [g.groups if g is not None else torch.arange(src0.size(0), device=src0.device) for g in found]
         masks = [p.src != self.vocab.pad for p in parts]                    # (b, S) per chunk
         embedded = [self.embed_source(p.src) for p in parts]
-        v = torch.cat([self.sentence_vectors(e, m) for (e, _), m in zip(embedded, masks)])   # (B, C)
+        v = torch.cat([self.sentence_vectors(e, m) for (e, _), m in zip(embedded, masks, strict=True)])   # (B, C)
         every = torch.cat(groups) if len(groups) > 1 else groups[0]         # (B,)
         mixed = None if found[0] is None else found[0].mixed
         z, logits = self.group_summary(v, every, None if mixed is None else mixed.size(0))
@@ -179,7 +179,7 @@ class Mbe(EncoderDecoder):
             z = z * alpha.to(z.dtype).unsqueeze(1)                          # eq. 8
             terms = self.classifier_terms(logits, alpha, every, mixed)
         placement, encs = self.cfg.placement, []
-        for part, emb, rows in zip(parts, embedded, groups):
+        for part, emb, rows in zip(parts, embedded, groups, strict=True):
             per_row = z.index_select(0, rows).unsqueeze(1)                  # (b, 1, C)
             prefix = None
             if placement != "decoder":                                      # the encoder's input: [z; tokens]
@@ -196,7 +196,7 @@ class Mbe(EncoderDecoder):
         tokens' alike (the public code's LayerNorm over [z; tokens]); otherwise as they are."""
         return x if self.decoder_input_norm is None else self.decoder_input_norm(x)
 
-    def classifier_terms(self, logits: Tensor, alpha: Tensor, groups: Tensor, mixed: Optional[Tensor]) -> dict:
+    def classifier_terms(self, logits: Tensor, alpha: Tensor, groups: Tensor, mixed: Tensor | None) -> dict:
         """L_MB (eq. 6) with weight λ, and statistics: accuracy, mean α on same- and mixed-document groups."""
         n = logits.size(0)
         mixed = torch.zeros(n, dtype=torch.bool, device=logits.device) if mixed is None else mixed.bool()
@@ -209,7 +209,10 @@ class Mbe(EncoderDecoder):
             loss, count = F.cross_entropy(logits.float(), label, reduction="sum"), n
         correct = (logits.argmax(-1) == label).float()
         same = (~mixed).float()
-        stat = lambda total, k: LossTerm(total.detach(), k.detach().float(), weight=0.0)  # noqa: E731
+
+        def stat(total: Tensor, k: Tensor) -> LossTerm:                     # logged, never added to the loss
+            return LossTerm(total.detach(), k.detach().float(), weight=0.0)
+
         return {"classifier_loss": LossTerm(loss, torch.tensor(float(count), device=logits.device),
                                             weight=self.cfg.classifier_weight),
                 "classifier_accuracy": stat(correct.sum(), torch.tensor(float(n), device=logits.device)),
