@@ -111,6 +111,7 @@ def encode_chunks(job: EncodeJob, chunks: Iterable[Chunk], tokenizer, workers: i
         return
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     pool = multiprocessing.get_context(method).Pool(workers, _init_worker, (tokenizer.to_state(),))
+    done = False
     try:
         pending = deque()
         for chunk in chunks:
@@ -119,7 +120,10 @@ def encode_chunks(job: EncodeJob, chunks: Iterable[Chunk], tokenizer, workers: i
                 yield pending.popleft().get()
         while pending:
             yield pending.popleft().get()
-        pool.close()
-    finally:
-        pool.terminate()
+        pool.close()                               # every chunk done: the workers leave on their own
         pool.join()
+        done = True
+    finally:
+        if not done:                               # an error or a stop: terminate (it can hang on idle workers
+            pool.terminate()                       # blocked on the task queue's lock, so never on success)
+            pool.join()
