@@ -100,15 +100,19 @@ class MultiheadAttention(nn.Module):
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool,
                 need_weights: bool) -> tuple[Tensor, Tensor | None]:
         """Attention of projected heads (B, H, Tq, D) to (B, H, Tk, D), through the output projection."""
+        out, weights = self._heads(q, k, v, mask, causal, need_weights)
+        return self._project(out), weights
+
+    def _heads(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool,
+               need_weights: bool) -> tuple[Tensor, Tensor | None]:
+        """Attention of heads (B, H, Tq, D) to (B, H, Tk, D): the output heads (B, H, Tq, D) and the optional weights;
+        explicit where the weights are kept, two matmuls for a CPU decoding step, SDPA otherwise."""
         p = self.dropout if self.training else 0.0
         if need_weights:
-            out, weights = self._explicit(q, k, v, mask, causal, p)
-        elif self._small_step(q, causal, need_weights):
-            out, weights = self._small_query(q, k, v, mask), None
-        else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal)
-            weights = None
-        return self._project(out), weights
+            return self._explicit(q, k, v, mask, causal, p)
+        if self._small_step(q, causal, need_weights):
+            return self._small_query(q, k, v, mask), None
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal), None
 
     def _small_step(self, q: Tensor, causal: bool, need_weights: bool) -> bool:
         """Whether queries ``q`` (B, H, Tq, D) are a CPU decoding step: a few queries, inference, no weights kept."""
@@ -132,13 +136,7 @@ class MultiheadAttention(nn.Module):
         q = fold.spread(q, g)                                               # (G*f, H, T, D)
         h, d = q.size(1), q.size(3)
         q = q.reshape(g, f, h, t, d).transpose(1, 2).reshape(g, h, f * t, d)   # (G, H, f*T, D)
-        p = self.dropout if self.training else 0.0
-        if need_weights:
-            out, weights = self._explicit(q, k, v, mask, False, p)
-        elif self._small_step(q, False, need_weights):
-            out, weights = self._small_query(q, k, v, mask), None
-        else:
-            out, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p), None
+        out, weights = self._heads(q, k, v, mask, False, need_weights)
         out = out.reshape(g, h, f, t, d).transpose(1, 2).reshape(g * f, h, t, d)  # (G*f, H, T, D)
         return self._project(fold.gather(out)), weights                     # (B, T, C)
 
