@@ -15,10 +15,18 @@ early, so outputs are about as long as their source: the decoding work is the sa
 concat's target context is as long as real translations would make it, and the rows differ only in the
 cost of the context path.
 
-* time per sentence: wall time of translating the first ``--sentences`` sentences of ``--docs`` documents
-  in parallel slots, over the sentences; after a warm-up, the models of one K are timed ``--repeats``
-  times round-robin and the fastest run is kept (process CPU time alongside). A document's first K
-  sentences have less context, as in real use.
+* time per sentence: wall time of translating the first ``--sentences`` sentences of ``--docs`` documents,
+  over the sentences, two ways; after a warm-up, the models of one K are timed ``--repeats`` times
+  round-robin and the fastest run is kept (process CPU time alongside). A document's first K sentences
+  have less context, as in real use.
+
+  - *in slots*: as ``translate`` decodes by default: the documents cut into pieces that fill the
+    decoding slots (:func:`~ctxmt_cli.decode.pieces.plan_pieces`). A caching model's piece encodes again
+    the K sentences its memory holds at its start, so its cost per sentence grows with K here while the
+    pieces make every K faster than whole documents (``docs/families/caching.md`` has the measurement).
+  - *per document*: one slot per document, each document decoded whole and every sentence encoded once:
+    the sequence-shortening paper's setting, which shows the cost of the context path itself as K grows
+    (its ``ratio: time-per-sentence-per-document`` lines).
 * operation memory: peak minus the model weights while translating the last K + 2 of the first
   ``max(K) + 2`` sentences of one document (one row): at every K the last two sentences are the same and
   get a full context (the sentence model on the same slices shows what the slices alone change).
@@ -37,7 +45,7 @@ cost of the context path.
         [--threads 1]
     ctxmt benchmark context-scaling [same options]
 
-``--quick``: K = 1, 4, 8, 2 documents x 16 sentences, one timed run (options given explicitly win).
+``--quick``: K = 1, 4, 8, 2 documents x 16 sentences, the fastest of 2 timed runs (options given explicitly win).
 """
 
 from __future__ import annotations
@@ -75,10 +83,12 @@ MODELS = ("concat", "caching-tokens", "grouping", "sentence")
 DEFAULT_CONTEXTS = (1, 2, 4, 8, 16)
 MAX_LEN_A, MAX_LEN_B = 1.0, 2      # outputs about as long as their source (see the module docstring)
 GROUPS = 9
+#: the two ways every model is timed (module docstring): translate's default cut, and one slot per document
+WAYS = ("in slots", "per document")
 
 
 #: ``--quick``: fewer context sizes, documents, sentences and runs (a few minutes on 2 CPU cores); options given win
-QUICK = {"contexts": (1, 4, 8), "docs": 2, "sentences": 16, "repeats": 1}
+QUICK = {"contexts": (1, 4, 8), "docs": 2, "sentences": 16, "repeats": 2}
 
 
 @dataclass
@@ -180,12 +190,14 @@ def weight_bytes(model) -> int:
     return sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
 
 
-def translate(model, tok, docs, *, name: str, k: int, beam: int) -> TranslationStats:
-    """Translate ``docs`` in parallel slots with ``name``'s context at size ``k``; the call's counters."""
+def translate(model, tok, docs, *, name: str, k: int, beam: int, per_document: bool = False) -> TranslationStats:
+    """Translate ``docs`` in parallel slots with ``name``'s context at size ``k`` (``per_document``: one slot per
+    document, so none is cut into pieces); the call's counters."""
     src, tgt = {"concat": (k, k), "sentence": (0, 0)}.get(name, (k, 0))  # caching has no target context
     stats = TranslationStats()
+    slots = {"batch_docs": len(docs)} if per_document else {}
     settings = DecodeSettings(src_context_sentences=src, tgt_context_sentences=tgt, beam=beam, max_len_a=MAX_LEN_A,
-                              max_len_b=MAX_LEN_B, cache=True)
+                              max_len_b=MAX_LEN_B, cache=True, **slots)
     translate_documents(model, tok, docs, settings, stats=stats)
     return stats
 
@@ -195,24 +207,28 @@ def measure_k(k: int, settings: Settings, tok, timed_docs, memory_docs) -> list[
     """Every model at context size ``k``: warmed up, timed ``repeats`` times round-robin (fastest run kept, so a
     slow spell of the shared machine hits all models alike and is mostly filtered out), then its memory."""
     models = {name: build(name, k, settings, tok) for name in MODELS}
-    runs = {name: functools.partial(translate, m, tok, name=name, k=k, beam=settings.beam)
-            for name, m in models.items()}
+    runs = {(name, way): functools.partial(translate, m, tok, name=name, k=k, beam=settings.beam,
+                                           per_document=way == WAYS[1])
+            for name, m in models.items() for way in WAYS}
     for run in runs.values():
         run([d[:2] for d in timed_docs[:2]])                               # warm-up: first-call costs out of the timing
-    best = {name: [float("inf"), float("inf"), 0] for name in MODELS}      # wall s, CPU s, sentences
+    best = {key: [float("inf"), float("inf"), 0] for key in runs}          # wall s, CPU s, sentences
     for _ in range(settings.repeats):
-        for name, run in runs.items():
+        for key, run in runs.items():
             cpu = time.process_time()                                      # all threads of the process, host side
             stats = run(timed_docs)                                        # stats.seconds: wall (outputs synced)
             cpu = time.process_time() - cpu
-            best[name] = [min(best[name][0], stats.seconds), min(best[name][1], cpu), stats.sentences]
+            best[key] = [min(best[key][0], stats.seconds), min(best[key][1], cpu), stats.sentences]
     results = []
-    for name, run in runs.items():
-        wall, cpu, n = best[name]
-        results.append({"model": name, "k": k, "ms_per_sentence": 1000.0 * wall / max(1, n),
-                        "cpu_ms_per_sentence": 1000.0 * cpu / max(1, n), "sentences": n,
-                        "op_memory_mb": bu.operation_memory(functools.partial(run, memory_docs), settings.device),
-                        "weights_mb": weight_bytes(models[name]) / bu.MB})
+    for name in MODELS:
+        row = {"model": name, "k": k}
+        for way, suffix in zip(WAYS, ("", "_per_document"), strict=True):
+            wall, cpu, n = best[name, way]
+            row |= {f"ms_per_sentence{suffix}": 1000.0 * wall / max(1, n),
+                    f"cpu_ms_per_sentence{suffix}": 1000.0 * cpu / max(1, n), "sentences": n}
+        memory_run = functools.partial(runs[name, WAYS[1]], memory_docs)    # one row: the document uncut
+        results.append(row | {"op_memory_mb": bu.operation_memory(memory_run, settings.device),
+                              "weights_mb": weight_bytes(models[name]) / bu.MB})
     return results
 
 
@@ -263,7 +279,9 @@ def tables(results: list[dict]):
     ks = sorted({r["k"] for r in results})
     heads = [f"K={k}" for k in ks] + [f"K{ks[-1]}/K{ks[0]}"]
     out = []
-    for key, title in (("ms_per_sentence", "ms per sentence (wall)"), ("cpu_ms_per_sentence", "ms per sentence (CPU)"),
+    for key, title in (("ms_per_sentence", "ms per sentence (wall, in slots)"),
+                       ("ms_per_sentence_per_document", "ms per sentence (wall, one slot per document)"),
+                       ("cpu_ms_per_sentence", "ms per sentence (CPU, in slots)"),
                        ("op_memory_mb", "op. memory MB (peak - weights)")):
         table = Table("model", *(Column(h, justify="right") for h in heads), title=title)
         for name in MODELS:
@@ -277,11 +295,12 @@ def ratio_lines(results: list[dict]) -> list[str]:
     ks = sorted({r["k"] for r in results})
     lines = []
     for k in ks:
-        wall, cpu = (cell(results, "caching-tokens", k, key) / cell(results, "sentence", k, key)
-                     for key in ("ms_per_sentence", "cpu_ms_per_sentence"))
-        lines.append(f"caching-tokens / sentence time per sentence at K={k}: {wall:.2f}x wall, {cpu:.2f}x CPU "
-                     "(expected <= 1.3)")
-    for key, label in (("ms_per_sentence", "time-per-sentence"), ("op_memory_mb", "memory")):
+        whole, slots = (cell(results, "caching-tokens", k, key) / cell(results, "sentence", k, key)
+                        for key in ("ms_per_sentence_per_document", "ms_per_sentence"))
+        lines.append(f"caching-tokens / sentence time per sentence at K={k}: {whole:.2f}x per document "
+                     f"(the context path; expected <= 1.3), {slots:.2f}x in slots")
+    for key, label in (("ms_per_sentence", "time-per-sentence"),
+                       ("ms_per_sentence_per_document", "time-per-sentence-per-document"), ("op_memory_mb", "memory")):
         lines += [f"ratio: {label} K{ks[-1]}/K{ks[0]} {name} = {ratio(results, name, key):.2f}" for name in MODELS]
     return lines
 
@@ -298,7 +317,7 @@ def plot(results: list[dict], path: Path, title: str) -> bool:
     ks = sorted({r["k"] for r in results})
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, key, label in ((axes[0], "op_memory_mb", "operation memory (MB)"),
-                           (axes[1], "ms_per_sentence", "time per sentence (ms)")):
+                           (axes[1], "ms_per_sentence_per_document", "time per sentence, per document (ms)")):
         for name in MODELS:
             ax.plot(ks, [cell(results, name, k, key) for k in ks], marker="o", label=name)
         ax.set(xlabel="context size (sentences)", ylabel=label, xticks=ks)

@@ -14,7 +14,8 @@ import pytest
 from tests.integration.conftest import assert_user_error, run_cli
 
 MODELS = ("concat", "caching-tokens", "grouping", "sentence")
-RATIO = re.compile(r"^ratio: (time-per-sentence|memory) K2/K1 (concat|caching-tokens|grouping|sentence) = \d+\.\d\d$")
+RATIO = re.compile(r"^ratio: (time-per-sentence|time-per-sentence-per-document|memory) K2/K1 "
+                   r"(concat|caching-tokens|grouping|sentence) = \d+\.\d\d$")
 
 
 @pytest.mark.slow
@@ -25,16 +26,18 @@ def test_context_scaling_smoke(tmp_path):
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     ratios = [line for line in lines if line.startswith("ratio:")]
-    assert len(ratios) == 8 and all(RATIO.match(line) for line in ratios), ratios
-    assert lines[-8:] == ratios                                            # the ratio lines close the output
+    assert len(ratios) == 12 and all(RATIO.match(line) for line in ratios), ratios
+    assert lines[-12:] == ratios                                           # the ratio lines close the output
     assert {(m.group(1), m.group(2)) for m in map(RATIO.match, ratios)} == {
-        (kind, name) for kind in ("time-per-sentence", "memory") for name in MODELS}
+        (kind, name) for kind in ("time-per-sentence", "time-per-sentence-per-document", "memory")
+        for name in MODELS}
     assert sum("caching-tokens / sentence time per sentence at K=" in line for line in lines) == 2
     payload = json.loads((out / "context_scaling.json").read_text())
     cells = {(r["model"], r["k"]) for r in payload["results"]}
     assert cells == {(name, k) for name in MODELS for k in (1, 2)}
     for r in payload["results"]:
         assert r["sentences"] == 3 and r["ms_per_sentence"] > 0 and r["op_memory_mb"] >= 0 and r["weights_mb"] > 0
+        assert r["ms_per_sentence_per_document"] > 0 and r["cpu_ms_per_sentence_per_document"] > 0
     if importlib.util.find_spec("matplotlib") is not None:
         assert (out / "context_scaling.png").stat().st_size > 0
     else:
