@@ -57,6 +57,6 @@ def test_context_scaling_quick_defaults_and_explicit_options_win():
 
     settings = _load_benchmark("context-scaling").Settings.make
     quick, full = settings(True, docs=None, sentences=3, threads=None), settings(False, "4,1", docs=None, threads=None)
-    assert (quick.contexts, quick.docs, quick.sentences, quick.repeats) == ((1, 4, 8), 2, 3, 1)   # --sentences wins
+    assert (quick.contexts, quick.docs, quick.sentences, quick.repeats) == ((1, 4, 8), 2, 3, 2)   # --sentences wins
     assert (full.contexts, full.docs, full.sentences, full.repeats, full.threads) == ((1, 4), 4, 32, 2, 1)
     assert settings(False).contexts == (1, 2, 4, 8, 16)
