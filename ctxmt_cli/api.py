@@ -52,44 +52,76 @@ class ScoreItem:
 
 
 def load(checkpoint: str | Path, device: str = "auto", *, first_pass: str | Path | None = None,
-         repair: str | Path | None = None, engine: str = "torch") -> Model:
+         repair: str | Path | None = None, engine: str = "torch", quantize: str | None = None) -> Model:
     """The model of a checkpoint, ready to translate (eval mode, on ``device``: ``auto`` = CUDA when present).
 
     ``first_pass``: a sentence-level checkpoint whose translations a bilingual HanoiT model reads as target
     context (refused for any other model). ``repair``: a DocRepair checkpoint that rewrites the translations.
     ``engine="ctranslate2"``: ``checkpoint`` is a folder ``ctxmt export ctranslate2`` wrote, translated by
     CTranslate2 with the same windows (:mod:`ctxmt_cli.export.ct2_engine`; translation only).
+    ``quantize="int8"``: every linear layer of every model loaded (first pass and repairer too) in int8, on the
+    CPU (:mod:`ctxmt_cli.core.quantize`).
     """
     from ctxmt_cli.decode.bilingual import check_first_pass_model
     from ctxmt_cli.models.families import inputs_of
-    from ctxmt_cli.models.loading import load_model
 
     path = Path(checkpoint)
     if engine != "torch" or (path / "ctxmt.json").is_file():     # an exported folder: refused with the fix
-        return _load_exported(path, device, engine, first_pass, repair)
-    loaded = load_model(path, device=device)
+        return _load_exported(path, device, engine, first_pass, repair, quantize)
+    load_model = _loader(device, quantize)
+    loaded = load_model(path)
     model = Model(loaded, path)
     if first_pass is not None:
         inputs_of(loaded.recipe.model).check_first_pass([], [])        # a model that reads no first pass: refused
-        model.first_pass_model = Model(load_model(Path(first_pass), device=device), Path(first_pass))
+        model.first_pass_model = Model(load_model(Path(first_pass)), Path(first_pass))
         check_first_pass_model(model.first_pass_model.loaded, loaded, first_pass, path)
     if repair is not None:
         from ctxmt_cli.decode.repair import check_repair_pair, repair_group_size
 
-        repairer = load_model(Path(repair), device=device)
+        repairer = load_model(Path(repair))
         size = repair_group_size(repairer, Path(repair))
         check_repair_pair(loaded, repairer, path, Path(repair))
         model.repairer = (repairer, size)
     return model
 
 
-def _load_exported(folder: Path, device: str, engine: str, first_pass, repair) -> Model:
+def _loader(device: str, quantize: str | None) -> Callable[[Path], Any]:
+    """``load_model`` on ``device``, each model quantized as asked; an int8 request off the CPU, or on a PyTorch
+    without the path, is refused before anything loads."""
+    from ctxmt_cli.core.quantize import QUANTIZE, QuantizeUnavailable
+    from ctxmt_cli.core.quantize import quantize as to_int8
+    from ctxmt_cli.device import resolve_device
+    from ctxmt_cli.models.loading import load_model
+
+    if quantize is None:
+        return lambda path: load_model(path, device=device)
+    if quantize not in QUANTIZE:
+        raise OptionError("quantize", quantize, f"choose one of {', '.join(QUANTIZE)}")
+    if resolve_device(device).type != "cpu":
+        raise OptionError("quantize", quantize, f"int8 runs on the CPU only (its layers have no CUDA kernels): add "
+                          f"{option('device')} cpu, or leave {option('quantize')} out")
+
+    def load_int8(path: Path):
+        loaded = load_model(path, device="cpu")
+        try:
+            to_int8(loaded.model, scheme=quantize)
+        except QuantizeUnavailable as error:
+            raise OptionError("quantize", quantize, f"{error}; leave {option('quantize')} out") from None
+        return loaded
+
+    return load_int8
+
+
+def _load_exported(folder: Path, device: str, engine: str, first_pass, repair, quantize) -> Model:
     """:func:`load` of an exported CTranslate2 folder; the options only the torch engine has are refused."""
     if engine not in ENGINES:
         raise OptionError("engine", engine, f"choose one of {', '.join(ENGINES)}")
     if engine == "torch":
         raise CtxmtError(f"{folder} is a folder written by ctxmt export ctranslate2: translate it with "
                          f"{option('engine')} ctranslate2 (or give the checkpoint it was exported from)")
+    if quantize is not None:
+        raise OptionError("quantize", quantize, "an exported folder keeps the weight type it was exported with: "
+                          "export it with --quantization int8 instead")
     for name, value in (("first_pass", first_pass), ("repair", repair)):
         if value is not None:
             raise OptionError(name, None, "the ctranslate2 engine translates with the exported model alone; leave "

@@ -20,6 +20,7 @@ from ctxmt_cli.cli.options import (
     Device,
     Lenpen,
     LogFormat,
+    Quantize,
 )
 from ctxmt_cli.errors import CtxmtError
 
@@ -52,6 +53,7 @@ def serve(
     host: str = typer.Option("127.0.0.1", help="address to listen on (0.0.0.0: every interface)"),
     port: int = typer.Option(8000, min=0, max=65535, help="port to listen on (0: a free one, printed)"),
     device: Device = "auto",
+    quantize: Quantize = None,
     max_documents: int = typer.Option(1000, **COUNT, help="documents kept; a new one evicts the least recently used"),
     max_batch_docs: int = typer.Option(16, **BATCH_DOCS, help="requests (different documents) translated in one batch"),
     max_sentences: int = typer.Option(64, **SENTENCES, help="sentences per request"),
@@ -126,7 +128,7 @@ def _build(options: dict, progress=None):
     o = options
     checkpoint, first_pass, group_sentences = o["checkpoint"], o["first_pass"], o["group_sentences"]
     _refuse_exported_folder(checkpoint)
-    model = api.load(checkpoint, device=o["device"], first_pass=first_pass)
+    model = api.load(checkpoint, device=o["device"], first_pass=first_pass, quantize=o["quantize"])
     model.warn = lambda text: print(f"ctxmt: warning: {text}", file=sys.stderr)
     if first_pass is None:
         inputs_of(model.loaded.recipe.model).check_first_pass([], None)   # a bilingual model needs --first-pass
@@ -135,7 +137,8 @@ def _build(options: dict, progress=None):
                     group_sentences=group_sentences)
     app = build_app(engine, limits=Limits(o["max_sentences"], o["max_sentence_chars"]),
                     max_batch_docs=o["max_batch_docs"], batch_wait_ms=o["batch_wait_ms"], progress=progress)
-    return app, (f"{model.family} model {checkpoint}; keeps {rule.describe()} of at most {o['max_documents']} "
+    weights = "" if o["quantize"] is None else f", {o['quantize']}"
+    return app, (f"{model.family} model {checkpoint}{weights}; keeps {rule.describe()} of at most {o['max_documents']} "
                  "documents; POST /translate, GET /health")
 
 

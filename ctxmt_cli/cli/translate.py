@@ -20,6 +20,7 @@ from ctxmt_cli.cli.options import (
     InputFormat,
     Lenpen,
     LogFormat,
+    Quantize,
     TargetModeOption,
     WarmupSentences,
 )
@@ -51,6 +52,7 @@ def translate(
     warmup_sentences: WarmupSentences = None,
     context: int | None = typer.Option(None, **CONTEXT, help=CONTEXT_HELP),
     device: Device = "auto",
+    quantize: Quantize = None,
     repair: Path | None = typer.Option(None, help="DocRepair: rewrite the translations with this repair checkpoint "
                                           "(`ctxmt prepare docrepair`), in groups of 4 consecutive sentences"),
     group_sentences: int | None = typer.Option(None, **SENTENCES, help="mbe: sentences per group (default: the whole "
@@ -68,7 +70,7 @@ def translate(
     that long), then one line with the count, the time and the decoding settings."""
     from ctxmt_cli.cli.commands import translate_file
 
-    loading = {"device": device, "first_pass": first_pass, "repair": repair, "engine": engine}
+    loading = {"device": device, "first_pass": first_pass, "repair": repair, "engine": engine, "quantize": quantize}
     translate_file(input, out, checkpoint, loading, input_format=input_format, scores=scores, force=force,
                    log_format=log_format, nbest=nbest, beam=beam, lenpen=lenpen, target_mode=target_mode,
                    batch_docs=batch_docs, context=context, warmup_sentences=warmup_sentences,

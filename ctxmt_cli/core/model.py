@@ -60,6 +60,7 @@ from ctxmt_cli.core.linear import Linear, xavier_
 from ctxmt_cli.core.logits import SCORE_ROWS, log_partition
 from ctxmt_cli.core.positions import PositionEncoding, current_sentence_mask, window_layout
 from ctxmt_cli.core.probe import AttentionProbe, AttentionView, report_decoder, target_current
+from ctxmt_cli.core.quantize import linear_weights
 from ctxmt_cli.core.sequence import compact, with_prefix
 
 
@@ -311,7 +312,7 @@ class EncoderDecoder(nn.Module):
         states, target = hidden[where], batch.tgt_out[where]               # (N, C), (N,)
         if states.size(0) == 0:
             return result
-        weight, bias = self.output.weight, self.output.bias                 # (V, C), (V,) or None
+        weight, bias = linear_weights(self.output)                          # (V, C), (V,) or None
         picked = (states * weight.index_select(0, target)).float().sum(1) + (0 if bias is None else bias[target])
         lse = torch.cat([log_partition(states[i:i + SCORE_ROWS], weight, bias=bias)    # (N,)
                          for i in range(0, states.size(0), SCORE_ROWS)])

@@ -92,6 +92,19 @@ def test_train_translate_score_on_cuda(amp, corpus, tmp_path):
     assert result.exit_code == 0, result.output
 
 
+def test_int8_on_cuda_is_refused_in_one_line(corpus, tmp_path):
+    """int8 layers have no CUDA kernels: --quantize int8 with --device cuda is one line naming the fix."""
+    data, docs = corpus
+    save = tmp_path / "model"
+    result = run_cli("train", "quickstart/sentence", *tiny_sets(data, save), "--set", "train.max_steps=2")
+    assert result.exit_code == 0, result.output
+    result = run_cli("translate", docs, "-c", save / "checkpoint_last.pt", "--quantize", "int8", "--device", "cuda",
+                     "-o", tmp_path / "out.txt")
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1, result.output
+    assert "CPU only" in result.stderr and "--device cpu" in result.stderr
+    assert not (tmp_path / "out.txt").exists()
+
+
 def test_cuda_device_index_and_memory(corpus, tmp_path):
     """--device cuda:0 names the first GPU; training a tiny model keeps its peak memory small."""
     data, _ = corpus

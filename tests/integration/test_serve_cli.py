@@ -65,13 +65,16 @@ def test_a_missing_server_package_is_one_line(package, models, monkeypatch):
     assert_user_error(run_cli("serve", "-c", models["concat"]), package, "pip install 'ctxmt[serve]'")
 
 
-def test_a_server_process_translates_and_stops_on_ctrl_c(models):
+@pytest.mark.parametrize("weights", ["float32", "int8"])
+def test_a_server_process_translates_and_stops_on_ctrl_c(models, weights):
+    quantize = ["--quantize", weights] if weights == "int8" else []
     process = subprocess.Popen([sys.executable, "-m", "ctxmt_cli", "serve", "-c", str(models["mbe"]), "--port", "0",
-                                "--device", "cpu", "--group-sentences", "2", "--log-format", "json"],
+                                "--device", "cpu", "--group-sentences", "2", "--log-format", "json", *quantize],
                                stderr=subprocess.PIPE, text=True)
     try:
         line = process.stderr.readline()
-        found = re.search(r"listening on (http://127\.0\.0\.1:\d+) \(mbe model", line)
+        found = re.search(r"listening on (http://127\.0\.0\.1:\d+) \(mbe model \S+" + (", int8" if quantize else ";"),
+                          line)
         assert found, line
         url = found.group(1)
         request = urllib.request.Request(url + "/translate", method="POST",
