@@ -13,6 +13,11 @@ before; see ``bench_util.peak_memory``; the CTranslate2 peer's own allocator is 
 
     ctxmt benchmark decode [--quick] [--preset small] [--threads 2] [--repeats 5] [--device auto]
 
+On the CPU the same searches run again in int8: the ctxmt model through ``--quantize int8``'s path
+(:func:`ctxmt_cli.core.quantize.quantize`) against CTranslate2 with int8 weights and compute (``int8`` rows);
+``ratio: MODE-int8-PRESET ctxmt/ct2`` compares the two, ``ratio: MODE-int8-PRESET ctxmt-int8/ctxmt`` is what
+int8 gains over ctxmt's float32 (timed in the same rounds).
+
 Prints ``memory: MODE-PRESET IMPL = X.X MB`` and ``memory-ratio: MODE-PRESET PEER/ctxmt = X.XX`` (above 1 =
 ctxmt uses less), then closes with ``ratio: greedy-PRESET ctxmt/PEER`` and ``ratio: beam4-PRESET ctxmt/PEER``
 (ratio of the median tokens/s).
@@ -20,6 +25,7 @@ ctxmt uses less), then closes with ``ratio: greedy-PRESET ctxmt/PEER`` and ``rat
 
 from __future__ import annotations
 
+import copy
 import sys
 from pathlib import Path
 
@@ -28,11 +34,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 try:
     import bench_util as bu
+    from peer_ct2 import ct2_peer
     from peers import make_peers
 finally:
     sys.path.pop(0)
 
 from ctxmt_cli.core.batch import Batch  # noqa: E402
+from ctxmt_cli.core.quantize import quantize  # noqa: E402
 from ctxmt_cli.decode.search import beam_search, greedy_search  # noqa: E402
 
 Settings = bu.Settings
@@ -61,7 +69,25 @@ def measure(settings: Settings, dims: bu.Dims, batch: Batch) -> tuple[dict, dict
         seconds = bu.time_round_robin(runs, settings.timed_repeats(), device=settings.device)
         results[mode] = bu.rates(seconds, SENTENCES * NEW)
         memory[mode] = bu.peak_memory(runs, settings.device)
+    if settings.device == "cpu":
+        results |= measure_int8(settings, dims, batch, model)
     return results, memory
+
+
+def measure_int8(settings: Settings, dims: bu.Dims, batch: Batch, model) -> dict:
+    """tokens/s of the int8 searches (``MODE-int8``): ctxmt's model quantized, CTranslate2 in int8 when it is
+    installed, and ctxmt's float32 model again in the same rounds (``ctxmt-float32``)."""
+    int8 = quantize(copy.deepcopy(model))
+    ours, exact = ctxmt_runs(int8, batch), ctxmt_runs(model, batch)
+    peer = ct2_peer(model, dims.vocab, dims.max_positions, settings.threads, quantization="int8")
+    results = {}
+    for mode, k in (("greedy", 1), (f"beam{BEAM}", BEAM)):
+        runs = {"ctxmt": ours[mode], "ctxmt-float32": exact[mode]}
+        if peer is not None:
+            runs["ct2"] = (lambda k=k: peer.beam(batch, k, NEW))
+        seconds = bu.time_round_robin(runs, settings.timed_repeats(), device=settings.device)
+        results[f"{mode}-int8"] = bu.rates(seconds, SENTENCES * NEW)
+    return results
 
 
 def run(settings: Settings) -> dict[str, dict[str, list[float]]]:
@@ -79,8 +105,12 @@ def run(settings: Settings) -> dict[str, dict[str, list[float]]]:
     for mode, per_impl in results.items():
         figure = f"{mode}-{settings.preset}"
         bu.add_rows(table, figure, per_impl)
-        lines += bu.memory_lines(figure, memory[mode])
-        ratios += bu.ratio_lines(figure, per_impl)
+        if mode in memory:
+            lines += bu.memory_lines(figure, memory[mode])
+        ratios += bu.ratio_lines(figure, {k: v for k, v in per_impl.items() if k != "ctxmt-float32"})
+        if "ctxmt-float32" in per_impl:                                     # what int8 gains, same rounds
+            ratios += [line.replace("ctxmt/ctxmt-float32", "ctxmt-int8/ctxmt") for line in
+                       bu.ratio_lines(figure, {k: per_impl[k] for k in ("ctxmt", "ctxmt-float32")})]
     bu.print_report(table, lines + ratios)
     return results
 

@@ -1,5 +1,6 @@
-"""CTranslate2 export: translation tokens/s and BLEU of one checkpoint under ctxmt (float32) and exported to
-CTranslate2 (float32 and int8), translating the synthetic benchmark's test split as documents.
+"""CTranslate2 export: translation tokens/s and BLEU of one checkpoint under ctxmt (float32, and int8 through
+``--quantize int8``) and exported to CTranslate2 (float32 and int8), translating the synthetic benchmark's test split
+as documents.
 
 The checkpoint is ``--checkpoint`` (a sentence-level quickstart checkpoint, or any exportable model trained on the
 quickstart's synthetic data: its prepared data is used when it is still there, else the synthetic benchmark is
@@ -40,7 +41,7 @@ from ctxmt_cli.errors import CtxmtError  # noqa: E402
 
 UPDATES = {False: 600, True: 200}          # training updates of the model trained here (--quick: fewer)
 SYNTHETIC = {"seed": 1, "docs": 2000, "vocab_size": 400}                  # the quickstart's data
-ENGINES = ("ctxmt-float32", "ct2-float32", "ct2-int8")
+ENGINES = ("ctxmt-float32", "ctxmt-int8", "ct2-float32", "ct2-int8")
 
 
 @dataclass(frozen=True)
@@ -104,8 +105,9 @@ def start_engine(name: str, checkpoint: Path, folder: Path | None, threads: int,
     from ctxmt_cli.export.ct2_engine import load_exported
 
     torch.set_num_threads(threads)
-    if folder is None:
-        _WORKER["model"] = api.load(checkpoint, device=device)
+    if folder is None:                                                  # ctxmt, in float32 or through --quantize int8
+        quantize = "int8" if name == "ctxmt-int8" else None
+        _WORKER["model"] = api.load(checkpoint, device=device, quantize=quantize)
         return
     model = api.Model(load_exported(folder, device, threads=threads), folder)
     model.engine = model.loaded.model
@@ -131,7 +133,8 @@ def measure(checkpoint: Path, root: Path, sources: list[list[str]], settings: Se
     from ctxmt_cli.benchmarks import export_ct2 as worker  # importable by name in a spawned process
     from ctxmt_cli.export.ct2_export import export_ctranslate2
 
-    folders = {name: None if name.startswith("ctxmt") else root / name for name in ENGINES}
+    engines = ENGINES if settings.device == "cpu" else tuple(n for n in ENGINES if n != "ctxmt-int8")   # CPU only
+    folders = {name: None if name.startswith("ctxmt") else root / name for name in engines}
     for name, folder in folders.items():
         if folder is not None:
             export_ctranslate2(checkpoint, folder, quantization=name.removeprefix("ct2-"))
@@ -178,12 +181,13 @@ def bleu_scores(outputs: dict, references: list[list[str]]) -> dict[str, float]:
 def report_lines(figure: str, rates: dict, bleu: dict, same: dict, sentences: int) -> list[str]:
     """BLEU, same-output and ratio lines (the ratio lines last)."""
     base = statistics.median(rates["ctxmt-float32"])
+    others = [name for name in ENGINES[1:] if name in rates]
     lines = [f"bleu: {figure} {name} = {score:.2f}" for name, score in bleu.items()]
-    lines += [f"same-output: {figure} {name} = {same[name]}/{sentences} sentences" for name in ENGINES[1:]]
+    lines += [f"same-output: {figure} {name} = {same[name]}/{sentences} sentences" for name in others]
     lines += [f"bleu-change: {figure} {name}-ctxmt-float32 = {bleu[name] - bleu['ctxmt-float32']:+.2f}"
-              for name in ENGINES[1:]]
+              for name in others]
     return lines + [f"ratio: {figure} {name}/ctxmt-float32 = {statistics.median(rates[name]) / base:.2f}"
-                    for name in ENGINES[1:]]
+                    for name in others]
 
 
 def run(settings: Settings) -> dict:

@@ -30,7 +30,7 @@ class CT2Peer:
 
     name = "ct2"
 
-    def __init__(self, model, vocab: int, max_positions: int, threads: int):
+    def __init__(self, model, vocab: int, max_positions: int, threads: int, quantization: str = "float32"):
         import ctranslate2
 
         spec = transformer_spec(model, max_positions)
@@ -38,15 +38,15 @@ class CT2Peer:
         spec.register_source_vocabulary(self.tokens)
         spec.register_target_vocabulary(self.tokens)
         spec.validate()
-        spec.optimize(quantization="float32")
+        spec.optimize(quantization=quantization)
         self._dir = tempfile.TemporaryDirectory(prefix="ctxmt-ct2-")
         spec.save(self._dir.name)
-        self.translator = ctranslate2.Translator(self._dir.name, device="cpu", compute_type="float32",
+        self.translator = ctranslate2.Translator(self._dir.name, device="cpu", compute_type=quantization,
                                                  intra_threads=threads, inter_threads=1)
-        self.version = ctranslate2.__version__
+        self.version, self.quantization = ctranslate2.__version__, quantization
 
     def describe(self) -> str:
-        return f"ctranslate2 {self.version}, float32"
+        return f"ctranslate2 {self.version}, {self.quantization}"
 
     def _strings(self, rows: Tensor, drop_eos: bool = False) -> list[list[str]]:
         out = []
@@ -74,11 +74,13 @@ class CT2Peer:
         return torch.tensor([[index[t] for t in r.hypotheses[0]] for r in results])
 
 
-def ct2_peer(model, vocab: int, max_positions: int, threads: int, say=print) -> CT2Peer | None:
-    """:class:`CT2Peer`, or None with one printed line when ``ctranslate2`` is not installed."""
+def ct2_peer(model, vocab: int, max_positions: int, threads: int, say=print,
+             quantization: str = "float32") -> CT2Peer | None:
+    """:class:`CT2Peer` (weights and compute in ``quantization``: float32 or int8), or None with one printed line
+    when ``ctranslate2`` is not installed."""
     if importlib.util.find_spec("ctranslate2") is None:
         say("note: peer ct2 skipped: ctranslate2 is not installed (pip install -e '.[bench]')")
         return None
-    peer = CT2Peer(model, vocab, max_positions, threads)
+    peer = CT2Peer(model, vocab, max_positions, threads, quantization)
     say(f"peer ct2: Translator ({peer.describe()})")
     return peer

@@ -20,7 +20,8 @@ from tests.integration.conftest import assert_user_error, run_cli
 
 HAS_HF = importlib.util.find_spec("transformers") is not None
 HAS_CT2 = importlib.util.find_spec("ctranslate2") is not None
-RATIO = re.compile(r"^ratio: ([a-z0-9-]+) ctxmt/(torch|hf|ct2) = \d+\.\d\d( \(rounds \d+\.\d\d-\d+\.\d\d\))?$")
+RATIO = re.compile(r"^ratio: ([a-z0-9-]+) (ctxmt/torch|ctxmt/hf|ctxmt/ct2|ctxmt-int8/ctxmt) = \d+\.\d\d"
+                   r"( \(rounds \d+\.\d\d-\d+\.\d\d\))?$")
 MEMORY = re.compile(r"^memory: ([a-z0-9-]+) (ctxmt|torch|hf|ct2) = (\d+\.\d MB|n/a \(own allocator\))$")
 MEMORY_RATIO = re.compile(r"^memory-ratio: ([a-z0-9-]+) (torch|hf)/ctxmt = \d+\.\d\d$")
 INFERENCE = {"score", "decode"}                      # CTranslate2 is an inference engine: no training figure
@@ -38,9 +39,20 @@ FIGURES = {"train": ["train-tiny-equal", "train-tiny-synthetic"]
            + (["train-tiny-equal-bf16"] if _cpu_has_bf16() else [])
            + (["train-tiny-scat"] if SCAT.is_dir() else []),
            "score": ["score-tiny"], "decode": ["greedy-tiny", "beam4-tiny"]}
+#: decode's int8 figures (CPU): ctxmt's int8 model against CTranslate2's int8, and against its own float32
+INT8_FIGURES = ["greedy-int8-tiny", "beam4-int8-tiny"]
 
 # peak memory of the timed figures but not of train's real-length passes; the bf16 figure shows ctxmt's own line
 MEMORY_FIGURES = {name: [f for f in figures if name != "train" or "-equal" in f] for name, figures in FIGURES.items()}
+
+
+def expected_ratios(name: str, peers: list[str]) -> set[tuple[str, str]]:
+    """(figure, ``ours/peer``) of every ratio line benchmark ``name`` prints on the CPU."""
+    pairs = {(figure, f"ctxmt/{peer}") for figure in FIGURES[name] for peer in peers}
+    if name == "decode":
+        pairs |= {(figure, pair) for figure in INT8_FIGURES
+                  for pair in ["ctxmt-int8/ctxmt"] + (["ctxmt/ct2"] if HAS_CT2 else [])}
+    return pairs
 
 
 def _assert_memory_lines(lines: list[str], name: str, peers: list[str]) -> None:
@@ -77,8 +89,7 @@ def test_peer_benchmark_prints_ratio_lines(name, device, capsys):
     ratios = [line for line in lines if line.startswith("ratio:")]
     peers = ["torch"] + (["hf"] if HAS_HF else []) + (["ct2"] if HAS_CT2 and name in INFERENCE else [])
     assert all(RATIO.match(line) for line in ratios), ratios
-    assert {(m.group(1), m.group(2)) for m in map(RATIO.match, ratios)} == {
-        (figure, peer) for figure in FIGURES[name] for peer in peers}
+    assert {(m.group(1), m.group(2)) for m in map(RATIO.match, ratios)} == expected_ratios(name, peers)
     assert lines[-len(ratios):] == ratios                                  # the ratio lines close the output
     _assert_memory_lines(lines[:-len(ratios)], name, peers)                # memory lines come before them
     if not HAS_HF:

@@ -23,17 +23,17 @@ def test_the_report_and_greedy_float32_equal_ctxmt(synthetic_dir, tmp_path):
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0].startswith("ctranslate2: concat.pt (concat, d_model 32), synthetic test split: ")
-    for engine in ("ctxmt-float32", "ct2-float32", "ct2-int8"):
+    for engine in ("ctxmt-float32", "ctxmt-int8", "ct2-float32", "ct2-int8"):
         assert re.search(rf"^{FIGURE}\t{engine}\t\d+\.\d\t", result.stdout, re.M), result.stdout   # a table row
         assert any(re.fullmatch(rf"bleu: {FIGURE} {engine} = \d+\.\d\d", line) for line in lines), lines
-    same = [re.fullmatch(rf"same-output: {FIGURE} (ct2-float32|ct2-int8) = (\d+)/(\d+) sentences", line)
+    same = [re.fullmatch(rf"same-output: {FIGURE} (ctxmt-int8|ct2-float32|ct2-int8) = (\d+)/(\d+) sentences", line)
             for line in lines if line.startswith("same-output:")]
-    assert [m.group(1) for m in same] == ["ct2-float32", "ct2-int8"]
-    assert same[0].group(2) == same[0].group(3) and int(same[0].group(3)) > 20     # greedy float32: ctxmt's own
+    assert [m.group(1) for m in same] == ["ctxmt-int8", "ct2-float32", "ct2-int8"]
+    assert same[1].group(2) == same[1].group(3) and int(same[1].group(3)) > 20     # greedy float32: ctxmt's own
     assert any(line == f"bleu-change: {FIGURE} ct2-float32-ctxmt-float32 = +0.00" for line in lines), lines
     ratios = [line for line in lines if line.startswith("ratio:")]
-    assert lines[-2:] == ratios and all(re.fullmatch(rf"ratio: {FIGURE} ct2-(float32|int8)/ctxmt-float32 = "
-                                                     r"\d+\.\d\d", line) for line in ratios), ratios
+    ratio = re.compile(rf"ratio: {FIGURE} (ctxmt-int8|ct2-float32|ct2-int8)/ctxmt-float32 = \d+\.\d\d")
+    assert lines[-3:] == ratios and all(ratio.fullmatch(line) for line in ratios), ratios
 
 
 def test_refusals(synthetic_dir, tmp_path):
