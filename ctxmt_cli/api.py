@@ -60,7 +60,7 @@ def load(checkpoint: str | Path, device: str = "auto", *, first_pass: str | Path
     ``engine="ctranslate2"``: ``checkpoint`` is a folder ``ctxmt export ctranslate2`` wrote, translated by
     CTranslate2 with the same windows (:mod:`ctxmt_cli.export.ct2_engine`; translation only).
     ``quantize="int8"``: every linear layer of every model loaded (first pass and repairer too) in int8, on the
-    CPU (:mod:`ctxmt_cli.core.quantize`).
+    CPU (:mod:`ctxmt_cli.models.quantize`).
     """
     from ctxmt_cli.decode.bilingual import check_first_pass_model
     from ctxmt_cli.models.families import inputs_of
@@ -88,10 +88,10 @@ def load(checkpoint: str | Path, device: str = "auto", *, first_pass: str | Path
 def _loader(device: str, quantize: str | None) -> Callable[[Path], Any]:
     """``load_model`` on ``device``, each model quantized as asked; an int8 request off the CPU, or on a PyTorch
     without the path, is refused before anything loads."""
-    from ctxmt_cli.core.quantize import QUANTIZE, QuantizeUnavailable
-    from ctxmt_cli.core.quantize import quantize as to_int8
     from ctxmt_cli.device import resolve_device
     from ctxmt_cli.models.loading import load_model
+    from ctxmt_cli.models.quantize import QUANTIZE, QuantizeUnavailable
+    from ctxmt_cli.models.quantize import quantize as to_int8
 
     if quantize is None:
         return lambda path: load_model(path, device=device)
@@ -121,7 +121,7 @@ def _load_exported(folder: Path, device: str, engine: str, first_pass, repair, q
                          f"{option('engine')} ctranslate2 (or give the checkpoint it was exported from)")
     if quantize is not None:
         raise OptionError("quantize", quantize, "an exported folder keeps the weight type it was exported with: "
-                          "export it with --quantization int8 instead")
+                          "export the checkpoint again in int8 instead")
     for name, value in (("first_pass", first_pass), ("repair", repair)):
         if value is not None:
             raise OptionError(name, None, "the ctranslate2 engine translates with the exported model alone; leave "

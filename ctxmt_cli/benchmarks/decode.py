@@ -14,7 +14,7 @@ before; see ``bench_util.peak_memory``; the CTranslate2 peer's own allocator is 
     ctxmt benchmark decode [--quick] [--preset small] [--threads 2] [--repeats 5] [--device auto]
 
 On the CPU the same searches run again in int8: the ctxmt model through ``--quantize int8``'s path
-(:func:`ctxmt_cli.core.quantize.quantize`) against CTranslate2 with int8 weights and compute (``int8`` rows);
+(:func:`ctxmt_cli.models.quantize.quantize`) against CTranslate2 with int8 weights and compute (``int8`` rows);
 ``ratio: MODE-int8-PRESET ctxmt/ct2`` compares the two, ``ratio: MODE-int8-PRESET ctxmt-int8/ctxmt`` is what
 int8 gains over ctxmt's float32 (timed in the same rounds).
 
@@ -40,8 +40,8 @@ finally:
     sys.path.pop(0)
 
 from ctxmt_cli.core.batch import Batch  # noqa: E402
-from ctxmt_cli.core.quantize import quantize  # noqa: E402
 from ctxmt_cli.decode.search import beam_search, greedy_search  # noqa: E402
+from ctxmt_cli.models.quantize import quantize  # noqa: E402
 
 Settings = bu.Settings
 SENTENCES, LENGTH, NEW = 32, 25, 25

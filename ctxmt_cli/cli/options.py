@@ -122,7 +122,7 @@ RoundTripMode = Literal["sample", "beam"]
 InputFormat = Literal["text", "jsonl"]
 #: ``ctxmt translate --engine``: ctxmt's own search, or an exported CTranslate2 folder (ctxmt_cli.api.load)
 Engine = Literal["torch", "ctranslate2"]
-#: ``ctxmt translate|serve --quantize`` (ctxmt_cli.core.quantize.QUANTIZE): the torch engine's int8 path on the CPU
+#: ``ctxmt translate|serve --quantize`` (ctxmt_cli.models.quantize.QUANTIZE): the torch engine's int8 path on the CPU
 QuantizeName = Literal["int8"]
 Quantize = Annotated[QuantizeName | None, typer.Option(
     show_default=False, help="run the model's linear layers in int8 on the CPU (PyTorch dynamic quantization; "

@@ -71,3 +71,12 @@ def xavier_(layer: nn.Linear) -> None:
     random draws in the same order, as separate layers would get)."""
     for block in layer.weight.chunk(getattr(layer, "blocks", 1)):          # (out / blocks, in) views
         nn.init.xavier_uniform_(block)
+
+
+def linear_weights(layer: nn.Module) -> tuple[Tensor, Tensor | None]:
+    """The (out, in) weight and the bias of a linear layer as float tensors, whether it is quantized or not (a
+    quantized layer's int8 weight is dequantized: for code that reads the matrix itself, as scoring does)."""
+    weight = layer.weight
+    if callable(weight):                                                     # a quantized layer: weight() / bias()
+        return weight().dequantize(), layer.bias()
+    return weight, layer.bias

@@ -56,11 +56,10 @@ from torch import Tensor, nn
 from ctxmt_cli.core.batch import Batch, DecoderState, EncoderOut, Fold, LossTerm, ModelOutput, SharedRows, VocabInfo
 from ctxmt_cli.core.chunked import chunked_hidden
 from ctxmt_cli.core.layers import ContextAttention, DecoderLayer, EncoderLayer, additive_mask, compute_dtype
-from ctxmt_cli.core.linear import Linear, xavier_
+from ctxmt_cli.core.linear import Linear, linear_weights, xavier_
 from ctxmt_cli.core.logits import SCORE_ROWS, log_partition
 from ctxmt_cli.core.positions import PositionEncoding, current_sentence_mask, window_layout
 from ctxmt_cli.core.probe import AttentionProbe, AttentionView, report_decoder, target_current
-from ctxmt_cli.core.quantize import linear_weights
 from ctxmt_cli.core.sequence import compact, with_prefix
 
 

@@ -58,5 +58,5 @@ def test_what_int8_cannot_run_is_refused_in_one_line(checkpoints, tmp_path):
     result = run_cli("export", "ctranslate2", "-c", ckpt, "-o", exported)
     assert result.exit_code == 0, result.output
     assert_user_error(run_cli("translate", docs, "-c", exported, "--engine", "ctranslate2", "--quantize", "int8"),
-                      "--quantize", "--quantization int8")
+                      "--quantize", "export the checkpoint again in int8")
     assert not (tmp_path / "out.txt").exists()

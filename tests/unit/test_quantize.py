@@ -1,4 +1,4 @@
-"""int8 inference (ctxmt_cli.core.quantize) on every family and contract variant: the decode properties of the
+"""int8 inference (ctxmt_cli.models.quantize) on every family and contract variant: the decode properties of the
 contract suite hold within :data:`INT8_TOLERANCE`, and the int8 model stays that close to the float32 one.
 
 Dynamic quantization scales each layer's input by its largest value over the whole batch, so batch composition,
@@ -18,8 +18,9 @@ import torch
 from torch import nn
 
 from ctxmt_cli.core.batch import Batch
-from ctxmt_cli.core.quantize import INT8_TOLERANCE, QUANTIZE, linear_weights, quantize
+from ctxmt_cli.core.linear import linear_weights
 from ctxmt_cli.decode.search import beam_search, greedy_search
+from ctxmt_cli.models.quantize import INT8_TOLERANCE, QUANTIZE, quantize
 from tests.unit.biased_model import Biased
 from tests.unit.test_contract import (  # noqa: F401  (plugins: the toy family joins this module too)
     BOS,

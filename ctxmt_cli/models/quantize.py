@@ -25,7 +25,7 @@ from __future__ import annotations
 import warnings
 
 import torch
-from torch import Tensor, nn
+from torch import nn
 
 #: what ``--quantize`` accepts
 QUANTIZE = ("int8",)
@@ -59,12 +59,3 @@ def quantize(model: nn.Module, *, scheme: str = "int8") -> nn.Module:
         warnings.simplefilter("ignore", UserWarning)
         quantize_dynamic(model.eval(), {nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8, inplace=True)
     return model
-
-
-def linear_weights(layer: nn.Module) -> tuple[Tensor, Tensor | None]:
-    """The (out, in) weight and the bias of a linear layer as float tensors, whether it is quantized or not (a
-    quantized layer's int8 weight is dequantized: for code that reads the matrix itself, as scoring does)."""
-    weight = layer.weight
-    if callable(weight):                                                     # a quantized layer: weight() / bias()
-        return weight().dequantize(), layer.bias()
-    return weight, layer.bias
