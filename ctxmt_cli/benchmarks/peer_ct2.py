@@ -5,7 +5,8 @@ built from a :class:`~ctranslate2.specs.TransformerSpec` filled with the weights
 it is timed against, by the mapping ``ctxmt export ctranslate2`` uses (:mod:`ctxmt_cli.export.ctranslate2`). The
 same weights make the comparison checkable: greedy search of both engines must return the same tokens
 (``tests/unit/test_bench_peers.py``). Tokens are the strings ``w<ID>`` with ctxmt's special ids in place.
-CTranslate2 runs float32 with ``intra_threads`` = the benchmark's thread count, one translator thread.
+CTranslate2 runs float32 with ``intra_threads`` = the benchmark's thread count, one translator thread, on the CPU
+or on the first CUDA device (where its build has CUDA).
 Only when ``ctranslate2`` imports (``pip install -e '.[bench]'``).
 """
 
@@ -30,7 +31,8 @@ class CT2Peer:
 
     name = "ct2"
 
-    def __init__(self, model, vocab: int, max_positions: int, threads: int, quantization: str = "float32"):
+    def __init__(self, model, vocab: int, max_positions: int, threads: int, quantization: str = "float32",
+                 device: str = "cpu"):
         import ctranslate2
 
         spec = transformer_spec(model, max_positions)
@@ -41,12 +43,12 @@ class CT2Peer:
         spec.optimize(quantization=quantization)
         self._dir = tempfile.TemporaryDirectory(prefix="ctxmt-ct2-")
         spec.save(self._dir.name)
-        self.translator = ctranslate2.Translator(self._dir.name, device="cpu", compute_type=quantization,
+        self.translator = ctranslate2.Translator(self._dir.name, device=device, compute_type=quantization,
                                                  intra_threads=threads, inter_threads=1)
-        self.version, self.quantization = ctranslate2.__version__, quantization
+        self.version, self.quantization, self.device = ctranslate2.__version__, quantization, device
 
     def describe(self) -> str:
-        return f"ctranslate2 {self.version}, {self.quantization}"
+        return f"ctranslate2 {self.version}, {self.quantization}, {self.device}"
 
     def _strings(self, rows: Tensor, drop_eos: bool = False) -> list[list[str]]:
         out = []
@@ -75,12 +77,18 @@ class CT2Peer:
 
 
 def ct2_peer(model, vocab: int, max_positions: int, threads: int, say=print,
-             quantization: str = "float32") -> CT2Peer | None:
-    """:class:`CT2Peer` (weights and compute in ``quantization``: float32 or int8), or None with one printed line
-    when ``ctranslate2`` is not installed."""
+             quantization: str = "float32", device: str = "cpu") -> CT2Peer | None:
+    """:class:`CT2Peer` (weights and compute in ``quantization``: float32 or int8) on ``device`` (cpu or cuda), or
+    None with one printed line when ``ctranslate2`` is not installed or, for cuda, sees no CUDA device."""
     if importlib.util.find_spec("ctranslate2") is None:
         say("note: peer ct2 skipped: ctranslate2 is not installed (pip install -e '.[bench]')")
         return None
-    peer = CT2Peer(model, vocab, max_positions, threads, quantization)
+    if device == "cuda":
+        import ctranslate2
+
+        if ctranslate2.get_cuda_device_count() == 0:
+            say("note: peer ct2 skipped on cuda: this ctranslate2 build sees no CUDA device")
+            return None
+    peer = CT2Peer(model, vocab, max_positions, threads, quantization, device)
     say(f"peer ct2: Translator ({peer.describe()})")
     return peer

@@ -18,7 +18,8 @@ Only the peers' *cost* matters here, never their outputs. Every peer offers the 
 
 Dropout is off everywhere (ctxmt too): the figures compare the matrix work, not mask generation.
 Every peer is built on the benchmark's device (``device``) and makes its own tensors on its input's device.
-The CTranslate2 peer of the inference benchmarks runs on the CPU only, so on CUDA it is left out (one line).
+The CTranslate2 peer of the inference benchmarks runs on the CPU, or on CUDA where its build has CUDA (otherwise left
+out with one line).
 """
 
 from __future__ import annotations
@@ -206,14 +207,15 @@ def make_peers(dims: Dims, seed: int, say=print, inference_of=None, threads: int
     imports.
 
     ``inference_of``: the ctxmt model of an inference benchmark; CTranslate2 then joins with its weights
-    (when ``ctranslate2`` imports), running ``threads`` threads, on the CPU only (left out on CUDA, one line).
+    (when ``ctranslate2`` imports), running ``threads`` threads, on the CPU or the first CUDA device (left out
+    elsewhere, one line).
     """
     peers: list = [TorchPeer(dims, seed, device), hf_peer(dims, seed, say, device)]
-    if inference_of is not None and device != "cpu":
-        say(f"note: ct2 peer skipped on {device.partition(':')[0]} (the benchmark's CTranslate2 peer runs on "
-            "the CPU only)")
+    kind = device.partition(":")[0]
+    if inference_of is not None and kind not in ("cpu", "cuda"):
+        say(f"note: ct2 peer skipped on {kind} (the benchmark's CTranslate2 peer runs on the CPU or CUDA)")
     elif inference_of is not None:
-        peers.append(ct2_peer(inference_of, dims.vocab, dims.max_positions, threads, say))
+        peers.append(ct2_peer(inference_of, dims.vocab, dims.max_positions, threads, say, device=kind))
     return [peer for peer in peers if peer is not None]
 
 

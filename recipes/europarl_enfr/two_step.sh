@@ -31,7 +31,9 @@
 #     OUT=/tmp/smoke bash recipes/europarl_enfr/two_step.sh   # a smoke run
 # Settings (environment): EUROPARL (default ../shared/data/europarl_enfr beside the checkout), SCAT (default
 #   ../shared/data/scat), OUT (default runs/europarl_enfr/two_step in the checkout), SENTENCE_UPDATES (4000),
-#   FT_UPDATES (1500), FT_LR (0.0005), FT_WARMUP (150), BEAM (4), TEST_DOCS (all, or the first N test debates),
+#   FT_UPDATES (1500), FT_LR (0.0005), FT_WARMUP (150), SENTENCE_WARMUP (the first step's warm-up updates; default
+#   the recipe's), SIZE (small, or base: the *_base recipes, for a GPU), BEAM (4), TEST_DOCS (all, or the first N
+#   test debates),
 #   SYSTEMS (the fine-tuned systems, default all below), LEAD (3: the lead-in of the concat systems' pieces decoding),
 #   CTXMT (the ctxmt command).
 set -euo pipefail
@@ -47,6 +49,8 @@ SENTENCE_UPDATES=${SENTENCE_UPDATES:-4000}
 FT_UPDATES=${FT_UPDATES:-1500}
 FT_LR=${FT_LR:-0.0005}
 FT_WARMUP=${FT_WARMUP:-150}
+SENTENCE_WARMUP=${SENTENCE_WARMUP:-}
+SIZE=${SIZE:-small}
 BEAM=${BEAM:-4}
 TEST_DOCS=${TEST_DOCS:-all}
 LEAD=${LEAD:-3}
@@ -63,6 +67,7 @@ for f in "$EUROPARL"/{train.en.xz,train.fr.xz,train.docids.xz,valid.en,test.en,t
 done
 [ -d "$SCAT" ] || fail "$SCAT not found: set SCAT to the SCAT folder (see ../shared/data/README.md)"
 command -v "$CTXMT" > /dev/null || fail "$CTXMT not found: install ctxmt (pip install -e .) or set CTXMT"
+[[ $SIZE == small || $SIZE == base ]] || fail "SIZE=$SIZE: choose small or base"
 mkdir -p "$OUT"
 DATA=$OUT/data
 
@@ -91,13 +96,15 @@ train_run() {  # train_run NAME RECIPE UPDATES [ARGS...]: train (or resume) into
   echo "$updates" > "$save/done"
 }
 
-train_run sentence sentence_small "$SENTENCE_UPDATES"
+first=()
+[ -z "$SENTENCE_WARMUP" ] || first=(--set "train.warmup_steps=$SENTENCE_WARMUP")
+train_run sentence "sentence_$SIZE" "$SENTENCE_UPDATES" "${first[@]}"
 SENTENCE=$OUT/sentence/checkpoint_best.pt
 
 # ---- the second step: every system from the sentence-level model ----------------------------------------------
-declare -A RECIPE=([sentence_control]=sentence_small [concat_s2to2_cd]=concat_s2to2_cd_small
-  [concat_s4to4_shift_cd]=concat_s4to4_shift_cd_small [caching_grouping_c2]=caching_grouping_c2_small
-  [mbe_enc]=mbe_enc_small [hanoit_offline]=hanoit_offline_small)
+declare -A RECIPE=([sentence_control]=sentence_$SIZE [concat_s2to2_cd]=concat_s2to2_cd_$SIZE
+  [concat_s4to4_shift_cd]=concat_s4to4_shift_cd_$SIZE [caching_grouping_c2]=caching_grouping_c2_$SIZE
+  [mbe_enc]=mbe_enc_$SIZE [hanoit_offline]=hanoit_offline_$SIZE)
 FT_VALID=$(( FT_UPDATES / 6 > 0 ? FT_UPDATES / 6 : 1 ))
 for system in "${SYSTEMS[@]}"; do
   [ -n "${RECIPE[$system]:-}" ] || fail "unknown system $system (choose from ${!RECIPE[*]})"

@@ -80,15 +80,15 @@ def test_models_and_torch_peer_live_on_the_device(bench):
     peer.train_step(batch)                                               # Adam's state is made beside the weights
 
 
-def test_ct2_peer_is_left_out_off_the_cpu(bench):
-    """The CTranslate2 peer runs on the CPU only: on another device it is left out with one printed line."""
+def test_ct2_peer_is_left_out_off_the_cpu_and_cuda(bench):
+    """The CTranslate2 peer runs on the CPU or CUDA: on another device it is left out with one printed line."""
     bu, peers = bench
     dims = bu.Dims.of("tiny")
     said: list[str] = []
     made = peers.make_peers(dims, 0, say=said.append, inference_of=bu.ctxmt_model(dims, 0, "meta"), device="meta")
     assert "ct2" not in {peer.name for peer in made}
     assert [line for line in said if "ct2" in line] == [
-        "note: ct2 peer skipped on meta (the benchmark's CTranslate2 peer runs on the CPU only)"]
+        "note: ct2 peer skipped on meta (the benchmark's CTranslate2 peer runs on the CPU or CUDA)"]
 
 
 def test_shared_data_beside_the_checkout_or_from_the_environment(bench, monkeypatch, tmp_path):
