@@ -7,7 +7,15 @@ the suite stays bounded. ``slow``: more examples, random each run, for hunting (
 
 from __future__ import annotations
 
+import os
+
 from hypothesis import HealthCheck, settings
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # one intra-op thread per worker: two workers of two threads each on two cores double the CPU time
+    import torch
+
+    torch.set_num_threads(1)
 
 settings.register_profile("ci", max_examples=25, derandomize=True, deadline=None, print_blob=True,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

@@ -209,8 +209,32 @@ def _select(scores: Tensor, lprobs: Tensor, k: int, first: bool) -> tuple[Tensor
     if first:
         # All beams are copies of one prefix: only beam 0 may extend it, or the beam fills with duplicates.
         cand[:, 1:] = NEG_INF
-    top_s, top_i = cand.view(r, k * v).topk(min(2 * k, k * v), dim=1)      # (R, 2k)
+    top_s, top_i = _top(cand.view(r, k * v), min(2 * k, k * v))           # (R, 2k)
     return top_s, torch.div(top_i, v, rounding_mode="floor"), top_i % v
+
+
+#: candidates per block of :func:`_top`'s first pass (the largest of these that divides the vocabulary)
+BLOCKS = (64, 50, 48, 40, 32)
+
+
+def _top(flat: Tensor, n: int) -> tuple[Tensor, Tensor]:
+    """``flat.topk(n, dim=1)`` (R, L) of a beam step, in two cheap passes where the row is long.
+
+    On the CPU ``topk`` over beam × vocabulary costs more than the log-softmax that made it. The row is cut into
+    blocks: the n best values lie in the n blocks with the highest maxima (a block outside them has its maximum,
+    and so every value, at most the n-th of n values taken from other blocks), so one ``amax`` over all blocks, a
+    ``topk`` over the block maxima and a ``topk`` over the n chosen blocks give the same values. Only the order
+    of exactly equal values may differ from one ``topk``.
+    """
+    r, length = flat.shape
+    size = next((b for b in BLOCKS if length % b == 0), None)
+    if flat.device.type != "cpu" or size is None or length < 16 * n * size:   # short rows, GPUs: topk is cheap
+        return flat.topk(n, dim=1)
+    blocks = flat.view(r, length // size, size)                             # (R, L/b, b)
+    chosen = blocks.amax(2).topk(n, dim=1).indices                          # (R, n) the n best blocks
+    values = blocks.gather(1, chosen.unsqueeze(2).expand(-1, -1, size))     # (R, n, b)
+    top_s, at = values.view(r, n * size).topk(n, dim=1)                     # (R, n)
+    return top_s, chosen.gather(1, at // size) * size + at % size
 
 
 @torch.inference_mode()

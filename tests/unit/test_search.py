@@ -250,3 +250,25 @@ def test_sampling_follows_the_seed_the_bans_and_the_model(family):
         if len(hyp.tokens) < 8:                                    # ended with </s>: its log-prob counts it
             expected = forward_logprob(model, SOURCES[i], torch.tensor([BOS]), hyp.tokens, 0.0)
             assert hyp.logprob == pytest.approx(expected, abs=1e-4)
+
+
+@pytest.mark.parametrize("vocab", [16000, 8000, 32000])
+@pytest.mark.parametrize("beam", [1, 4, 5])
+def test_blockwise_top_candidates_equal_one_topk(vocab, beam):
+    """The beam step's two-pass top-2k (blocks of the beam × vocabulary row) picks what one ``topk`` picks,
+    with banned (-inf) entries, whole -inf beams (the first step) and a row with fewer finite candidates than 2k."""
+    from ctxmt_cli.decode.search import _top
+
+    g = torch.Generator().manual_seed(vocab + beam)
+    rows, n = 6, 2 * beam
+    flat = torch.randn(rows, beam * vocab, generator=g)                     # distinct values: one order
+    flat[:, torch.randint(0, beam * vocab, (200,), generator=g)] = float("-inf")   # banned tokens
+    flat.view(rows, beam, vocab)[0, 1:] = float("-inf")                      # the first step: beam 0 only
+    flat[1] = float("-inf")
+    flat[1, [5, 777]] = torch.tensor([0.5, 1.5])                           # fewer finite values than n
+    values, index = _top(flat, n)
+    want_values, want_index = flat.topk(n, dim=1)
+    assert torch.equal(values, want_values)
+    finite = torch.isfinite(want_values)
+    assert torch.equal(index[finite], want_index[finite])
+    assert torch.equal(flat.gather(1, index), values)                      # every index points at its value
