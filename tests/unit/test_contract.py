@@ -315,17 +315,23 @@ def test_row_chunks_change_nothing(variant):
 
 
 # ---- beam 1 = greedy ------------------------------------------------------------------------------
-@pytest.mark.parametrize("variant", IDS)
-def test_beam_one_equals_greedy(variant):
-    model = Biased(make_model(variant, scale=0.35), eos=2.0).eval()
-    batch = sample(model.inner)
+def beam_one_and_greedy(inner) -> tuple[list, list]:
+    """Beam search of width 1 and greedy search of ``inner`` (with a bias toward ``</s>``, so outputs end) over
+    the sample rows, the target context forced as a prefix where the model reads one."""
+    model = Biased(inner, eos=2.0).eval()
+    batch = sample(inner)
     prefix = None
     if model.cfg.tgt_context_sentences > 0:                                 # target context forced as a prefix
         prefix = pad([[BOS] + t[: len(t) - len(current_only(t))] for t in TGT])
-    query = Batch(src=batch.src, tgt_prefix=prefix, src_next=batch.src_next, **target_rows(model.inner))
+    query = Batch(src=batch.src, tgt_prefix=prefix, src_next=batch.src_next, **target_rows(inner))
     with torch.no_grad():
-        beam = beam_search(model, query, beam=1, max_len=10, banned=[BRK])
-        greedy = greedy_search(model, query, max_len=10, banned=[BRK])
+        return (beam_search(model, query, beam=1, max_len=10, banned=[BRK]),
+                greedy_search(model, query, max_len=10, banned=[BRK]))
+
+
+@pytest.mark.parametrize("variant", IDS)
+def test_beam_one_equals_greedy(variant):
+    beam, greedy = beam_one_and_greedy(make_model(variant, scale=0.35))
     assert [h.tokens for h in beam] == [h.tokens for h in greedy]
     assert [h.score for h in beam] == pytest.approx([h.score for h in greedy], abs=1e-5)
 

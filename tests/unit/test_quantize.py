@@ -19,23 +19,16 @@ from torch import nn
 
 from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.core.linear import linear_weights
-from ctxmt_cli.decode.search import beam_search, greedy_search
 from ctxmt_cli.models.quantize import INT8_TOLERANCE, QUANTIZE, quantize
-from tests.unit.biased_model import Biased
 from tests.unit.test_contract import (  # noqa: F401  (plugins: the toy family joins this module too)
-    BOS,
-    BRK,
     IDS,
-    TGT,
     VARIANTS,
-    current_only,
+    beam_one_and_greedy,
     make_model,
     n_target_sentences,
-    pad,
     plugins,
     real_positions,
     sample,
-    target_rows,
 )
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -110,15 +103,7 @@ def test_int8_padding_and_batch_composition(variant):
 
 @pytest.mark.parametrize("variant", IDS)
 def test_int8_beam_one_equals_greedy(variant):
-    model = Biased(int8_model(variant, scale=0.35), eos=2.0).eval()
-    batch = sample(model.inner)
-    prefix = None
-    if model.cfg.tgt_context_sentences > 0:                                 # target context forced as a prefix
-        prefix = pad([[BOS] + t[: len(t) - len(current_only(t))] for t in TGT])
-    query = Batch(src=batch.src, tgt_prefix=prefix, src_next=batch.src_next, **target_rows(model.inner))
-    with torch.no_grad():
-        beam = beam_search(model, query, beam=1, max_len=10, banned=[BRK])
-        greedy = greedy_search(model, query, max_len=10, banned=[BRK])
+    beam, greedy = beam_one_and_greedy(int8_model(variant, scale=0.35))
     assert [h.tokens for h in beam] == [h.tokens for h in greedy]
     assert [h.score for h in beam] == pytest.approx([h.score for h in greedy], abs=1e-4)
 
