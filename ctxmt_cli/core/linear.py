@@ -6,6 +6,12 @@ products of decoding steps: measured here (2 threads, AMD EPYC with AVX-512, tor
 and output projections of the small model took 0.45-0.76x MKL's time at 8-128 rows and 0.88x at 1600 rows.
 Same arithmetic and precision (no bf16, no TF32), different summation order: results agree to float32 rounding.
 
+Only products of at least :data:`ONEDNN_MIN_MACS` multiply-adds take it. Each oneDNN call costs a fixed ~20 us
+and always opens a parallel region, so on small products MKL wins (measured idle, 2 threads: 4 against 26 us at
+1 x 32 x 32, 136 against 216 us at 8 x 512 x 1,536), and on a busy machine (another job on the same cores) a tiny
+oneDNN call took 6.8 ms against MKL's 4 us: every parallel region waits for a descheduled thread. From 2**24
+multiply-adds on (32 x 512 x 1,536, 8 x 512 x 8,000) oneDNN took 0.65-0.90x MKL's time.
+
 Used only where nothing needs it to be a plain ``F.linear``: no autograd (training keeps the autograd-aware
 path), float32, CPU, no autocast, and a PyTorch with the op (``torch.ops.mkldnn._linear_pointwise``, the kernel
 PyTorch's own compiler emits for CPU linears). Anything else takes ``F.linear``. Parameters, state dicts and
@@ -41,13 +47,16 @@ def _cpu_autocast_probe():
 
 
 ONEDNN_LINEAR = _onednn_linear()
+#: the smallest product (rows x in x out multiply-adds) sent to oneDNN (module docstring)
+ONEDNN_MIN_MACS = 1 << 24
 _cpu_autocast = _cpu_autocast_probe()
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """``F.linear(x, weight, bias)``; float32 CPU inference goes through oneDNN (see the module docstring)."""
-    if (ONEDNN_LINEAR is not None and not torch.is_grad_enabled() and x.device.type == "cpu"
-            and x.dtype == torch.float32 and weight.dtype == torch.float32 and not _cpu_autocast()):
+    """``F.linear(x, weight, bias)``; large float32 CPU inference products go through oneDNN (module docstring)."""
+    if (ONEDNN_LINEAR is not None and x.numel() * weight.shape[0] >= ONEDNN_MIN_MACS and not torch.is_grad_enabled()
+            and x.device.type == "cpu" and x.dtype == torch.float32 and weight.dtype == torch.float32
+            and not _cpu_autocast()):
         return ONEDNN_LINEAR(x, weight, bias, "none", [], "")
     return F.linear(x, weight, bias)
 

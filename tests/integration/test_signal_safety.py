@@ -60,12 +60,19 @@ def assert_stopped(code: int, err: str, signum: int, *needles: str) -> str:
 
 
 def litter(root: Path) -> list:
-    return [p for p in root.rglob("*") if TEMP_TAG in p.name or ASIDE_TAG in p.name]
+    """Temp and set-aside paths under ``root``; ``os.walk`` skips a folder the running process removes meanwhile."""
+    return [Path(top, name) for top, dirs, files in os.walk(root) for name in dirs + files
+            if TEMP_TAG in name or ASIDE_TAG in name]
 
 
 def _exists(pattern: str, root: Path, nonempty: bool = False) -> Callable[[], bool]:
-    return lambda: any((not nonempty) or (p.is_dir() and any(p.iterdir())) or (p.is_file() and p.stat().st_size)
+    def ready() -> bool:
+        try:        # polled while the process renames and removes these paths: a vanished one is "not yet"
+            return any((not nonempty) or (p.is_dir() and any(p.iterdir())) or (p.is_file() and p.stat().st_size)
                        for p in root.glob(pattern))
+        except FileNotFoundError:
+            return False
+    return ready
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])

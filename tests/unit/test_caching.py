@@ -740,5 +740,9 @@ def test_given_translations_still_fill_the_document_cache(tokenizer, cache):
     whole = decode_documents(model, tokenizer, docs, settings)
     given = [[list(c[0].tokens) if c else "" for c in d[:2]] for d in whole]
     continued = decode_documents(model, tokenizer, docs, settings, given=given)
-    assert [d[2:] for d in continued] == [d[2:] for d in whole]             # the cached sources of given sentences
+    # the cached sources of given sentences: the same translations (scores to float32 rounding: the two calls
+    # batch different rows, and a matmul's summation order follows its row count)
+    def kept(out):
+        return [[[(c.tokens, pytest.approx(c.logprob, abs=1e-5)) for c in s] for s in d[2:]] for d in out]
+    assert kept(continued) == kept(whole)
     assert sum(len(d) > 2 for d in docs) and [d[:2] for d in continued] == [[None] * min(len(d), 2) for d in docs]

@@ -1,4 +1,5 @@
-"""core.linear.Linear: oneDNN for float32 CPU inference, F.linear everywhere else, same numbers either way."""
+"""core.linear.Linear: oneDNN for large float32 CPU inference products, F.linear everywhere else, same numbers
+either way."""
 
 import pytest
 import torch
@@ -13,7 +14,8 @@ needs_onednn = pytest.mark.skipif(core_linear.ONEDNN_LINEAR is None,
 
 @pytest.fixture
 def calls(monkeypatch):
-    """Counts the calls that take the oneDNN path."""
+    """Counts the calls that take the oneDNN path; every product size qualifies (the size gate has its own test)."""
+    monkeypatch.setattr(core_linear, "ONEDNN_MIN_MACS", 0)
     seen = []
     op = core_linear.ONEDNN_LINEAR
 
@@ -46,6 +48,19 @@ def test_non_contiguous_input(calls):
     with torch.no_grad():
         torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5)
     assert calls
+
+
+@needs_onednn
+def test_only_products_past_the_gate_take_onednn(calls, monkeypatch):
+    """Rows x in x out below ONEDNN_MIN_MACS stays on F.linear (its fixed cost and parallel region do not pay)."""
+    monkeypatch.setattr(core_linear, "ONEDNN_MIN_MACS", 8 * 16 * 24)
+    layer = Linear(16, 24)
+    with torch.no_grad():
+        small, large = torch.randn(7, 16), torch.randn(2, 4, 16)
+        torch.testing.assert_close(layer(small), F.linear(small, layer.weight, layer.bias))
+        assert calls == []
+        torch.testing.assert_close(layer(large), F.linear(large, layer.weight, layer.bias), atol=1e-5, rtol=1e-5)
+    assert calls == [(2, 4, 16)]
 
 
 def test_training_keeps_autograd_path_and_gradients(calls):
