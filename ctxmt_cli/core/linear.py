@@ -1,16 +1,15 @@
-"""``Linear``: ``nn.Linear`` whose CPU inference runs oneDNN's float32 matmul instead of the BLAS sgemm.
+"""``Linear``: ``nn.Linear`` whose large CPU inference products run oneDNN's float32 matmul, not MKL's sgemm.
 
 PyTorch sends a float32 ``F.linear`` on CPU to MKL's sgemm. oneDNN (built into every x86-64 PyTorch wheel)
-multiplies the same float32 numbers faster on the shapes a Transformer has, most of all on the few-row
-products of decoding steps: measured here (2 threads, AMD EPYC with AVX-512, torch 2.13), the q/k/v, feed-forward
-and output projections of the small model took 0.45-0.76x MKL's time at 8-128 rows and 0.88x at 1600 rows.
-Same arithmetic and precision (no bf16, no TF32), different summation order: results agree to float32 rounding.
+multiplies the same float32 numbers, faster on some of the shapes a Transformer has: measured here (2 idle threads,
+AMD EPYC with AVX-512, torch 2.13) 0.65-0.90x MKL's time at 32 x 512 x 1,536 and 8 x 512 x 8,000, level at 128
+rows. Same arithmetic and precision (no bf16, no TF32), different summation order: results agree to float32
+rounding.
 
 Only products of at least :data:`ONEDNN_MIN_MACS` multiply-adds take it. Each oneDNN call costs a fixed ~20 us
-and always opens a parallel region, so on small products MKL wins (measured idle, 2 threads: 4 against 26 us at
-1 x 32 x 32, 136 against 216 us at 8 x 512 x 1,536), and on a busy machine (another job on the same cores) a tiny
-oneDNN call took 6.8 ms against MKL's 4 us: every parallel region waits for a descheduled thread. From 2**24
-multiply-adds on (32 x 512 x 1,536, 8 x 512 x 8,000) oneDNN took 0.65-0.90x MKL's time.
+and always opens a parallel region, so on small products MKL wins (4 against 26 us at 1 x 32 x 32, 136 against
+216 us at 8 x 512 x 1,536), and on a busy machine (another job on the same cores) a tiny oneDNN call took 6.8 ms
+against MKL's 4 us: every parallel region waits for a descheduled thread.
 
 Used only where nothing needs it to be a plain ``F.linear``: no autograd (training keeps the autograd-aware
 path), float32, CPU, no autocast, and a PyTorch with the op (``torch.ops.mkldnn._linear_pointwise``, the kernel
