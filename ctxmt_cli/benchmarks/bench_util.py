@@ -297,18 +297,18 @@ def new_table(title: str, unit: str):
                  Column("min-max", justify="right"), Column("runs", justify="right"), title=title)
 
 
-def ratio_lines(figure: str, per_impl: dict[str, list[float]]) -> list[str]:
-    """``ratio: FIGURE ctxmt/PEER = X.XX`` for every peer that was timed, ratio of medians; with two or more
-    rounds, `` (rounds LO-HI)`` follows: the lowest and highest ratio of one round's pair of runs, so a single
-    run shows how far its ratio can be trusted."""
-    ours = statistics.median(per_impl["ctxmt"])
+def ratio_lines(figure: str, per_impl: dict[str, list[float]], ours: str = "ctxmt") -> list[str]:
+    """``ratio: FIGURE OURS/PEER = X.XX`` for every other implementation that was timed, ratio of medians; with two
+    or more rounds, `` (rounds LO-HI)`` follows: the lowest and highest ratio of one round's pair of runs, so a
+    single run shows how far its ratio can be trusted. ``ours``: the implementation compared (ctxmt)."""
+    median = statistics.median(per_impl[ours])
     lines = []
     for name, values in per_impl.items():
-        if name == "ctxmt":
+        if name == ours:
             continue
-        line = f"ratio: {figure} ctxmt/{name} = {ours / statistics.median(values):.2f}"
+        line = f"ratio: {figure} {ours}/{name} = {median / statistics.median(values):.2f}"
         # one round's pair of runs: the machine's same moment
-        rounds = [a / b for a, b in zip(per_impl["ctxmt"], values, strict=False)]
+        rounds = [a / b for a, b in zip(per_impl[ours], values, strict=False)]
         if len(rounds) > 1:
             line += f" (rounds {min(rounds):.2f}-{max(rounds):.2f})"
         lines.append(line)

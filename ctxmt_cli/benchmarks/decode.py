@@ -109,8 +109,8 @@ def run(settings: Settings) -> dict[str, dict[str, list[float]]]:
             lines += bu.memory_lines(figure, memory[mode])
         ratios += bu.ratio_lines(figure, {k: v for k, v in per_impl.items() if k != "ctxmt-float32"})
         if "ctxmt-float32" in per_impl:                                     # what int8 gains, same rounds
-            ratios += [line.replace("ctxmt/ctxmt-float32", "ctxmt-int8/ctxmt") for line in
-                       bu.ratio_lines(figure, {k: per_impl[k] for k in ("ctxmt", "ctxmt-float32")})]
+            ratios += bu.ratio_lines(figure, {"ctxmt-int8": per_impl["ctxmt"], "ctxmt": per_impl["ctxmt-float32"]},
+                                     ours="ctxmt-int8")
     bu.print_report(table, lines + ratios)
     return results
 
