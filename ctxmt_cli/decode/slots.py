@@ -1,11 +1,13 @@
 """Sentence-by-sentence translation of documents in parallel *slots*: what the ``slots``, ``first_pass`` and
 ``memory`` loops of :mod:`ctxmt_cli.decode.loops` run.
 
-Step j translates sentence j of every document that still has one, in one batched beam search. Documents are
+Step t translates the t-th sentence after its given ones of every document that still has one, in one batched
+beam search. Documents are
 sorted by length first, so the active documents of a step are a prefix of the group and slots stay full until the
 short documents run out. The batch of a step (source windows, target prefixes, document caches) is built by
 :mod:`ctxmt_cli.decode.steps`; a family may add rows to it (:meth:`~ctxmt_cli.models.inputs.Inputs.step_rows`).
-With a document memory (caching), each sentence is encoded once and its entry kept for the next sentences.
+With a document memory (caching), each sentence is encoded once and its entry kept for the next sentences; the
+sentences whose translation is given (a piece's context) are encoded before the first step, all of them together.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ class SlotTranslator:
             return self.stats.count(self.search.engine(step, banned, s.beam, s.lenpen, s.nbest))
         return self.stats.count(self.search.rows(self.model, step.batch, s, step.max_len, banned, enc))
 
-    def step_input(self, sources, outputs, memories, j: int, mode: str):
+    def step_input(self, sources, outputs, memories, j: int | Sequence[int], mode: str):
         """The step's batch (with the document caches when ``memories`` is given) and its encoder output (memory
         only)."""
         step = step_batch(sources, outputs, j, self.s, self.vocab, mode, self.inputs)
@@ -82,8 +84,10 @@ class SlotTranslator:
         with torch.no_grad():  # the entries outlive this step: no autograd graph may keep activations alive
             return step, self.model.encode(step.batch)
 
-    def translate_step(self, sources, outputs, j: int, memories: list[list] | None = None) -> list[Hypothesis]:
-        """Translate sentence ``j`` of every document in ``sources`` at once; the best hypothesis of each.
+    def translate_step(self, sources, outputs, j: int | Sequence[int],
+                       memories: list[list] | None = None) -> list[Hypothesis]:
+        """Translate sentence ``j`` (one index, or one per document) of every document in ``sources`` at once; the
+        best hypothesis of each.
 
         ``memories`` (one list per document) are the cached entries of a document-memory model: each sentence is
         encoded once, here, and its entry appended. Generate mode re-decodes in prefix mode a sentence whose window
@@ -100,42 +104,52 @@ class SlotTranslator:
         failed = [r for r, res in enumerate(results) if res is None]
         if failed:
             self.stats.fallbacks += len(failed)
+            js = j if isinstance(j, int) else _pick(list(j), failed)
             retry, retry_enc = self.step_input(_pick(sources, failed), _pick(outputs, failed),
-                                               _pick(snapshot, failed), j, "prefix")
+                                               _pick(snapshot, failed), js, "prefix")
             for r, hyp in zip(failed, self.decode(retry, [brk], retry_enc), strict=True):
                 results[r] = hyp
         return results
 
-    def take_given(self, sources, outputs, memories, rows: list[int], j: int, given) -> None:
-        """Sentence ``j`` of documents ``rows`` has a given translation: it joins their outputs as it is; a
-        document-memory model still encodes the source sentence and caches its entry."""
-        if memories is not None:
-            picked = [memories[i] for i in rows]
-            _, enc = self.step_input([sources[i] for i in rows], [outputs[i] for i in rows], picked, j, "prefix")
-            remember(picked, enc, self.s.src_context_sentences)
-        for i in rows:
-            outputs[i].append(list(given[i][j]))
+    def remember_given(self, sources, memories, given) -> None:
+        """Cache the entries of every document's given sentences before the first step. A document-memory model's
+        entry of a sentence reads that sentence alone (the caching family encodes each one on its own), so the
+        given ones need not wait for their step, and a sentence given to several pieces (the context of one is the
+        end of the piece before it) is encoded once: a piece's context costs no step, and the call encodes each
+        sentence at most twice (once here, once translated) whatever the memory size. Only the last
+        ``src_context_sentences`` of a document's given sentences can ever be read; batches of ``batch_docs`` x
+        ``src_context_sentences`` sentences (what the memories hold at once)."""
+        keep = self.s.src_context_sentences
+        pairs = [(i, j) for i, done in enumerate(given) for j in range(max(0, len(done) - keep), len(done))]
+        distinct = list(dict.fromkeys(tuple(sources[i][j]) for i, j in pairs))     # token ids, first seen first
+        entries, size = {}, self.s.batch_docs * max(keep, 1)
+        for start in range(0, len(distinct), size):
+            chunk = distinct[start:start + size]
+            alone = [[list(sentence)] for sentence in chunk]                # each one as a one-sentence document
+            _, enc = self.step_input(alone, [[] for _ in chunk], [[] for _ in chunk], 0, "prefix")
+            entries.update(zip(chunk, (entry.detach() for entry in enc.entry.rows()), strict=True))
+        for i, j in pairs:                                                  # (i, j) in order: oldest first
+            memories[i].append(entries[tuple(sources[i][j])])
 
     def translate(self, sources: list, given: list,
                   tails: list[int] | None = None) -> list[list[Hypothesis | None]]:
         """Translate documents (sorted longest first; ``given``: the translations of each one's first sentences;
         ``tails``: how many of each one's last sentences are only read as next sentences, never translated) in
-        parallel slots; each document's hypothesis per translated or given sentence (None where it was given)."""
-        outs: list[list[list[int]]] = [[] for _ in sources]
-        found: list[list[Hypothesis | None]] = [[] for _ in sources]
+        parallel slots; each document's hypothesis per translated or given sentence (None where it was given).
+
+        Step t translates each document's t-th sentence after its given ones, so documents (pieces) given
+        different numbers of sentences still share every step."""
+        outs: list[list[list[int]]] = [[list(done) for done in g] for g in given]
+        found: list[list[Hypothesis | None]] = [[None] * len(g) for g in given]
         memories = [[] for _ in sources] if self.memory else None
+        if memories is not None:
+            self.remember_given(sources, memories, given)
+        starts = [len(g) for g in given]
         ends = [len(s) - t for s, t in zip(sources, tails or [0] * len(sources), strict=True)]
-        for j in range(max(ends, default=0)):
-            active = [i for i, end in enumerate(ends) if end > j]
-            fixed = [i for i in active if j < len(given[i])]
-            todo = [i for i in active if j >= len(given[i])]
-            if fixed:
-                self.take_given(sources, outs, memories, fixed, j, given)
-            for i in fixed:
-                found[i].append(None)
-            if not todo:
-                continue
-            hyps = self.translate_step(_pick(sources, todo), _pick(outs, todo), j, _pick(memories, todo))
+        for t in range(max((e - a for a, e in zip(starts, ends, strict=True)), default=0)):
+            todo = [i for i, (a, e) in enumerate(zip(starts, ends, strict=True)) if a + t < e]
+            js = [starts[i] + t for i in todo]                              # each one's sentence of this step
+            hyps = self.translate_step(_pick(sources, todo), _pick(outs, todo), js, _pick(memories, todo))
             for i, hyp in zip(todo, hyps, strict=True):
                 outs[i].append(hyp.tokens)
                 found[i].append(hyp)

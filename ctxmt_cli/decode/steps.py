@@ -137,16 +137,19 @@ def step_batch(
     return StepInput(batch, torch.tensor(max_len, dtype=torch.long), expected)
 
 
-def with_memory(step: StepInput, sources, memories, j: int, plan: DecodeSettings, sp: VocabInfo) -> StepInput:
-    """Swap the source windows of ``step`` for the current sentences plus each document's cached entries.
+def with_memory(step: StepInput, sources, memories, j: int | Sequence[int], plan: DecodeSettings,
+                sp: VocabInfo) -> StepInput:
+    """Swap the source windows of ``step`` for the current sentences (sentence ``j``: one index, or one per
+    document) plus each document's cached entries.
 
     The number of cached sentences is the one the window would hold (``fit_context``
     over the same lengths and budget), so the two paths see the same context.
     """
     rows, memory = [], []
-    for sents, mem in zip(sources, memories, strict=True):
-        current = list(sents[j])
-        c = fit_context(sents[:j], plan.src_context_sentences, plan.max_window_tokens - len(current) - 1)
+    js = [j] * len(sources) if isinstance(j, int) else j
+    for sents, mem, i in zip(sources, memories, js, strict=True):
+        current = list(sents[i])
+        c = fit_context(sents[:i], plan.src_context_sentences, plan.max_window_tokens - len(current) - 1)
         rows.append(current + [sp.eos])
         memory.append(mem[len(mem) - c:] if c else [])
     batch = Batch(src=pad_rows(rows, sp.pad), tgt_prefix=step.batch.tgt_prefix, tgt_sentences=step.batch.tgt_sentences,

@@ -316,6 +316,6 @@ def test_documents_cut_into_pieces_translate_as_whole_documents(tokenizer, famil
             assert (a is None) == (b is None)
             if a is not None:
                 assert a[0].tokens == b[0].tokens and a[0].logprob == pytest.approx(b[0].logprob, abs=1e-4)
-    # 13 sentences to translate in 64 slots: one step per place a translated sentence takes in its piece (after
-    # its piece's context sentences, as many as the model reads before it)
-    assert whole_steps == 6 + 2 + 5 and cut_steps == 1 + min(s.src_context_sentences, 2)
+    # 13 sentences to translate in 64 slots: one piece each, and every piece translates its sentence in the first
+    # step, however many context sentences it is given before it
+    assert whole_steps == 6 + 2 + 5 and cut_steps == 1
