@@ -21,9 +21,9 @@ cost of the context path.
   have less context, as in real use.
 
   - *in slots*: as ``translate`` decodes by default: the documents cut into pieces that fill the
-    decoding slots (:func:`~ctxmt_cli.decode.pieces.plan_pieces`). A caching model's piece encodes again
-    the K sentences its memory holds at its start, so its cost per sentence grows with K here while the
-    pieces make every K faster than whole documents (``docs/families/caching.md`` has the measurement).
+    decoding slots (:func:`~ctxmt_cli.decode.pieces.plan_pieces`). A caching model's pieces are given the K
+    sentences their memory holds at their start, encoded once per call before the first step
+    (``docs/families/caching.md`` has the measurement).
   - *per document*: one slot per document, each document decoded whole and every sentence encoded once:
     the sequence-shortening paper's setting, which shows the cost of the context path itself as K grows
     (its ``ratio: time-per-sentence-per-document`` lines).

@@ -19,9 +19,9 @@ document's decoding had, so the output may differ from it (the translate page gi
 A piece with a lead-in translates at least :data:`LEAD_SHARE` times as many sentences as it drops.
 
 A document-memory model (caching) is cut like a model that reads no earlier translation, into pieces as short as
-the slots allow, although each piece encodes again the sentences its memory holds at its start: those encodings run
-batched across the pieces, and on the context-scaling benchmark they cost less than the steps that longer pieces or
-whole documents add, at every memory size (the caching page gives the measurement).
+the slots allow: the sentences its memory holds at a piece's start are given to the piece, and the slot loop
+encodes them before its first step, each distinct sentence once per call (the caching page gives the
+measurement).
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ class Piece:
 def plan_pieces(encoded: list[Encoded], settings: DecodeSettings) -> list[Piece]:
     """The pieces the slot loop translates ``encoded`` documents in: the one decision of how a call's documents are
     cut. A model reading no earlier translation (no target context) in pieces that fill the ``batch_docs`` slots,
-    each with the source context its first window reads before it; a document-memory model is cut so too, each
-    piece encoding again the sentences its memory holds at its start. A model reading its earlier translations:
+    each with the source context its first window reads before it; a document-memory model is cut so too, its
+    pieces given the sentences their memory holds at their start. A model reading its earlier translations:
     whole documents, or pieces with a lead-in of ``warmup_sentences`` (at least its source context) where the call
     asks for it."""
     s, after = settings, settings.src_next_sentences or 0
