@@ -1,11 +1,11 @@
 """Sentence-by-sentence translation of documents in parallel *slots*: what the ``slots``, ``first_pass`` and
 ``memory`` loops of :mod:`ctxmt_cli.decode.loops` run.
 
-Step t translates the t-th sentence after its given ones of every document that still has one, in one batched
-beam search. Documents are
-sorted by length first, so the active documents of a step are a prefix of the group and slots stay full until the
-short documents run out. The batch of a step (source windows, target prefixes, document caches) is built by
-:mod:`ctxmt_cli.decode.steps`; a family may add rows to it (:meth:`~ctxmt_cli.models.inputs.Inputs.step_rows`).
+Step t translates, in one batched beam search, the t-th sentence after its given ones (the sentences whose
+translation the call gives) of every document that still has one. Documents are sorted by length first, so the
+slots stay full until the short documents run out. The batch of a step (source windows, target prefixes, document
+caches) is built by :mod:`ctxmt_cli.decode.steps`; a family may add rows to it
+(:meth:`~ctxmt_cli.models.inputs.Inputs.step_rows`).
 With a document memory (caching), each sentence is encoded once and its entry kept for the next sentences; the
 sentences whose translation is given (a piece's context) are encoded before the first step, all of them together.
 """
