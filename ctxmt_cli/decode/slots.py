@@ -7,7 +7,7 @@ slots stay full until the short documents run out. The batch of a step (source w
 caches) is built by :mod:`ctxmt_cli.decode.steps`; a family may add rows to it
 (:meth:`~ctxmt_cli.models.inputs.Inputs.step_rows`).
 With a document memory (caching), each sentence is encoded once and its entry kept for the next sentences; the
-sentences whose translation is given (a piece's context) are encoded before the first step, all of them together.
+sentences whose translation is given (a piece's context) are encoded before the first step, each distinct one once.
 """
 
 from __future__ import annotations
