@@ -72,14 +72,18 @@ def cxmi(path: Path) -> dict:
 
 
 def bleu(path: Path) -> dict:
-    """{system: {BLEU, chrF, doc-BLEU, BLEU_ci, chrF_ci, BLEU_p, chrF_p}} from ctxmt evaluate --out."""
+    """{system: {BLEU, chrF, doc-BLEU, BLEU_ci, chrF_ci, BLEU_p, chrF_p, identical}} from ctxmt evaluate --out.
+
+    ``identical``: the system's output is the baseline's, word for word; sacrebleu then reports the smallest
+    p-value, 1/(N+1), not 1 (``ctxmt_cli.evaluate.significance``), so the tables say "identical" instead."""
     result = json.loads(path.read_text())
     tests = result["significance"]["bootstrap"]["systems"]
     figures = {}
     for name, metrics in result["metrics"].items():
         system = Path(name).stem
         figures[system] = {**metrics, **{f"{m}_{k}": tests[name][m][key] for m in ("BLEU", "chrF")
-                                          for k, key in (("ci", "ci95"), ("p", "p_value"))}}
+                                          for k, key in (("ci", "ci95"), ("p", "p_value"))},
+                           "identical": bool(tests[name].get("identical"))}
     return figures
 
 
@@ -101,9 +105,14 @@ def pct(value) -> str:
     return "—" if value is None else f"{100 * value:.1f}"
 
 
-def versus(value, system: str, control: str) -> str:
+def p_text(value: float, identical: bool) -> str:
+    """A p-value as the tables print it: "identical" for a copy of the baseline (see :func:`bleu`)."""
+    return "identical" if identical else f"p {value:.3f}"
+
+
+def versus(value, system: str, control: str, identical: bool = False) -> str:
     """"; p X" after a figure's interval, for every system but the control."""
-    return "" if value is None or system == control else f"; p {value:.3f}"
+    return "" if value is None or system == control else f"; {p_text(value, identical)}"
 
 
 def markdown(rows: list[dict], control: str) -> str:
@@ -119,8 +128,8 @@ def markdown(rows: list[dict], control: str) -> str:
         lines.append(
             f"| {LABELS.get(system, system)} | {r['updates']:,} | {r['current_tokens'] / 1e6:.2f}M "
             f"| {(r['train_s'] or 0) / 60:.1f} min | {r['eval_s'] / 60:.1f} min "
-            f"| {r['BLEU']:.2f} (± {r['BLEU_ci']:.2f}{versus(r['BLEU_p'], system, control)}) "
-            f"| {r['chrF']:.2f} (± {r['chrF_ci']:.2f}{versus(r['chrF_p'], system, control)}) "
+            f"| {r['BLEU']:.2f} (± {r['BLEU_ci']:.2f}{versus(r['BLEU_p'], system, control, r['identical'])}) "
+            f"| {r['chrF']:.2f} (± {r['chrF_ci']:.2f}{versus(r['chrF_p'], system, control, r['identical'])}) "
             f"| {r['doc-BLEU']:.2f} | {pct(s['accuracy'])}% "
             f"| {' / '.join(pct(pron.get(k)) for k in ('il', 'elle', 'elles'))} | {pct(s['balanced'])}% | {gain} "
             f"| {'—' if pcx is None else f'{pcx:.4f}'} |")
@@ -149,7 +158,7 @@ def decoding_markdown(rows: list[dict]) -> str:
              "|---|---|---:|---:|---:|---:|"]
     for r in rows:
         ratio = "—" if r["vs_sentence"] is None else f"{r['vs_sentence']:.2f}×"
-        p = "" if r["decoding"].startswith("generate") else f" ({r['BLEU_p']:.3f})"
+        p = "" if r["decoding"].startswith("generate") else f" ({p_text(r['BLEU_p'], r['identical'])})"
         lines.append(f"| {LABELS.get(r['system'], r['system'])} | {r['decoding']} | {r['seconds'] / 60:.1f} min "
                      f"| {ratio} | {r['BLEU']:.2f}{p} | {r['chrF']:.2f} |")
     return "\n".join(lines) + "\n"
