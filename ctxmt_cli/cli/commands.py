@@ -108,8 +108,8 @@ def translate_file(input: str, out: str, checkpoint: Path, loading: dict | None 
     try:
         count = _write_translations(model, documents, out, log, input_format=input_format, scores=scores,
                                     stats=stats, **options)
-        log.message(f"translated {count} sentences {stats.summary()}", sentences=count,
-                    seconds=round(stats.seconds, 3))
+        # json: the counters a user checks a translation by (fallbacks, lead-in sentences dropped) as fields
+        log.message(f"translated {count} sentences {stats.summary()}", **{**stats.decoding(), "sentences": count})
     finally:
         log.close()
     return count

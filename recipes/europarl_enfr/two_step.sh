@@ -145,10 +145,10 @@ for system in "${ALL[@]}"; do
   if [ ! -f "$hyp" ]; then
     mkdir -p "$OUT/eval/hyp"
     rm -f "$eval_dir/doc_hyp.txt"         # a translation killed half-way: translate replaces no file unasked
-    # each system decodes as its recipe says (concat: target_mode generate, as Lupo et al.; the stderr line says how
-    # many windows fell back to prefix mode)
+    # each system decodes as its recipe says (concat: target_mode generate, as Lupo et al.; the closing JSON line
+    # says how many generated windows fell back to prefix mode, which the table reports)
     timed "translate_$system" "$CTXMT" translate "$TEST/src.txt" -c "$ckpt" --beam "$BEAM" -o "$eval_dir/doc_hyp.txt" \
-      2> >(tee "$eval_dir/translate.log" >&2)
+      --log-format json 2> >(tee "$eval_dir/translate.log" >&2)
     # one hypothesis per source sentence: the blank lines between debates dropped, in step with the source
     paste -d '\t' "$TEST/src.txt" "$eval_dir/doc_hyp.txt" | awk -F '\t' '$1 != "" {print $2}' > "$hyp.partial"
     mv "$hyp.partial" "$hyp"
@@ -186,7 +186,8 @@ for system in "${SYSTEMS[@]}"; do
     extra=(--target-mode prefix)
     [ "$mode" = lead ] && extra+=(--warmup-sentences "$LEAD")
     timed "translate_$name" "$CTXMT" translate "$TEST/src.txt" -c "$OUT/$system/checkpoint_best.pt" --beam "$BEAM" \
-      "${extra[@]}" -o "$OUT/eval/decoding/$name.doc.txt" 2> >(tee "$OUT/eval/decoding/$name.log" >&2)
+      "${extra[@]}" -o "$OUT/eval/decoding/$name.doc.txt" --log-format json \
+      2> >(tee "$OUT/eval/decoding/$name.log" >&2)
     paste -d '\t' "$TEST/src.txt" "$OUT/eval/decoding/$name.doc.txt" | awk -F '\t' '$1 != "" {print $2}' > "$hyp.partial"
     mv "$hyp.partial" "$hyp"
   done

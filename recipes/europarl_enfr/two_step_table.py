@@ -6,7 +6,9 @@ with sacrebleu's paired bootstrap 95% interval and p against the control, doc-BL
 per pronoun, balanced, and the context gain with McNemar's p (eval/SYSTEM/scat/results.json); pronoun P-CXMI
 (eval/SYSTEM/cxmi.json). Then each concat system's decodings (``--decoded``): generate mode (its recipe's), prefix
 mode on whole documents and in pieces with a lead-in (eval/decoding/SYSTEM.json): time against the sentence-level
-model's translation of the same debates, BLEU with its bootstrap p against generate mode.
+model's translation of the same debates, the generated windows decoded again in prefix mode (their separators
+were not the expected number; translate's closing JSON line, eval/SYSTEM/translate.log), BLEU with its bootstrap p
+against generate mode.
 
 Usage: python two_step_table.py OUT --control sentence_control --systems sentence sentence_control concat_s2to2_cd …
     [--decoded concat_s2to2_cd.prefix concat_s2to2_cd.lead …]
@@ -139,6 +141,20 @@ def markdown(rows: list[dict], control: str) -> str:
 MODES = {"": "generate (the recipe's)", ".prefix": "prefix, whole documents", ".lead": "prefix, pieces with a lead-in"}
 
 
+def counters(log: Path) -> dict:
+    """The closing counters of a ``translate --log-format json`` run (its last JSON object with ``fallbacks``:
+    the generated windows decoded again in prefix mode, of ``sentences``); {} for a plain log or none."""
+    found: dict = {}
+    for line in log.read_text(encoding="utf-8").splitlines() if log.is_file() else []:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and "fallbacks" in record:
+            found = {"fallbacks": record["fallbacks"], "sentences": record["sentences"]}
+    return found
+
+
 def decodings(out: Path, decoded: list[str], seconds: dict, pauses: dict) -> list[dict]:
     """Per concat system and decoding: translation seconds, their ratio to the sentence-level model's, BLEU and
     chrF, and the bootstrap p of BLEU against generate mode."""
@@ -148,19 +164,22 @@ def decodings(out: Path, decoded: list[str], seconds: dict, pauses: dict) -> lis
         for suffix, label in MODES.items():
             name = system + suffix
             took = wall(f"translate_{name}", seconds, pauses)
+            log = out / "eval" / (f"{system}/translate.log" if not suffix else f"decoding/{name}.log")
             rows.append({"system": system, "decoding": label, "seconds": took,
-                         "vs_sentence": took / sentence if sentence else None, **scores[name]})
+                         "vs_sentence": took / sentence if sentence else None, **scores[name], **counters(log)})
     return rows
 
 
 def decoding_markdown(rows: list[dict]) -> str:
-    lines = ["| system | decoding | translation | × sentence-level | BLEU (p vs generate) | chrF |",
-             "|---|---|---:|---:|---:|---:|"]
+    lines = ["| system | decoding | translation | × sentence-level | windows decoded again in prefix mode "
+             "| BLEU (p vs generate) | chrF |", "|---|---|---:|---:|---:|---:|---:|"]
     for r in rows:
         ratio = "—" if r["vs_sentence"] is None else f"{r['vs_sentence']:.2f}×"
-        p = "" if r["decoding"].startswith("generate") else f" ({p_text(r['BLEU_p'], r['identical'])})"
+        generate = r["decoding"].startswith("generate")
+        p = "" if generate else f" ({p_text(r['BLEU_p'], r['identical'])})"
+        again = f"{r['fallbacks']:,} of {r['sentences']:,}" if generate and "fallbacks" in r else "—"
         lines.append(f"| {LABELS.get(r['system'], r['system'])} | {r['decoding']} | {r['seconds'] / 60:.1f} min "
-                     f"| {ratio} | {r['BLEU']:.2f}{p} | {r['chrF']:.2f} |")
+                     f"| {ratio} | {again} | {r['BLEU']:.2f}{p} | {r['chrF']:.2f} |")
     return "\n".join(lines) + "\n"
 
 

@@ -81,6 +81,9 @@ def test_translate_reports_progress_on_stderr_and_its_output_is_unchanged(concat
     assert piped.exit_code == 0 and piped.stdout == (tmp_path / "a.txt").read_text()
     records = _json_lines(piped.stderr)
     assert {r["kind"] for r in records} == {"progress", "message"} and records[-1]["sentences"] == sentences
+    # the closing object carries the counters a user checks a translation by, as evaluate's results.json does
+    assert {"beam", "target_mode", "fallbacks", "tokens_written", "seconds"} <= records[-1].keys()
+    assert records[-1]["beam"] == 1 and 0 <= records[-1]["fallbacks"] <= sentences
 
 
 def test_cxmi_and_analyze_attention_report_progress_on_stderr(concat_checkpoint, synthetic_dir, tmp_path,
