@@ -93,3 +93,33 @@ def test_every_system_has_a_base_and_a_small_variant():
         recipe = load_recipe(path)
         assert recipe.data.path == ("data/europarl_enfr_8k" if path.stem.endswith("_small") else "data/europarl_enfr")
         assert f"--out {recipe.data.path}\n" in path.read_text(encoding="utf-8")    # the header says how
+
+
+def _table_script():
+    """two_step_table.py (a script beside the recipes, not a module of the package), loaded by its path."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("two_step_table", FOLDER / "two_step_table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_two_step_table_reads_the_fallbacks_of_a_json_translate_log(concat_checkpoint, two_documents, tmp_path):
+    result = run_cli("translate", two_documents, "-c", concat_checkpoint, "--beam", 1, "--target-mode", "generate",
+                     "-o", tmp_path / "hyp.txt", "--log-format", "json")
+    assert result.exit_code == 0, result.output
+    log = tmp_path / "translate.log"
+    log.write_text("a plain line first\n" + result.stderr, encoding="utf-8")     # as two_step.sh tees it
+    sentences = sum(1 for line in two_documents.read_text().splitlines() if line.strip())
+    found = _table_script().counters(log)
+    assert found["sentences"] == sentences and 0 <= found["fallbacks"] <= sentences
+    assert _table_script().counters(tmp_path / "missing.log") == {}
+
+
+def test_the_two_step_table_says_identical_instead_of_the_smallest_p_value():
+    table = _table_script()
+    assert table.p_text(1 / 1001, identical=True) == "identical"
+    assert table.p_text(0.25, identical=False) == "p 0.250"
+    assert table.versus(0.25, "concat", "sentence_control", identical=True) == "; identical"
+    assert table.versus(0.25, "sentence_control", "sentence_control") == ""
