@@ -52,7 +52,8 @@ class ScoreItem:
 
 
 def load(checkpoint: str | Path, device: str = "auto", *, first_pass: str | Path | None = None,
-         repair: str | Path | None = None, engine: str = "torch", quantize: str | None = None) -> Model:
+         repair: str | Path | None = None, engine: str = "torch", quantize: str | None = None,
+         compile: bool = False) -> Model:
     """The model of a checkpoint, ready to translate (eval mode, on ``device``: ``auto`` = CUDA when present).
 
     ``first_pass``: a sentence-level checkpoint whose translations a bilingual HanoiT model reads as target
@@ -60,17 +61,26 @@ def load(checkpoint: str | Path, device: str = "auto", *, first_pass: str | Path
     ``engine="ctranslate2"``: ``checkpoint`` is a folder ``ctxmt export ctranslate2`` wrote, translated by
     CTranslate2 with the same windows (:mod:`ctxmt_cli.export.ct2_engine`; translation only).
     ``quantize="int8"``: every linear layer of every model loaded (first pass and repairer too) in int8, on the
-    CPU (:mod:`ctxmt_cli.models.quantize`).
+    CPU (:mod:`ctxmt_cli.models.quantize`). ``compile=True``: the translated model's decoder layers compiled with
+    ``torch.compile`` (:mod:`ctxmt_cli.models.compiled`: faster steps after a compile on the first call; not with
+    ``quantize``).
     """
     from ctxmt_cli.decode.bilingual import check_first_pass_model
     from ctxmt_cli.models.families import inputs_of
 
     path = Path(checkpoint)
     if engine != "torch" or (path / "ctxmt.json").is_file():     # an exported folder: refused with the fix
-        return _load_exported(path, device, engine, first_pass, repair, quantize)
+        return _load_exported(path, device, engine, first_pass, repair, quantize, compile)
+    if compile and quantize is not None:
+        raise OptionError("compile", None, f"not with {option('quantize')} (the int8 layers are not compiled): "
+                          "choose one")
     load_model = _loader(device, quantize)
     loaded = load_model(path)
     model = Model(loaded, path)
+    if compile:
+        from ctxmt_cli.models.compiled import compile_decoder
+
+        compile_decoder(loaded.model, warn=lambda line: model.warn(line))     # model.warn as set when it fails
     if first_pass is not None:
         inputs_of(loaded.recipe.model).check_first_pass([], [])        # a model that reads no first pass: refused
         model.first_pass_model = Model(load_model(Path(first_pass)), Path(first_pass))
@@ -112,7 +122,7 @@ def _loader(device: str, quantize: str | None) -> Callable[[Path], Any]:
     return load_int8
 
 
-def _load_exported(folder: Path, device: str, engine: str, first_pass, repair, quantize) -> Model:
+def _load_exported(folder: Path, device: str, engine: str, first_pass, repair, quantize, compile: bool) -> Model:
     """:func:`load` of an exported CTranslate2 folder; the options only the torch engine has are refused."""
     if engine not in ENGINES:
         raise OptionError("engine", engine, f"choose one of {', '.join(ENGINES)}")
@@ -122,7 +132,7 @@ def _load_exported(folder: Path, device: str, engine: str, first_pass, repair, q
     if quantize is not None:
         raise OptionError("quantize", quantize, "an exported folder keeps the weight type it was exported with: "
                           "export the checkpoint again in int8 instead")
-    for name, value in (("first_pass", first_pass), ("repair", repair)):
+    for name, value in (("first_pass", first_pass), ("repair", repair), ("compile", compile or None)):
         if value is not None:
             raise OptionError(name, None, "the ctranslate2 engine translates with the exported model alone; leave "
                               f"it out or use {option('engine')} torch with the checkpoint")

@@ -103,6 +103,10 @@ def translate_file(input: str, out: str, checkpoint: Path, loading: dict | None 
     documents = read_input(input, input_format)   # a file is read and checked first: a bad input costs no model load
     model = api.load(checkpoint, **loading)
     model.warn = lambda line: print(f"ctxmt: warning: {line}", file=sys.stderr)
+    if loading.get("compile"):
+        from ctxmt_cli.models.compiled import COMPILING
+
+        print(f"ctxmt: {COMPILING}", file=sys.stderr)
     stats = options.pop("stats", None) or TranslationStats()
     log = CountLog.periodic(log_format, "sentences")
     try:

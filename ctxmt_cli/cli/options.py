@@ -127,6 +127,11 @@ QuantizeName = Literal["int8"]
 Quantize = Annotated[QuantizeName | None, typer.Option(
     show_default=False, help="run the model's linear layers in int8 on the CPU (PyTorch dynamic quantization; "
     "faster, results move slightly: see the translate page) [default: float32]")]
+#: ``ctxmt translate --compile`` (ctxmt_cli.models.compiled)
+Compile = Annotated[bool, typer.Option(
+    "--compile", help="compile the decoder layers with torch.compile: faster decoding steps after a compile of tens "
+    "of seconds on the first sentences; needs a C++ compiler (without one, a warning and the usual path); not "
+    "with --quantize [default: off]")]
 #: ``ctxmt export ctranslate2 --quantization`` (ctxmt_cli.export.ct2_export.QUANTIZATIONS)
 Quantization = Literal["float32", "int8", "int8_float32", "float16", "bfloat16"]
 GroupOrder = Literal["consecutive", "length"]

@@ -14,6 +14,7 @@ from ctxmt_cli.cli.options import (
     SENTENCES,
     BatchDocs,
     Beam,
+    Compile,
     Device,
     Engine,
     GroupOrder,
@@ -53,6 +54,7 @@ def translate(
     context: int | None = typer.Option(None, **CONTEXT, help=CONTEXT_HELP),
     device: Device = "auto",
     quantize: Quantize = None,
+    compile: Compile = False,
     repair: Path | None = typer.Option(None, help="DocRepair: rewrite the translations with this repair checkpoint "
                                           "(`ctxmt prepare docrepair`), in groups of 4 consecutive sentences"),
     group_sentences: int | None = typer.Option(None, **SENTENCES, help="mbe: sentences per group (default: the whole "
@@ -70,7 +72,8 @@ def translate(
     that long), then one line with the count, the time and the decoding settings."""
     from ctxmt_cli.cli.commands import translate_file
 
-    loading = {"device": device, "first_pass": first_pass, "repair": repair, "engine": engine, "quantize": quantize}
+    loading = {"device": device, "first_pass": first_pass, "repair": repair, "engine": engine, "quantize": quantize,
+               "compile": compile}
     translate_file(input, out, checkpoint, loading, input_format=input_format, scores=scores, force=force,
                    log_format=log_format, nbest=nbest, beam=beam, lenpen=lenpen, target_mode=target_mode,
                    batch_docs=batch_docs, context=context, warmup_sentences=warmup_sentences,

@@ -12,9 +12,10 @@ and always opens a parallel region, so on small products MKL wins (4 against 26 
 against MKL's 4 us: every parallel region waits for a descheduled thread.
 
 Used only where nothing needs it to be a plain ``F.linear``: no autograd (training keeps the autograd-aware
-path), float32, CPU, no autocast, and a PyTorch with the op (``torch.ops.mkldnn._linear_pointwise``, the kernel
-PyTorch's own compiler emits for CPU linears). Anything else takes ``F.linear``. Parameters, state dicts and
-initialisation are those of ``nn.Linear``.
+path), float32, CPU, no autocast, not inside ``torch.compile`` (``--compile``: its compiler picks the kernel), and
+a PyTorch with the op (``torch.ops.mkldnn._linear_pointwise``, the kernel PyTorch's own compiler emits for CPU
+linears). Anything else takes ``F.linear``. Parameters, state dicts and initialisation are those of
+``nn.Linear``.
 """
 
 from __future__ import annotations
@@ -51,11 +52,17 @@ ONEDNN_MIN_MACS = 1 << 24
 _cpu_autocast = _cpu_autocast_probe()
 
 
+def _compiling() -> bool:
+    """Whether ``torch.compile`` is tracing the caller (its compiler chooses the kernels of a plain ``F.linear``)."""
+    compiler = getattr(torch, "compiler", None)
+    return compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling()
+
+
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``F.linear(x, weight, bias)``; large float32 CPU inference products go through oneDNN (module docstring)."""
     if (ONEDNN_LINEAR is not None and x.numel() * weight.shape[0] >= ONEDNN_MIN_MACS and not torch.is_grad_enabled()
             and x.device.type == "cpu" and x.dtype == torch.float32 and weight.dtype == torch.float32
-            and not _cpu_autocast()):
+            and not _cpu_autocast() and not _compiling()):
         return ONEDNN_LINEAR(x, weight, bias, "none", [], "")
     return F.linear(x, weight, bias)
 
