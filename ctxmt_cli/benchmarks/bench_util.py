@@ -70,6 +70,7 @@ class Settings:
     device: str = "cpu"               # a --device value; :func:`check` resolves it (auto -> cpu or cuda:N)
     count_ops: bool = False           # train: count aten ops per update instead of timing (``train_ops.py``)
     batch_tokens: int | None = None  # train: time this batch size on real lengths, with MFU (``train_scale.py``)
+    compile: bool = False             # decode: also time ctxmt with its decoder layers compiled (``--compile``)
 
     def timed_repeats(self) -> int:
         """Rounds to time: ``--repeats`` when given (also with ``--quick``: a between-commit comparison needs

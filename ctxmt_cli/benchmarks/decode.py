@@ -11,7 +11,11 @@ One timed run = the whole batch, put on ``--device`` once. ``--preset tiny`` is 
 of greedy and of beam-4: one more, untimed run of each implementation (tensor storage beyond what was live
 before; see ``bench_util.peak_memory``; the CTranslate2 peer's own allocator is invisible to it).
 
-    ctxmt benchmark decode [--quick] [--preset small] [--threads 2] [--repeats 5] [--device auto]
+    ctxmt benchmark decode [--quick] [--preset small] [--threads 2] [--repeats 5] [--device auto] [--compile]
+
+``--compile``: ctxmt is also timed with its decoder layers compiled (``ctxmt-compiled``: ``translate --compile``,
+:mod:`ctxmt_cli.models.compiled`), compiled before the rounds (``compile:`` lines give those seconds), with
+``ratio: MODE-PRESET ctxmt-compiled/PEER`` lines.
 
 On the CPU the same searches run again in int8: the ctxmt model through ``--quantize int8``'s path
 (:func:`ctxmt_cli.models.quantize.quantize`) against CTranslate2 with int8 weights and compute (``int8`` rows);
@@ -27,7 +31,10 @@ from __future__ import annotations
 
 import copy
 import sys
+import time
 from pathlib import Path
+
+import torch
 
 # the sibling helpers, importable only while this directory is on the path: left there, its train.py /
 # score.py / decode.py would shadow any other module of those names in the same process
@@ -56,14 +63,31 @@ def ctxmt_runs(model, batch: Batch) -> dict:
             f"beam{BEAM}": lambda: beam_search(model, batch, beam=BEAM, max_len=n, min_len=n)}
 
 
+def compiled_runs(model, batch: Batch) -> dict:
+    """``ctxmt_runs`` of a copy of ``model`` with its decoder layers compiled (``translate --compile``), each
+    compiled once here (the seconds printed: the first call of a process pays them, the timed rounds do not)."""
+    from ctxmt_cli.models.compiled import compile_decoder
+
+    copy_ = copy.deepcopy(model)
+    compile_decoder(copy_, warn=lambda line: print(f"warning: {line}"))
+    runs = ctxmt_runs(copy_, batch)
+    for mode, run in runs.items():
+        start = time.perf_counter()
+        with torch.inference_mode():
+            run()
+        print(f"compile: {mode} ctxmt-compiled {time.perf_counter() - start:.1f} s (its first call, untimed)")
+    return runs
+
+
 def measure(settings: Settings, dims: bu.Dims, batch: Batch) -> tuple[dict, dict]:
     """tokens/s and peak memory (MB, None = not measurable) per search mode and implementation."""
     model = bu.ctxmt_model(dims, settings.seed, settings.device)
     ours = ctxmt_runs(model, batch)
+    compiled = compiled_runs(model, batch) if settings.compile else {}
     peers = make_peers(dims, settings.seed, inference_of=model, threads=settings.threads, device=settings.device)
     results, memory = {}, {}
     for mode, k in (("greedy", 1), (f"beam{BEAM}", BEAM)):
-        runs = {"ctxmt": ours[mode]}
+        runs = {"ctxmt": ours[mode], **({"ctxmt-compiled": compiled[mode]} if compiled else {})}
         for peer in peers:
             runs[peer.name] = (lambda peer=peer, k=k: peer.beam(batch, k, NEW))
         seconds = bu.time_round_robin(runs, settings.timed_repeats(), device=settings.device)
@@ -108,6 +132,9 @@ def run(settings: Settings) -> dict[str, dict[str, list[float]]]:
         if mode in memory:
             lines += bu.memory_lines(figure, memory[mode])
         ratios += bu.ratio_lines(figure, {k: v for k, v in per_impl.items() if k != "ctxmt-float32"})
+        if "ctxmt-compiled" in per_impl:                                    # the compiled decoder against the peers
+            ratios += bu.ratio_lines(figure, {k: v for k, v in per_impl.items() if k not in ("ctxmt", "ctxmt-float32")},
+                                     ours="ctxmt-compiled")
         if "ctxmt-float32" in per_impl:                                     # what int8 gains, same rounds
             ratios += bu.ratio_lines(figure, {"ctxmt-int8": per_impl["ctxmt"], "ctxmt": per_impl["ctxmt-float32"]},
                                      ours="ctxmt-int8")

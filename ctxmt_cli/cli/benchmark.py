@@ -38,6 +38,7 @@ BENCHMARK_READS = {"context-scaling": ("contexts", "out", "docs", "sentences", "
                                        "threads", "quick", "log_format"),
                    **{name: (*_PEER_READS, "device") for name in PEER_BENCHMARKS}, "mbe": (*_PEER_READS, "corpus"),
                    "train": (*_PEER_READS, "device", "count_ops", "batch_tokens"),
+                   "decode": (*_PEER_READS, "device", "compile"),
                    "ctranslate2": ("checkpoint", "quick", "threads", "repeats", "beam", "device"),
                    "prepare": ("quick", "threads", "repeats")}
 
@@ -89,6 +90,8 @@ def benchmark(
                                    "plain torch, fp32 and bf16, small/base/big) instead of timing"),
     batch_tokens: int | None = typer.Option(None, **BATCH_TOKENS, help="train: tokens/s and MFU at batches of N target "
                                                "tokens of real sentence lengths (e.g. 25000 with --preset base)"),
+    compile: bool = typer.Option(False, "--compile", help="decode: also time ctxmt with `translate --compile`'s "
+                                 "decoder (torch.compile; its compile time printed, not timed)"),
     checkpoint: Path | None = typer.Option(None, "--checkpoint", "-c", help="ctranslate2: an exportable checkpoint "
                                               "of the quickstart's synthetic data [default: train one here]"),
 ):
@@ -125,6 +128,8 @@ def _benchmark(ctx: typer.Context, p: dict) -> None:
             settings = replace(settings, device=where)
         if name == "train":
             settings = replace(settings, count_ops=p["count_ops"], batch_tokens=p["batch_tokens"])
+        if name == "decode":
+            settings = replace(settings, compile=p["compile"])
         module.run(settings if p["corpus"] is None else replace(settings, corpus=p["corpus"]))
         return
     from ctxmt_cli.logs import resolve_log_format

@@ -20,8 +20,8 @@ from tests.integration.conftest import assert_user_error, run_cli
 
 HAS_HF = importlib.util.find_spec("transformers") is not None
 HAS_CT2 = importlib.util.find_spec("ctranslate2") is not None
-RATIO = re.compile(r"^ratio: ([a-z0-9-]+) (ctxmt/torch|ctxmt/hf|ctxmt/ct2|ctxmt-int8/ctxmt) = \d+\.\d\d"
-                   r"( \(rounds \d+\.\d\d-\d+\.\d\d\))?$")
+RATIO = re.compile(r"^ratio: ([a-z0-9-]+) (ctxmt/torch|ctxmt/hf|ctxmt/ct2|ctxmt-int8/ctxmt|ctxmt/ctxmt-compiled"
+                   r"|ctxmt-compiled/(?:torch|hf|ct2)) = \d+\.\d\d( \(rounds \d+\.\d\d-\d+\.\d\d\))?$")
 MEMORY = re.compile(r"^memory: ([a-z0-9-]+) (ctxmt|torch|hf|ct2) = (\d+\.\d MB|n/a \(own allocator\))$")
 MEMORY_RATIO = re.compile(r"^memory-ratio: ([a-z0-9-]+) (torch|hf)/ctxmt = \d+\.\d\d$")
 INFERENCE = {"score", "decode"}                      # CTranslate2 is an inference engine: no training figure
@@ -216,7 +216,25 @@ def test_train_batch_tokens_prints_speed_mfu_and_ratio_lines():
 
 @pytest.mark.parametrize("args, says", [(("train", "--count-ops", "--batch-tokens", "100"), "give one"),
                                         (("score", "--count-ops"), "benchmark score does not read --count-ops"),
-                                        (("decode", "--batch-tokens", "100"), "does not read --batch-tokens")])
+                                        (("decode", "--batch-tokens", "100"), "does not read --batch-tokens"),
+                                        (("score", "--compile"), "benchmark score does not read --compile")])
 def test_train_only_options_are_refused_elsewhere(args, says):
     """``--count-ops`` and ``--batch-tokens`` are train's, and two different runs of it: one line otherwise."""
     assert_user_error(run_cli("benchmark", *args, "--preset", "tiny"), says)
+
+
+@pytest.mark.slow
+def test_decode_times_the_compiled_decoder_against_the_same_peers():
+    """``decode --compile``: the compiled decoder's first calls are printed, not timed, and it gets ratio lines
+    against ctxmt's eager search and every peer."""
+    result = run_cli("benchmark", "decode", "--compile", "--preset", "tiny", "--quick", "--repeats", 1, "--threads", 1,
+                     "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert [line.split()[1:3] for line in lines if line.startswith("compile:")] == [
+        ["greedy", "ctxmt-compiled"], ["beam4", "ctxmt-compiled"]]
+    pairs = {(m.group(1), m.group(2)) for m in map(RATIO.match, lines) if m}
+    peers = ["torch"] + (["hf"] if HAS_HF else []) + (["ct2"] if HAS_CT2 else [])
+    for figure in FIGURES["decode"]:
+        assert (figure, "ctxmt/ctxmt-compiled") in pairs
+        assert {(figure, f"ctxmt-compiled/{peer}") for peer in peers} <= pairs
