@@ -6,7 +6,8 @@ it is timed against, by the mapping ``ctxmt export ctranslate2`` uses (:mod:`ctx
 same weights make the comparison checkable: greedy search of both engines must return the same tokens
 (``tests/unit/test_bench_peers.py``). Tokens are the strings ``w<ID>`` with ctxmt's special ids in place.
 CTranslate2 runs float32 with ``intra_threads`` = the benchmark's thread count, one translator thread, on the CPU
-or on the first CUDA device (where its build has CUDA).
+or on the first CUDA device (where its build has CUDA), in a process of its own (:mod:`ct2_process`: in the
+benchmark's process its OpenMP runtime slowed PyTorch's).
 Only when ``ctranslate2`` imports (``pip install -e '.[bench]'``).
 """
 
@@ -19,6 +20,7 @@ import torch
 from bench_util import EOS, PAD
 from torch import Tensor
 
+from ctxmt_cli.benchmarks.ct2_process import RemoteTranslator  # by its package name: the worker imports it so
 from ctxmt_cli.core.batch import Batch
 from ctxmt_cli.export.ctranslate2 import transformer_spec
 
@@ -33,8 +35,6 @@ class CT2Peer:
 
     def __init__(self, model, vocab: int, max_positions: int, threads: int, quantization: str = "float32",
                  device: str = "cpu"):
-        import ctranslate2
-
         spec = transformer_spec(model, max_positions)
         self.tokens = SPECIALS + [f"w{i}" for i in range(len(SPECIALS), vocab)]
         spec.register_source_vocabulary(self.tokens)
@@ -43,12 +43,11 @@ class CT2Peer:
         spec.optimize(quantization=quantization)
         self._dir = tempfile.TemporaryDirectory(prefix="ctxmt-ct2-")
         spec.save(self._dir.name)
-        self.translator = ctranslate2.Translator(self._dir.name, device=device, compute_type=quantization,
-                                                 intra_threads=threads, inter_threads=1)
-        self.version, self.quantization, self.device = ctranslate2.__version__, quantization, device
+        self.translator = RemoteTranslator(self._dir.name, device=device, compute_type=quantization, threads=threads)
+        self.version, self.quantization, self.device = self.translator.version, quantization, device
 
     def describe(self) -> str:
-        return f"ctranslate2 {self.version}, {self.quantization}, {self.device}"
+        return f"ctranslate2 {self.version}, {self.quantization}, {self.device}, own process"
 
     def _strings(self, rows: Tensor, drop_eos: bool = False) -> list[list[str]]:
         out = []
@@ -62,7 +61,7 @@ class CT2Peer:
     def score(self, batch: Batch) -> Tensor:
         """Summed log-probability of every target row; CTranslate2 appends ``</s>`` to the target itself."""
         results = self.translator.score_batch(self._strings(batch.src), self._strings(batch.tgt_out, drop_eos=True))
-        return torch.tensor([sum(r.log_probs) for r in results])
+        return torch.tensor([sum(log_probs) for log_probs in results])
 
     def greedy(self, batch: Batch, new: int) -> Tensor:
         return self.beam(batch, 1, new)
@@ -73,7 +72,7 @@ class CT2Peer:
             self._strings(batch.src), beam_size=k, min_decoding_length=new, max_decoding_length=new,
             suppress_sequences=BANNED)
         index = {token: i for i, token in enumerate(self.tokens)}
-        return torch.tensor([[index[t] for t in r.hypotheses[0]] for r in results])
+        return torch.tensor([[index[t] for t in best] for best in results])
 
 
 def ct2_peer(model, vocab: int, max_positions: int, threads: int, say=print,
