@@ -19,11 +19,12 @@
 # is raised). Each step's wall time goes to OUT/times.tsv; a step
 # stopped by hand for a while (SIGSTOP, e.g. while a test suite runs) gets a line "NAME SECONDS WHY" in
 # OUT/pauses.tsv, which the table subtracts.
-# Measured on 2 CPU cores (x86-64, 2 threads; see README for the figures of the last full run):
-#   prepare 41 s; sentence_small 4,000 updates about 75 min; each fine-tune of 1,500 updates 25-45 min (concat
-#   s4to4 the longest); translation of the test debates 3-15 min per system; SCAT about 1 min; P-CXMI 2-7 min;
-#   each concat system's prefix-mode decodings 5-30 min.
-#   (Estimates from the from-scratch runs at the same size; the table's own times are in OUT/times.tsv.)
+# Measured on 2 CPU cores (x86-64, 2 threads; the last full run, 2026-12-06/07, about 6.6 hours; README has its table):
+#   prepare 32 s; sentence_small 4,000 updates 87 min; each fine-tune of 1,500 updates 27-41 min (concat s4to4 the
+#   longest); translation of the test debates 2-4 min per system, concat in generate mode 16-24 min; SCAT 10-24 s;
+#   P-CXMI 1-2 min (MBE 15 min); BLEU with the bootstrap about 1.5 min; each concat
+#   system's prefix-mode decodings 8 min (whole documents) and 3.5-5.3 min (pieces with a lead-in).
+#   (The table's own times are in OUT/times.tsv.)
 #
 # Usage (from anywhere; the checkout is the one holding this script, in recipes/europarl_enfr/):
 #   bash recipes/europarl_enfr/two_step.sh                     # the full table
