@@ -76,6 +76,15 @@ class CopyState(DecoderState):
     def index_select(self, index):
         return replace(super().index_select(index), copy=self.copy.index_select(0, index))
 
+    @classmethod
+    def join(cls, parts):
+        """The core fields joined; the windows to copy padded with -1 (read as padding)."""
+        state = DecoderState.join(parts)
+        width = max(p.copy.size(1) for p in parts)
+        copy = torch.cat([torch.cat([p.copy, p.copy.new_full((p.copy.size(0), width - p.copy.size(1)), -1)], 1)
+                          for p in parts])
+        return CopyState(**{f.name: getattr(state, f.name) for f in fields(state)}, copy=copy)
+
 
 class Copy(nn.Module):
     """Forces each decoder step to emit the source window's token at that position (see the module docstring)."""
@@ -99,7 +108,7 @@ class Copy(nn.Module):
         src = state.copy
         pos = state.pos.clamp(max=src.size(1) - 1)                         # (B,) position being predicted
         target = src.gather(1, pos.unsqueeze(1)).squeeze(1)                # (B,)
-        target = torch.where(target == self.vocab.pad, torch.full_like(target, self.vocab.eos), target)
+        target = torch.where((target == self.vocab.pad) | (target < 0), torch.full_like(target, self.vocab.eos), target)
         return logits.scatter_add(1, target.unsqueeze(1), torch.full_like(logits[:, :1], FORCE)), new
 
 

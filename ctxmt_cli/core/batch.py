@@ -253,6 +253,34 @@ class SharedRows:
         return cls([k.contiguous() for k, _ in kv], [v.contiguous() for _, v in kv], mask,
                    torch.arange(mask.size(0), device=mask.device))
 
+    @classmethod
+    def join(cls, parts: list[SharedRows | None], rows: list[int]) -> SharedRows | None:
+        """The shared rows of consecutive blocks of decoder rows (``rows``: each block's count; a block without
+        any: None) as one: stored rows in block order, each padded on the right to the widest and masked there, as
+        one pass over all the rows padded to the widest would have stored them. None where every block has none."""
+        first = next((p for p in parts if p is not None), None)
+        if first is None:
+            return None
+        parts = [cls.empty_like(first, n) if p is None else p for p, n in zip(parts, rows, strict=True)]
+        width = max(p.mask.size(1) for p in parts)
+        offsets = [0]
+        for p in parts[:-1]:
+            offsets.append(offsets[-1] + p.mask.size(0))
+
+        def stack(layers: list[list[Tensor]]) -> list[Tensor]:              # per layer (G, H, M, D)
+            return [torch.cat([pad_right(t, width, 2) for t in per_part]) for per_part in zip(*layers, strict=True)]
+
+        return cls(stack([p.k for p in parts]), stack([p.v for p in parts]),
+                   torch.cat([pad_right(p.mask, width, 1) for p in parts]),
+                   torch.cat([p.group + off for p, off in zip(parts, offsets, strict=True)]))
+
+    @classmethod
+    def empty_like(cls, other: SharedRows, rows: int) -> SharedRows:
+        """``rows`` stored rows of width 0 with the layers, heads and dtype of ``other``."""
+        k = [t.new_zeros(rows, t.size(1), 0, t.size(3)) for t in other.k]  # (G, H, 0, D)
+        mask = other.mask.new_zeros(rows, 0)
+        return cls(k, list(k), mask, torch.arange(rows, device=mask.device))
+
     def index_select(self, index: Tensor) -> SharedRows:
         """Rows ``index`` (reordering, expansion, removal); stored rows are copied only to compact them."""
         group = self.group.index_select(0, index)                           # (B',)
@@ -281,6 +309,16 @@ class SharedRows:
         group = self.group
         return ([t.index_select(0, group) for t in self.k], [t.index_select(0, group) for t in self.v],
                 self.mask.index_select(0, group), Fold())
+
+
+def pad_right(t: Tensor, width: int, dim: int) -> Tensor:
+    """``t`` padded with zeros (False) on the right of dimension ``dim`` to ``width`` positions."""
+    missing = width - t.size(dim)
+    if missing <= 0:
+        return t
+    shape = list(t.shape)
+    shape[dim] = missing
+    return torch.cat([t, t.new_zeros(shape)], dim)
 
 
 def _cut(t: Tensor | None, a: int, b: int, width: int | None = None) -> Tensor | None:
@@ -327,3 +365,26 @@ class DecoderState:
             context=None if self.context is None else self.context.index_select(index),
             prefix=None if self.prefix is None else self.prefix.index_select(index),
         )
+
+    @classmethod
+    def join(cls, parts: list[DecoderState]) -> DecoderState:
+        """The states of consecutive blocks of rows as one (the blocks' rows in order): every width padded on the
+        right to the widest and masked there, what one :meth:`~ctxmt_cli.core.model.EncoderDecoder.init_state` over
+        all the rows, padded to the widest, gives. A subclass with fields of its own overrides it."""
+        rows = [p.pos.size(0) for p in parts]
+        width = max(p.self_mask.size(1) for p in parts)
+
+        def cat(name: str) -> Tensor:                                      # (B, ...) per-row fields
+            return torch.cat([getattr(p, name) for p in parts])
+
+        def own(name: str) -> list[Tensor]:                                # per layer (B, H, T, D)
+            return [torch.cat([pad_right(t, width, 2) for t in per_part])
+                    for per_part in zip(*(getattr(p, name) for p in parts), strict=True)]
+
+        def shared(name: str) -> SharedRows | None:
+            return SharedRows.join([getattr(p, name) for p in parts], rows)
+
+        return cls(self_k=own("self_k"), self_v=own("self_v"), cross=shared("cross"),
+                   self_mask=torch.cat([pad_right(p.self_mask, width, 1) for p in parts]),
+                   pos=cat("pos"), sent_idx=cat("sent_idx"), n_sent=cat("n_sent"), shift=cat("shift"),
+                   pending=cat("pending"), context=shared("context"), prefix=shared("prefix"))

@@ -31,6 +31,7 @@ import torch
 from torch import Tensor
 
 from ctxmt_cli.core.batch import Batch
+from ctxmt_cli.decode.start import Start, start
 
 NEG_INF = float("-inf")
 
@@ -63,15 +64,15 @@ def _width(limit: Tensor) -> int:
     return (int(limit.max()) if limit.numel() else 0) + 1
 
 
-def _start(model, batch: Batch, repeat: int, enc=None):
-    """Encode (unless ``enc`` is given), force the prefix, and repeat every row ``repeat`` times (beams are
+def _start(model, batch: Batch, repeat: int, enc=None, *, chunked: bool = True) -> Start:
+    """Encode (unless ``enc`` is given), force the prefix (both in chunks of rows of similar length where that
+    saves work and ``chunked``: :mod:`ctxmt_cli.decode.start`), and repeat every row ``repeat`` times (beams are
     adjacent rows)."""
-    enc = model.encode(batch) if enc is None else enc
-    state = model.init_state(enc, batch)
+    begun = start(model, batch, enc, chunked=chunked)
     if repeat > 1:
         rows = torch.arange(batch.size, device=batch.src.device)
-        state = model.reorder_state(state, rows.repeat_interleave(repeat))
-    return state
+        begun.state = model.reorder_state(begun.state, rows.repeat_interleave(repeat))
+    return begun
 
 
 def _ban_list(model, banned: Sequence[int]) -> list[int]:
@@ -122,9 +123,9 @@ def greedy_search(
     normalised like beam search's so the two are comparable.
     """
     b, device, eos = batch.size, batch.src.device, model.vocab.eos
-    limit = _max_len_tensor(max_len, b, device)
     ban = _ban_list(model, banned)
-    state = _start(model, batch, 1)
+    begun = _start(model, batch, 1, chunked=generator is None)              # samples drawn in the batch's row order
+    state, limit = begun.state, begun.rows(_max_len_tensor(max_len, b, device))   # rows in the state's order
     rows = torch.arange(b, device=device)                                  # original index of each active row
     hist = torch.zeros(b, 0, dtype=torch.long, device=device)             # (R, t) tokens so far
     sums = torch.zeros(b, device=device)                                   # (R,) summed log-probs
@@ -154,7 +155,8 @@ def greedy_search(
             state = model.reorder_state(state, keep.nonzero().squeeze(1))
         hist = torch.cat([hist, tok.unsqueeze(1)], dim=1)                  # (R, t+1)
         inp, t = tok, t + 1
-    return _hypotheses(out_tok.unsqueeze(1), out_len.unsqueeze(1), out_score.unsqueeze(1), out_lp.unsqueeze(1))
+    return begun.restore(_hypotheses(out_tok.unsqueeze(1), out_len.unsqueeze(1), out_score.unsqueeze(1),
+                                     out_lp.unsqueeze(1)))
 
 
 class _Finished:
@@ -254,9 +256,9 @@ def beam_search(
     k, b, device, eos = beam, batch.size, batch.src.device, model.vocab.eos
     if not 1 <= nbest <= beam:
         raise ValueError(f"nbest={nbest} must be between 1 and the beam size {beam}")
-    limit = _max_len_tensor(max_len, b, device)
     ban = _ban_list(model, banned)
-    state = _start(model, batch, k, enc)
+    begun = _start(model, batch, k, enc)
+    state, limit = begun.state, begun.rows(_max_len_tensor(max_len, b, device))   # rows in the state's order
     finished = _Finished(b, nbest, _width(limit), model.vocab.pad, device)
     rows = torch.arange(b, device=device)                                  # (R,) original row of each active row
     scores = torch.zeros(b, k, device=device)                              # (R, k) live cumulative log-probs
@@ -282,4 +284,4 @@ def beam_search(
         hist = torch.cat([gathered, live_tok.unsqueeze(2)], dim=2)[keep]   # (R', k, t+1)
         rows, scores, inp = rows[keep], live_s[keep], live_tok[keep].reshape(-1)
         t += 1
-    return _hypotheses(finished.tokens, finished.length, finished.score, finished.logprob)
+    return begun.restore(_hypotheses(finished.tokens, finished.length, finished.score, finished.logprob))

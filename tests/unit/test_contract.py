@@ -22,6 +22,7 @@ from ctxmt_cli.config import recipe_to_dict, validate_recipe
 from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.core.probe import Collect
 from ctxmt_cli.data.batching import collate
+from ctxmt_cli.decode import start as start_module
 from ctxmt_cli.decode.search import beam_search, greedy_search
 from ctxmt_cli.evaluate.contrastive import score_contexts, score_rows, score_testset
 from ctxmt_cli.evaluate.testsets import ContrastiveItem, TestSet
@@ -334,6 +335,25 @@ def test_beam_one_equals_greedy(variant):
     beam, greedy = beam_one_and_greedy(make_model(variant, scale=0.35))
     assert [h.tokens for h in beam] == [h.tokens for h in greedy]
     assert [h.score for h in beam] == pytest.approx([h.score for h in greedy], abs=1e-5)
+
+
+# ---- a search started in chunks = one start -------------------------------------------------------
+@pytest.mark.parametrize("variant", IDS)
+def test_search_started_in_chunks_finds_what_one_start_finds(variant, monkeypatch):
+    """Rows encoded and their prefixes forced chunk by chunk at their own widths, the states joined
+    (:mod:`ctxmt_cli.decode.start`), give the beam search of one start over the padded batch."""
+    inner = make_model(variant, scale=0.35)
+    model, batch = Biased(inner, eos=2.0).eval(), sample(inner)
+    prefix = None
+    if model.cfg.tgt_context_sentences > 0:
+        prefix = pad([[BOS] + t[: len(t) - len(current_only(t))] for t in TGT])
+    query = Batch(src=batch.src, tgt_prefix=prefix, src_next=batch.src_next, **target_rows(inner))
+    found = []
+    for cost in (10 ** 9, 0):                                               # one chunk; as many as there are widths
+        monkeypatch.setattr(start_module, "CHUNK_COST", cost)
+        found.append(beam_search(model, query, beam=3, max_len=10, banned=[BRK]))
+    assert [h.tokens for h in found[1]] == [h.tokens for h in found[0]]
+    assert [h.score for h in found[1]] == pytest.approx([h.score for h in found[0]], abs=1e-5)
 
 
 # ---- batched scoring = one item at a time --------------------------------------------------------

@@ -1,0 +1,115 @@
+"""The start of a search (encoding the sources, forcing the target prefixes) in chunks of rows of similar length.
+
+A search pads its rows to the longest. The rows of one slot step are one sentence of each of up to ``batch_docs``
+document pieces, so their lengths are as mixed as the test set's: over a concatenation model's (s4to4) decoding of
+the Europarl test debates, 49% of the source-window positions and 44% of the forced-prefix positions were real
+tokens. The encoder and the forced-prefix pass cost in proportion to rows x width (attention to its square), and
+for a concatenation model they are a third of the decoding time. So a batch is started in chunks of rows sorted
+by length (:func:`plan_chunks`), each chunk encoded and its prefix forced at its own width, and the chunks' states
+joined (:meth:`~ctxmt_cli.core.batch.DecoderState.join`), padded to the widest and masked there: the decoding steps
+then run on all the rows at once, as before. Cutting the steps into chunks too was measured to cost more than it
+saves: each step's fixed cost is then paid once per chunk.
+
+The search keeps its rows in the chunks' order (:class:`Start`) and gives its hypotheses back in the batch's.
+Only batches whose rows are independent of each other while encoding are chunked: no family fields
+(``Batch.extras``: MBE's sentence groups read across rows), no memory, no shared source rows; and only on the CPU,
+where the fixed cost of a chunk is small beside its tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import torch
+from torch import Tensor
+
+from ctxmt_cli.core.batch import Batch
+
+#: what one more chunk costs beside its tokens, in padded positions (rows x (source + prefix width)): one more pass
+#: of the encoder and of the prefix through the decoder, each layer a few dozen operator calls
+CHUNK_COST = 1024
+#: the most cut points :func:`plan_chunks` weighs (every n-th row beyond), so planning stays far below the search
+CUT_POINTS = 64
+
+
+@dataclass
+class Start:
+    """A search's first state (rows in ``order``: row r of the state is row ``order[r]`` of the batch; None: the
+    batch's order)."""
+
+    state: object
+    order: list[int] | None = None
+
+    def rows(self, t: Tensor) -> Tensor:
+        """A per-row tensor (B, ...) of the batch in the state's row order."""
+        return t if self.order is None else t[torch.tensor(self.order, device=t.device)]
+
+    def restore(self, found: list) -> list:
+        """Per-row results in the state's order, back in the batch's."""
+        if self.order is None:
+            return found
+        out = [None] * len(found)
+        for r, item in zip(self.order, found, strict=True):
+            out[r] = item
+        return out
+
+
+def plan_chunks(widths: list[tuple[int, int]], cost: int | None = None) -> list[list[int]]:
+    """Rows in chunks: each row's (source, prefix) widths -> chunks of row indices (longest rows first) that
+    minimise the padded positions, rows x (widest source + widest prefix) summed over chunks, plus ``cost`` per
+    chunk (default :data:`CHUNK_COST`; a dynamic programme over the rows sorted by source + prefix width, cut at
+    most at :data:`CUT_POINTS` places)."""
+    cost = CHUNK_COST if cost is None else cost
+    order = sorted(range(len(widths)), key=lambda r: -(widths[r][0] + widths[r][1]))
+    step = max(1, -(-len(order) // CUT_POINTS))
+    cuts = list(range(0, len(order), step)) + [len(order)]                 # candidate chunk boundaries
+    best, back = [0.0] + [float("inf")] * (len(cuts) - 1), [0] * len(cuts)
+    for j in range(1, len(cuts)):
+        src = pre = 0
+        for i in range(j - 1, -1, -1):                                     # chunk cuts[i]..cuts[j], widened leftwards
+            for r in order[cuts[i]:cuts[i + 1]]:
+                src, pre = max(src, widths[r][0]), max(pre, widths[r][1])
+            total = best[i] + (cuts[j] - cuts[i]) * (src + pre) + cost
+            if total < best[j]:
+                best[j], back[j] = total, i
+    chunks, j = [], len(cuts) - 1
+    while j > 0:
+        chunks.append(order[cuts[back[j]]:cuts[j]])
+        j = back[j]
+    return chunks[::-1]
+
+
+def chunkable(batch: Batch) -> bool:
+    """Whether ``batch``'s rows may be started in chunks (module docstring)."""
+    return (batch.src.device.type == "cpu" and batch.size > 1 and batch.extras is None and batch.memory is None
+            and batch.src_index is None and batch.chunks is None)
+
+
+def batch_rows(batch: Batch, rows: list[int], pad: int) -> Batch:
+    """Rows ``rows`` of a chunkable ``batch``, its source and prefix cut to their widest real row."""
+    index = torch.tensor(rows, device=batch.src.device)
+    picked = {f.name: getattr(batch, f.name) for f in fields(batch)}
+    picked = {k: v.index_select(0, index) if isinstance(v, Tensor) else v for k, v in picked.items()}
+    for name in ("src", "tgt_prefix"):
+        t = picked[name]
+        if t is not None:
+            picked[name] = t[:, :max(1, int((t != pad).sum(1).max()))]
+    return Batch(**picked)
+
+
+def start(model, batch: Batch, enc=None, *, chunked: bool = True) -> Start:
+    """Encode ``batch`` (unless ``enc`` is given) and force its target prefixes: the state of its first search
+    step, started in chunks of rows of similar length where that saves work and ``chunked`` (module docstring)."""
+    if enc is not None or not chunked or not chunkable(batch):
+        return Start(model.init_state(model.encode(batch) if enc is None else enc, batch))
+    pad = model.vocab.pad
+    src = (batch.src != pad).sum(1).tolist()
+    pre = [1] * batch.size if batch.tgt_prefix is None else (batch.tgt_prefix != pad).sum(1).tolist()
+    chunks = plan_chunks(list(zip(src, pre, strict=True)))
+    if len(chunks) == 1:
+        return Start(model.init_state(model.encode(batch), batch))
+    states = []
+    for rows in chunks:
+        part = batch_rows(batch, rows, pad)
+        states.append(model.init_state(model.encode(part), part))
+    return Start(type(states[0]).join(states), [r for rows in chunks for r in rows])
