@@ -214,6 +214,18 @@ class Fold(NamedTuple):
 
     size: int = 1
     slots: Tensor | None = None
+    widths: tuple[tuple[int, int], ...] | None = None   # (end stored row, keys read) per block of stored rows
+
+    def blocks(self, groups: int, keys: int) -> list[tuple[int, int, int]]:
+        """(first, end, keys) of each block of the ``groups`` stored rows: the keys its rows have at most (the
+        stored rows' :attr:`SharedRows.widths`); one block of all ``keys`` without them."""
+        if self.widths is None:
+            return [(0, groups, keys)]
+        out, first = [], 0
+        for end, width in self.widths:
+            out.append((first, end, width))
+            first = end
+        return out
 
     def spread(self, x: Tensor, groups: int) -> Tensor:
         """Rows ``x`` (B, ...) in the slot layout (G * size, ...), empty slots zero."""
@@ -246,6 +258,9 @@ class SharedRows:
     v: list[Tensor]
     mask: Tensor                                 # (G, M) bool
     group: Tensor                                # (B,) long: row -> stored row
+    # blocks of consecutive stored rows with fewer real keys than M: (end stored row, keys), covering 0..G in
+    # order; a decoding step reads only a block's keys (chunks joined by :meth:`join`). None: one block of M.
+    widths: tuple[tuple[int, int], ...] | None = None
 
     @classmethod
     def one_per_row(cls, kv: list[tuple[Tensor, Tensor]], mask: Tensor) -> SharedRows:
@@ -270,9 +285,12 @@ class SharedRows:
         def stack(layers: list[list[Tensor]]) -> list[Tensor]:              # per layer (G, H, M, D)
             return [torch.cat([pad_right(t, width, 2) for t in per_part]) for per_part in zip(*layers, strict=True)]
 
+        ends = [off + p.mask.size(0) for p, off in zip(parts, offsets, strict=True)]
+        widths = tuple((end, p.mask.size(1)) for end, p in zip(ends, parts, strict=True) if p.mask.size(0))
         return cls(stack([p.k for p in parts]), stack([p.v for p in parts]),
                    torch.cat([pad_right(p.mask, width, 1) for p in parts]),
-                   torch.cat([p.group + off for p, off in zip(parts, offsets, strict=True)]))
+                   torch.cat([p.group + off for p, off in zip(parts, offsets, strict=True)]),
+                   widths if len(widths) > 1 else None)
 
     @classmethod
     def empty_like(cls, other: SharedRows, rows: int) -> SharedRows:
@@ -288,7 +306,20 @@ class SharedRows:
         if used.numel() > COMPACT_AT * self.mask.size(0):
             return replace(self, group=group)
         return SharedRows([t.index_select(0, used) for t in self.k], [t.index_select(0, used) for t in self.v],
-                          self.mask.index_select(0, used), remapped.reshape(-1))
+                          self.mask.index_select(0, used), remapped.reshape(-1), self._kept_widths(used))
+
+    def _kept_widths(self, used: Tensor) -> tuple[tuple[int, int], ...] | None:
+        """:attr:`widths` once only the stored rows ``used`` (sorted) are kept: blocks left empty dropped."""
+        if self.widths is None:
+            return None
+        ends = torch.tensor([end for end, _ in self.widths], device=used.device)
+        kept = torch.bincount(torch.bucketize(used, ends, right=True), minlength=len(self.widths)).tolist()
+        out, end = [], 0
+        for n, (_, width) in zip(kept, self.widths, strict=True):
+            if n:
+                end += n
+                out.append((end, width))
+        return tuple(out) if len(out) > 1 else None
 
     def for_rows(self) -> tuple[list[Tensor], list[Tensor], Tensor, Fold]:
         """Keys, values and mask laid out for the rows, and how the rows fold onto them.
@@ -300,12 +331,13 @@ class SharedRows:
         g, b = self.mask.size(0), self.group.numel()
         device = self.group.device
         if b % g == 0 and torch.equal(self.group, torch.arange(g, device=device).repeat_interleave(b // g)):
-            return self.k, self.v, self.mask, Fold(b // g)
+            return self.k, self.v, self.mask, Fold(b // g, None, self.widths)
         counts = torch.bincount(self.group, minlength=g)                    # (G,) rows per stored row
         f = int(counts.max()) if b else 1
         in_order = b == 0 or bool((self.group[1:] >= self.group[:-1]).all())
         if in_order and bool(((counts == 0) | (counts == f)).all()):
-            return self.k, self.v, self.mask, Fold(f, self.group * f + torch.arange(b, device=device) % f)
+            return self.k, self.v, self.mask, Fold(f, self.group * f + torch.arange(b, device=device) % f,
+                                                   self.widths)
         group = self.group
         return ([t.index_select(0, group) for t in self.k], [t.index_select(0, group) for t in self.v],
                 self.mask.index_select(0, group), Fold())

@@ -136,7 +136,11 @@ class MultiheadAttention(nn.Module):
         q = fold.spread(q, g)                                               # (G*f, H, T, D)
         h, d = q.size(1), q.size(3)
         q = q.reshape(g, f, h, t, d).transpose(1, 2).reshape(g, h, f * t, d)   # (G, H, f*T, D)
-        out, weights = self._heads(q, k, v, mask, False, need_weights)
+        if self._small_step(q, False, need_weights):                       # each block of rows reads its own keys
+            out, weights = torch.cat([self._small_query(q[a:e], k[a:e, :, :w], v[a:e, :, :w], mask[a:e, ..., :w])
+                                      for a, e, w in fold.blocks(g, k.size(2))]), None
+        else:
+            out, weights = self._heads(q, k, v, mask, False, need_weights)
         out = out.reshape(g, h, f, t, d).transpose(1, 2).reshape(g * f, h, t, d)  # (G*f, H, T, D)
         return self._project(fold.gather(out)), weights                     # (B, T, C)
 
@@ -165,7 +169,15 @@ class MultiheadAttention(nn.Module):
         b, h, tq, d = q.shape
         g, f, n = k_shared.size(0), fold.size, k_shared.size(2)
         folded = fold.spread(q, g).reshape(g, f, h, tq, d).transpose(1, 2).reshape(g, h, f * tq, d)  # (G, H, f*Tq, D)
-        before = torch.matmul(folded, k_shared.transpose(-1, -2)).mul_(d ** -0.5).add_(shared_mask)  # (G, H, f*Tq, P)
+        blocks = fold.blocks(g, n)                                         # each block of groups reads its own keys
+        before = folded.new_full((g, h, f * tq, n), float("-inf")) if len(blocks) > 1 else None
+        for a, e, w in blocks:
+            scores = torch.matmul(folded[a:e], k_shared[a:e, :, :w].transpose(-1, -2)).mul_(d ** -0.5)
+            scores.add_(shared_mask[a:e, ..., :w])                        # (G', H, f*Tq, w)
+            if before is None:
+                before = scores
+            else:
+                before[a:e, ..., :w] = scores                              # (G, H, f*Tq, P)
         before = fold.gather(before.reshape(g, h, f, tq, n).transpose(1, 2).reshape(g * f, h, tq, n))  # (B, H, Tq, P)
         own = torch.matmul(q, k.transpose(-1, -2)).mul_(d ** -0.5)                              # (B, H, Tq, Tk)
         if mask is not None and mask.dtype == torch.bool:
@@ -175,7 +187,8 @@ class MultiheadAttention(nn.Module):
         weights = torch.nan_to_num_(torch.cat([before, own], -1).softmax(-1), nan=0.0)          # (B, H, Tq, P+Tk)
         w_before = fold.spread(weights[..., :n], g)                                            # (G*f, H, Tq, P)
         w_before = w_before.reshape(g, f, h, tq, n).transpose(1, 2).reshape(g, h, f * tq, n)
-        out = torch.matmul(w_before, v_shared).reshape(g, h, f, tq, d).transpose(1, 2).reshape(g * f, h, tq, d)
+        out = torch.cat([torch.matmul(w_before[a:e, ..., :w], v_shared[a:e, :, :w]) for a, e, w in blocks])
+        out = out.reshape(g, h, f, tq, d).transpose(1, 2).reshape(g * f, h, tq, d)
         return fold.gather(out) + torch.matmul(weights[..., n:], v)                              # (B, H, Tq, D)
 
     def _explicit(self, q, k, v, mask, causal, p):

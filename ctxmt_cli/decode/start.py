@@ -6,9 +6,11 @@ the Europarl test debates, 49% of the source-window positions and 44% of the for
 tokens. The encoder and the forced-prefix pass cost in proportion to rows x width (attention to its square), and
 for a concatenation model they are a third of the decoding time. So a batch is started in chunks of rows sorted
 by length (:func:`plan_chunks`), each chunk encoded and its prefix forced at its own width, and the chunks' states
-joined (:meth:`~ctxmt_cli.core.batch.DecoderState.join`), padded to the widest and masked there: the decoding steps
-then run on all the rows at once, as before. Cutting the steps into chunks too was measured to cost more than it
-saves: each step's fixed cost is then paid once per chunk.
+joined (:meth:`~ctxmt_cli.core.batch.DecoderState.join`), padded to the widest and masked there. The decoding steps
+then run on all the rows at once, as before, but each chunk's rows read only their own keys: the joined keys and
+values remember each chunk's width (``SharedRows.widths``), and a step's cross-attention and forced-prefix
+attention run block by block at those widths (``Fold.blocks``). Cutting the whole search into chunks instead
+(one search per chunk) was measured to cost more than it saves: each step's fixed cost is then paid once per chunk.
 
 The search keeps its rows in the chunks' order (:class:`Start`) and gives its hypotheses back in the batch's.
 Only batches whose rows are independent of each other while encoding are chunked: no family fields

@@ -31,6 +31,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from ctxmt_cli.core.batch import Fold
+
 #: the warning line printed once when compiling is asked for (a translation's first call waits for it)
 COMPILING = "compiling the decoder layers with torch.compile: the first sentences wait for it (tens of seconds)"
 
@@ -48,13 +50,28 @@ class CompiledForward:
         if self.failed:
             return self.eager(*args, **kwargs)
         try:
-            return self.compiled(*args, **kwargs)
+            return self.compiled(*every_key(args), **dict(zip(kwargs, every_key(tuple(kwargs.values())), strict=True)))
         except Exception as error:      # noqa: BLE001 - any failure of the compiler: run eager (an error of the
             # layer itself is raised again by the eager call below)
             self.failed.append(type(error).__name__)
             self.warn(f"torch.compile failed ({type(error).__name__}: {str(error).strip().splitlines()[0][:200]}); "
                       "the decoder runs without it")
             return self.eager(*args, **kwargs)
+
+
+def every_key(values: tuple) -> tuple:
+    """``values`` with every :class:`~ctxmt_cli.core.batch.Fold` in them (nested in tuples) made to read all its
+    keys: a compiled layer would otherwise be traced again for every set of block widths a search starts with
+    (``Fold.widths`` are Python ints, which the tracer specialises on), so it reads the padded keys, masked, as
+    before blocks existed."""
+    def plain(value):
+        if isinstance(value, Fold):
+            return value._replace(widths=None)
+        if type(value) is tuple:                                        # a NamedTuple keeps its type
+            return tuple(plain(v) for v in value)
+        return value
+
+    return plain(values)
 
 
 def compile_decoder(model: nn.Module, *, warn: Callable[[str], None]) -> int:

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import ctxmt_cli.models.compiled as compiled
-from ctxmt_cli.core.batch import Batch
+from ctxmt_cli.core.batch import Batch, Fold
 from ctxmt_cli.decode.search import beam_search, greedy_search
 from ctxmt_cli.models.compiled import compile_decoder
 from tests.unit.test_contract import (  # noqa: F401  (plugins: the toy family joins this module too)
@@ -92,3 +92,15 @@ def test_a_layer_error_is_not_hidden_by_the_fallback():
     with pytest.raises(ValueError, match="the layer's own error"):
         decode(model)
     assert len(warnings) == 1
+
+
+def test_compiled_layers_read_every_key_not_the_blocks():
+    """A Fold's block widths (Python ints the tracer would specialise on, one trace per chunk plan) never reach a
+    compiled layer; other tuples and named tuples pass as they are."""
+    fold = Fold(4, None, ((2, 7), (5, 3)))
+    k = torch.zeros(1)
+    cross, other = ((k, k), k, fold), Fold(2)
+    plain = compiled.every_key((cross, 3, other))
+    assert plain[0][2] == Fold(4, None, None) and isinstance(plain[0][2], Fold)
+    assert plain[0][0][0] is k and plain[1] == 3 and plain[2] == other
+    assert fold.blocks(5, 9) == [(0, 2, 7), (2, 5, 3)] and Fold().blocks(5, 9) == [(0, 5, 9)]

@@ -102,7 +102,27 @@ def test_joining_shared_rows_with_and_without_a_prefix():
     assert joined.k[0].shape == (5, 4, 3, 8)
     assert joined.mask.tolist() == [[True] * 3] * 2 + [[False] * 3] * 3
     assert joined.group.tolist() == [0, 1, 2, 3, 4]
+    assert joined.widths == ((2, 3), (5, 0))                                # a step reads 3 keys, then none
     assert SharedRows.join([None, None], [1, 2]) is None
+    kept = joined.index_select(torch.tensor([0, 3, 3]))                     # 2 of 5 stored rows used: compacted
+    assert kept.k[0].shape == (2, 4, 3, 8) and kept.group.tolist() == [0, 1, 1]
+    assert kept.widths == ((1, 3), (2, 0))
+    assert joined.index_select(torch.tensor([3, 4])).widths is None         # one block left: every key read
+
+
+def test_steps_read_only_each_blocks_keys():
+    """A step of a joined state reads each block's own keys: padding the stored keys with garbage beyond a block's
+    width changes nothing, where the mask alone would have had to hide it."""
+    m, batch = model(), mixed_batch()
+    with torch.no_grad():
+        parts = [batch_rows(batch, c, PAD) for c in ([1, 3], [4, 2, 0])]
+        joined = DecoderState.join([m.init_state(m.encode(p), p) for p in parts])
+        want, _ = m.decode_step(joined.pending, joined)
+        width = joined.cross.widths[0][0]
+        for t in (*joined.cross.k, *joined.cross.v):
+            t[width:, :, parts[1].src.size(1):] = float("nan")              # beyond the second block's keys
+        got, _ = m.decode_step(joined.pending, joined)
+    torch.testing.assert_close(got, want)
 
 
 @pytest.mark.parametrize("family", ["sentence", "concat"])
