@@ -56,6 +56,7 @@ from ctxmt_cli.core.batch import (
     VocabInfo,  # noqa: E402
 )
 from ctxmt_cli.decode.settings import DecodeSettings, TranslationStats  # noqa: E402
+from ctxmt_cli.decode.start import join_states  # noqa: E402
 from ctxmt_cli.decode.translator import translate_documents  # noqa: E402
 from ctxmt_cli.models.families import build_model  # noqa: E402
 
@@ -79,7 +80,8 @@ class CopyState(DecoderState):
     @classmethod
     def join(cls, parts):
         """The core fields joined; the windows to copy padded with -1 (read as padding)."""
-        state = DecoderState.join(parts)
+        state = join_states([DecoderState(**{f.name: getattr(p, f.name) for f in fields(DecoderState)})
+                             for p in parts])
         width = max(p.copy.size(1) for p in parts)
         copy = torch.cat([torch.cat([p.copy, p.copy.new_full((p.copy.size(0), width - p.copy.size(1)), -1)], 1)
                           for p in parts])

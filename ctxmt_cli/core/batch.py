@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
+from itertools import accumulate
 from typing import ClassVar, NamedTuple
 
 import torch
@@ -217,15 +218,12 @@ class Fold(NamedTuple):
     widths: tuple[tuple[int, int], ...] | None = None   # (end stored row, keys read) per block of stored rows
 
     def blocks(self, groups: int, keys: int) -> list[tuple[int, int, int]]:
-        """(first, end, keys) of each block of the ``groups`` stored rows: the keys its rows have at most (the
-        stored rows' :attr:`SharedRows.widths`); one block of all ``keys`` without them."""
+        """(first, end, keys) of each block of the ``groups`` stored rows (:attr:`SharedRows.widths`); without
+        widths, one block of all ``keys``."""
         if self.widths is None:
             return [(0, groups, keys)]
-        out, first = [], 0
-        for end, width in self.widths:
-            out.append((first, end, width))
-            first = end
-        return out
+        firsts = [0, *(end for end, _ in self.widths[:-1])]
+        return [(first, end, width) for first, (end, width) in zip(firsts, self.widths, strict=True)]
 
     def spread(self, x: Tensor, groups: int) -> Tensor:
         """Rows ``x`` (B, ...) in the slot layout (G * size, ...), empty slots zero."""
@@ -258,46 +256,13 @@ class SharedRows:
     v: list[Tensor]
     mask: Tensor                                 # (G, M) bool
     group: Tensor                                # (B,) long: row -> stored row
-    # blocks of consecutive stored rows with fewer real keys than M: (end stored row, keys), covering 0..G in
-    # order; a decoding step reads only a block's keys (chunks joined by :meth:`join`). None: one block of M.
-    widths: tuple[tuple[int, int], ...] | None = None
+    widths: tuple[tuple[int, int], ...] | None = None   # blocks a step reads apart: (end stored row, keys) each
 
     @classmethod
     def one_per_row(cls, kv: list[tuple[Tensor, Tensor]], mask: Tensor) -> SharedRows:
         """One stored row per decoder row; made contiguous once here, not by every decoding step's matmul."""
         return cls([k.contiguous() for k, _ in kv], [v.contiguous() for _, v in kv], mask,
                    torch.arange(mask.size(0), device=mask.device))
-
-    @classmethod
-    def join(cls, parts: list[SharedRows | None], rows: list[int]) -> SharedRows | None:
-        """The shared rows of consecutive blocks of decoder rows (``rows``: each block's count; a block without
-        any: None) as one: stored rows in block order, each padded on the right to the widest and masked there, as
-        one pass over all the rows padded to the widest would have stored them. None where every block has none."""
-        first = next((p for p in parts if p is not None), None)
-        if first is None:
-            return None
-        parts = [cls.empty_like(first, n) if p is None else p for p, n in zip(parts, rows, strict=True)]
-        width = max(p.mask.size(1) for p in parts)
-        offsets = [0]
-        for p in parts[:-1]:
-            offsets.append(offsets[-1] + p.mask.size(0))
-
-        def stack(layers: list[list[Tensor]]) -> list[Tensor]:              # per layer (G, H, M, D)
-            return [torch.cat([pad_right(t, width, 2) for t in per_part]) for per_part in zip(*layers, strict=True)]
-
-        ends = [off + p.mask.size(0) for p, off in zip(parts, offsets, strict=True)]
-        widths = tuple((end, p.mask.size(1)) for end, p in zip(ends, parts, strict=True) if p.mask.size(0))
-        return cls(stack([p.k for p in parts]), stack([p.v for p in parts]),
-                   torch.cat([pad_right(p.mask, width, 1) for p in parts]),
-                   torch.cat([p.group + off for p, off in zip(parts, offsets, strict=True)]),
-                   widths if len(widths) > 1 else None)
-
-    @classmethod
-    def empty_like(cls, other: SharedRows, rows: int) -> SharedRows:
-        """``rows`` stored rows of width 0 with the layers, heads and dtype of ``other``."""
-        k = [t.new_zeros(rows, t.size(1), 0, t.size(3)) for t in other.k]  # (G, H, 0, D)
-        mask = other.mask.new_zeros(rows, 0)
-        return cls(k, list(k), mask, torch.arange(rows, device=mask.device))
 
     def index_select(self, index: Tensor) -> SharedRows:
         """Rows ``index`` (reordering, expansion, removal); stored rows are copied only to compact them."""
@@ -314,12 +279,9 @@ class SharedRows:
             return None
         ends = torch.tensor([end for end, _ in self.widths], device=used.device)
         kept = torch.bincount(torch.bucketize(used, ends, right=True), minlength=len(self.widths)).tolist()
-        out, end = [], 0
-        for n, (_, width) in zip(kept, self.widths, strict=True):
-            if n:
-                end += n
-                out.append((end, width))
-        return tuple(out) if len(out) > 1 else None
+        left = [(n, width) for n, (_, width) in zip(kept, self.widths, strict=True) if n]
+        out = tuple(zip(accumulate(n for n, _ in left), (width for _, width in left), strict=True))
+        return out if len(out) > 1 else None
 
     def for_rows(self) -> tuple[list[Tensor], list[Tensor], Tensor, Fold]:
         """Keys, values and mask laid out for the rows, and how the rows fold onto them.
@@ -341,16 +303,6 @@ class SharedRows:
         group = self.group
         return ([t.index_select(0, group) for t in self.k], [t.index_select(0, group) for t in self.v],
                 self.mask.index_select(0, group), Fold())
-
-
-def pad_right(t: Tensor, width: int, dim: int) -> Tensor:
-    """``t`` padded with zeros (False) on the right of dimension ``dim`` to ``width`` positions."""
-    missing = width - t.size(dim)
-    if missing <= 0:
-        return t
-    shape = list(t.shape)
-    shape[dim] = missing
-    return torch.cat([t, t.new_zeros(shape)], dim)
 
 
 def _cut(t: Tensor | None, a: int, b: int, width: int | None = None) -> Tensor | None:
@@ -397,26 +349,3 @@ class DecoderState:
             context=None if self.context is None else self.context.index_select(index),
             prefix=None if self.prefix is None else self.prefix.index_select(index),
         )
-
-    @classmethod
-    def join(cls, parts: list[DecoderState]) -> DecoderState:
-        """The states of consecutive blocks of rows as one (the blocks' rows in order): every width padded on the
-        right to the widest and masked there, what one :meth:`~ctxmt_cli.core.model.EncoderDecoder.init_state` over
-        all the rows, padded to the widest, gives. A subclass with fields of its own overrides it."""
-        rows = [p.pos.size(0) for p in parts]
-        width = max(p.self_mask.size(1) for p in parts)
-
-        def cat(name: str) -> Tensor:                                      # (B, ...) per-row fields
-            return torch.cat([getattr(p, name) for p in parts])
-
-        def own(name: str) -> list[Tensor]:                                # per layer (B, H, T, D)
-            return [torch.cat([pad_right(t, width, 2) for t in per_part])
-                    for per_part in zip(*(getattr(p, name) for p in parts), strict=True)]
-
-        def shared(name: str) -> SharedRows | None:
-            return SharedRows.join([getattr(p, name) for p in parts], rows)
-
-        return cls(self_k=own("self_k"), self_v=own("self_v"), cross=shared("cross"),
-                   self_mask=torch.cat([pad_right(p.self_mask, width, 1) for p in parts]),
-                   pos=cat("pos"), sent_idx=cat("sent_idx"), n_sent=cat("n_sent"), shift=cat("shift"),
-                   pending=cat("pending"), context=shared("context"), prefix=shared("prefix"))

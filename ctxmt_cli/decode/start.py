@@ -6,7 +6,7 @@ the Europarl test debates, 49% of the source-window positions and 44% of the for
 tokens. The encoder and the forced-prefix pass cost in proportion to rows x width (attention to its square), and
 for a concatenation model they are a third of the decoding time. So a batch is started in chunks of rows sorted
 by length (:func:`plan_chunks`), each chunk encoded and its prefix forced at its own width, and the chunks' states
-joined (:meth:`~ctxmt_cli.core.batch.DecoderState.join`), padded to the widest and masked there. The decoding steps
+joined (:func:`join_states`), padded to the widest and masked there. The decoding steps
 then run on all the rows at once, as before, but each chunk's rows read only their own keys: the joined keys and
 values remember each chunk's width (``SharedRows.widths``), and a step's cross-attention and forced-prefix
 attention run block by block at those widths (``Fold.blocks``). Cutting the whole search into chunks instead
@@ -21,11 +21,12 @@ where the fixed cost of a chunk is small beside its tokens.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from itertools import accumulate
 
 import torch
 from torch import Tensor
 
-from ctxmt_cli.core.batch import Batch
+from ctxmt_cli.core.batch import Batch, DecoderState, SharedRows
 
 #: what one more chunk costs beside its tokens, in padded positions (rows x (source + prefix width)): one more pass
 #: of the encoder and of the prefix through the decoder, each layer a few dozen operator calls
@@ -99,6 +100,68 @@ def batch_rows(batch: Batch, rows: list[int], pad: int) -> Batch:
     return Batch(**picked)
 
 
+def pad_right(t: Tensor, width: int, dim: int) -> Tensor:
+    """``t`` padded with zeros (False) on the right of dimension ``dim`` to ``width`` positions."""
+    missing = width - t.size(dim)
+    if missing <= 0:
+        return t
+    shape = list(t.shape)
+    shape[dim] = missing
+    return torch.cat([t, t.new_zeros(shape)], dim)
+
+
+def join_shared(parts: list[SharedRows | None], rows: list[int]) -> SharedRows | None:
+    """The shared rows of consecutive blocks of decoder rows (``rows``: each block's count; a block without any:
+    None) as one: stored rows in block order, each padded on the right to the widest and masked there, with each
+    block's width kept (``SharedRows.widths``) so that a step reads only a block's own keys. None where every
+    block has none."""
+    first = next((p for p in parts if p is not None), None)
+    if first is None:
+        return None
+    def empty(n: int) -> SharedRows:                                        # n stored rows of no keys
+        k = [t.new_zeros(n, t.size(1), 0, t.size(3)) for t in first.k]      # (n, H, 0, D) per layer
+        return SharedRows(k, k, first.mask.new_zeros(n, 0), torch.arange(n, device=first.mask.device))
+
+    parts = [empty(n) if p is None else p for p, n in zip(parts, rows, strict=True)]
+    width = max(p.mask.size(1) for p in parts)
+    ends = list(accumulate(p.mask.size(0) for p in parts))
+
+    def stack(layers: list[list[Tensor]]) -> list[Tensor]:                  # per layer (G, H, M, D)
+        return [torch.cat([pad_right(t, width, 2) for t in per_part]) for per_part in zip(*layers, strict=True)]
+
+    widths = tuple((end, p.mask.size(1)) for end, p in zip(ends, parts, strict=True) if p.mask.size(0))
+    return SharedRows(stack([p.k for p in parts]), stack([p.v for p in parts]),
+                      torch.cat([pad_right(p.mask, width, 1) for p in parts]),
+                      torch.cat([p.group + end - p.mask.size(0) for p, end in zip(parts, ends, strict=True)]),
+                      widths if len(widths) > 1 else None)
+
+
+def join_states(parts: list[DecoderState]) -> DecoderState:
+    """The decoder states of consecutive blocks of rows as one (the blocks' rows in order): every width padded on
+    the right to the widest and masked there, what one ``init_state`` over all the rows, padded to the widest,
+    gives. A state class with fields of its own joins itself: a ``join`` classmethod taking the parts."""
+    own_join = getattr(type(parts[0]), "join", None)
+    if own_join is not None:
+        return own_join(parts)
+    rows = [p.pos.size(0) for p in parts]
+    width = max(p.self_mask.size(1) for p in parts)
+
+    def cat(name: str) -> Tensor:                                           # (B, ...) per-row fields
+        return torch.cat([getattr(p, name) for p in parts])
+
+    def own(name: str) -> list[Tensor]:                                     # per layer (B, H, T, D)
+        return [torch.cat([pad_right(t, width, 2) for t in per_part])
+                for per_part in zip(*(getattr(p, name) for p in parts), strict=True)]
+
+    def shared(name: str) -> SharedRows | None:
+        return join_shared([getattr(p, name) for p in parts], rows)
+
+    return DecoderState(self_k=own("self_k"), self_v=own("self_v"), cross=shared("cross"),
+                        self_mask=torch.cat([pad_right(p.self_mask, width, 1) for p in parts]),
+                        pos=cat("pos"), sent_idx=cat("sent_idx"), n_sent=cat("n_sent"), shift=cat("shift"),
+                        pending=cat("pending"), context=shared("context"), prefix=shared("prefix"))
+
+
 def start(model, batch: Batch, enc=None, *, chunked: bool = True) -> Start:
     """Encode ``batch`` (unless ``enc`` is given) and force its target prefixes: the state of its first search
     step, started in chunks of rows of similar length where that saves work and ``chunked`` (module docstring)."""
@@ -114,4 +177,4 @@ def start(model, batch: Batch, enc=None, *, chunked: bool = True) -> Start:
     for rows in chunks:
         part = batch_rows(batch, rows, pad)
         states.append(model.init_state(model.encode(part), part))
-    return Start(type(states[0]).join(states), [r for rows in chunks for r in rows])
+    return Start(join_states(states), [r for rows in chunks for r in rows])

@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxmt_cli.config import validate_recipe
-from ctxmt_cli.core.batch import Batch, DecoderState, SharedRows, VocabInfo
+from ctxmt_cli.core.batch import Batch, SharedRows, VocabInfo
 from ctxmt_cli.decode import start as start_module
 from ctxmt_cli.decode.search import beam_search
-from ctxmt_cli.decode.start import batch_rows, chunkable, plan_chunks, start
+from ctxmt_cli.decode.start import batch_rows, chunkable, join_shared, join_states, plan_chunks, start
 from ctxmt_cli.models.families import build_model
 
 PAD, BOS, EOS, BRK = 0, 2, 3, 4
@@ -87,7 +87,7 @@ def test_joined_state_steps_like_one_start():
         whole = m.init_state(m.encode(batch), batch)
         chunks = [[1, 3], [4, 2, 0]]
         parts = [batch_rows(batch, c, PAD) for c in chunks]
-        joined = DecoderState.join([m.init_state(m.encode(p), p) for p in parts])
+        joined = join_states([m.init_state(m.encode(p), p) for p in parts])
         back = m.reorder_state(joined, torch.tensor([4, 0, 3, 1, 2]))       # batch row r sits at this joined row
         want, _ = m.decode_step(whole.pending, whole)
         got, _ = m.decode_step(back.pending, back)
@@ -98,12 +98,12 @@ def test_joined_state_steps_like_one_start():
 def test_joining_shared_rows_with_and_without_a_prefix():
     k = [torch.randn(2, 4, 3, 8)]
     with_prefix = SharedRows.one_per_row([(k[0], k[0] + 1)], torch.ones(2, 3, dtype=torch.bool))
-    joined = SharedRows.join([with_prefix, None], [2, 3])
+    joined = join_shared([with_prefix, None], [2, 3])
     assert joined.k[0].shape == (5, 4, 3, 8)
     assert joined.mask.tolist() == [[True] * 3] * 2 + [[False] * 3] * 3
     assert joined.group.tolist() == [0, 1, 2, 3, 4]
     assert joined.widths == ((2, 3), (5, 0))                                # a step reads 3 keys, then none
-    assert SharedRows.join([None, None], [1, 2]) is None
+    assert join_shared([None, None], [1, 2]) is None
     kept = joined.index_select(torch.tensor([0, 3, 3]))                     # 2 of 5 stored rows used: compacted
     assert kept.k[0].shape == (2, 4, 3, 8) and kept.group.tolist() == [0, 1, 1]
     assert kept.widths == ((1, 3), (2, 0))
@@ -116,7 +116,7 @@ def test_steps_read_only_each_blocks_keys():
     m, batch = model(), mixed_batch()
     with torch.no_grad():
         parts = [batch_rows(batch, c, PAD) for c in ([1, 3], [4, 2, 0])]
-        joined = DecoderState.join([m.init_state(m.encode(p), p) for p in parts])
+        joined = join_states([m.init_state(m.encode(p), p) for p in parts])
         want, _ = m.decode_step(joined.pending, joined)
         width = joined.cross.widths[0][0]
         for t in (*joined.cross.k, *joined.cross.v):
