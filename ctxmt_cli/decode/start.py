@@ -20,7 +20,7 @@ where the fixed cost of a chunk is small beside its tokens.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, replace
 from itertools import accumulate
 
 import torch
@@ -91,13 +91,12 @@ def chunkable(batch: Batch) -> bool:
 def batch_rows(batch: Batch, rows: list[int], pad: int) -> Batch:
     """Rows ``rows`` of a chunkable ``batch``, its source and prefix cut to their widest real row."""
     index = torch.tensor(rows, device=batch.src.device)
-    picked = {f.name: getattr(batch, f.name) for f in fields(batch)}
-    picked = {k: v.index_select(0, index) if isinstance(v, Tensor) else v for k, v in picked.items()}
-    for name in ("src", "tgt_prefix"):
-        t = picked[name]
-        if t is not None:
-            picked[name] = t[:, :max(1, int((t != pad).sum(1).max()))]
-    return Batch(**picked)
+    picked = batch.map(lambda t: t.index_select(0, index))
+
+    def narrowed(t: Tensor | None) -> Tensor | None:                       # (B', widest real row)
+        return None if t is None else t[:, :max(1, int((t != pad).sum(1).max()))]
+
+    return replace(picked, src=narrowed(picked.src), tgt_prefix=narrowed(picked.tgt_prefix))
 
 
 def pad_right(t: Tensor, width: int, dim: int) -> Tensor:
@@ -118,6 +117,7 @@ def join_shared(parts: list[SharedRows | None], rows: list[int]) -> SharedRows |
     first = next((p for p in parts if p is not None), None)
     if first is None:
         return None
+
     def empty(n: int) -> SharedRows:                                        # n stored rows of no keys
         k = [t.new_zeros(n, t.size(1), 0, t.size(3)) for t in first.k]      # (n, H, 0, D) per layer
         return SharedRows(k, k, first.mask.new_zeros(n, 0), torch.arange(n, device=first.mask.device))
@@ -165,16 +165,13 @@ def join_states(parts: list[DecoderState]) -> DecoderState:
 def start(model, batch: Batch, enc=None, *, chunked: bool = True) -> Start:
     """Encode ``batch`` (unless ``enc`` is given) and force its target prefixes: the state of its first search
     step, started in chunks of rows of similar length where that saves work and ``chunked`` (module docstring)."""
-    if enc is not None or not chunked or not chunkable(batch):
-        return Start(model.init_state(model.encode(batch) if enc is None else enc, batch))
-    pad = model.vocab.pad
-    src = (batch.src != pad).sum(1).tolist()
-    pre = [1] * batch.size if batch.tgt_prefix is None else (batch.tgt_prefix != pad).sum(1).tolist()
-    chunks = plan_chunks(list(zip(src, pre, strict=True)))
-    if len(chunks) == 1:
-        return Start(model.init_state(model.encode(batch), batch))
-    states = []
-    for rows in chunks:
-        part = batch_rows(batch, rows, pad)
-        states.append(model.init_state(model.encode(part), part))
-    return Start(join_states(states), [r for rows in chunks for r in rows])
+    if enc is None and chunked and chunkable(batch):
+        pad = model.vocab.pad
+        src = (batch.src != pad).sum(1).tolist()
+        pre = [1] * batch.size if batch.tgt_prefix is None else (batch.tgt_prefix != pad).sum(1).tolist()
+        chunks = plan_chunks(list(zip(src, pre, strict=True)))
+        if len(chunks) > 1:
+            parts = [batch_rows(batch, rows, pad) for rows in chunks]
+            states = [model.init_state(model.encode(part), part) for part in parts]
+            return Start(join_states(states), [r for rows in chunks for r in rows])
+    return Start(model.init_state(model.encode(batch) if enc is None else enc, batch))

@@ -50,7 +50,7 @@ class CompiledForward:
         if self.failed:
             return self.eager(*args, **kwargs)
         try:
-            return self.compiled(*every_key(args), **dict(zip(kwargs, every_key(tuple(kwargs.values())), strict=True)))
+            return self.compiled(*every_key(args), **{name: every_key(v) for name, v in kwargs.items()})
         except Exception as error:      # noqa: BLE001 - any failure of the compiler: run eager (an error of the
             # layer itself is raised again by the eager call below)
             self.failed.append(type(error).__name__)
@@ -59,19 +59,16 @@ class CompiledForward:
             return self.eager(*args, **kwargs)
 
 
-def every_key(values: tuple) -> tuple:
-    """``values`` with every :class:`~ctxmt_cli.core.batch.Fold` in them (nested in tuples) made to read all its
-    keys: a compiled layer would otherwise be traced again for every set of block widths a search starts with
+def every_key(value):
+    """``value`` with every :class:`~ctxmt_cli.core.batch.Fold` in it (nested in tuples) made to read all its keys:
+    a compiled layer would otherwise be traced again for every set of block widths a search starts with
     (``Fold.widths`` are Python ints, which the tracer specialises on), so it reads the padded keys, masked, as
     before blocks existed."""
-    def plain(value):
-        if isinstance(value, Fold):
-            return value._replace(widths=None)
-        if type(value) is tuple:                                        # a NamedTuple keeps its type
-            return tuple(plain(v) for v in value)
-        return value
-
-    return plain(values)
+    if isinstance(value, Fold):
+        return value._replace(widths=None)
+    if type(value) is tuple:                                            # a NamedTuple keeps its type
+        return tuple(every_key(v) for v in value)
+    return value
 
 
 def compile_decoder(model: nn.Module, *, warn: Callable[[str], None]) -> int:
