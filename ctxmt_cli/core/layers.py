@@ -163,33 +163,33 @@ class MultiheadAttention(nn.Module):
 
     def _small_query_shared(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, shared: tuple) -> Tensor:
         """:meth:`_small_query` over a group's shared keys followed by each row's own (:meth:`self_attend`), with
-        one softmax over both: the shared keys are read once per group (its rows' queries folded into one block),
-        never copied per row, so a long forced prefix costs a beam search step no copy at all."""
+        one softmax over both, computed where a group's rows' queries are folded into one block (:class:`Fold`):
+        the shared keys are read once per group and never copied per row, and of the scores only the rows' own few
+        move between the two layouts, never the P shared ones. No NaN guard: a query always sees its own key."""
         (k_shared, v_shared), shared_mask, fold = shared                    # (G, H, P, D), (G, 1, 1, P)
         b, h, tq, d = q.shape
-        g, f, n = k_shared.size(0), fold.size, k_shared.size(2)
-        folded = fold.spread(q, g).reshape(g, f, h, tq, d).transpose(1, 2).reshape(g, h, f * tq, d)  # (G, H, f*Tq, D)
+        g, f, n, tk = k_shared.size(0), fold.size, k_shared.size(2), k.size(2)
+
+        def folded(x: Tensor) -> Tensor:                                    # (B, H, Tq, X) -> (G, H, f*Tq, X)
+            return fold.spread(x, g).reshape(g, f, h, tq, -1).transpose(1, 2).reshape(g, h, f * tq, x.size(-1))
+
+        def unfolded(x: Tensor) -> Tensor:                                  # (G, H, f*Tq, X) -> (B, H, Tq, X)
+            return fold.gather(x.reshape(g, h, f, tq, -1).transpose(1, 2).reshape(g * f, h, tq, x.size(-1)))
+
+        q = q * d ** -0.5
+        own = torch.matmul(q, k.transpose(-1, -2))                          # (B, H, Tq, Tk)
+        if mask is not None:
+            own = own.masked_fill_(~mask, float("-inf")) if mask.dtype == torch.bool else own.add_(mask)
+        scores, q = q.new_empty(g, h, f * tq, n + tk), folded(q)           # (G, H, f*Tq, P+Tk), (G, H, f*Tq, D)
         blocks = fold.blocks(g, n)                                         # each block of groups reads its own keys
-        before = folded.new_full((g, h, f * tq, n), float("-inf")) if len(blocks) > 1 else None
         for a, e, w in blocks:
-            scores = torch.matmul(folded[a:e], k_shared[a:e, :, :w].transpose(-1, -2)).mul_(d ** -0.5)
-            scores.add_(shared_mask[a:e, ..., :w])                        # (G', H, f*Tq, w)
-            if before is None:
-                before = scores
-            else:
-                before[a:e, ..., :w] = scores                              # (G, H, f*Tq, P)
-        before = fold.gather(before.reshape(g, h, f, tq, n).transpose(1, 2).reshape(g * f, h, tq, n))  # (B, H, Tq, P)
-        own = torch.matmul(q, k.transpose(-1, -2)).mul_(d ** -0.5)                              # (B, H, Tq, Tk)
-        if mask is not None and mask.dtype == torch.bool:
-            own.masked_fill_(~mask, float("-inf"))
-        elif mask is not None:
-            own.add_(mask)
-        weights = torch.nan_to_num_(torch.cat([before, own], -1).softmax(-1), nan=0.0)          # (B, H, Tq, P+Tk)
-        w_before = fold.spread(weights[..., :n], g)                                            # (G*f, H, Tq, P)
-        w_before = w_before.reshape(g, f, h, tq, n).transpose(1, 2).reshape(g, h, f * tq, n)
-        out = torch.cat([torch.matmul(w_before[a:e, ..., :w], v_shared[a:e, :, :w]) for a, e, w in blocks])
-        out = out.reshape(g, h, f, tq, d).transpose(1, 2).reshape(g * f, h, tq, d)
-        return fold.gather(out) + torch.matmul(weights[..., n:], v)                              # (B, H, Tq, D)
+            scores[a:e, ..., :w] = torch.matmul(q[a:e], k_shared[a:e, :, :w].transpose(-1, -2)).add_(
+                shared_mask[a:e, ..., :w])
+            scores[a:e, ..., w:n] = float("-inf")                          # keys beyond the block's width
+        scores[..., n:] = folded(own)
+        weights = scores.softmax(-1)                                       # (G, H, f*Tq, P+Tk)
+        out = torch.cat([torch.matmul(weights[a:e, ..., :w], v_shared[a:e, :, :w]) for a, e, w in blocks])
+        return unfolded(out) + torch.matmul(unfolded(weights[..., n:]), v)  # (B, H, Tq, D)
 
     def _explicit(self, q, k, v, mask, causal, p):
         # The same computation as SDPA, keeping the weights for analysis.

@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from ctxmt_cli.core.batch import Batch
-from ctxmt_cli.decode.start import Start, start
+from ctxmt_cli.decode.start import Start, merged, start
 
 NEG_INF = float("-inf")
 
@@ -152,7 +152,7 @@ def greedy_search(
             out_lp[fin] = sums[done]
             keep = ~done
             rows, hist, sums, tok = rows[keep], hist[keep], sums[keep], tok[keep]
-            state = model.reorder_state(state, keep.nonzero().squeeze(1))
+            state = merged(model.reorder_state(state, keep.nonzero().squeeze(1)))
         hist = torch.cat([hist, tok.unsqueeze(1)], dim=1)                  # (R, t+1)
         inp, t = tok, t + 1
     return begun.restore(_hypotheses(out_tok.unsqueeze(1), out_len.unsqueeze(1), out_score.unsqueeze(1),
@@ -279,7 +279,7 @@ def beam_search(
         done |= (finished.count[rows] >= k) & (finished.score[rows, 0] >= bound)
         keep = ~done
         flat = torch.arange(rows.numel(), device=device).unsqueeze(1) * k + live_beam  # (R, k) state rows
-        state = model.reorder_state(state, flat[keep].reshape(-1))
+        state = merged(model.reorder_state(state, flat[keep].reshape(-1)))
         gathered = hist.gather(1, live_beam.unsqueeze(2).expand(-1, -1, t))  # (R, k, t)
         hist = torch.cat([gathered, live_tok.unsqueeze(2)], dim=2)[keep]   # (R', k, t+1)
         rows, scores, inp = rows[keep], live_s[keep], live_tok[keep].reshape(-1)
