@@ -88,10 +88,10 @@ def plan_chunks(widths: list[tuple[int, int]], cost: int | None = None) -> list[
 
 
 @lru_cache(maxsize=256)
-def merge_blocks(widths: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...] | None:
+def merge_blocks(widths: tuple[tuple[int, int], ...], cost: int) -> tuple[tuple[int, int], ...] | None:
     """Blocks ``widths`` of stored rows (``SharedRows.widths``: end stored row and keys of each) joined where a step
     reads them cheaper as one: runs of adjacent blocks, each read at its widest width, that minimise the key
-    positions read plus :data:`BLOCK_COST` per block (a dynamic programme over the blocks). None: one block.
+    positions read plus ``cost`` per block (:data:`BLOCK_COST`; a dynamic programme over the blocks). None: one block.
 
     The blocks of a search's start are worth their cost while many rows fill them; as sentences finish and the
     stored rows are compacted, a block may keep a row or two, whose padding costs less than the block."""
@@ -101,7 +101,7 @@ def merge_blocks(widths: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], 
         widest = 0
         for i in range(j - 1, -1, -1):                                     # blocks i..j-1 read as one
             widest = max(widest, widths[i][1])
-            total = best[i] + (widths[j - 1][0] - firsts[i]) * widest + BLOCK_COST
+            total = best[i] + (widths[j - 1][0] - firsts[i]) * widest + cost
             if total < best[j]:
                 best[j], back[j] = total, i
     runs, j = [], len(widths)
@@ -115,9 +115,9 @@ def merged(state):
     """``state`` with the blocks of its shared rows (cross-attention, forced prefix) joined where
     :func:`merge_blocks` finds it cheaper: called after every reordering, it acts once the stored rows were
     compacted."""
-    changed = {name: replace(rows, widths=merge_blocks(rows.widths)) for name in ("cross", "prefix")
+    changed = {name: replace(rows, widths=merge_blocks(rows.widths, BLOCK_COST)) for name in ("cross", "prefix")
                if (rows := getattr(state, name)) is not None and rows.widths is not None
-               and merge_blocks(rows.widths) != rows.widths}
+               and merge_blocks(rows.widths, BLOCK_COST) != rows.widths}
     return replace(state, **changed) if changed else state
 
 

@@ -3,6 +3,8 @@ state, and the same hypotheses as one start (the contract suite checks the last 
 
 from __future__ import annotations
 
+from itertools import accumulate
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -12,7 +14,16 @@ from ctxmt_cli.config import validate_recipe
 from ctxmt_cli.core.batch import Batch, SharedRows, VocabInfo
 from ctxmt_cli.decode import start as start_module
 from ctxmt_cli.decode.search import beam_search
-from ctxmt_cli.decode.start import batch_rows, chunkable, join_shared, join_states, plan_chunks, start
+from ctxmt_cli.decode.start import (
+    batch_rows,
+    chunkable,
+    join_shared,
+    join_states,
+    merge_blocks,
+    merged,
+    plan_chunks,
+    start,
+)
 from ctxmt_cli.models.families import build_model
 
 PAD, BOS, EOS, BRK = 0, 2, 3, 4
@@ -48,6 +59,35 @@ def test_plan_separates_short_rows_from_long_ones():
     w = [(100, 100)] * 8 + [(5, 5)] * 8
     chunks = plan_chunks(w, cost=64)
     assert sorted(map(sorted, chunks)) == [list(range(8)), list(range(8, 16))]
+
+
+blocks = st.lists(st.tuples(st.integers(1, 40), st.integers(0, 300)), min_size=1, max_size=12).map(
+    lambda sizes: tuple(zip(accumulate(n for n, _ in sizes), (w for _, w in sizes), strict=True)))
+
+
+def keys_read(widths) -> int:
+    firsts = [0, *(end for end, _ in widths[:-1])]
+    return sum((end - first) * width for first, (end, width) in zip(firsts, widths, strict=True))
+
+
+@settings(max_examples=80, deadline=None)
+@given(blocks, st.integers(0, 5000))
+def test_merged_blocks_are_runs_of_the_blocks_read_at_their_widest_and_never_cost_more(widths, cost):
+    runs = merge_blocks(widths, cost) or ((widths[-1][0], max(w for _, w in widths)),)
+    ends = [end for end, _ in widths]
+    assert runs[-1][0] == ends[-1] and {end for end, _ in runs} <= set(ends)
+    firsts = [0, *(end for end, _ in runs[:-1])]
+    for first, (end, width) in zip(firsts, runs, strict=True):
+        assert width == max(w for e, w in widths if first < e <= end)
+    assert keys_read(runs) + cost * len(runs) <= keys_read(widths) + cost * len(widths)
+    again = merge_blocks(runs, cost) or ((runs[-1][0], max(w for _, w in runs)),)
+    assert keys_read(again) + cost * len(again) == keys_read(runs) + cost * len(runs)   # already the cheapest
+
+
+def test_a_block_left_with_a_row_or_two_joins_its_neighbour():
+    assert merge_blocks(((30, 130), (60, 120), (90, 100)), 200) == ((30, 130), (60, 120), (90, 100))
+    assert merge_blocks(((1, 130), (2, 120), (10, 50), (11, 60)), 200) == ((2, 130), (11, 60))
+    assert merge_blocks(((1, 130), (2, 120)), 200) is None
 
 
 def model(family: str = "concat"):
@@ -110,6 +150,33 @@ def test_joining_shared_rows_with_and_without_a_prefix():
     assert joined.index_select(torch.tensor([3, 4])).widths is None         # one block left: every key read
 
 
+def test_keys_keep_the_layout_a_cpu_step_reads_through_compaction_and_joining():
+    """Stored keys are the transpose of a contiguous (G, H, D, M): a step's q @ k^T reads them as a plain product."""
+    k = torch.randn(3, 4, 5, 8)
+    rows = SharedRows.one_per_row([(k, k + 1)], torch.ones(3, 5, dtype=torch.bool))
+    joined = join_shared([rows, rows], [3, 3])
+    compacted = joined.index_select(torch.tensor([1, 4]))
+    for stored in (rows, joined, compacted):
+        assert stored.k[0].mT.is_contiguous() and stored.v[0].is_contiguous()
+    torch.testing.assert_close(compacted.k[0], torch.cat([k[1:2], k[1:2]]))
+
+
+def test_blocks_merge_once_the_stored_rows_are_compacted_and_the_step_is_unchanged(monkeypatch):
+    m, batch = model(), mixed_batch()
+    with torch.no_grad():
+        parts = [batch_rows(batch, c, PAD) for c in ([1, 3], [4, 2, 0])]
+        joined = join_states([m.init_state(m.encode(p), p) for p in parts])
+        monkeypatch.setattr(start_module, "BLOCK_COST", 0)
+        assert merged(joined) is joined                                     # blocks that cost nothing stay
+        kept = m.reorder_state(joined, torch.tensor([0, 4]))                # compacted to one row per block
+        monkeypatch.setattr(start_module, "BLOCK_COST", 10 ** 6)
+        joined_up = merged(kept)
+        assert kept.cross.widths is not None and joined_up.cross.widths is None and joined_up.prefix.widths is None
+        want, _ = m.decode_step(kept.pending, kept)
+        got, _ = m.decode_step(joined_up.pending, joined_up)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
 def test_steps_read_only_each_blocks_keys():
     """A step of a joined state reads each block's own keys: padding the stored keys with garbage beyond a block's
     width changes nothing, where the mask alone would have had to hide it."""
@@ -134,6 +201,7 @@ def test_search_started_in_chunks_finds_what_one_start_finds(family, beam, monke
     monkeypatch.setattr(start_module, "CHUNK_COST", 10 ** 9)
     one = beam_search(m, batch, beam=beam, max_len=12, banned=[BRK])
     monkeypatch.setattr(start_module, "CHUNK_COST", 0)
+    monkeypatch.setattr(start_module, "BLOCK_COST", 10 ** 6 if beam == 4 else 0)   # merged at once, or never
     assert len(start(m, batch).state.pos) == batch.size and start(m, batch).order is not None   # chunked indeed
     chunked = beam_search(m, batch, beam=beam, max_len=12, banned=[BRK])
     assert [h.tokens for h in chunked] == [h.tokens for h in one]
