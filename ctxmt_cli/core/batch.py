@@ -235,6 +235,16 @@ class Fold(NamedTuple):
         """The rows (B, ...) of ``x`` in the slot layout (G * size, ...)."""
         return x if self.slots is None else x.index_select(0, self.slots)
 
+    def fold(self, x: Tensor, groups: int) -> Tensor:
+        """Rows ``x`` (B, H, T, X) as one block of queries per stored row: (G, H, size*T, X), empty slots zero."""
+        _, h, t, n = x.shape
+        return self.spread(x, groups).reshape(groups, self.size, h, t, n).transpose(1, 2).reshape(groups, h, -1, n)
+
+    def unfold(self, x: Tensor, t: int) -> Tensor:
+        """:meth:`fold` undone: blocks (G, H, size*T, X) back to the rows (B, H, T, X)."""
+        g, h, _, n = x.shape
+        return self.gather(x.reshape(g, h, self.size, t, n).transpose(1, 2).reshape(g * self.size, h, t, n))
+
 
 #: stored rows are compacted once at most this share of them is still used: copying every layer's keys and values
 #: each time a sentence finishes cost more than the empty slots that attention reads until then

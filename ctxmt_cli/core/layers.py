@@ -130,19 +130,15 @@ class MultiheadAttention(nn.Module):
         """Like :meth:`attend`, where the rows of ``x`` (B, T, C) sit in ``fold.size`` slots per key/value row
         (G, H, M, D) and mask row (G, 1, 1, M) (:class:`~ctxmt_cli.core.batch.Fold`): the queries of one row's
         slots form one block, so the keys are never copied per row; weights (G, H, size*T, M)."""
-        b, t, _ = x.shape
-        g, f = k.size(0), fold.size
+        g = k.size(0)
         (q,) = self._split(self.q_proj(x), 1)                               # (B, H, T, D)
-        q = fold.spread(q, g)                                               # (G*f, H, T, D)
-        h, d = q.size(1), q.size(3)
-        q = q.reshape(g, f, h, t, d).transpose(1, 2).reshape(g, h, f * t, d)   # (G, H, f*T, D)
+        q = fold.fold(q, g)                                                 # (G, H, f*T, D)
         if self._small_step(q, False, need_weights):                       # each block of rows reads its own keys
             out, weights = torch.cat([self._small_query(q[a:e], k[a:e, :, :w], v[a:e, :, :w], mask[a:e, ..., :w])
                                       for a, e, w in fold.blocks(g, k.size(2))]), None
         else:
             out, weights = self._heads(q, k, v, mask, False, need_weights)
-        out = out.reshape(g, h, f, t, d).transpose(1, 2).reshape(g * f, h, t, d)  # (G*f, H, T, D)
-        return self._project(fold.gather(out)), weights                     # (B, T, C)
+        return self._project(fold.unfold(out, x.size(1))), weights          # (B, T, C)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         fuse_separate_projections(state_dict, prefix, self.self_attention)
@@ -167,29 +163,22 @@ class MultiheadAttention(nn.Module):
         the shared keys are read once per group and never copied per row, and of the scores only the rows' own few
         move between the two layouts, never the P shared ones. No NaN guard: a query always sees its own key."""
         (k_shared, v_shared), shared_mask, fold = shared                    # (G, H, P, D), (G, 1, 1, P)
-        b, h, tq, d = q.shape
+        _, h, tq, d = q.shape
         g, f, n, tk = k_shared.size(0), fold.size, k_shared.size(2), k.size(2)
-
-        def folded(x: Tensor) -> Tensor:                                    # (B, H, Tq, X) -> (G, H, f*Tq, X)
-            return fold.spread(x, g).reshape(g, f, h, tq, -1).transpose(1, 2).reshape(g, h, f * tq, x.size(-1))
-
-        def unfolded(x: Tensor) -> Tensor:                                  # (G, H, f*Tq, X) -> (B, H, Tq, X)
-            return fold.gather(x.reshape(g, h, f, tq, -1).transpose(1, 2).reshape(g * f, h, tq, x.size(-1)))
-
         q = q * d ** -0.5
         own = torch.matmul(q, k.transpose(-1, -2))                          # (B, H, Tq, Tk)
         if mask is not None:
             own = own.masked_fill_(~mask, float("-inf")) if mask.dtype == torch.bool else own.add_(mask)
-        scores, q = q.new_empty(g, h, f * tq, n + tk), folded(q)           # (G, H, f*Tq, P+Tk), (G, H, f*Tq, D)
+        scores, q = q.new_empty(g, h, f * tq, n + tk), fold.fold(q, g)     # (G, H, f*Tq, P+Tk), (G, H, f*Tq, D)
         blocks = fold.blocks(g, n)                                         # each block of groups reads its own keys
         for a, e, w in blocks:
             scores[a:e, ..., :w] = torch.matmul(q[a:e], k_shared[a:e, :, :w].transpose(-1, -2)).add_(
                 shared_mask[a:e, ..., :w])
             scores[a:e, ..., w:n] = float("-inf")                          # keys beyond the block's width
-        scores[..., n:] = folded(own)
+        scores[..., n:] = fold.fold(own, g)
         weights = scores.softmax(-1)                                       # (G, H, f*Tq, P+Tk)
         out = torch.cat([torch.matmul(weights[a:e, ..., :w], v_shared[a:e, :, :w]) for a, e, w in blocks])
-        return unfolded(out) + torch.matmul(unfolded(weights[..., n:]), v)  # (B, H, Tq, D)
+        return fold.unfold(out, tq) + torch.matmul(fold.unfold(weights[..., n:], tq), v)  # (B, H, Tq, D)
 
     def _explicit(self, q, k, v, mask, causal, p):
         # The same computation as SDPA, keeping the weights for analysis.

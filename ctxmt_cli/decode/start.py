@@ -115,9 +115,13 @@ def merged(state):
     """``state`` with the blocks of its shared rows (cross-attention, forced prefix) joined where
     :func:`merge_blocks` finds it cheaper: called after every reordering, it acts once the stored rows were
     compacted."""
-    changed = {name: replace(rows, widths=merge_blocks(rows.widths, BLOCK_COST)) for name in ("cross", "prefix")
-               if (rows := getattr(state, name)) is not None and rows.widths is not None
-               and merge_blocks(rows.widths, BLOCK_COST) != rows.widths}
+    changed = {}
+    for name in ("cross", "prefix"):
+        rows = getattr(state, name)
+        if rows is not None and rows.widths is not None:
+            widths = merge_blocks(rows.widths, BLOCK_COST)
+            if widths != rows.widths:
+                changed[name] = replace(rows, widths=widths)
     return replace(state, **changed) if changed else state
 
 
