@@ -64,17 +64,6 @@ def _width(limit: Tensor) -> int:
     return (int(limit.max()) if limit.numel() else 0) + 1
 
 
-def _start(model, batch: Batch, repeat: int, enc=None, *, chunked: bool = True) -> Start:
-    """Encode (unless ``enc`` is given), force the prefix (both in chunks of rows of similar length where that
-    saves work and ``chunked``: :mod:`ctxmt_cli.decode.start`), and repeat every row ``repeat`` times (beams are
-    adjacent rows)."""
-    begun = start(model, batch, enc, chunked=chunked)
-    if repeat > 1:
-        rows = torch.arange(batch.size, device=batch.src.device)
-        begun.state = model.reorder_state(begun.state, rows.repeat_interleave(repeat))
-    return begun
-
-
 def _ban_list(model, banned: Sequence[int]) -> list[int]:
     """Pad and ``<s>`` are never generated; ``banned`` adds more (e.g. ``<brk>`` in prefix mode)."""
     return sorted({model.vocab.pad, model.vocab.bos, *(int(b) for b in banned)})
@@ -124,7 +113,7 @@ def greedy_search(
     """
     b, device, eos = batch.size, batch.src.device, model.vocab.eos
     ban = _ban_list(model, banned)
-    begun = _start(model, batch, 1, chunked=generator is None)              # samples drawn in the batch's row order
+    begun = start(model, batch, chunked=generator is None)            # samples drawn in the batch's row order
     state, limit = begun.state, begun.rows(_max_len_tensor(max_len, b, device))   # rows in the state's order
     rows = torch.arange(b, device=device)                                  # original index of each active row
     hist = torch.zeros(b, 0, dtype=torch.long, device=device)             # (R, t) tokens so far
@@ -201,17 +190,19 @@ class _Finished:
             1, order.unsqueeze(2).expand(-1, -1, width))
 
 
-def _select(scores: Tensor, lprobs: Tensor, k: int, first: bool) -> tuple[Tensor, Tensor, Tensor]:
-    """Top ``2k`` candidates per row over beam × vocab: scores, source beams and tokens, each (R, 2k).
+def _select(scores: Tensor, lprobs: Tensor, n: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Top ``n`` candidates per row over beam × vocab: scores, source beams and tokens, each (R, n); where beam ×
+    vocab holds fewer, the rest are -inf candidates (they neither finish nor live).
 
-    ``lprobs`` (R*k, V) is consumed: the candidate scores are added into it in place.
+    ``scores`` (R, k) are the live beams' summed log-probabilities; ``lprobs`` (R*k, V) is consumed: the candidate
+    scores are added into it in place.
     """
-    r, v = scores.size(0), lprobs.size(-1)
+    (r, k), v = scores.shape, lprobs.size(-1)
     cand = lprobs.view(r, k, v).add_(scores.unsqueeze(2))                  # (R, k, V)
-    if first:
-        # All beams are copies of one prefix: only beam 0 may extend it, or the beam fills with duplicates.
-        cand[:, 1:] = NEG_INF
-    top_s, top_i = _top(cand.view(r, k * v), min(2 * k, k * v))           # (R, 2k)
+    top_s, top_i = _top(cand.view(r, k * v), min(n, k * v))               # (R, n')
+    if top_s.size(1) < n:                                                  # a vocabulary smaller than the beam
+        top_s = torch.cat([top_s, top_s.new_full((r, n - top_s.size(1)), NEG_INF)], dim=1)
+        top_i = torch.cat([top_i, top_i.new_zeros(r, n - top_i.size(1))], dim=1)
     return top_s, torch.div(top_i, v, rounding_mode="floor"), top_i % v
 
 
@@ -257,18 +248,21 @@ def beam_search(
     if not 1 <= nbest <= beam:
         raise ValueError(f"nbest={nbest} must be between 1 and the beam size {beam}")
     ban = _ban_list(model, banned)
-    begun = _start(model, batch, k, enc)
+    # The first step extends each row's one prefix: it runs on one state row per row, not on k copies of it (which
+    # would all give the same candidates), and its selection then spreads the rows to k beams.
+    begun = start(model, batch, enc)
     state, limit = begun.state, begun.rows(_max_len_tensor(max_len, b, device))   # rows in the state's order
     finished = _Finished(b, nbest, _width(limit), model.vocab.pad, device)
     rows = torch.arange(b, device=device)                                  # (R,) original row of each active row
-    scores = torch.zeros(b, k, device=device)                              # (R, k) live cumulative log-probs
-    hist = torch.zeros(b, k, 0, dtype=torch.long, device=device)          # (R, k, t)
-    inp, t = state.pending, 0                                              # (R*k,)
+    scores = torch.zeros(b, 1, device=device)                              # (R, w) live cumulative log-probs
+    hist = torch.zeros(b, 1, 0, dtype=torch.long, device=device)          # (R, w, t)
+    inp, t = state.pending, 0                                              # (R*w,)
     while rows.numel() > 0:
-        logits, state = model.decode_step(inp, state)                      # (R*k, V)
+        w = scores.size(1)                                                 # live beams per row: 1, then k
+        logits, state = model.decode_step(inp, state)                      # (R*w, V)
         at_limit = t >= limit[rows]                                        # (R,)
-        lprobs = _step_lprobs(logits, ban, eos, t, min_len, at_limit.repeat_interleave(k))
-        top_s, src_beam, tok = _select(scores, lprobs, k, t == 0)          # (R, 2k) each
+        lprobs = _step_lprobs(logits, ban, eos, t, min_len, at_limit.repeat_interleave(w))
+        top_s, src_beam, tok = _select(scores, lprobs, 2 * k)              # (R, 2k) each
         is_eos = tok == eos
         fin = is_eos[:, :k] & torch.isfinite(top_s[:, :k])                 # only top-k ranks may finish
         finished.add(rows, top_s[:, :k], fin, hist, src_beam[:, :k], t, lenpen)
@@ -278,7 +272,7 @@ def beam_search(
         done = at_limit | torch.isinf(live_s[:, 0])
         done |= (finished.count[rows] >= k) & (finished.score[rows, 0] >= bound)
         keep = ~done
-        flat = torch.arange(rows.numel(), device=device).unsqueeze(1) * k + live_beam  # (R, k) state rows
+        flat = torch.arange(rows.numel(), device=device).unsqueeze(1) * w + live_beam  # (R, k) state rows
         state = merged(model.reorder_state(state, flat[keep].reshape(-1)))
         gathered = hist.gather(1, live_beam.unsqueeze(2).expand(-1, -1, t))  # (R, k, t)
         hist = torch.cat([gathered, live_tok.unsqueeze(2)], dim=2)[keep]   # (R', k, t+1)

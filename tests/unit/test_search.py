@@ -146,20 +146,31 @@ def test_finished_rows_leave_the_state():
     model = make_model("sentence", eos_bias=-20.0)
     limits = torch.tensor([1, 8, 3])
     beam_search(model, batch_of([0, 1, 2]), beam=2, max_len=limits)
-    # beams × active rows per step: rows end at steps 1, 3 and 8 (forced), then leave the state
-    assert model.calls == [6, 6, 4, 4, 2, 2, 2, 2, 2]
+    # beams × active rows per step: the first step runs one copy of each row's prefix, then 2 beams each; rows end
+    # at steps 1, 3 and 8 (forced), then leave the state
+    assert model.calls == [3, 6, 4, 4, 2, 2, 2, 2, 2]
 
 
 def test_first_step_extends_only_one_copy_of_the_prefix():
-    # Internal, on purpose: the best hypothesis alone cannot show duplicated beams.
+    # Internal, on purpose: the best hypothesis alone cannot show duplicated beams. The first step's state holds one
+    # row per sentence (test_finished_rows_leave_the_state counts them); its 2k candidates are distinct tokens.
     from ctxmt_cli.decode.search import _select
 
-    lprobs = torch.log_softmax(torch.randn(3 * 4, 40), -1)                  # 3 rows x 4 identical beams
-    lprobs = lprobs.view(3, 4, 40)[:, :1].expand(3, 4, 40).reshape(12, 40)
-    top_s, src_beam, tok = _select(torch.zeros(3, 4), lprobs, 4, first=True)
-    assert (src_beam == 0).all()
+    lprobs = torch.log_softmax(torch.randn(3, 40), -1)                     # 3 rows, one live beam each
+    top_s, src_beam, tok = _select(torch.zeros(3, 1), lprobs, 8)
+    assert (src_beam == 0).all() and top_s.shape == (3, 8)
     for r in range(3):
         assert len(set(tok[r].tolist())) == 8                              # 2k distinct candidates
+
+
+def test_a_vocabulary_smaller_than_the_candidates_pads_them_with_minus_infinity():
+    from ctxmt_cli.decode.search import _select
+
+    lprobs = torch.log_softmax(torch.randn(2, 3), -1)                      # V = 3 < 2k = 8
+    top_s, src_beam, tok = _select(torch.zeros(2, 1), lprobs, 8)
+    assert top_s.shape == src_beam.shape == tok.shape == (2, 8)
+    assert torch.isfinite(top_s[:, :3]).all() and torch.isneginf(top_s[:, 3:]).all()
+    assert sorted(tok[0, :3].tolist()) == [0, 1, 2]
 
 
 def test_beams_share_cross_attention_rows_and_decode_as_copies():
