@@ -17,7 +17,9 @@ sentences (``tgt_context``): those are not translated again but are the target c
 as the decoder prefix of a concatenation model, cached with their sources by a caching model, so translating a
 document piece by piece gives what translating it at once gives. ``ctxmt translate`` is a thin layer over
 :meth:`Model.translate_stream`; :meth:`Model.score` is the forced-decoding scorer of ``ctxmt contrastive``.
-torch is imported by :func:`load`, not by ``import ctxmt_cli.api``.
+torch is imported by :func:`load`, not by ``import ctxmt_cli.api``. :func:`keep_freed_memory` gives a Python
+program the C-heap setting every ``ctxmt`` command starts with (fewer page faults in CPU decoding;
+:mod:`ctxmt_cli.heap`).
 """
 
 from __future__ import annotations
@@ -31,8 +33,10 @@ from typing import Any
 from ctxmt_cli.config_base import DEFAULT_MAX_TOKENS
 from ctxmt_cli.decode.records import Candidate, Document, DocumentTranslation, Given, SentenceTranslation
 from ctxmt_cli.errors import CtxmtError, OptionError, named, option
+from ctxmt_cli.heap import keep_freed_memory
 
-__all__ = ["Candidate", "Document", "DocumentTranslation", "Model", "ScoreItem", "SentenceTranslation", "load"]
+__all__ = ["Candidate", "Document", "DocumentTranslation", "Model", "ScoreItem", "SentenceTranslation",
+           "keep_freed_memory", "load"]
 
 #: what :meth:`Model.translate` takes as a document
 DocumentLike = Document | Sequence[str]

@@ -35,6 +35,7 @@ from ctxmt_cli.config import PRESETS, validate_recipe
 from ctxmt_cli.core.batch import Batch, VocabInfo
 from ctxmt_cli.device import resolve_device
 from ctxmt_cli.errors import CtxmtError
+from ctxmt_cli.heap import keep_freed_memory
 from ctxmt_cli.models.families import build_model
 
 #: where the third-party corpora some benchmarks read (SCAT, IWSLT 2017, Maruf et al.'s documents) live: this
@@ -336,4 +337,5 @@ def main(run: Callable[[Settings], object], doc: str) -> None:
         parser.add_argument(f"--{flag}", type=kind, default=getattr(Settings, flag))
     parser.add_argument("--device", default="auto")
     args = parser.parse_args()
+    keep_freed_memory()                  # the heap setting every ctxmt command starts with (ctxmt_cli.heap)
     run(Settings(args.preset, args.quick, args.threads, args.repeats, device=args.device))

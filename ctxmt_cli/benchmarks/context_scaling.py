@@ -62,6 +62,8 @@ from pathlib import Path
 
 import torch
 
+from ctxmt_cli.heap import keep_freed_memory
+
 # the sibling helpers (operation memory), importable only while this directory is on the path (see score.py)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 try:
@@ -404,6 +406,7 @@ def main() -> None:
     for flag, kind in flags:
         parser.add_argument(f"--{flag}", type=kind)
     args = parser.parse_args()
+    keep_freed_memory()                  # the heap setting every ctxmt command starts with (ctxmt_cli.heap)
     try:
         run(Settings.make(args.quick, args.contexts, **{flag: getattr(args, flag) for flag, _ in flags}))
     except CtxmtError as err:

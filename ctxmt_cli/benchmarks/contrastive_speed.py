@@ -30,6 +30,7 @@ from ctxmt_cli.data.batching import BatchBudget, collate, token_batches
 from ctxmt_cli.data.tokenize import Tokenizer, train_sentencepiece
 from ctxmt_cli.evaluate.contrastive import _Encoder, candidate_rows, score_testset
 from ctxmt_cli.evaluate.testsets import load_testsets
+from ctxmt_cli.heap import keep_freed_memory
 from ctxmt_cli.models.families import build_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,6 +80,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
     parser.add_argument("--per-example", type=int, default=200, help="items timed for the one-batch-per-item peer")
     args = parser.parse_args()
+    keep_freed_memory()                  # the heap setting every ctxmt command starts with (ctxmt_cli.heap)
     torch.set_num_threads(args.threads)
     testset = next(ts for ts in load_testsets("voita", args.data / f"{args.set}.json"))
     tok, model = build(testset, args.preset)

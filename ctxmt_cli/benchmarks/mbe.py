@@ -50,6 +50,7 @@ finally:
 from ctxmt_cli.config import DEFAULT_MAX_TOKENS, validate_recipe  # noqa: E402
 from ctxmt_cli.data.batching import GroupedBatch  # noqa: E402
 from ctxmt_cli.errors import CtxmtError  # noqa: E402
+from ctxmt_cli.heap import keep_freed_memory  # noqa: E402
 from ctxmt_cli.train.distributed import DistEnv  # noqa: E402
 from ctxmt_cli.train.trainer import Trainer  # noqa: E402
 
@@ -249,6 +250,7 @@ def main() -> None:
     for flag, kind in (("preset", str), ("threads", int), ("repeats", int), ("corpus", str)):
         parser.add_argument(f"--{flag}", type=kind, default=getattr(Settings, flag))
     args = parser.parse_args()
+    keep_freed_memory()                  # the heap setting every ctxmt command starts with (ctxmt_cli.heap)
     run(Settings(args.preset, args.quick, args.threads, args.repeats, corpus=args.corpus))
 
 

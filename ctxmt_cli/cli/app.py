@@ -28,6 +28,7 @@ from ctxmt_cli.cli import (
     translate,
 )
 from ctxmt_cli.cli.errors import OneLineGroup
+from ctxmt_cli.heap import keep_freed_memory
 
 app = typer.Typer(
     cls=OneLineGroup, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -50,6 +51,7 @@ def _root(
                                  help="print ctxmt's version and exit"),
 ):
     """ctxmt: context-aware (document-level) neural machine translation."""
+    keep_freed_memory()                  # every command: tensors reuse freed heap memory (ctxmt_cli.heap)
 
 
 #: command groups in the order ``ctxmt --help`` lists their commands

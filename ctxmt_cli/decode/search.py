@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from ctxmt_cli.core.batch import Batch
-from ctxmt_cli.decode.start import Start, merged, start
+from ctxmt_cli.decode.start import merged, start
 
 NEG_INF = float("-inf")
 
