@@ -17,9 +17,10 @@ taking the most probable: what a round trip for DocRepair's training data uses (
 Beam search is vectorised over rows × beams: each step takes the top ``2k``
 candidates of every row over beam × vocabulary (at most ``k`` of them end with
 ``</s>`` since each beam contributes one ``</s>``, so ``k`` live candidates
-always remain). Rows that are done leave the state at once, so the last steps
-of a batch with one long row cost one row, not the whole batch. ``nbest`` N keeps the N best finished
-hypotheses of each row instead of one (N <= beam), ranked by their normalised score.
+always remain). The first step extends one copy of each row's prefix (k copies would give k times the same
+candidates), and its selection spreads every row to its k beams. Rows that are done leave the state at once,
+so the last steps of a batch with one long row cost one row, not the whole batch. ``nbest`` N keeps the N best
+finished hypotheses of each row instead of one (N <= beam), ranked by their normalised score.
 """
 
 from __future__ import annotations
@@ -248,8 +249,6 @@ def beam_search(
     if not 1 <= nbest <= beam:
         raise ValueError(f"nbest={nbest} must be between 1 and the beam size {beam}")
     ban = _ban_list(model, banned)
-    # The first step extends each row's one prefix: it runs on one state row per row, not on k copies of it (which
-    # would all give the same candidates), and its selection then spreads the rows to k beams.
     begun = start(model, batch, enc)
     state, limit = begun.state, begun.rows(_max_len_tensor(max_len, b, device))   # rows in the state's order
     finished = _Finished(b, nbest, _width(limit), model.vocab.pad, device)
