@@ -24,7 +24,6 @@ choice wins; nothing is changed.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 
 #: glibc's mallopt parameters (malloc.h)
@@ -49,13 +48,14 @@ def user_chose_allocator(environ: dict[str, str] | None = None) -> str | None:
 
 
 def _glibc():
-    """glibc loaded through ctypes, or None where the C library is another one (musl, macOS, Windows)."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
+    """The process's own C library through ctypes where it is glibc, else None (musl, macOS, Windows).
+
+    The symbols already loaded into the process (``dlopen(NULL)``), not a library looked up by name:
+    ``ctypes.util.find_library`` runs ``ldconfig`` (or a compiler) in a subprocess, milliseconds at every command's
+    start, and could name another libc than the one whose ``malloc`` serves this process."""
     try:
-        libc = ctypes.CDLL(name)
-    except OSError:
+        libc = ctypes.CDLL(None)
+    except (OSError, TypeError):                                            # Windows: no dlopen(NULL)
         return None
     return libc if hasattr(libc, "gnu_get_libc_version") else None         # glibc's own symbol
 
